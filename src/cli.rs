@@ -1,0 +1,331 @@
+//! The command-line surface, as clap derive definitions only.
+//!
+//! Every flag that maps to a configuration key is an `Option` so that "not given" is
+//! distinguishable from "given with the default value": config.rs layers explicitly given
+//! flags over `VIRTWORK_*` env, the YAML file and defaults. No logic lives here.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Create VMs on OpenShift Virtualization / KubeVirt with continuous workloads.
+#[derive(Debug, Parser)]
+#[command(
+    name = "virtwork",
+    about = "Create VMs on OpenShift with continuous workloads",
+    long_about = "virtwork creates virtual machines on clusters with OpenShift Virtualization \
+(KubeVirt) and runs continuous workloads inside them — CPU, memory, disk I/O, PostgreSQL, \
+network throughput and latency, and chaos — to produce realistic metrics. The workloads run \
+under systemd inside the guests and keep running after virtwork exits.",
+    disable_version_flag = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags accepted by every subcommand.
+#[derive(Debug, Args, Clone, Default)]
+pub struct GlobalArgs {
+    /// Kubernetes namespace for VMs [env: VIRTWORK_NAMESPACE] [default: virtwork]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub namespace: Option<String>,
+
+    /// Path to kubeconfig file [env: VIRTWORK_KUBECONFIG, KUBECONFIG]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Path to YAML config file
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Enable verbose (debug) output [env: VIRTWORK_VERBOSE]
+    #[arg(long, global = true)]
+    pub verbose: bool,
+
+    /// Enable audit logging to SQLite [env: VIRTWORK_AUDIT] [default: true]
+    #[arg(long, global = true, overrides_with = "no_audit")]
+    pub audit: bool,
+
+    /// Disable audit logging
+    #[arg(long, global = true, overrides_with = "audit")]
+    pub no_audit: bool,
+
+    /// Path to audit database file [env: VIRTWORK_AUDIT_DB] [default: virtwork.db]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub audit_db: Option<PathBuf>,
+
+    /// Log format on stderr [env: VIRTWORK_LOG_FORMAT] [default: text]
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+
+    /// Format of the result on stdout [env: VIRTWORK_OUTPUT] [default: text]
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+
+    /// Client-side API request rate limit, requests per second [env: VIRTWORK_QPS] [default: 50]
+    #[arg(long, global = true, value_name = "N")]
+    pub qps: Option<String>,
+
+    /// Client-side API request burst above --qps [env: VIRTWORK_BURST] [default: 100]
+    #[arg(long, global = true, value_name = "N")]
+    pub burst: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create VMs and start workloads
+    #[command(
+        long_about = "Plan a fleet of VMs for the selected workloads, create the namespace, \
+Services, cloud-init Secrets and VirtualMachines, and wait until the VMs run. Each workload \
+is injected through cloud-init as a systemd service inside the guest."
+    )]
+    Run(Box<RunArgs>),
+
+    /// Delete all managed resources
+    #[command(
+        long_about = "Delete all VMs, services, secrets, data volumes and optionally the \
+namespace created by virtwork, found by the app.kubernetes.io/managed-by=virtwork label."
+    )]
+    Cleanup(CleanupArgs),
+
+    /// Validate catalog entries
+    #[command(
+        long_about = "Check catalog entries: YAML parsing, service file presence, storage \
+constraints, service port ranges, role-to-service alignment and placeholder consistency."
+    )]
+    Validate(ValidateArgs),
+
+    /// Show the runs present on the cluster and their VMs
+    Status(StatusArgs),
+
+    /// Query the local audit database
+    #[command(subcommand)]
+    Audit(AuditCommand),
+
+    /// Print the version information
+    Version,
+
+    /// Generate shell completions
+    Completion {
+        /// Shell to generate completions for
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+
+    /// Print the man page (roff) to stdout
+    Man,
+}
+
+/// Flags of `virtwork run`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RunArgs {
+    /// Workloads to deploy (comma-separated) [env: VIRTWORK_WORKLOADS] [default: all built-ins]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub workloads: Option<Vec<String>>,
+
+    /// Number of VMs per workload [env: VIRTWORK_VM_COUNT] [default: 1]
+    #[arg(long, value_name = "N")]
+    pub vm_count: Option<String>,
+
+    /// CPU cores per VM [env: VIRTWORK_CPU_CORES] [default: 2]
+    #[arg(long, value_name = "N")]
+    pub cpu_cores: Option<String>,
+
+    /// Memory per VM, a Kubernetes quantity (e.g. 2Gi) [env: VIRTWORK_MEMORY] [default: 2Gi]
+    #[arg(long, value_name = "QUANTITY")]
+    pub memory: Option<String>,
+
+    /// Data disk size for disk-backed workloads [env: VIRTWORK_DISK_SIZE] [default: 10Gi]
+    #[arg(long, alias = "data-disk-size", value_name = "QUANTITY")]
+    pub disk_size: Option<String>,
+
+    /// Container disk image for VMs [env: VIRTWORK_CONTAINER_DISK_IMAGE]
+    /// [default: quay.io/containerdisks/fedora:42]
+    #[arg(long, value_name = "IMAGE")]
+    pub container_disk_image: Option<String>,
+
+    /// Print the objects without creating them (client), or submit them with dryRun=All (server)
+    #[arg(
+        long,
+        value_enum,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "client",
+        value_name = "MODE"
+    )]
+    pub dry_run: Option<DryRunMode>,
+
+    /// Skip waiting for VM readiness
+    #[arg(long)]
+    pub no_wait: bool,
+
+    /// Readiness timeout in seconds [env: VIRTWORK_TIMEOUT] [default: 600]
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<String>,
+
+    /// What "ready" means [env: VIRTWORK_READY_CONDITION] [default: running]
+    #[arg(long, value_enum, value_name = "CONDITION")]
+    pub ready_condition: Option<ReadyCondition>,
+
+    /// SSH user for VMs; an empty value creates no user [env: VIRTWORK_SSH_USER] [default: virtwork]
+    #[arg(long, value_name = "USER")]
+    pub ssh_user: Option<String>,
+
+    /// SSH password for VMs (stored in cloud-init only as a SHA-512 crypt hash)
+    /// [env: VIRTWORK_SSH_PASSWORD]
+    #[arg(long, value_name = "PASSWORD")]
+    pub ssh_password: Option<String>,
+
+    /// SSH authorized key (repeatable, or comma-separated) [env: VIRTWORK_SSH_AUTHORIZED_KEYS]
+    #[arg(long, value_delimiter = ',', value_name = "KEY")]
+    pub ssh_key: Vec<String>,
+
+    /// SSH public key file path (repeatable)
+    #[arg(long, value_delimiter = ',', value_name = "PATH")]
+    pub ssh_key_file: Vec<PathBuf>,
+
+    /// Max concurrent VM creation operations [env: VIRTWORK_VM_CONCURRENCY] [default: 10]
+    #[arg(long, value_name = "N")]
+    pub vm_concurrency: Option<String>,
+
+    /// Per-workload params (comma-separated workload.key=value pairs) [env: VIRTWORK_PARAMS]
+    #[arg(long, value_name = "PAIRS")]
+    pub params: Option<String>,
+
+    /// Path to catalog directory [env: VIRTWORK_CATALOG_DIR] [default: ~/.virtwork/catalog]
+    #[arg(long, value_name = "DIR")]
+    pub catalog_dir: Option<PathBuf>,
+
+    /// Catalog entries to load (comma-separated) [env: VIRTWORK_FROM_CATALOG]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub from_catalog: Option<Vec<String>>,
+}
+
+/// Flags of `virtwork cleanup`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CleanupArgs {
+    /// Also delete the namespace
+    #[arg(long)]
+    pub delete_namespace: bool,
+
+    /// Only delete resources from this specific run (UUID)
+    #[arg(long, value_name = "UUID")]
+    pub run_id: Option<String>,
+
+    /// Print intent without destroying resources
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Skip confirmation prompt and proceed with cleanup
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+
+    /// Wait until every deleted object is gone
+    #[arg(long)]
+    pub wait: bool,
+
+    /// Timeout in seconds for --wait [env: VIRTWORK_TIMEOUT] [default: 600]
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<String>,
+
+    /// Look in every namespace instead of --namespace
+    #[arg(long, short = 'A')]
+    pub all_namespaces: bool,
+}
+
+/// Flags of `virtwork validate`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ValidateArgs {
+    /// Catalog entries to check (default: every entry in the catalog directory)
+    pub entries: Vec<String>,
+
+    /// Path to catalog directory [env: VIRTWORK_CATALOG_DIR] [default: ~/.virtwork/catalog]
+    #[arg(long, value_name = "DIR")]
+    pub catalog_dir: Option<PathBuf>,
+}
+
+/// Flags of `virtwork status`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct StatusArgs {
+    /// Only show this run (UUID)
+    #[arg(long, value_name = "UUID")]
+    pub run_id: Option<String>,
+
+    /// Look in every namespace instead of --namespace
+    #[arg(long, short = 'A')]
+    pub all_namespaces: bool,
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum AuditCommand {
+    /// List recorded executions, newest first
+    List {
+        /// Show at most N executions
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        limit: u32,
+
+        /// Only executions with this status (in_progress, success, failed, aborted, cancelled)
+        #[arg(long, value_name = "STATUS")]
+        status: Option<String>,
+    },
+    /// Show one execution: parameters, workloads, VMs, events and linked cleanups
+    Show {
+        /// The run id (UUID) to show
+        run_id: String,
+    },
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DryRunMode {
+    /// Render every object locally; no cluster is contacted
+    Client,
+    /// Submit every object with dryRun=All; nothing is persisted
+    Server,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadyCondition {
+    /// The VMI reached phase Running
+    #[default]
+    Running,
+    /// The VMI reports condition Ready=True
+    Ready,
+    /// The VMI reports condition AgentConnected=True (guest agent up)
+    AgentConnected,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+    Powershell,
+}

@@ -1,0 +1,1 @@
+//! One module per subcommand: glue that turns a Config into a Plan, applies it and reports.

@@ -1,0 +1,3 @@
+//! Everything that talks to the Kubernetes API server, and the typed KubeVirt/CDI resources.
+
+pub mod kubevirt;

@@ -1,0 +1,1 @@
+//! Human summaries, JSON result documents and progress rendering for every command.
