@@ -10,6 +10,7 @@ pub mod commands;
 pub mod config;
 pub mod error;
 pub mod k8s;
+pub mod labels;
 pub mod logging;
 pub mod plan;
 pub mod report;

@@ -11,9 +11,6 @@ use std::path::PathBuf;
 use crate::config::SshConfig;
 use crate::error::Result;
 
-/// Label carrying a VM's role in multi-role workloads.
-pub const ROLE_LABEL: &str = "virtwork/role";
-
 /// Settings every factory receives, shared by all workloads of a run.
 #[derive(Debug, Clone)]
 pub struct WorkloadOptions {
