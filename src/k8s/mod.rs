@@ -1,5 +1,7 @@
 //! Everything that talks to the Kubernetes API server, and the typed KubeVirt/CDI resources.
 
+pub mod cleanup;
 pub mod client;
 pub mod kubevirt;
 pub mod retry;
+pub mod status;
