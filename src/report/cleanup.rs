@@ -81,6 +81,8 @@ pub struct WaitReport {
 /// The result document of one `virtwork cleanup`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CleanupSummary {
+    /// Version of this document's schema (docs/output-json.md).
+    pub format_version: u32,
     /// Always `cleanup`.
     pub command: &'static str,
     pub status: CleanupStatus,
@@ -108,6 +110,7 @@ impl CleanupSummary {
     /// A summary with nothing deleted yet.
     pub fn new(run_id: String, namespace: Option<String>, run_id_filter: Option<String>) -> Self {
         CleanupSummary {
+            format_version: 1,
             command: "cleanup",
             status: CleanupStatus::Completed,
             run_id,
@@ -277,6 +280,7 @@ mod tests {
     #[test]
     fn json_has_the_documented_fields_with_totals() {
         let value: serde_json::Value = serde_json::from_str(&summary_json(&summary())).unwrap();
+        assert_eq!(value["format_version"], 1);
         assert_eq!(value["command"], "cleanup");
         assert_eq!(value["status"], "completed");
         assert_eq!(value["deleted"]["vms"], 2);

@@ -22,6 +22,7 @@ struct RunDoc<'a> {
 
 #[derive(Debug, Clone, Serialize)]
 struct StatusDoc<'a> {
+    format_version: u32,
     command: &'static str,
     namespace: Option<&'a str>,
     run_id_filter: Option<&'a str>,
@@ -52,6 +53,7 @@ pub fn status_json(
     now: jiff::Timestamp,
 ) -> String {
     let doc = StatusDoc {
+        format_version: 1,
         command: "status",
         namespace,
         run_id_filter,
