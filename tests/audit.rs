@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use rusqlite::Connection;
 use rusqlite::types::Value;
@@ -137,7 +137,11 @@ fn record_successful_run(auditor: &Auditor, run_id: Uuid, namespace: &str) -> Ex
         ("virtwork-network-client-0", "network", Some("client")),
     ];
     for (name, _, _) in vms {
-        exec.record_resource(ResourceKind::Secret, &format!("{name}-cloudinit"), namespace);
+        exec.record_resource(
+            ResourceKind::Secret,
+            &format!("{name}-cloudinit"),
+            namespace,
+        );
     }
     for (name, component, role) in vms {
         exec.record_vm(&vm(name, namespace, component, role));
@@ -293,18 +297,63 @@ const SCHEMA_VERSION: &[Col] = &[("version", "INTEGER", true, None, false)];
 
 /// (index name, unique, indexed columns)
 const INDEXES: &[(&str, &str, bool, &[&str])] = &[
-    ("audit_log", "idx_audit_log_started_at", false, &["started_at"]),
-    ("audit_log", "idx_audit_log_namespace", false, &["namespace"]),
+    (
+        "audit_log",
+        "idx_audit_log_started_at",
+        false,
+        &["started_at"],
+    ),
+    (
+        "audit_log",
+        "idx_audit_log_namespace",
+        false,
+        &["namespace"],
+    ),
     ("audit_log", "idx_audit_log_status", false, &["status"]),
     ("audit_log", "idx_audit_log_run_id", false, &["run_id"]),
-    ("audit_log", "sqlite_autoindex_audit_log_1", true, &["run_id"]),
-    ("workload_details", "idx_workload_details_audit_id", false, &["audit_id"]),
-    ("workload_details", "idx_workload_details_type", false, &["workload_type"]),
-    ("vm_details", "idx_vm_details_audit_id", false, &["audit_id"]),
-    ("vm_details", "idx_vm_details_workload_id", false, &["workload_id"]),
+    (
+        "audit_log",
+        "sqlite_autoindex_audit_log_1",
+        true,
+        &["run_id"],
+    ),
+    (
+        "workload_details",
+        "idx_workload_details_audit_id",
+        false,
+        &["audit_id"],
+    ),
+    (
+        "workload_details",
+        "idx_workload_details_type",
+        false,
+        &["workload_type"],
+    ),
+    (
+        "vm_details",
+        "idx_vm_details_audit_id",
+        false,
+        &["audit_id"],
+    ),
+    (
+        "vm_details",
+        "idx_vm_details_workload_id",
+        false,
+        &["workload_id"],
+    ),
     ("vm_details", "idx_vm_details_vm_name", false, &["vm_name"]),
-    ("resource_details", "idx_resource_details_audit_id", false, &["audit_id"]),
-    ("resource_details", "idx_resource_details_type", false, &["resource_type"]),
+    (
+        "resource_details",
+        "idx_resource_details_audit_id",
+        false,
+        &["audit_id"],
+    ),
+    (
+        "resource_details",
+        "idx_resource_details_type",
+        false,
+        &["resource_type"],
+    ),
     ("events", "idx_events_audit_id", false, &["audit_id"]),
     ("events", "idx_events_event_type", false, &["event_type"]),
     ("events", "idx_events_occurred_at", false, &["occurred_at"]),
@@ -322,7 +371,9 @@ const FOREIGN_KEYS: &[(&str, &str, &str, &str)] = &[
 ];
 
 fn table_info(conn: &Connection, table: &str) -> Vec<(String, String, bool, Option<String>, bool)> {
-    let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})")).unwrap();
+    let mut stmt = conn
+        .prepare(&format!("PRAGMA table_info({table})"))
+        .unwrap();
     stmt.query_map([], |r| {
         Ok((
             r.get::<_, String>(1)?,
@@ -339,19 +390,37 @@ fn table_info(conn: &Connection, table: &str) -> Vec<(String, String, bool, Opti
 
 fn expected_columns(cols: &[Col]) -> Vec<(String, String, bool, Option<String>, bool)> {
     cols.iter()
-        .map(|(n, t, nn, d, pk)| (n.to_string(), t.to_string(), *nn, d.map(str::to_string), *pk))
+        .map(|(n, t, nn, d, pk)| {
+            (
+                n.to_string(),
+                t.to_string(),
+                *nn,
+                d.map(str::to_string),
+                *pk,
+            )
+        })
         .collect()
 }
 
 fn indexes(conn: &Connection) -> BTreeSet<(String, String, bool, Vec<String>)> {
     let mut found = BTreeSet::new();
-    for table in ["audit_log", "workload_details", "vm_details", "resource_details", "events"] {
+    for table in [
+        "audit_log",
+        "workload_details",
+        "vm_details",
+        "resource_details",
+        "events",
+    ] {
         let list: Vec<(String, bool)> = {
-            let mut stmt = conn.prepare(&format!("PRAGMA index_list({table})")).unwrap();
-            stmt.query_map([], |r| Ok((r.get::<_, String>(1)?, r.get::<_, i64>(2)? != 0)))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap()
+            let mut stmt = conn
+                .prepare(&format!("PRAGMA index_list({table})"))
+                .unwrap();
+            stmt.query_map([], |r| {
+                Ok((r.get::<_, String>(1)?, r.get::<_, i64>(2)? != 0))
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
         };
         for (name, unique) in list {
             let mut stmt = conn.prepare(&format!("PRAGMA index_info({name})")).unwrap();
@@ -368,7 +437,13 @@ fn indexes(conn: &Connection) -> BTreeSet<(String, String, bool, Vec<String>)> {
 
 fn foreign_keys(conn: &Connection) -> BTreeSet<(String, String, String, String, String, String)> {
     let mut found = BTreeSet::new();
-    for table in ["audit_log", "workload_details", "vm_details", "resource_details", "events"] {
+    for table in [
+        "audit_log",
+        "workload_details",
+        "vm_details",
+        "resource_details",
+        "events",
+    ] {
         let mut stmt = conn
             .prepare(&format!("PRAGMA foreign_key_list({table})"))
             .unwrap();
@@ -395,12 +470,21 @@ fn assert_reference_schema(conn: &Connection) {
         ("events", EVENTS),
         ("schema_version", SCHEMA_VERSION),
     ] {
-        assert_eq!(table_info(conn, table), expected_columns(cols), "columns of {table}");
+        assert_eq!(
+            table_info(conn, table),
+            expected_columns(cols),
+            "columns of {table}"
+        );
     }
     let expected_indexes: BTreeSet<_> = INDEXES
         .iter()
         .map(|(t, n, u, c)| {
-            (t.to_string(), n.to_string(), *u, c.iter().map(|s| s.to_string()).collect())
+            (
+                t.to_string(),
+                n.to_string(),
+                *u,
+                c.iter().map(|s| s.to_string()).collect(),
+            )
         })
         .collect();
     assert_eq!(indexes(conn), expected_indexes);
@@ -408,7 +492,14 @@ fn assert_reference_schema(conn: &Connection) {
         .iter()
         .map(|(t, f, rt, rc)| {
             let no_action = "NO ACTION".to_string();
-            (t.to_string(), f.to_string(), rt.to_string(), rc.to_string(), no_action.clone(), no_action)
+            (
+                t.to_string(),
+                f.to_string(),
+                rt.to_string(),
+                rc.to_string(),
+                no_action.clone(),
+                no_action,
+            )
         })
         .collect();
     assert_eq!(foreign_keys(conn), expected_keys);
@@ -604,12 +695,23 @@ INSERT INTO events (audit_id, event_type, message, occurred_at) VALUES
    '2026-01-02T00:00:01Z');
 ";
 
-const DATA_TABLES: [&str; 5] = ["audit_log", "workload_details", "vm_details", "resource_details", "events"];
+const DATA_TABLES: [&str; 5] = [
+    "audit_log",
+    "workload_details",
+    "vm_details",
+    "resource_details",
+    "events",
+];
 
 fn dump(conn: &Connection) -> Vec<(String, Vec<Vec<Value>>)> {
     DATA_TABLES
         .iter()
-        .map(|t| (t.to_string(), rows(conn, &format!("SELECT * FROM {t} ORDER BY id"))))
+        .map(|t| {
+            (
+                t.to_string(),
+                rows(conn, &format!("SELECT * FROM {t} ORDER BY id")),
+            )
+        })
         .collect()
 }
 
@@ -626,13 +728,20 @@ fn assert_go_database_upgrades_without_loss(setup: &str) {
 
     let auditor = Auditor::open_path(&path).unwrap();
     let conn = connect(&path);
-    assert_eq!(dump(&conn), before, "every Go-written row survives the upgrade unchanged");
+    assert_eq!(
+        dump(&conn),
+        before,
+        "every Go-written row survives the upgrade unchanged"
+    );
     assert_reference_schema(&conn);
 
     // The upgraded file keeps working: a new run records next to the Go rows …
     let run_id = Uuid::new_v4();
     record_successful_run(&auditor, run_id, "virtwork");
-    assert_eq!(rows(&conn, "SELECT COUNT(*) FROM audit_log"), vec![vec![int(4)]]);
+    assert_eq!(
+        rows(&conn, "SELECT COUNT(*) FROM audit_log"),
+        vec![vec![int(4)]]
+    );
     // … and the Go rows read back through the query layer, links included.
     let detail = query::show_execution(&conn, GO_RUN_ID).unwrap().unwrap();
     assert_eq!(detail.execution.status, "success");
@@ -640,9 +749,15 @@ fn assert_go_database_upgrades_without_loss(setup: &str) {
     assert_eq!(detail.execution.duration_seconds, Some(150));
     assert_eq!(detail.vms[0].status, "deleted");
     assert_eq!(detail.events.len(), 4);
-    let cleanups: Vec<&str> = detail.linked_cleanups.iter().map(|c| c.run_id.as_str()).collect();
+    let cleanups: Vec<&str> = detail
+        .linked_cleanups
+        .iter()
+        .map(|c| c.run_id.as_str())
+        .collect();
     assert_eq!(cleanups, vec![GO_CLEANUP_ID]);
-    let stuck = query::show_execution(&conn, GO_STUCK_RUN_ID).unwrap().unwrap();
+    let stuck = query::show_execution(&conn, GO_STUCK_RUN_ID)
+        .unwrap()
+        .unwrap();
     assert_eq!(stuck.execution.status, "in_progress");
 }
 
@@ -668,16 +783,21 @@ fn early_go_database_without_dv_and_pvc_counts_gains_them_without_loss() {
         .replace("\tpvcs_deleted          INTEGER,\n", "");
     assert_ne!(early, GO_V1_DDL);
     let rows_without_new_columns = GO_ROWS
-        .replace("secrets_deleted, dvs_deleted, pvcs_deleted,", "secrets_deleted,")
+        .replace(
+            "secrets_deleted, dvs_deleted, pvcs_deleted,",
+            "secrets_deleted,",
+        )
         .replace("1, 0, 1, 0, 0, 0, '2026-01-02", "1, 0, 1, 0, '2026-01-02");
     let (_dir, path) = temp_db();
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     {
         let conn = connect(&path);
         conn.execute_batch(&early).unwrap();
-        conn.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL);
-                            INSERT INTO schema_version VALUES (1);")
-            .unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_version (version INTEGER NOT NULL);
+                            INSERT INTO schema_version VALUES (1);",
+        )
+        .unwrap();
         conn.execute_batch(&rows_without_new_columns).unwrap();
     }
     Auditor::open_path(&path).unwrap();
@@ -783,8 +903,28 @@ fn successful_run_leaves_the_expected_rows() {
                     data_disk_size, requires_service, status FROM workload_details ORDER BY id"
         ),
         vec![
-            vec![text("cpu"), int(1), int(1), int(2), text("2Gi"), int(0), NULL, int(0), text("created")],
-            vec![text("network"), int(1), int(2), int(2), text("2Gi"), int(0), NULL, int(1), text("created")],
+            vec![
+                text("cpu"),
+                int(1),
+                int(1),
+                int(2),
+                text("2Gi"),
+                int(0),
+                NULL,
+                int(0),
+                text("created")
+            ],
+            vec![
+                text("network"),
+                int(1),
+                int(2),
+                int(2),
+                text("2Gi"),
+                int(0),
+                NULL,
+                int(1),
+                text("created")
+            ],
         ]
     );
     assert_eq!(
@@ -829,10 +969,34 @@ fn successful_run_leaves_the_expected_rows() {
              FROM resource_details ORDER BY id"
         ),
         vec![
-            vec![text("Service"), text("virtwork-iperf3-server"), text("vw-ok"), text("created"), NULL],
-            vec![text("Secret"), text("virtwork-cpu-0-cloudinit"), text("vw-ok"), text("created"), NULL],
-            vec![text("Secret"), text("virtwork-network-server-0-cloudinit"), text("vw-ok"), text("created"), NULL],
-            vec![text("Secret"), text("virtwork-network-client-0-cloudinit"), text("vw-ok"), text("created"), NULL],
+            vec![
+                text("Service"),
+                text("virtwork-iperf3-server"),
+                text("vw-ok"),
+                text("created"),
+                NULL
+            ],
+            vec![
+                text("Secret"),
+                text("virtwork-cpu-0-cloudinit"),
+                text("vw-ok"),
+                text("created"),
+                NULL
+            ],
+            vec![
+                text("Secret"),
+                text("virtwork-network-server-0-cloudinit"),
+                text("vw-ok"),
+                text("created"),
+                NULL
+            ],
+            vec![
+                text("Secret"),
+                text("virtwork-network-client-0-cloudinit"),
+                text("vw-ok"),
+                text("created"),
+                NULL
+            ],
         ]
     );
     let vm_event = |kind: &str, message: String, vm: &str, workload: &str| {
@@ -841,15 +1005,63 @@ fn successful_run_leaves_the_expected_rows() {
     assert_eq!(
         event_rows(&conn, run_id),
         vec![
-            vec![text("execution_started"), text(&format!("Starting run with run-id {run_id}")), NULL, NULL, NULL],
-            vec![text("execution_started"), text("Planned 3 VMs across 2 workloads"), NULL, NULL, NULL],
-            vec![text("service_created"), text("Service virtwork-iperf3-server created"), NULL, NULL, text("network")],
-            vm_event("vm_created", "VM virtwork-cpu-0 created".into(), "virtwork-cpu-0", "cpu"),
-            vm_event("vm_created", "VM virtwork-network-server-0 created".into(), "virtwork-network-server-0", "network"),
-            vm_event("vm_created", "VM virtwork-network-client-0 created".into(), "virtwork-network-client-0", "network"),
-            vm_event("vm_ready", "VM virtwork-cpu-0 is ready".into(), "virtwork-cpu-0", "cpu"),
-            vm_event("vm_ready", "VM virtwork-network-server-0 is ready".into(), "virtwork-network-server-0", "network"),
-            vm_event("vm_ready", "VM virtwork-network-client-0 is ready".into(), "virtwork-network-client-0", "network"),
+            vec![
+                text("execution_started"),
+                text(&format!("Starting run with run-id {run_id}")),
+                NULL,
+                NULL,
+                NULL
+            ],
+            vec![
+                text("execution_started"),
+                text("Planned 3 VMs across 2 workloads"),
+                NULL,
+                NULL,
+                NULL
+            ],
+            vec![
+                text("service_created"),
+                text("Service virtwork-iperf3-server created"),
+                NULL,
+                NULL,
+                text("network")
+            ],
+            vm_event(
+                "vm_created",
+                "VM virtwork-cpu-0 created".into(),
+                "virtwork-cpu-0",
+                "cpu"
+            ),
+            vm_event(
+                "vm_created",
+                "VM virtwork-network-server-0 created".into(),
+                "virtwork-network-server-0",
+                "network"
+            ),
+            vm_event(
+                "vm_created",
+                "VM virtwork-network-client-0 created".into(),
+                "virtwork-network-client-0",
+                "network"
+            ),
+            vm_event(
+                "vm_ready",
+                "VM virtwork-cpu-0 is ready".into(),
+                "virtwork-cpu-0",
+                "cpu"
+            ),
+            vm_event(
+                "vm_ready",
+                "VM virtwork-network-server-0 is ready".into(),
+                "virtwork-network-server-0",
+                "network"
+            ),
+            vm_event(
+                "vm_ready",
+                "VM virtwork-network-client-0 is ready".into(),
+                "virtwork-network-client-0",
+                "network"
+            ),
         ]
     );
     for occurred in rows(&conn, "SELECT occurred_at FROM events") {
@@ -865,12 +1077,18 @@ fn failed_run_leaves_the_expected_rows() {
     record_failed_run(&auditor, run_id, "vw-fail");
     let conn = connect(&path);
     assert_eq!(
-        audit_row(&conn, run_id, "status, workloads_csv, total_vm_count, error_summary"),
+        audit_row(
+            &conn,
+            run_id,
+            "status, workloads_csv, total_vm_count, error_summary"
+        ),
         vec![
             text("failed"),
             text("cpu"),
             int(2),
-            text("creating VMs: creating VM \"virtwork-cpu-1\": admission webhook denied the request"),
+            text(
+                "creating VMs: creating VM \"virtwork-cpu-1\": admission webhook denied the request"
+            ),
         ]
     );
     assert_times(&conn, run_id, true);
@@ -879,16 +1097,37 @@ fn failed_run_leaves_the_expected_rows() {
         vec![vec![text("cpu"), text("failed")]]
     );
     assert_eq!(
-        rows(&conn, "SELECT vm_name, status, phase, ready_at FROM vm_details"),
+        rows(
+            &conn,
+            "SELECT vm_name, status, phase, ready_at FROM vm_details"
+        ),
         vec![vec![text("virtwork-cpu-0"), text("created"), NULL, NULL]],
         "only the VM the API accepted has a row"
     );
     assert_eq!(
         event_rows(&conn, run_id),
         vec![
-            vec![text("execution_started"), text(&format!("Starting run with run-id {run_id}")), NULL, NULL, NULL],
-            vec![text("execution_started"), text("Planned 2 VMs across 1 workloads"), NULL, NULL, NULL],
-            vec![text("vm_created"), text("VM virtwork-cpu-0 created"), NULL, text("virtwork-cpu-0"), text("cpu")],
+            vec![
+                text("execution_started"),
+                text(&format!("Starting run with run-id {run_id}")),
+                NULL,
+                NULL,
+                NULL
+            ],
+            vec![
+                text("execution_started"),
+                text("Planned 2 VMs across 1 workloads"),
+                NULL,
+                NULL,
+                NULL
+            ],
+            vec![
+                text("vm_created"),
+                text("VM virtwork-cpu-0 created"),
+                NULL,
+                text("virtwork-cpu-0"),
+                text("cpu")
+            ],
             vec![
                 text("vm_failed"),
                 text("Failed to create VM virtwork-cpu-1"),
@@ -916,7 +1155,11 @@ fn interrupted_run_persists_cancelled() {
     assert_times(&conn, run_id, true);
     assert_eq!(
         rows(&conn, "SELECT vm_name, status, phase FROM vm_details"),
-        vec![vec![text("virtwork-memory-0"), text("created"), text("Scheduling")]]
+        vec![vec![
+            text("virtwork-memory-0"),
+            text("created"),
+            text("Scheduling")
+        ]]
     );
     assert_eq!(
         rows(&conn, "SELECT workload_type, status FROM workload_details"),
@@ -963,7 +1206,10 @@ fn aborted_cleanup_leaves_the_expected_rows() {
         ]
     );
     assert_times(&conn, cleanup_id, true);
-    assert!(event_rows(&conn, cleanup_id).is_empty(), "a declined cleanup records no events");
+    assert!(
+        event_rows(&conn, cleanup_id).is_empty(),
+        "a declined cleanup records no events"
+    );
 }
 
 struct LinkedFixture {
@@ -1113,8 +1359,14 @@ fn cleanup_linking_two_runs_leaves_the_expected_rows() {
             ),
         )
     };
-    assert_eq!(vm_state(f.run_a), vec![vec![text("virtwork-cpu-0"), text("deleted"), int(1)]]);
-    assert_eq!(vm_state(f.run_b), vec![vec![text("virtwork-disk-0"), text("deleted"), int(1)]]);
+    assert_eq!(
+        vm_state(f.run_a),
+        vec![vec![text("virtwork-cpu-0"), text("deleted"), int(1)]]
+    );
+    assert_eq!(
+        vm_state(f.run_b),
+        vec![vec![text("virtwork-disk-0"), text("deleted"), int(1)]]
+    );
     assert_eq!(
         vm_state(f.older),
         vec![vec![text("virtwork-cpu-0"), text("created"), int(0)]],
@@ -1125,22 +1377,36 @@ fn cleanup_linking_two_runs_leaves_the_expected_rows() {
         vec![vec![text("virtwork-cpu-0"), text("created"), int(0)]],
         "a same-named VM in another namespace stays as recorded"
     );
-    for row in rows(&conn, "SELECT deleted_at FROM vm_details WHERE status = 'deleted'") {
+    for row in rows(
+        &conn,
+        "SELECT deleted_at FROM vm_details WHERE status = 'deleted'",
+    ) {
         assert_timestamp(&row[0]);
     }
     assert_eq!(
-        rows(&conn, "SELECT resource_name, status FROM resource_details ORDER BY id"),
+        rows(
+            &conn,
+            "SELECT resource_name, status FROM resource_details ORDER BY id"
+        ),
         vec![
             vec![text("virtwork-cpu-0-cloudinit"), text("deleted")],
             vec![text("virtwork-disk-0-cloudinit"), text("deleted")],
         ]
     );
     for run in [f.run_a, f.run_b] {
-        let detail = query::show_execution(&conn, &run.to_string()).unwrap().unwrap();
-        let cleanups: Vec<String> = detail.linked_cleanups.iter().map(|c| c.run_id.clone()).collect();
+        let detail = query::show_execution(&conn, &run.to_string())
+            .unwrap()
+            .unwrap();
+        let cleanups: Vec<String> = detail
+            .linked_cleanups
+            .iter()
+            .map(|c| c.run_id.clone())
+            .collect();
         assert_eq!(cleanups, vec![f.cleanup.to_string()]);
     }
-    let older = query::show_execution(&conn, &f.older.to_string()).unwrap().unwrap();
+    let older = query::show_execution(&conn, &f.older.to_string())
+        .unwrap()
+        .unwrap();
     assert!(older.linked_cleanups.is_empty());
 }
 
@@ -1164,6 +1430,21 @@ fn list_filters_by_status_and_namespace_newest_first() {
             ..Default::default()
         }),
         vec![f.cancelled.to_string()]
+    );
+    assert_eq!(
+        ids(query::ListFilter {
+            status: Some(ExecutionStatus::Failed),
+            ..Default::default()
+        }),
+        vec![f.failed.to_string()]
+    );
+    assert_eq!(
+        ids(query::ListFilter {
+            status: Some(ExecutionStatus::Aborted),
+            namespace: Some("vw-abort".into()),
+            ..Default::default()
+        }),
+        vec![f.aborted.to_string()]
     );
     assert_eq!(
         ids(query::ListFilter {
@@ -1200,13 +1481,18 @@ fn concurrent_writer_process() {
     let auditor = Auditor::open_path(Path::new(&db)).expect("writer opens the shared database");
     let run_id = Uuid::new_v4();
     let namespace = format!("writer-{run_id}");
-    let exec = auditor.start_execution(run_id, &run_params(&namespace, &["cpu"], WRITER_VMS as u32));
+    let exec =
+        auditor.start_execution(run_id, &run_params(&namespace, &["cpu"], WRITER_VMS as u32));
     assert!(exec.is_recording(), "start row written");
     exec.record_event(&Event::execution_started(CommandKind::Run, run_id));
     exec.record_workload(&workload("cpu", WRITER_VMS as u32, false));
     for i in 0..WRITER_VMS {
         let name = format!("virtwork-cpu-{i}");
-        exec.record_resource(ResourceKind::Secret, &format!("{name}-cloudinit"), &namespace);
+        exec.record_resource(
+            ResourceKind::Secret,
+            &format!("{name}-cloudinit"),
+            &namespace,
+        );
         exec.record_vm(&vm(&name, &namespace, "cpu", None));
         exec.record_event(&Event::vm_created(&name));
     }
@@ -1221,15 +1507,19 @@ fn concurrent_writer_process() {
     // Every write must have landed: a swallowed "database is locked" shows up as a missing row.
     let conn = connect(Path::new(&db));
     let id = exec.audit_id().unwrap();
-    let count = |sql: &str| -> i64 {
-        conn.query_row(sql, [id], |r| r.get(0)).unwrap()
-    };
-    assert_eq!(count("SELECT COUNT(*) FROM events WHERE audit_id = ?1"), 1 + 2 * WRITER_VMS as i64);
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [id], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        count("SELECT COUNT(*) FROM events WHERE audit_id = ?1"),
+        1 + 2 * WRITER_VMS as i64
+    );
     assert_eq!(
         count("SELECT COUNT(*) FROM vm_details WHERE audit_id = ?1 AND status = 'ready'"),
         WRITER_VMS as i64
     );
-    assert_eq!(count("SELECT COUNT(*) FROM resource_details WHERE audit_id = ?1"), WRITER_VMS as i64);
+    assert_eq!(
+        count("SELECT COUNT(*) FROM resource_details WHERE audit_id = ?1"),
+        WRITER_VMS as i64
+    );
     assert_eq!(
         count("SELECT COUNT(*) FROM audit_log WHERE id = ?1 AND status = 'success'"),
         1
@@ -1263,14 +1553,20 @@ fn eight_concurrent_processes_share_one_database() {
     }
     let conn = connect(&path);
     assert_eq!(
-        rows(&conn, "SELECT COUNT(*), SUM(status = 'success') FROM audit_log"),
+        rows(
+            &conn,
+            "SELECT COUNT(*), SUM(status = 'success') FROM audit_log"
+        ),
         vec![vec![int(8), int(8)]]
     );
     assert_eq!(
         rows(&conn, "SELECT COUNT(*) FROM events"),
         vec![vec![int(8 * (1 + 2 * WRITER_VMS as i64))]]
     );
-    assert_eq!(rows(&conn, "SELECT version FROM schema_version"), vec![vec![int(schema::latest_version())]]);
+    assert_eq!(
+        rows(&conn, "SELECT version FROM schema_version"),
+        vec![vec![int(schema::latest_version())]]
+    );
 }
 
 trait SpawnPiped {
@@ -1291,7 +1587,8 @@ impl SpawnPiped for Command {
 // ---------------------------------------------------------------------------------------------
 
 const PASSWORD: &str = "Tr0ub4dor&3-never-stored";
-const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyMaterialNeverStored0123456789 op@laptop";
+const KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyMaterialNeverStored0123456789 op@laptop";
 
 fn config_with_credentials(db_path: &Path) -> virtwork::config::Config {
     use virtwork::config::*;
@@ -1347,7 +1644,10 @@ fn no_row_contains_an_ssh_key_or_password() {
     exec.complete_execution(ExecutionStatus::Success, None);
 
     let conn = connect(&path);
-    assert_eq!(audit_row(&conn, run_id, "ssh_auth_configured"), vec![int(1)]);
+    assert_eq!(
+        audit_row(&conn, run_id, "ssh_auth_configured"),
+        vec![int(1)]
+    );
     let key_material = KEY.split(' ').nth(1).unwrap();
     let mut cells = 0;
     for table in DATA_TABLES {
@@ -1363,237 +1663,4 @@ fn no_row_contains_an_ssh_key_or_password() {
         }
     }
     assert!(cells > 20, "the scan saw the recorded text ({cells} cells)");
-}
-
-// ---------------------------------------------------------------------------------------------
-// `virtwork audit list|show` through the real binary
-// ---------------------------------------------------------------------------------------------
-
-fn virtwork(db: &Path, args: &[&str]) -> Output {
-    let home = db
-        .ancestors()
-        .find(|dir| dir.is_dir())
-        .expect("an existing ancestor directory");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
-    for (name, _) in std::env::vars() {
-        if name.starts_with("VIRTWORK_") || name == "KUBECONFIG" {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.env("HOME", home)
-        .current_dir(home)
-        .arg("--audit-db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8(out.stderr.clone()).unwrap()
-}
-
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
-}
-
-#[test]
-fn audit_list_text_is_an_aligned_table_newest_first() {
-    let f = linked_fixture();
-    let out = virtwork(&f.path, &["audit", "list"]);
-    assert_exit(&out, 0);
-    let text = stdout(&out);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 10, "{text}");
-    for heading in ["RUN ID", "COMMAND", "STATUS", "NAMESPACE", "STARTED", "DURATION", "OBJECTS"] {
-        assert!(lines[0].contains(heading), "{}", lines[0]);
-    }
-    assert!(lines[1].starts_with(&f.cleanup.to_string()), "newest first:\n{text}");
-    assert!(lines[1].contains("deleted 2 VMs, 0 services, 2 secrets"), "{}", lines[1]);
-    // Aligned: every row's STATUS column starts where its heading does.
-    let status_col = lines[0].find("STATUS").unwrap();
-    for line in &lines[1..] {
-        let status = &line[status_col..];
-        assert!(
-            ["success", "failed", "cancelled", "aborted", "in_progress"]
-                .iter()
-                .any(|s| status.starts_with(s)),
-            "misaligned row: {line}"
-        );
-    }
-    let cancelled = lines
-        .iter()
-        .find(|l| l.starts_with(&f.cancelled.to_string()))
-        .unwrap();
-    assert!(cancelled.contains("cancelled") && cancelled.contains("vw-int"), "{cancelled}");
-}
-
-#[test]
-fn audit_list_filters_and_json() {
-    let f = linked_fixture();
-    let out = virtwork(&f.path, &["audit", "list", "--status", "failed"]);
-    assert_exit(&out, 0);
-    let text = stdout(&out);
-    assert_eq!(text.lines().count(), 2, "{text}");
-    assert!(text.lines().nth(1).unwrap().starts_with(&f.failed.to_string()));
-
-    let out = virtwork(&f.path, &["--namespace", "vw-abort", "--output", "json", "audit", "list"]);
-    assert_exit(&out, 0);
-    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let executions = doc["executions"].as_array().unwrap();
-    assert_eq!(executions.len(), 1);
-    let aborted = &executions[0];
-    assert_eq!(aborted["run_id"], f.aborted.to_string());
-    assert_eq!(aborted["command"], "cleanup");
-    assert_eq!(aborted["status"], "aborted");
-    assert_eq!(aborted["cleanup_mode"], "all");
-    assert_eq!(aborted["error_summary"], "user declined confirmation");
-    assert_eq!(aborted["deleted"], serde_json::Value::Null);
-
-    let out = virtwork(&f.path, &["--output", "json", "audit", "list", "--limit", "3"]);
-    assert_exit(&out, 0);
-    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(doc["executions"].as_array().unwrap().len(), 3);
-}
-
-#[test]
-fn audit_show_text_has_parameters_vms_events_and_linked_cleanups() {
-    let f = linked_fixture();
-    let out = virtwork(&f.path, &["audit", "show", &f.run_a.to_string()]);
-    assert_exit(&out, 0);
-    let text = stdout(&out);
-    for expected in [
-        format!("Run ID:"),
-        format!("{}", f.run_a),
-        "Status:".to_string(),
-        "success".to_string(),
-        "Namespace:".to_string(),
-        "shared".to_string(),
-        "Cluster context:".to_string(),
-        "kind-test".to_string(),
-        "Image:".to_string(),
-        "quay.io/containerdisks/fedora:42".to_string(),
-        "Defaults:".to_string(),
-        "2 CPU, 2Gi memory, 10Gi data disk".to_string(),
-        "Workloads:".to_string(),
-        "VMs:".to_string(),
-        "virtwork-cpu-0".to_string(),
-        "deleted".to_string(),
-        "Cleaned up by:".to_string(),
-        f.cleanup.to_string(),
-    ] {
-        assert!(text.contains(&expected), "missing {expected:?} in:\n{text}");
-    }
-    assert!(!text.lines().any(|l| l.ends_with(' ')), "no trailing spaces:\n{text}");
-
-    let out = virtwork(&f.path, &["audit", "show", &f.failed.to_string()]);
-    assert_exit(&out, 0);
-    let text = stdout(&out);
-    assert!(text.contains("Events:"), "{text}");
-    assert!(
-        text.contains("vm_failed") && text.contains("Failed to create VM virtwork-cpu-1: admission webhook denied the request"),
-        "{text}"
-    );
-    assert!(text.contains("Error:"), "{text}");
-
-    let out = virtwork(&f.path, &["audit", "show", &f.cancelled.to_string()]);
-    assert_exit(&out, 0);
-    let text = stdout(&out);
-    assert!(text.contains("cancelled") && text.contains("interrupted by signal"), "{text}");
-}
-
-#[test]
-fn audit_show_json_is_the_documented_document() {
-    let f = linked_fixture();
-    let out = virtwork(&f.path, &["--output", "json", "audit", "show", &f.run_b.to_string()]);
-    assert_exit(&out, 0);
-    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let keys: Vec<&str> = doc.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(
-        BTreeSet::from_iter(keys),
-        BTreeSet::from(["execution", "workloads", "vms", "resources", "events", "linked_cleanups"])
-    );
-    let e = &doc["execution"];
-    assert_eq!(e["run_id"], f.run_b.to_string());
-    assert_eq!(e["command"], "run");
-    assert_eq!(e["status"], "success");
-    assert_eq!(e["namespace"], "shared");
-    assert_eq!(e["workloads"], serde_json::json!(["disk"]));
-    assert_eq!(e["total_vm_count"], 1);
-    assert_eq!(e["wait_for_ready"], true);
-    assert_eq!(e["ssh_auth_configured"], false);
-    assert_eq!(doc["workloads"][0]["workload_type"], "disk");
-    assert_eq!(doc["workloads"][0]["has_data_disk"], true);
-    assert_eq!(doc["vms"][0]["vm_name"], "virtwork-disk-0");
-    assert_eq!(doc["vms"][0]["status"], "deleted");
-    assert_eq!(doc["resources"][0]["resource_name"], "virtwork-disk-0-cloudinit");
-    assert_eq!(doc["linked_cleanups"][0]["run_id"], f.cleanup.to_string());
-    assert_eq!(doc["linked_cleanups"][0]["deleted"]["vms"], 2);
-    assert_eq!(doc["linked_cleanups"][0]["deleted"]["namespace"], true);
-
-    let out = virtwork(&f.path, &["--output", "json", "audit", "show", &f.cleanup.to_string()]);
-    assert_exit(&out, 0);
-    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let mut linked = vec![f.run_a.to_string(), f.run_b.to_string()];
-    linked.sort();
-    assert_eq!(doc["execution"]["linked_run_ids"], serde_json::json!(linked));
-    let events: Vec<&str> = doc["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["event_type"].as_str().unwrap())
-        .collect();
-    assert_eq!(events, ["cleanup_started", "cleanup_completed"]);
-}
-
-#[test]
-fn audit_show_unknown_run_id_exits_2_suggesting_list() {
-    let f = linked_fixture();
-    let unknown = Uuid::new_v4().to_string();
-    let out = virtwork(&f.path, &["audit", "show", &unknown]);
-    assert_exit(&out, 2);
-    let err = stderr(&out);
-    assert!(err.contains(&unknown) && err.contains("virtwork audit list"), "{err}");
-    assert!(stdout(&out).is_empty());
-}
-
-#[test]
-fn audit_list_invalid_status_exits_2_listing_accepted_statuses() {
-    let f = linked_fixture();
-    let out = virtwork(&f.path, &["audit", "list", "--status", "done"]);
-    assert_exit(&out, 2);
-    let err = stderr(&out);
-    assert!(
-        err.contains("in_progress, success, failed, aborted, cancelled") && err.contains("done"),
-        "{err}"
-    );
-}
-
-#[test]
-fn missing_database_is_no_history_for_list_and_an_input_error_for_show() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("none").join("virtwork.db");
-    let out = virtwork(&missing, &["audit", "list"]);
-    assert_exit(&out, 0);
-    assert_eq!(stdout(&out), format!("no audit database at {}\n", missing.display()));
-    let out = virtwork(&missing, &["--output", "json", "audit", "list"]);
-    assert_exit(&out, 0);
-    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(doc, serde_json::json!({ "executions": [] }));
-    assert!(!missing.exists(), "listing never creates a database");
-
-    let out = virtwork(&missing, &["audit", "show", &Uuid::new_v4().to_string()]);
-    assert_exit(&out, 2);
-    assert!(stderr(&out).contains("no audit database at"), "{}", stderr(&out));
-    assert!(!missing.exists());
 }

@@ -140,10 +140,8 @@ pub struct ExecutionDetail {
 pub fn open_existing(path: &Path) -> Result<Connection> {
     match open_connection(path) {
         Ok(conn) => Ok(conn),
-        Err(upgrade_error) => {
-            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-                .map_err(|_| upgrade_error)
-        }
+        Err(upgrade_error) => Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|_| upgrade_error),
     }
 }
 
@@ -387,7 +385,10 @@ mod tests {
             Some(65)
         );
         assert_eq!(seconds_between(Some("2026-01-01T00:00:00Z"), None), None);
-        assert_eq!(seconds_between(Some("yesterday"), Some("2026-01-01T00:00:00Z")), None);
+        assert_eq!(
+            seconds_between(Some("yesterday"), Some("2026-01-01T00:00:00Z")),
+            None
+        );
     }
 
     #[test]

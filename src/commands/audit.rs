@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::audit::query::{self, ExecutionDetail, ExecutionRecord, ListFilter};
 use crate::audit::recorder::ExecutionStatus;
-use crate::cli::{AuditCommand, GlobalArgs, OutputFormat, RunArgs};
+use crate::cli::{AuditCommand, OutputFormat};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
@@ -24,21 +24,24 @@ pub struct AuditOptions {
 }
 
 impl AuditOptions {
-    /// Options from the layered configuration; the namespace filter applies only when
-    /// `--namespace` was given on the command line (the configured default would hide runs).
-    pub fn from_config(global: &GlobalArgs, config: &Config) -> Self {
+    /// Options from the loaded configuration. `namespace_filter` is the `--namespace` flag when
+    /// given explicitly: the configured default namespace must not hide other runs.
+    pub fn from_config(config: &Config, namespace_filter: Option<&str>) -> Self {
         AuditOptions {
             db_path: config.audit.db_path.clone(),
             output: config.output,
-            namespace: global.namespace.clone(),
+            namespace: namespace_filter.map(str::to_string),
         }
     }
 }
 
-/// Entry point used by main: loads the configuration, then [`run`] to stdout.
-pub fn execute(global: &GlobalArgs, command: &AuditCommand, env: &[(String, String)]) -> Result<()> {
-    let config = Config::load(global, &RunArgs::default(), env)?;
-    let options = AuditOptions::from_config(global, &config);
+/// Runs `virtwork audit` against `config.audit.db_path`, writing the product to stdout.
+pub fn audit(
+    config: &Config,
+    command: &AuditCommand,
+    namespace_filter: Option<&str>,
+) -> Result<()> {
+    let options = AuditOptions::from_config(config, namespace_filter);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     run(command, &options, &mut out)
@@ -146,13 +149,22 @@ pub fn render_list(executions: &[ExecutionRecord], db_path: &Path) -> String {
                 e.status.clone(),
                 e.namespace.clone(),
                 e.started_at.clone(),
-                e.duration_seconds.map_or_else(|| "-".to_string(), format_duration),
+                e.duration_seconds
+                    .map_or_else(|| "-".to_string(), format_duration),
                 summary_of_objects(e),
             ]
         })
         .collect();
     table(
-        &["RUN ID", "COMMAND", "STATUS", "NAMESPACE", "STARTED", "DURATION", "OBJECTS"],
+        &[
+            "RUN ID",
+            "COMMAND",
+            "STATUS",
+            "NAMESPACE",
+            "STARTED",
+            "DURATION",
+            "OBJECTS",
+        ],
         rows,
         "",
     )
@@ -222,7 +234,12 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
     ));
     fields.push((
         "SSH access",
-        if e.ssh_auth_configured { "configured" } else { "none" }.to_string(),
+        if e.ssh_auth_configured {
+            "configured"
+        } else {
+            "none"
+        }
+        .to_string(),
     ));
     push_opt(&mut fields, "Cleanup mode", e.cleanup_mode.as_deref());
     if !e.linked_run_ids.is_empty() {
@@ -259,14 +276,25 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
                     w.vm_count.to_string(),
                     w.cpu_cores.to_string(),
                     w.memory.clone(),
-                    w.data_disk_size.clone().filter(|_| w.has_data_disk).unwrap_or_else(|| "-".into()),
+                    w.data_disk_size
+                        .clone()
+                        .filter(|_| w.has_data_disk)
+                        .unwrap_or_else(|| "-".into()),
                     yes_no(w.requires_service).to_string(),
                     w.status.clone(),
                 ]
             })
             .collect();
         text.push_str(&table(
-            &["WORKLOAD", "VMS", "CPU", "MEMORY", "DATA DISK", "SERVICE", "STATUS"],
+            &[
+                "WORKLOAD",
+                "VMS",
+                "CPU",
+                "MEMORY",
+                "DATA DISK",
+                "SERVICE",
+                "STATUS",
+            ],
             rows,
             "  ",
         ));
@@ -284,13 +312,16 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
                     dash(v.phase.as_deref()),
                     v.status.clone(),
                     dash(v.created_at.as_deref()),
-                    v.seconds_to_ready.map_or_else(|| "-".into(), format_duration),
+                    v.seconds_to_ready
+                        .map_or_else(|| "-".into(), format_duration),
                     dash(v.deleted_at.as_deref()),
                 ]
             })
             .collect();
         text.push_str(&table(
-            &["VM", "WORKLOAD", "ROLE", "PHASE", "STATUS", "CREATED", "TO READY", "DELETED"],
+            &[
+                "VM", "WORKLOAD", "ROLE", "PHASE", "STATUS", "CREATED", "TO READY", "DELETED",
+            ],
             rows,
             "  ",
         ));
@@ -310,7 +341,11 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
                 ]
             })
             .collect();
-        text.push_str(&table(&["KIND", "NAME", "STATUS", "CREATED", "DELETED"], rows, "  "));
+        text.push_str(&table(
+            &["KIND", "NAME", "STATUS", "CREATED", "DELETED"],
+            rows,
+            "  ",
+        ));
     }
     if !d.events.is_empty() {
         text.push_str("\nEvents:\n");
@@ -341,7 +376,11 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
                 ]
             })
             .collect();
-        text.push_str(&table(&["RUN ID", "COMMAND", "STATUS", "STARTED"], rows, "  "));
+        text.push_str(&table(
+            &["RUN ID", "COMMAND", "STATUS", "STARTED"],
+            rows,
+            "  ",
+        ));
     }
     text
 }
@@ -410,7 +449,10 @@ mod tests {
             err.to_string(),
             "invalid --status \"done\": expected one of in_progress, success, failed, aborted, cancelled"
         );
-        assert_eq!(parse_status("cancelled").unwrap(), ExecutionStatus::Cancelled);
+        assert_eq!(
+            parse_status("cancelled").unwrap(),
+            ExecutionStatus::Cancelled
+        );
     }
 
     #[test]
@@ -424,7 +466,10 @@ mod tests {
     fn table_columns_align_without_trailing_spaces() {
         let text = table(
             &["A", "BB"],
-            vec![vec!["long-cell".into(), "x".into()], vec!["s".into(), "".into()]],
+            vec![
+                vec!["long-cell".into(), "x".into()],
+                vec!["s".into(), "".into()],
+            ],
             "",
         );
         assert_eq!(text, "A          BB\nlong-cell  x\ns\n");
