@@ -479,21 +479,39 @@ pub fn one_line(err: &kube::Error) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Bookkeeping of `--wait`: which of the expected objects are still present.
+/// Bookkeeping of `--wait`: which of the expected objects, and of their dependents, are
+/// still present.
 ///
-/// Each watched kind reports its initial listing (`begin_listing`/`listed`/`end_listing`)
-/// and then changes; the wait is over once every kind has been listed at least once and no
-/// expected object is present any more.
+/// Expected are the objects cleanup deleted (plus VMIs of deleted VMs). Any object whose
+/// `ownerReferences` name an expected object's uid becomes expected too, transitively: that
+/// is how garbage-collected dependents that carry no labels of ours (a DataVolume's PVC)
+/// are waited for. Each watched kind reports its initial listing (`begin_listing`/`listed`/
+/// `end_listing`) and then changes; the wait is over once every watched kind has been
+/// listed at least once and no expected object is present any more.
 #[derive(Debug, Clone, Default)]
 pub struct GoneTracker {
-    /// Expected objects per kind keyed by (namespace, name) with their uid when known.
-    expected: BTreeMap<ManagedKind, BTreeMap<(String, String), Option<String>>>,
-    present: BTreeMap<ManagedKind, BTreeSet<(String, String)>>,
-    relisting: BTreeMap<ManagedKind, BTreeSet<(String, String)>>,
+    /// Expected objects keyed by (kind, namespace, name), with their uid when known.
+    expected: BTreeMap<ObjectKey, Option<String>>,
+    /// Uids of expected objects: owners whose dependents we wait for.
+    owner_uids: BTreeSet<String>,
+    /// Seen, not (yet) expected objects with their uid and owner uids, per kind.
+    others: BTreeMap<ObjectKey, (String, Vec<String>)>,
+    present: BTreeSet<ObjectKey>,
+    relisting: BTreeMap<ManagedKind, BTreeSet<ObjectKey>>,
+    watched: BTreeSet<ManagedKind>,
     listed: BTreeSet<ManagedKind>,
     /// The namespace to see gone, and whether it is still present (None until listed).
     namespace: Option<(String, Option<bool>)>,
 }
+
+type ObjectKey = (ManagedKind, String, String);
+
+/// Kinds that can be garbage-collected dependents of what cleanup deletes.
+const DEPENDENT_KINDS: [ManagedKind; 3] = [
+    ManagedKind::VirtualMachineInstance,
+    ManagedKind::DataVolume,
+    ManagedKind::PersistentVolumeClaim,
+];
 
 impl GoneTracker {
     /// Tracks `objects` (and the namespace, if it was deleted).
@@ -506,36 +524,92 @@ impl GoneTracker {
             ..Default::default()
         };
         for object in objects {
-            tracker.expected.entry(object.kind).or_default().insert(
-                (object.namespace.clone(), object.name.clone()),
+            tracker.watched.insert(object.kind);
+            tracker.expected.insert(
+                (object.kind, object.namespace.clone(), object.name.clone()),
                 object.uid.clone(),
             );
+            tracker.owner_uids.extend(object.uid.clone());
+        }
+        if tracker.watched.iter().any(|k| {
+            matches!(
+                k,
+                ManagedKind::VirtualMachine
+                    | ManagedKind::VirtualMachineInstance
+                    | ManagedKind::DataVolume
+            )
+        }) {
+            tracker.watched.extend(DEPENDENT_KINDS);
         }
         tracker
     }
 
-    /// The kinds that need a watch.
-    pub fn kinds(&self) -> Vec<ManagedKind> {
-        self.expected.keys().copied().collect()
+    /// The kinds that need a watch, and whether the watch must see objects without our
+    /// labels (possible dependents) rather than only label-selected ones.
+    pub fn watches(&self) -> Vec<(ManagedKind, bool)> {
+        self.watched
+            .iter()
+            .map(|k| (*k, DEPENDENT_KINDS.contains(k)))
+            .collect()
     }
 
-    fn key_if_expected(&self, kind: ManagedKind, meta: &ObjectMeta) -> Option<(String, String)> {
-        let key = (meta.namespace.clone()?, meta.name.clone()?);
-        match self.expected.get(&kind)?.get(&key)? {
+    /// Whether `meta` (of `kind`) is expected; adopts it when an expected object owns it.
+    fn expected_key(&mut self, kind: ManagedKind, meta: &ObjectMeta) -> Option<ObjectKey> {
+        let key = (kind, meta.namespace.clone()?, meta.name.clone()?);
+        let uid = meta.uid.clone().unwrap_or_default();
+        match self.expected.get(&key) {
             // A new object that reuses the name is not the one we deleted.
-            Some(uid) if meta.uid.as_ref().is_some_and(|u| u != uid) => None,
-            _ => Some(key),
+            Some(Some(expected_uid)) if !uid.is_empty() && uid != *expected_uid => {}
+            Some(_) => return Some(key),
+            None => {}
+        }
+        let owners: Vec<String> = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| o.uid.clone())
+            .collect();
+        if owners.iter().any(|o| self.owner_uids.contains(o)) {
+            self.adopt(key.clone(), uid);
+            return Some(key);
+        }
+        self.others.insert(key, (uid, owners));
+        None
+    }
+
+    /// Makes `key` expected and, transitively, everything already seen that it owns.
+    fn adopt(&mut self, key: ObjectKey, uid: String) {
+        let mut queue = vec![(key, uid)];
+        while let Some((key, uid)) = queue.pop() {
+            self.others.remove(&key);
+            self.expected.insert(key.clone(), Some(uid.clone()));
+            if self.listed.contains(&key.0) {
+                self.present.insert(key.clone());
+            } else {
+                self.relisting.entry(key.0).or_default().insert(key.clone());
+            }
+            if uid.is_empty() || !self.owner_uids.insert(uid.clone()) {
+                continue;
+            }
+            let owned: Vec<(ObjectKey, String)> = self
+                .others
+                .iter()
+                .filter(|(_, (_, owners))| owners.contains(&uid))
+                .map(|(k, (u, _))| (k.clone(), u.clone()))
+                .collect();
+            queue.extend(owned);
         }
     }
 
     /// A (re)list of `kind` starts.
     pub fn begin_listing(&mut self, kind: ManagedKind) {
         self.relisting.insert(kind, BTreeSet::new());
+        self.others.retain(|k, _| k.0 != kind);
     }
 
     /// One object of the current listing of `kind`.
     pub fn listed(&mut self, kind: ManagedKind, meta: &ObjectMeta) {
-        if let Some(key) = self.key_if_expected(kind, meta) {
+        if let Some(key) = self.expected_key(kind, meta) {
             self.relisting.entry(kind).or_default().insert(key);
         }
     }
@@ -543,21 +617,24 @@ impl GoneTracker {
     /// The listing of `kind` is complete.
     pub fn end_listing(&mut self, kind: ManagedKind) {
         let seen = self.relisting.remove(&kind).unwrap_or_default();
-        self.present.insert(kind, seen);
+        self.present.retain(|k| k.0 != kind);
+        self.present.extend(seen);
         self.listed.insert(kind);
     }
 
     /// An object of `kind` was added or modified.
     pub fn applied(&mut self, kind: ManagedKind, meta: &ObjectMeta) {
-        if let Some(key) = self.key_if_expected(kind, meta) {
-            self.present.entry(kind).or_default().insert(key);
+        if let Some(key) = self.expected_key(kind, meta) {
+            self.present.insert(key);
         }
     }
 
     /// An object of `kind` was deleted.
     pub fn deleted(&mut self, kind: ManagedKind, meta: &ObjectMeta) {
-        if let Some(key) = self.key_if_expected(kind, meta) {
-            self.present.entry(kind).or_default().remove(&key);
+        if let (Some(ns), Some(name)) = (&meta.namespace, &meta.name) {
+            let key = (kind, ns.clone(), name.clone());
+            self.present.remove(&key);
+            self.others.remove(&key);
         }
     }
 
@@ -570,22 +647,19 @@ impl GoneTracker {
 
     /// Whether everything expected is gone.
     pub fn all_gone(&self) -> bool {
-        self.expected.keys().all(|k| self.listed.contains(k))
-            && self.present.values().all(BTreeSet::is_empty)
+        self.watched.iter().all(|k| self.listed.contains(k))
+            && self.present.is_empty()
             && !matches!(self.namespace, Some((_, None | Some(true))))
     }
 
     /// What is still present (or not yet confirmed gone), sorted, as `kind ns/name`.
     pub fn remaining(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for (kind, expected) in &self.expected {
-            let still: Box<dyn Iterator<Item = &(String, String)>> = if self.listed.contains(kind) {
-                Box::new(self.present.get(kind).into_iter().flatten())
-            } else {
-                Box::new(expected.keys())
-            };
-            out.extend(still.map(|(ns, name)| format!("{} {ns}/{name}", kind.noun())));
-        }
+        let mut out: Vec<String> = self
+            .expected
+            .keys()
+            .filter(|k| !self.listed.contains(&k.0) || self.present.contains(*k))
+            .map(|(kind, ns, name)| format!("{} {ns}/{name}", kind.noun()))
+            .collect();
         if let Some((ns, state)) = &self.namespace
             && *state != Some(false)
         {
@@ -811,10 +885,13 @@ pub async fn wait_until_gone(
     let selector = scope.selector();
     let mut streams: Vec<BoxStream<'static, std::result::Result<Seen, watcher::Error>>> =
         Vec::new();
-    for kind in tracker.kinds() {
-        let config = watcher::Config::default()
-            .labels(&selector)
-            .page_size(LIST_PAGE_SIZE);
+    for (kind, with_dependents) in tracker.watches() {
+        // Dependents (a DataVolume's PVC) may carry none of our labels: watch the kind
+        // unfiltered; the tracker only ever counts expected objects and their dependents.
+        let mut config = watcher::Config::default().page_size(LIST_PAGE_SIZE);
+        if !with_dependents {
+            config = config.labels(&selector);
+        }
         let stream = watcher(scope.api(&ctx.client, kind), config)
             .default_backoff()
             .map_ok(move |event| Seen::Object(kind, event))
@@ -1072,39 +1149,120 @@ mod tests {
         assert!(outcome.has_failures());
     }
 
+    fn list_all(t: &mut GoneTracker, kind: ManagedKind, metas: &[ObjectMeta]) {
+        t.begin_listing(kind);
+        for m in metas {
+            t.listed(kind, m);
+        }
+        t.end_listing(kind);
+    }
+
     #[test]
     fn tracker_waits_for_every_kind_to_be_listed_and_emptied() {
-        let vm = object(ManagedKind::VirtualMachine, "vm-0", RUN_A);
         let secret = object(ManagedKind::Secret, "vm-0-cloudinit", RUN_A);
-        let mut t = GoneTracker::new([&vm, &secret], None);
+        let service = object(ManagedKind::Service, "svc", RUN_A);
+        let mut t = GoneTracker::new([&secret, &service], None);
+        assert_eq!(
+            t.watches(),
+            vec![(ManagedKind::Service, false), (ManagedKind::Secret, false)]
+        );
         assert!(!t.all_gone());
         assert_eq!(t.remaining().len(), 2);
-        t.begin_listing(ManagedKind::Secret);
-        t.end_listing(ManagedKind::Secret);
-        assert!(!t.all_gone(), "VMs not listed yet");
-        t.begin_listing(ManagedKind::VirtualMachine);
-        t.listed(
-            ManagedKind::VirtualMachine,
-            &managed("virtwork", "vm-0", RUN_A),
+        list_all(&mut t, ManagedKind::Service, &[]);
+        assert!(!t.all_gone(), "secrets not listed yet");
+        list_all(
+            &mut t,
+            ManagedKind::Secret,
+            &[managed("virtwork", "vm-0-cloudinit", RUN_A)],
         );
-        t.end_listing(ManagedKind::VirtualMachine);
-        assert_eq!(t.remaining(), vec!["VM virtwork/vm-0".to_string()]);
+        assert_eq!(
+            t.remaining(),
+            vec!["secret virtwork/vm-0-cloudinit".to_string()]
+        );
         t.deleted(
-            ManagedKind::VirtualMachine,
-            &managed("virtwork", "vm-0", RUN_A),
+            ManagedKind::Secret,
+            &managed("virtwork", "vm-0-cloudinit", RUN_A),
         );
         assert!(t.all_gone());
     }
 
     #[test]
-    fn tracker_ignores_a_new_object_reusing_the_name() {
+    fn tracker_waits_for_unlabelled_dependents_of_deleted_objects() {
+        let vm = object(ManagedKind::VirtualMachine, "vm-0", RUN_A);
+        let dv = object(ManagedKind::DataVolume, "disk-vm-0", RUN_A);
+        let mut t = GoneTracker::new([&vm, &dv], None);
+        assert!(
+            t.watches()
+                .contains(&(ManagedKind::PersistentVolumeClaim, true))
+        );
+        let owned_by = |name: &str, owner: &ManagedObject| {
+            let mut m = meta("virtwork", name, &[]);
+            m.owner_references = Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    uid: owner.uid.clone().unwrap(),
+                    ..Default::default()
+                },
+            ]);
+            m
+        };
+        let pvc = owned_by("disk-vm-0", &dv);
+        let unrelated = meta("virtwork", "someone-elses", &[]);
+        list_all(&mut t, ManagedKind::VirtualMachine, &[]);
+        list_all(&mut t, ManagedKind::DataVolume, &[]);
+        list_all(&mut t, ManagedKind::VirtualMachineInstance, &[]);
+        list_all(
+            &mut t,
+            ManagedKind::PersistentVolumeClaim,
+            &[pvc.clone(), unrelated],
+        );
+        assert_eq!(t.remaining(), vec!["PVC virtwork/disk-vm-0".to_string()]);
+        t.deleted(ManagedKind::PersistentVolumeClaim, &pvc);
+        assert!(t.all_gone());
+    }
+
+    #[test]
+    fn tracker_adopts_dependents_seen_before_their_owner() {
         let vm = object(ManagedKind::VirtualMachine, "vm-0", RUN_A);
         let mut t = GoneTracker::new([&vm], None);
-        let mut newcomer = managed("virtwork", "vm-0", RUN_B);
+        // An unlabelled DataVolume owned by the VM, and its PVC, listed PVC first.
+        let mut dv = meta("virtwork", "dv", &[]);
+        dv.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                uid: vm.uid.clone().unwrap(),
+                ..Default::default()
+            },
+        ]);
+        let mut pvc = meta("virtwork", "dv", &[]);
+        pvc.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                uid: dv.uid.clone().unwrap(),
+                ..Default::default()
+            },
+        ]);
+        list_all(&mut t, ManagedKind::PersistentVolumeClaim, &[pvc.clone()]);
+        list_all(&mut t, ManagedKind::VirtualMachine, &[]);
+        list_all(&mut t, ManagedKind::VirtualMachineInstance, &[]);
+        assert!(!t.all_gone());
+        list_all(&mut t, ManagedKind::DataVolume, &[dv.clone()]);
+        assert_eq!(
+            t.remaining(),
+            vec![
+                "DataVolume virtwork/dv".to_string(),
+                "PVC virtwork/dv".to_string()
+            ]
+        );
+        t.deleted(ManagedKind::DataVolume, &dv);
+        t.deleted(ManagedKind::PersistentVolumeClaim, &pvc);
+        assert!(t.all_gone());
+    }
+
+    #[test]
+    fn tracker_ignores_a_new_object_reusing_the_name() {
+        let secret = object(ManagedKind::Secret, "s", RUN_A);
+        let mut t = GoneTracker::new([&secret], None);
+        let mut newcomer = managed("virtwork", "s", RUN_B);
         newcomer.uid = Some("another-uid".into());
-        t.begin_listing(ManagedKind::VirtualMachine);
-        t.listed(ManagedKind::VirtualMachine, &newcomer);
-        t.end_listing(ManagedKind::VirtualMachine);
+        list_all(&mut t, ManagedKind::Secret, &[newcomer]);
         assert!(t.all_gone());
     }
 
