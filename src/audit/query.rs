@@ -1,0 +1,1 @@
+//! Read-only queries behind `virtwork audit list|show`.
