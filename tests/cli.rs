@@ -538,10 +538,17 @@ fn unimplemented_commands_fail_loudly_not_silently() {
     // A command whose capability has not landed must never report success. Once it lands the
     // command no longer says "not implemented", and this test only checks it is not silent.
     let dir = tempfile::tempdir().unwrap();
-    let out = virtwork(dir.path(), &["validate"], &[]);
-    let stderr = text(&out.stderr);
-    if stderr.contains("not implemented yet") {
-        assert_eq!(out.status.code(), Some(1));
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    for args in [
+        vec!["status"],
+        vec!["audit", "list"],
+        vec!["cleanup", "--yes"],
+    ] {
+        let out = virtwork(dir.path(), &args, &[("VIRTWORK_AUDIT_DB", "audit.db")]);
+        let stderr = text(&out.stderr);
+        if stderr.contains("not implemented yet") {
+            assert_eq!(out.status.code(), Some(1), "{args:?}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert!(out.stdout.is_empty(), "{args:?}");
+        }
     }
 }

@@ -38,7 +38,12 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
         Command::Validate(args) => {
             let config = Config::load_for(&global, CommandFlags::Validate(&args), env)?;
             start_logging(&config);
-            validate::validate(&config, &args)
+            // The resolved directory honours --catalog-dir > env > YAML > ~/.virtwork/catalog.
+            let args = crate::cli::ValidateArgs {
+                catalog_dir: Some(config.catalog_dir.clone()),
+                ..args
+            };
+            validate::run(&args, env, &mut std::io::stdout().lock())
         }
         Command::Status(args) => {
             let config = Config::load_for(&global, CommandFlags::Status(&args), env)?;
