@@ -56,7 +56,7 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
                 check_run_id(run_id, "audit show <RUN_ID>")?;
             }
             start_logging(&config);
-            audit::audit(&config, &command)
+            audit::audit(&config, &command, global.namespace.as_deref())
         }
     }
 }
