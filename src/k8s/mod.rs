@@ -1,5 +1,8 @@
 //! Everything that talks to the Kubernetes API server, and the typed KubeVirt/CDI resources.
 
+pub mod apply;
 pub mod client;
 pub mod kubevirt;
+pub mod preflight;
+pub mod ready;
 pub mod retry;
