@@ -1468,7 +1468,7 @@ fn list_filters_by_status_and_namespace_newest_first() {
 // ---------------------------------------------------------------------------------------------
 
 const WRITER_DB_ENV: &str = "VIRTWORK_AUDIT_TEST_WRITER_DB";
-const WRITER_VMS: usize = 25;
+const WRITER_VMS: usize = 50;
 
 /// Not a test on its own: the body of one writer process spawned by
 /// `eight_concurrent_processes_share_one_database` (this test binary re-executed with
