@@ -8,14 +8,15 @@
 #     -t quay.io/opdev/virtwork:dev .
 #
 # The build stage runs build/build-release.sh, the same script a local release build uses
-# (tested in tests/packaging.rs). Bookworm's glibc is 2.36 but the binary only needs symbols up
+# (tested in tests/packaging.rs). .git is not in the build context, so without the two
+# build args `virtwork version` reports "(unknown)". Bookworm's glibc is 2.36 but the binary only needs symbols up
 # to GLIBC_2.34, which UBI 9 ships; tests/packaging.rs checks that bound on every build.
 
 ARG RUST_IMAGE=docker.io/library/rust:1.95-bookworm
 ARG RUNTIME_IMAGE=registry.access.redhat.com/ubi9/ubi-minimal:latest
 
 FROM ${RUST_IMAGE} AS build
-ARG VIRTWORK_GIT_COMMIT=unknown
+ARG VIRTWORK_GIT_COMMIT=
 ARG VIRTWORK_BUILD_DATE=
 WORKDIR /src
 COPY . .
@@ -30,7 +31,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 FROM ${RUNTIME_IMAGE}
 ARG VERSION=0.1.0
-ARG VIRTWORK_GIT_COMMIT=unknown
+ARG VIRTWORK_GIT_COMMIT=
 ARG VIRTWORK_BUILD_DATE=
 
 LABEL name="virtwork" \

@@ -9,11 +9,11 @@
 #   --out DIR   copy the built binary to DIR/virtwork (default: dist/ under the repository)
 #
 # Environment:
-#   VIRTWORK_GIT_COMMIT  commit the binary reports in `virtwork version`: 7-40 hex digits or
-#                        "unknown". Default: `git rev-parse HEAD` when in a git checkout, else
-#                        "unknown".
+#   VIRTWORK_GIT_COMMIT  commit the binary reports in `virtwork version`: 7-40 hex digits.
+#                        Default: build.rs asks git (short HEAD), else "(unknown)".
 #   VIRTWORK_BUILD_DATE  build date, UTC RFC 3339 (2026-01-31T12:00:00Z). Default: from
-#                        SOURCE_DATE_EPOCH when set (reproducible builds), else now.
+#                        SOURCE_DATE_EPOCH when set (reproducible builds), else build.rs uses
+#                        the commit date from git, else "(unknown)".
 #   CARGO                cargo executable (default: cargo)
 #   CARGO_TARGET_DIR     cargo's target directory (default: target/ under the repository)
 #
@@ -50,35 +50,30 @@ while [ "$#" -gt 0 ]; do
 done
 [ -n "$out_dir" ] || die_input "--out needs a non-empty directory"
 
+# Validate what was given; leave the rest to build.rs (git's short commit and commit date,
+# else "(unknown)"), so a build from a git checkout needs no arguments at all.
 commit=${VIRTWORK_GIT_COMMIT:-}
-if [ -z "$commit" ]; then
-    commit=$(git -C "$repo_root" rev-parse HEAD 2>/dev/null || true)
-    commit=${commit:-unknown}
-fi
-if [ "$commit" != unknown ] && ! [[ "$commit" =~ ^[0-9a-f]{7,40}$ ]]; then
-    die_input "VIRTWORK_GIT_COMMIT='$commit' is not a commit id: expected 7-40 lowercase hex digits or 'unknown' (e.g. \$(git rev-parse HEAD))"
+if [ -n "$commit" ] && ! [[ "$commit" =~ ^[0-9a-f]{7,40}$ ]]; then
+    die_input "VIRTWORK_GIT_COMMIT='$commit' is not a commit id: expected 7-40 lowercase hex digits (e.g. \$(git rev-parse HEAD))"
 fi
 
 build_date=${VIRTWORK_BUILD_DATE:-}
-if [ -z "$build_date" ]; then
-    if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
-        [[ "$SOURCE_DATE_EPOCH" =~ ^[0-9]+$ ]] ||
-            die_input "SOURCE_DATE_EPOCH='$SOURCE_DATE_EPOCH' is not a number of seconds since 1970"
-        build_date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
-    else
-        build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-    fi
+if [ -z "$build_date" ] && [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
+    [[ "$SOURCE_DATE_EPOCH" =~ ^[0-9]+$ ]] ||
+        die_input "SOURCE_DATE_EPOCH='$SOURCE_DATE_EPOCH' is not a number of seconds since 1970"
+    build_date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 fi
-if ! [[ "$build_date" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$ ]]; then
+if [ -n "$build_date" ] && ! [[ "$build_date" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$ ]]; then
     die_input "VIRTWORK_BUILD_DATE='$build_date' is not a UTC RFC 3339 time: expected YYYY-MM-DDTHH:MM:SSZ (e.g. \$(date -u +%Y-%m-%dT%H:%M:%SZ))"
 fi
 
 cargo=${CARGO:-cargo}
 target_dir=${CARGO_TARGET_DIR:-$repo_root/target}
 
-printf 'build-release: commit %s, date %s, target %s\n' "$commit" "$build_date" "$target_dir" >&2
+printf 'build-release: commit %s, date %s, target %s\n' \
+    "${commit:-from git}" "${build_date:-from git}" "$target_dir" >&2
 
-# build.rs reads these two variables and embeds them; export them to cargo only.
+# build.rs reads these two variables (empty = work it out itself); export them to cargo only.
 (
     cd "$repo_root"
     VIRTWORK_GIT_COMMIT=$commit VIRTWORK_BUILD_DATE=$build_date CARGO_TARGET_DIR=$target_dir \
