@@ -26,7 +26,7 @@ use crate::k8s::kubevirt::{
     VirtualMachineInstanceTemplateSpec, VirtualMachineSpec, Volume,
 };
 use crate::labels;
-use crate::workloads::{Workload, WorkloadOptions, WorkloadSettings};
+use crate::workloads::{Registry, Workload, WorkloadOptions, WorkloadSettings};
 
 /// Kubernetes rejects Secrets whose data exceeds 1 MiB.
 pub const MAX_SECRET_BYTES: usize = 1024 * 1024;
@@ -118,6 +118,20 @@ pub struct WorkloadRequest {
 pub struct Requests {
     pub planned: Vec<WorkloadRequest>,
     pub skipped: Vec<String>,
+}
+
+/// Plans a run: resolves the requested workloads, validates each one's params and builds
+/// it from `registry` (built-ins plus loaded catalog entries), then renders and validates
+/// every object. Pure: the same inputs give the same plan.
+pub fn build_plan(config: &Config, registry: &Registry, run_id: &str) -> Result<Plan> {
+    let requests = resolve_requests(config)?;
+    let options = workload_options(config);
+    let workloads = requests
+        .planned
+        .iter()
+        .map(|request| registry.create(&request.name, &request.settings, &options))
+        .collect::<Result<Vec<_>>>()?;
+    plan_workloads(config, run_id, &workloads, requests.skipped)
 }
 
 /// Resolves which workloads run and with which settings.

@@ -2,11 +2,13 @@
 //! object names, labels and shapes, deterministic order, and the whole-plan checks that turn
 //! bad input into exit-code-2 errors before anything is printed or created.
 
+#[path = "support/test_config.rs"]
+mod test_config;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use virtwork::cli::{LogFormat, OutputFormat, ReadyCondition};
-use virtwork::config::{AuditSettings, Config, SshConfig, WorkloadOverride};
+use virtwork::config::{Config, WorkloadOverride};
 use virtwork::error::{Error, Result};
 use virtwork::plan::{self, Plan};
 use virtwork::workloads::{
@@ -16,36 +18,9 @@ use virtwork::workloads::{
 const RUN_ID: &str = "3f1c7a2e-9b4d-4c1a-8e2f-0a9b8c7d6e5f";
 
 fn config(workloads: &[&str]) -> Config {
-    Config {
-        namespace: "virtwork".into(),
-        kubeconfig: Vec::new(),
-        kubeconfig_given: None,
-        container_disk_image: "quay.io/containerdisks/fedora:42".into(),
-        disk_size: "10Gi".into(),
-        cpu_cores: 2,
-        memory: "2Gi".into(),
-        wait_for_ready: true,
-        timeout_secs: 600,
-        ready_condition: ReadyCondition::Running,
-        dry_run: None,
-        verbose: false,
-        log_format: LogFormat::Text,
-        output: OutputFormat::Text,
-        ssh: SshConfig::default(),
-        audit: AuditSettings {
-            enabled: false,
-            db_path: PathBuf::from("virtwork.db"),
-        },
-        vm_concurrency: 10,
-        qps: 50.0,
-        burst: 100,
-        catalog_dir: PathBuf::from("/nonexistent"),
-        from_catalog: Vec::new(),
-        workloads: workloads.iter().map(|s| s.to_string()).collect(),
-        workloads_explicit: true,
-        vm_count: 1,
-        workload_overrides: BTreeMap::new(),
-    }
+    let mut config = test_config::config(workloads, 1);
+    config.catalog_dir = PathBuf::from("/nonexistent");
+    config
 }
 
 /// A test workload: `roles` empty means single-role with `settings.vm_count` VMs.
@@ -656,4 +631,61 @@ fn dry_run_yaml_is_a_valid_stream_in_reference_order() {
     assert_eq!(json["vms"][2]["metadata"]["name"], "virtwork-cpu-0");
     assert_eq!(json["services"][0]["kind"], "Service");
     assert_eq!(json["secrets"][0]["apiVersion"], "v1");
+}
+
+#[test]
+fn full_builtin_plan_has_the_reference_counts_and_no_plain_credentials() {
+    let cfg = test_config::with_ssh(test_config::config(&test_config::ALL_BUILTINS, 1));
+    let registry = virtwork::workloads::Registry::builtin();
+    let plan = plan::build_plan(&cfg, &registry, RUN_ID).unwrap();
+    assert_eq!(
+        (
+            plan.vms.len(),
+            plan.secrets().count(),
+            plan.services.len(),
+            plan.data_volume_count()
+        ),
+        (11, 11, 2, 3)
+    );
+    for svc in &plan.services {
+        let selector = svc
+            .service
+            .spec
+            .as_ref()
+            .unwrap()
+            .selector
+            .as_ref()
+            .unwrap();
+        assert_eq!(selector["app.kubernetes.io/component"], svc.workload);
+    }
+    let json =
+        serde_json::to_string(&virtwork::render::plan_json(&plan, "client").unwrap()).unwrap();
+    let yaml = virtwork::render::dry_run_yaml(&plan).unwrap();
+    for rendered in [&json, &yaml] {
+        assert!(
+            !rendered.contains("s3cret-Passw0rd"),
+            "plain password leaked"
+        );
+        assert!(
+            rendered.contains("$6$"),
+            "hashed password expected in user-data"
+        );
+    }
+}
+
+#[test]
+fn registry_param_errors_surface_as_input_errors() {
+    let mut cfg = config(&["cpu"]);
+    cfg.workload_overrides.insert(
+        "cpu".into(),
+        WorkloadOverride {
+            params: BTreeMap::from([("cpu-method".into(), "$(reboot)".into())]),
+            ..Default::default()
+        },
+    );
+    let registry = virtwork::workloads::Registry::builtin();
+    match plan::build_plan(&cfg, &registry, RUN_ID) {
+        Err(Error::Input(msg)) => assert!(msg.contains("cpu-method"), "{msg}"),
+        other => panic!("expected an input error, got {other:?}"),
+    }
 }

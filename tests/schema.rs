@@ -342,3 +342,44 @@ fn quantity_grammar() {
         assert!(!schema::is_quantity(bad), "{bad}");
     }
 }
+
+#[path = "support/test_config.rs"]
+mod test_config;
+
+/// Every VirtualMachine of a full plan — all nine built-ins at vm-count 2, SSH on, both
+/// shipped catalog entries — validates against `v1.VirtualMachine` with unknown fields
+/// rejected; so does every DataVolume template against `v1.DataVolumeTemplateSpec`.
+#[test]
+fn every_planned_vm_validates_against_kubevirt_schema() {
+    let Some(doc) = schema::load_schema() else {
+        return;
+    };
+    let mut config = test_config::with_ssh(test_config::config(&test_config::ALL_BUILTINS, 2));
+    config.from_catalog = vec!["sysbench".into(), "redis-bench".into()];
+    let registry =
+        virtwork::workloads::Registry::with_catalog(&config.catalog_dir, &config.from_catalog)
+            .unwrap();
+    let plan =
+        virtwork::plan::build_plan(&config, &registry, "3f1c7a2e-9b4d-4c1a-8e2f-0a9b8c7d6e5f")
+            .unwrap();
+    // 7 single-role x2 + network/tps 2 roles x2 + sysbench x2 + redis-bench 1 server and
+    // 2 clients (its server count is pinned, clients scale with vm-count).
+    assert_eq!(plan.vms.len(), 7 * 2 + 2 * 4 + 2 + 3);
+    let mut templates = 0;
+    for vm in &plan.vms {
+        let value = serde_json::to_value(&vm.vm).unwrap();
+        let errors = schema::validate(&doc, "v1.VirtualMachine", &value, true);
+        assert!(errors.is_empty(), "{}: {errors:#?}", vm.name);
+        for template in value["spec"]["dataVolumeTemplates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let errors = schema::validate(&doc, "v1.DataVolumeTemplateSpec", template, true);
+            assert!(errors.is_empty(), "{}: {errors:#?}", vm.name);
+            templates += 1;
+        }
+    }
+    // disk, database, chaos-disk x2 and redis-bench's three VMs.
+    assert_eq!(templates, 3 * 2 + 3);
+}

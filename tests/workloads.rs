@@ -548,7 +548,7 @@ fn chaos_network_keeps_its_qdisc() {
         cmd(&[
             "bash",
             "-c",
-            "dnf install -y kernel-modules-extra-$(uname -r)"
+            "dnf install -y \"kernel-modules-extra-$(uname -r)\""
         ])
     );
 }

@@ -232,6 +232,12 @@ impl Event {
         self
     }
 
+    /// Links the event to a workload by name (e.g. a `vm_failed` whose VM has no row).
+    pub fn with_workload(mut self, workload: &str) -> Self {
+        self.workload_name = Some(workload.to_string());
+        self
+    }
+
     fn with_error(mut self, error: impl fmt::Display) -> Self {
         self.error_detail = Some(error.to_string());
         self

@@ -92,7 +92,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             argv(&[
                 "bash",
                 "-c",
-                "dnf install -y kernel-modules-extra-$(uname -r)",
+                "dnf install -y \"kernel-modules-extra-$(uname -r)\"",
             ]),
             daemon_reload(),
             enable_now(UNIT),
