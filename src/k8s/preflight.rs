@@ -213,7 +213,11 @@ pub async fn preflight(
         // Forbidden to read it: the access review below says so precisely.
         Err(err) if err.failure() == Some(Failure::Permanent) => None,
         Err(err) => {
-            return Err(failed(cluster, err, format!("reading namespace {}", needs.namespace)));
+            return Err(failed(
+                cluster,
+                err,
+                format!("reading namespace {}", needs.namespace),
+            ));
         }
     };
     let namespace_exists = matches!(namespace_state, Some(Some(_)));
