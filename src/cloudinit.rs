@@ -1,2 +1,269 @@
 //! Renders a cloud-config value to `#cloud-config` YAML: packages, write_files, runcmd and the
 //! users/SSH block. Knows nothing of workloads.
+//!
+//! The SSH account is validated here (POSIX user name, single-line public keys of known
+//! types) and a password only ever leaves as a SHA-512 crypt hash with a random salt.
+//! Rendered user-data larger than the 1 MiB Secret limit is refused.
+
+use serde::Serialize;
+
+use crate::config::SshConfig;
+use crate::error::{Error, Result};
+
+/// Largest user-data we hand to a Secret (Kubernetes' 1 MiB object limit; the reference
+/// accepted exactly 1 MiB).
+pub const USERDATA_LIMIT_BYTES: usize = 1 << 20;
+
+/// A file cloud-init writes before `runcmd` runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WriteFile {
+    pub path: String,
+    pub content: String,
+    /// Octal mode as a string, e.g. `"0644"`.
+    pub permissions: String,
+}
+
+impl WriteFile {
+    /// A root-owned file with mode `permissions`.
+    pub fn new(path: &str, content: impl Into<String>, permissions: &str) -> Self {
+        WriteFile {
+            path: path.to_string(),
+            content: content.into(),
+            permissions: permissions.to_string(),
+        }
+    }
+}
+
+/// The login account injected into every guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserAccount {
+    pub name: String,
+    /// SHA-512 crypt (`$6$...`) of the password; `None` locks the password.
+    pub password_hash: Option<String>,
+    pub ssh_authorized_keys: Vec<String>,
+}
+
+impl UserAccount {
+    /// The account for `ssh`, or `None` when the user asked for no account.
+    /// Validates the user name and keys and hashes the password (random salt).
+    pub fn from_ssh(ssh: &SshConfig) -> Result<Option<UserAccount>> {
+        let Some(name) = ssh.user.as_deref() else {
+            return Ok(None);
+        };
+        validate_user_name(name)?;
+        for key in &ssh.authorized_keys {
+            validate_authorized_key(key)?;
+        }
+        let password_hash = match &ssh.password {
+            Some(password) => Some(hash_password(password.expose())?),
+            None => None,
+        };
+        Ok(Some(UserAccount {
+            name: name.to_string(),
+            password_hash,
+            ssh_authorized_keys: ssh.authorized_keys.clone(),
+        }))
+    }
+}
+
+/// Checks a POSIX-portable login name: `[a-z_][a-z0-9_-]*`, at most 32 characters.
+pub fn validate_user_name(name: &str) -> Result<()> {
+    let mut bytes = name.bytes();
+    let first_ok = bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_lowercase() || b == b'_');
+    let rest_ok =
+        bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if first_ok && rest_ok && name.len() <= 32 {
+        Ok(())
+    } else {
+        Err(Error::input(format!(
+            "invalid SSH user {name:?}: expected a POSIX user name (lowercase letter or '_', then lowercase letters, digits, '_' or '-', at most 32 characters), e.g. virtwork"
+        )))
+    }
+}
+
+/// Key types OpenSSH accepts in `authorized_keys`.
+const SSH_KEY_TYPES: &[&str] = &[
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ssh-dss",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+];
+
+/// Checks one public key line: `<type> <base64> [comment]`, single line, known type.
+pub fn validate_authorized_key(key: &str) -> Result<()> {
+    let shown: String = key.chars().take(40).collect::<String>();
+    let fail = |why: &str| {
+        Err(Error::input(format!(
+            "invalid SSH public key {shown:?}...: {why}; expected one line '<type> <base64> [comment]' with type one of {}",
+            SSH_KEY_TYPES.join(", ")
+        )))
+    };
+    if key.chars().any(|c| c.is_control()) {
+        return fail("contains a newline or control character");
+    }
+    let mut fields = key.split_whitespace();
+    let (Some(kind), Some(body)) = (fields.next(), fields.next()) else {
+        return fail("missing key type or key data");
+    };
+    if !SSH_KEY_TYPES.contains(&kind) {
+        return fail(&format!("unknown key type {kind:?}"));
+    }
+    let base64_ok = body
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+    if !base64_ok || body.len() < 16 {
+        return fail("key data is not base64");
+    }
+    Ok(())
+}
+
+/// SHA-512 crypt of `password` with a random 16-byte salt (`$6$rounds=5000$...`).
+pub fn hash_password(password: &str) -> Result<String> {
+    use sha_crypt::{PasswordHasher, ShaCrypt};
+    let mut salt = [0u8; 12];
+    getrandom::fill(&mut salt)
+        .map_err(|e| Error::runtime(format!("generating a password salt: {e}")))?;
+    ShaCrypt::SHA512
+        .hash_password_with_salt(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| Error::runtime(format!("hashing the SSH password: {e}")))
+}
+
+/// The cloud-config of one VM role.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CloudConfig {
+    pub packages: Vec<String>,
+    pub write_files: Vec<WriteFile>,
+    /// Commands as argv lists (no shell unless a command says `bash -c`).
+    pub runcmd: Vec<Vec<String>>,
+    pub user: Option<UserAccount>,
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    packages: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    runcmd: &'a [Vec<String>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ssh_pwauth: Option<bool>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    users: Vec<UserDocument<'a>>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    write_files: &'a [WriteFile],
+}
+
+#[derive(Serialize)]
+struct UserDocument<'a> {
+    name: &'a str,
+    sudo: &'static str,
+    shell: &'static str,
+    lock_passwd: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    passwd: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    ssh_authorized_keys: &'a [String],
+}
+
+impl CloudConfig {
+    /// `#cloud-config\n` followed by the YAML document; exactly `#cloud-config\n` when empty.
+    pub fn render(&self) -> String {
+        let users: Vec<UserDocument<'_>> = self
+            .user
+            .iter()
+            .map(|u| UserDocument {
+                name: &u.name,
+                sudo: "ALL=(ALL) NOPASSWD:ALL",
+                shell: "/bin/bash",
+                lock_passwd: u.password_hash.is_none(),
+                passwd: u.password_hash.as_deref(),
+                ssh_authorized_keys: &u.ssh_authorized_keys,
+            })
+            .collect();
+        let has_password = self
+            .user
+            .as_ref()
+            .is_some_and(|u| u.password_hash.is_some());
+        let document = Document {
+            packages: &self.packages,
+            runcmd: &self.runcmd,
+            ssh_pwauth: has_password.then_some(true),
+            users,
+            write_files: &self.write_files,
+        };
+        let mut out = String::from("#cloud-config\n");
+        if self.packages.is_empty()
+            && self.runcmd.is_empty()
+            && self.user.is_none()
+            && self.write_files.is_empty()
+        {
+            return out;
+        }
+        // Serializing plain strings, lists and structs cannot fail.
+        out.push_str(&serde_yaml::to_string(&document).unwrap_or_default());
+        out
+    }
+
+    /// [`render`](Self::render), refusing user-data over [`USERDATA_LIMIT_BYTES`];
+    /// `what` names the workload/role in the error.
+    pub fn render_checked(&self, what: &str) -> Result<String> {
+        let rendered = self.render();
+        if rendered.len() > USERDATA_LIMIT_BYTES {
+            return Err(Error::input(format!(
+                "cloud-init user-data for {what} is {} bytes, over the {} byte (1 MiB) limit of a Secret; shrink the catalog service files or params",
+                rendered.len(),
+                USERDATA_LIMIT_BYTES
+            )));
+        }
+        Ok(rendered)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+
+    #[test]
+    fn empty_config_is_only_the_header() {
+        assert_eq!(CloudConfig::default().render(), "#cloud-config\n");
+    }
+
+    #[test]
+    fn password_is_hashed_never_plain() {
+        let ssh = SshConfig {
+            user: Some("virtwork".into()),
+            password: Some(Secret::new("hunter2-secret")),
+            authorized_keys: vec![],
+        };
+        let cfg = CloudConfig {
+            user: UserAccount::from_ssh(&ssh).unwrap(),
+            ..Default::default()
+        };
+        let out = cfg.render();
+        assert!(!out.contains("hunter2-secret"), "{out}");
+        assert!(out.contains("passwd: $6$"), "{out}");
+        assert!(out.contains("ssh_pwauth: true"));
+        assert!(out.contains("lock_passwd: false"));
+    }
+
+    #[test]
+    fn bad_user_names_and_keys_are_input_errors() {
+        for bad in ["", "Root", "a b", "x;rm", "1abc", &"a".repeat(33)] {
+            assert!(validate_user_name(bad).is_err(), "{bad}");
+        }
+        validate_user_name("virt_work-1").unwrap();
+        assert!(
+            validate_authorized_key("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0 me\nruncmd").is_err()
+        );
+        assert!(validate_authorized_key("ssh-foo AAAAC3NzaC1lZDI1NTE5AAAAIK0").is_err());
+        assert!(validate_authorized_key("ssh-ed25519 $(reboot)").is_err());
+        validate_authorized_key("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0abc user@host").unwrap();
+    }
+}

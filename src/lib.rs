@@ -13,5 +13,6 @@ pub mod k8s;
 pub mod labels;
 pub mod logging;
 pub mod plan;
+pub mod render;
 pub mod report;
 pub mod workloads;

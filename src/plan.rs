@@ -1,11 +1,49 @@
 //! PURE planning: Config + Registry -> Plan, with every Kubernetes object already rendered.
 //!
 //! No I/O and no async: dry-run prints a Plan, `run` applies it, and tests of "what would
-//! be created" need neither a cluster nor a runtime.
+//! be created" need neither a cluster nor a runtime. Everything a user's input can get wrong
+//! about the objects (names too long or not DNS-1123, duplicate workloads, colliding names,
+//! oversized cloud-init) is rejected here as [`Error::Input`], before anything is printed or
+//! sent. Order is deterministic: workloads in request order (built-ins, then catalog
+//! entries), roles in the workload's order, VMs by index; Services sorted by name.
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::k8s::kubevirt::VirtualMachine;
+use k8s_openapi::api::core::v1::{
+    LocalObjectReference, Secret, Service, ServicePort, ServiceSpec as K8sServiceSpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::k8s::kubevirt::{
+    CloudInitNoCloudSource, ContainerDiskSource, Cpu, DataVolumeBlankImage, DataVolumeSource,
+    DataVolumeSpec, DataVolumeTemplateSpec, DataVolumeVolumeSource, Devices, Disk, DiskTarget,
+    DomainSpec, Interface, InterfaceMasquerade, Network, PodNetwork, ResourceRequirements,
+    StorageResources, StorageSpec, VirtualMachine, VirtualMachineInstanceSpec,
+    VirtualMachineInstanceTemplateSpec, VirtualMachineSpec, Volume,
+};
+use crate::labels;
+use crate::workloads::{Registry, Workload, WorkloadOptions, WorkloadSettings};
+
+/// Kubernetes rejects Secrets whose data exceeds 1 MiB.
+pub const MAX_SECRET_BYTES: usize = 1024 * 1024;
+/// DNS-1123 label and label-value length limit.
+pub const MAX_LABEL_LEN: usize = 63;
+/// DNS-1123 subdomain length limit.
+pub const MAX_SUBDOMAIN_LEN: usize = 253;
+/// Key of the user-data entry in each cloud-init Secret (KubeVirt's NoCloud convention).
+pub const USERDATA_KEY: &str = "userdata";
+/// Disk/volume names every VM has; workload data disks must not reuse them.
+pub const CONTAINER_DISK: &str = "containerdisk";
+pub const CLOUDINIT_DISK: &str = "cloudinitdisk";
+const NETWORK_NAME: &str = "default";
+const DISK_BUS: &str = "virtio";
+const RUN_STRATEGY: &str = "Always";
+/// `app.kubernetes.io/name` of Services (VMs and Secrets use `virtwork-<workload>`).
+const SERVICE_NAME_LABEL: &str = "virtwork";
 
 /// Everything one run will create, in creation order, fully rendered.
 #[derive(Debug, Clone)]
@@ -21,6 +59,18 @@ pub struct Plan {
     pub services: Vec<PlannedService>,
     /// VMs in plan order (workload order, then role order, then index).
     pub vms: Vec<PlannedVm>,
+}
+
+impl Plan {
+    /// The cloud-init Secrets, in VM order.
+    pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
+        self.vms.iter().map(|vm| &vm.secret)
+    }
+
+    /// Number of DataVolumes the VMs' templates will create.
+    pub fn data_volume_count(&self) -> usize {
+        self.vms.iter().map(|vm| vm.data_volumes.len()).sum()
+    }
 }
 
 /// One workload's effective settings, as recorded in the audit database.
@@ -53,4 +103,668 @@ pub struct PlannedVm {
     pub vm: VirtualMachine,
     /// Names of the DataVolumes its templates create.
     pub data_volumes: Vec<String>,
+}
+
+/// One requested workload with its effective settings (global values refined by its
+/// `workloads.<name>` section and `--params`).
+#[derive(Debug, Clone)]
+pub struct WorkloadRequest {
+    pub name: String,
+    pub settings: WorkloadSettings,
+}
+
+/// The requested workloads in plan order plus the names skipped by `enabled: false`.
+#[derive(Debug, Clone)]
+pub struct Requests {
+    pub planned: Vec<WorkloadRequest>,
+    pub skipped: Vec<String>,
+}
+
+/// Plans a run: resolves the requested workloads, validates each one's params and builds
+/// it from `registry` (built-ins plus loaded catalog entries), then renders and validates
+/// every object. Pure: the same inputs give the same plan.
+pub fn build_plan(config: &Config, registry: &Registry, run_id: &str) -> Result<Plan> {
+    let requests = resolve_requests(config)?;
+    let options = workload_options(config);
+    let workloads = requests
+        .planned
+        .iter()
+        .map(|request| registry.create(&request.name, &request.settings, &options))
+        .collect::<Result<Vec<_>>>()?;
+    plan_workloads(config, run_id, &workloads, requests.skipped)
+}
+
+/// Resolves which workloads run and with which settings.
+///
+/// Order is `config.workloads` then `config.from_catalog`. A name listed twice is an input
+/// error (it would plan colliding VMs). The per-workload override beats the global value
+/// for vm-count, cpu-cores and memory (SPEC §1 item 2).
+pub fn resolve_requests(config: &Config) -> Result<Requests> {
+    let mut seen = BTreeSet::new();
+    let mut planned = Vec::new();
+    let mut skipped = Vec::new();
+    for name in config.workloads.iter().chain(&config.from_catalog) {
+        if !seen.insert(name.as_str()) {
+            let both = config.workloads.contains(name) && config.from_catalog.contains(name);
+            return Err(Error::input(if both {
+                format!(
+                    "workload {name:?} is given both as a built-in (--workloads) and a catalog \
+                     entry (--from-catalog); a name can run once per run — rename the catalog \
+                     entry directory"
+                )
+            } else {
+                format!(
+                    "workload {name:?} is listed more than once; each workload runs once per \
+                     run — use --vm-count or workloads.{name}.vm-count for more VMs"
+                )
+            }));
+        }
+        let overrides = config.workload_overrides.get(name);
+        if overrides.and_then(|o| o.enabled) == Some(false) {
+            skipped.push(name.clone());
+            continue;
+        }
+        let settings = WorkloadSettings {
+            vm_count: overrides
+                .and_then(|o| o.vm_count)
+                .unwrap_or(config.vm_count),
+            cpu_cores: overrides
+                .and_then(|o| o.cpu_cores)
+                .unwrap_or(config.cpu_cores),
+            memory: overrides
+                .and_then(|o| o.memory.clone())
+                .unwrap_or_else(|| config.memory.clone()),
+            params: overrides.map(|o| o.params.clone()).unwrap_or_default(),
+        };
+        if settings.vm_count == 0 {
+            return Err(Error::input(format!(
+                "vm-count for workload {name:?} must be at least 1, got 0"
+            )));
+        }
+        if settings.cpu_cores == 0 {
+            return Err(Error::input(format!(
+                "cpu-cores for workload {name:?} must be at least 1, got 0"
+            )));
+        }
+        planned.push(WorkloadRequest {
+            name: name.clone(),
+            settings,
+        });
+    }
+    if planned.is_empty() && skipped.is_empty() {
+        return Err(Error::input(
+            "no workloads specified: use --workloads or --from-catalog",
+        ));
+    }
+    Ok(Requests { planned, skipped })
+}
+
+/// The options every workload factory receives for this run.
+pub fn workload_options(config: &Config) -> WorkloadOptions {
+    WorkloadOptions {
+        namespace: config.namespace.clone(),
+        data_disk_size: config.disk_size.clone(),
+        ssh: config.ssh.clone(),
+        catalog_dir: config.catalog_dir.clone(),
+    }
+}
+
+/// Renders every object for already-constructed workloads (in plan order) and validates the
+/// whole plan. `skipped` is carried into the plan for reporting.
+pub fn plan_workloads(
+    config: &Config,
+    run_id: &str,
+    workloads: &[Box<dyn Workload>],
+    skipped: Vec<String>,
+) -> Result<Plan> {
+    validate_dns_label("namespace", &config.namespace)?;
+    validate_label_value(labels::RUN_ID, run_id, "the run id")?;
+    if config.container_disk_image.trim().is_empty() {
+        return Err(Error::input(
+            "container-disk-image must not be empty (e.g. quay.io/containerdisks/fedora:42)",
+        ));
+    }
+
+    let mut plan = Plan {
+        run_id: run_id.to_string(),
+        namespace: config.namespace.clone(),
+        workloads: Vec::with_capacity(workloads.len()),
+        skipped,
+        services: Vec::new(),
+        vms: Vec::new(),
+    };
+    for workload in workloads {
+        plan_one(config, run_id, workload.as_ref(), &mut plan)?;
+    }
+    plan.services
+        .sort_by(|a, b| a.service.metadata.name.cmp(&b.service.metadata.name));
+    check_unique_names(&plan)?;
+    Ok(plan)
+}
+
+fn plan_one(config: &Config, run_id: &str, workload: &dyn Workload, plan: &mut Plan) -> Result<()> {
+    let name = workload.name();
+    validate_workload_name(name)?;
+    let resources = workload.resources();
+    if resources.cpu_cores == 0 {
+        return Err(Error::input(format!(
+            "cpu-cores for workload {name:?} must be at least 1, got 0"
+        )));
+    }
+    validate_quantity(&format!("memory for workload {name:?}"), &resources.memory)?;
+    let disks = workload.data_disks();
+    for disk in &disks {
+        validate_quantity(
+            &format!("data disk {:?} size for workload {name:?}", disk.name),
+            &disk.size,
+        )?;
+        if disk.name == CONTAINER_DISK || disk.name == CLOUDINIT_DISK {
+            return Err(Error::input(format!(
+                "data disk name {:?} of workload {name:?} is reserved; choose another name",
+                disk.name
+            )));
+        }
+        validate_dns_label(&format!("data disk name of workload {name:?}"), &disk.name)?;
+    }
+    let service = workload.service();
+    let roles = workload.roles();
+
+    plan.workloads.push(PlannedWorkload {
+        name: name.to_string(),
+        vm_count: roles.iter().map(|r| r.vm_count).sum(),
+        cpu_cores: resources.cpu_cores,
+        memory: resources.memory.clone(),
+        data_disk_size: disks.first().map(|d| d.size.clone()),
+        requires_service: service.is_some(),
+    });
+
+    if let Some(spec) = service {
+        plan.services.push(PlannedService {
+            workload: name.to_string(),
+            service: build_service(&config.namespace, run_id, name, spec)?,
+        });
+    }
+
+    for role_spec in roles {
+        let role = role_spec.role.as_deref();
+        if let Some(role) = role {
+            validate_label_value(labels::ROLE, role, &format!("role of workload {name:?}"))?;
+        }
+        let userdata = workload
+            .userdata(role)
+            .map_err(|err| with_context(err, &cloud_init_context(name, role)))?;
+        if userdata.len() > MAX_SECRET_BYTES {
+            return Err(Error::input(format!(
+                "cloud-init userdata for {} is {} bytes, over the 1 MiB ({MAX_SECRET_BYTES} bytes) \
+                 Kubernetes Secret limit; shrink the workload's files or params",
+                cloud_init_context(name, role),
+                userdata.len()
+            )));
+        }
+        for index in 0..role_spec.vm_count {
+            let vm_name = match role {
+                Some(role) => format!("virtwork-{name}-{role}-{index}"),
+                None => format!("virtwork-{name}-{index}"),
+            };
+            validate_dns_label(&format!("VM name (workload {name:?})"), &vm_name)?;
+            let vm_labels = object_labels(&format!("virtwork-{name}"), name, run_id, role);
+            let secret_labels = object_labels(&format!("virtwork-{name}"), name, run_id, None);
+            let secret_name = format!("{vm_name}-cloudinit");
+            let data_volumes: Vec<String> = disks
+                .iter()
+                .map(|d| format!("{}-{vm_name}", d.dv_base))
+                .collect();
+            for dv in &data_volumes {
+                validate_dns_subdomain(&format!("DataVolume name (workload {name:?})"), dv)?;
+            }
+            let secret = Secret {
+                metadata: ObjectMeta {
+                    name: Some(secret_name.clone()),
+                    namespace: Some(config.namespace.clone()),
+                    labels: Some(secret_labels),
+                    ..Default::default()
+                },
+                string_data: Some(BTreeMap::from([(
+                    USERDATA_KEY.to_string(),
+                    userdata.clone(),
+                )])),
+                ..Default::default()
+            };
+            let vm = build_vm(VmInputs {
+                name: &vm_name,
+                namespace: &config.namespace,
+                labels: &vm_labels,
+                image: &config.container_disk_image,
+                cpu_cores: resources.cpu_cores,
+                memory: &resources.memory,
+                secret_name: &secret_name,
+                disks: &disks,
+                data_volumes: &data_volumes,
+            });
+            plan.vms.push(PlannedVm {
+                name: vm_name,
+                workload: name.to_string(),
+                role: role.map(str::to_string),
+                secret,
+                vm,
+                data_volumes,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn cloud_init_context(workload: &str, role: Option<&str>) -> String {
+    match role {
+        Some(role) => format!("workload {workload:?} role {role:?}"),
+        None => format!("workload {workload:?}"),
+    }
+}
+
+/// Prefixes an input error with what was being planned; other errors pass unchanged.
+fn with_context(err: Error, context: &str) -> Error {
+    match err {
+        Error::Input(msg) => Error::Input(format!("generating cloud-init for {context}: {msg}")),
+        other => other,
+    }
+}
+
+/// The labels of a VM (with role), Secret (without) or DataVolume template.
+fn object_labels(
+    name_label: &str,
+    component: &str,
+    run_id: &str,
+    role: Option<&str>,
+) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::from([
+        (labels::NAME.to_string(), name_label.to_string()),
+        (
+            labels::MANAGED_BY.to_string(),
+            labels::MANAGED_BY_VALUE.to_string(),
+        ),
+        (labels::COMPONENT.to_string(), component.to_string()),
+        (labels::RUN_ID.to_string(), run_id.to_string()),
+    ]);
+    if let Some(role) = role {
+        map.insert(labels::ROLE.to_string(), role.to_string());
+    }
+    map
+}
+
+fn build_service(
+    namespace: &str,
+    run_id: &str,
+    workload: &str,
+    spec: crate::workloads::ServiceSpec,
+) -> Result<Service> {
+    validate_dns1035_label(&format!("Service name (workload {workload:?})"), &spec.name)?;
+    if spec.selector.is_empty() {
+        return Err(Error::input(format!(
+            "Service {:?} of workload {workload:?} has an empty selector (it would select \
+             every pod in the namespace)",
+            spec.name
+        )));
+    }
+    if spec.ports.is_empty() {
+        return Err(Error::input(format!(
+            "Service {:?} of workload {workload:?} declares no ports",
+            spec.name
+        )));
+    }
+    for (key, value) in &spec.selector {
+        validate_label_value(key, value, &format!("selector of Service {:?}", spec.name))?;
+    }
+    let ports = spec
+        .ports
+        .iter()
+        .map(|p| ServicePort {
+            name: Some(p.name.clone()),
+            port: i32::from(p.port),
+            target_port: Some(IntOrString::Int(i32::from(p.port))),
+            protocol: Some(p.protocol.clone()),
+            ..Default::default()
+        })
+        .collect();
+    Ok(Service {
+        metadata: ObjectMeta {
+            name: Some(spec.name),
+            namespace: Some(namespace.to_string()),
+            labels: Some(object_labels(SERVICE_NAME_LABEL, workload, run_id, None)),
+            ..Default::default()
+        },
+        spec: Some(K8sServiceSpec {
+            selector: Some(spec.selector),
+            ports: Some(ports),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+struct VmInputs<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    labels: &'a BTreeMap<String, String>,
+    image: &'a str,
+    cpu_cores: u32,
+    memory: &'a str,
+    secret_name: &'a str,
+    disks: &'a [crate::workloads::DataDisk],
+    data_volumes: &'a [String],
+}
+
+/// The VirtualMachine shape of inventory §6, plus run labels on the DataVolume templates.
+fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
+    let virtio = || {
+        Some(DiskTarget {
+            bus: Some(DISK_BUS.to_string()),
+        })
+    };
+    let mut disks = vec![
+        Disk {
+            name: CONTAINER_DISK.to_string(),
+            disk: virtio(),
+            serial: None,
+        },
+        Disk {
+            name: CLOUDINIT_DISK.to_string(),
+            disk: virtio(),
+            serial: None,
+        },
+    ];
+    let mut volumes = vec![
+        Volume {
+            name: CONTAINER_DISK.to_string(),
+            container_disk: Some(ContainerDiskSource {
+                image: input.image.to_string(),
+            }),
+            ..Default::default()
+        },
+        Volume {
+            name: CLOUDINIT_DISK.to_string(),
+            cloud_init_no_cloud: Some(CloudInitNoCloudSource {
+                secret_ref: Some(LocalObjectReference {
+                    name: input.secret_name.to_string(),
+                }),
+            }),
+            ..Default::default()
+        },
+    ];
+    let mut templates = Vec::with_capacity(input.disks.len());
+    for (disk, dv_name) in input.disks.iter().zip(input.data_volumes) {
+        disks.push(Disk {
+            name: disk.name.clone(),
+            disk: virtio(),
+            serial: Some(disk.serial.clone()),
+        });
+        volumes.push(Volume {
+            name: disk.name.clone(),
+            data_volume: Some(DataVolumeVolumeSource {
+                name: dv_name.clone(),
+            }),
+            ..Default::default()
+        });
+        templates.push(DataVolumeTemplateSpec {
+            metadata: ObjectMeta {
+                name: Some(dv_name.clone()),
+                // The run's labels, so cleanup finds DataVolumes/PVCs by label even when
+                // garbage collection of the owner reference lags (SPEC §1 item 6).
+                labels: Some(input.labels.clone()),
+                ..Default::default()
+            },
+            spec: DataVolumeSpec {
+                source: Some(DataVolumeSource {
+                    blank: Some(DataVolumeBlankImage {}),
+                }),
+                storage: Some(StorageSpec {
+                    resources: Some(StorageResources {
+                        requests: BTreeMap::from([(
+                            "storage".to_string(),
+                            Quantity(disk.size.clone()),
+                        )]),
+                    }),
+                }),
+            },
+        });
+    }
+    VirtualMachine {
+        metadata: ObjectMeta {
+            name: Some(input.name.to_string()),
+            namespace: Some(input.namespace.to_string()),
+            labels: Some(input.labels.clone()),
+            ..Default::default()
+        },
+        spec: VirtualMachineSpec {
+            run_strategy: Some(RUN_STRATEGY.to_string()),
+            template: VirtualMachineInstanceTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(input.labels.clone()),
+                    ..Default::default()
+                }),
+                spec: Some(VirtualMachineInstanceSpec {
+                    domain: DomainSpec {
+                        cpu: Some(Cpu {
+                            cores: Some(input.cpu_cores),
+                        }),
+                        devices: Devices {
+                            disks,
+                            interfaces: vec![Interface {
+                                name: NETWORK_NAME.to_string(),
+                                masquerade: Some(InterfaceMasquerade {}),
+                            }],
+                        },
+                        resources: Some(ResourceRequirements {
+                            requests: BTreeMap::from([(
+                                "memory".to_string(),
+                                Quantity(input.memory.to_string()),
+                            )]),
+                            ..Default::default()
+                        }),
+                    },
+                    networks: vec![Network {
+                        name: NETWORK_NAME.to_string(),
+                        pod: Some(PodNetwork {}),
+                    }],
+                    volumes,
+                }),
+            },
+            data_volume_templates: templates,
+        },
+        status: None,
+    }
+}
+
+/// Every object name is unique within its kind; a clash means two workloads would fight
+/// over one object (e.g. a catalog entry `network-server` next to the `network` workload).
+fn check_unique_names(plan: &Plan) -> Result<()> {
+    let mut vms: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut dvs: BTreeMap<&str, &str> = BTreeMap::new();
+    for vm in &plan.vms {
+        if let Some(other) = vms.insert(&vm.name, &vm.workload) {
+            return Err(name_clash("VM", &vm.name, other, &vm.workload));
+        }
+        for dv in &vm.data_volumes {
+            if let Some(other) = dvs.insert(dv, &vm.workload) {
+                return Err(name_clash("DataVolume", dv, other, &vm.workload));
+            }
+        }
+    }
+    // Secret names derive 1:1 from unique VM names; Services are checked here.
+    let mut services: BTreeMap<&str, &str> = BTreeMap::new();
+    for svc in &plan.services {
+        let name = svc.service.metadata.name.as_deref().unwrap_or_default();
+        if let Some(other) = services.insert(name, &svc.workload) {
+            return Err(name_clash("Service", name, other, &svc.workload));
+        }
+    }
+    Ok(())
+}
+
+fn name_clash(kind: &str, name: &str, first: &str, second: &str) -> Error {
+    if first == second {
+        Error::input(format!(
+            "workload {first:?} would create the {kind} {name:?} twice"
+        ))
+    } else {
+        Error::input(format!(
+            "workloads {first:?} and {second:?} would both create the {kind} {name:?}; run \
+             them in separate namespaces or rename the catalog entry"
+        ))
+    }
+}
+
+/// A workload name becomes the component label, part of `virtwork-<name>` (a label value)
+/// and of every VM name, so it must be a DNS-1123 label short enough for all of them.
+fn validate_workload_name(name: &str) -> Result<()> {
+    validate_dns_label("workload name", name)?;
+    let name_label = format!("virtwork-{name}");
+    if name_label.len() > MAX_LABEL_LEN {
+        return Err(Error::input(format!(
+            "workload name {name:?} is too long: the label {}={name_label:?} would be {} \
+             characters, the limit is {MAX_LABEL_LEN}",
+            labels::NAME,
+            name_label.len()
+        )));
+    }
+    Ok(())
+}
+
+fn is_dns_label(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= MAX_LABEL_LEN
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-'
+}
+
+/// DNS-1123 label: lowercase alphanumerics and '-', starting and ending alphanumeric, ≤ 63.
+fn validate_dns_label(what: &str, value: &str) -> Result<()> {
+    if is_dns_label(value) {
+        return Ok(());
+    }
+    Err(Error::input(if value.len() > MAX_LABEL_LEN {
+        format!(
+            "{what} {value:?} is {} characters; Kubernetes allows at most {MAX_LABEL_LEN} — \
+             use a shorter workload, role or namespace name",
+            value.len()
+        )
+    } else {
+        format!(
+            "{what} {value:?} is not a valid DNS-1123 label (lowercase letters, digits and '-', \
+             starting and ending with a letter or digit, e.g. \"my-workload\")"
+        )
+    }))
+}
+
+/// DNS-1035 label (Service names): a DNS-1123 label that starts with a letter.
+fn validate_dns1035_label(what: &str, value: &str) -> Result<()> {
+    validate_dns_label(what, value)?;
+    if !value.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Err(Error::input(format!(
+            "{what} {value:?} must start with a lowercase letter"
+        )));
+    }
+    Ok(())
+}
+
+/// DNS-1123 subdomain: dot-separated DNS-1123 labels, ≤ 253 characters.
+fn validate_dns_subdomain(what: &str, value: &str) -> Result<()> {
+    if value.len() <= MAX_SUBDOMAIN_LEN && value.split('.').all(is_dns_label) {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "{what} {value:?} is not a valid DNS-1123 subdomain (at most {MAX_SUBDOMAIN_LEN} \
+         characters of lowercase letters, digits, '-' and '.')"
+    )))
+}
+
+/// Label value: empty, or ≤ 63 of alphanumerics, '-', '_', '.', starting and ending
+/// alphanumeric.
+fn validate_label_value(key: &str, value: &str, what: &str) -> Result<()> {
+    let bytes = value.as_bytes();
+    let valid = bytes.is_empty()
+        || (bytes.len() <= MAX_LABEL_LEN
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && bytes[0].is_ascii_alphanumeric()
+            && bytes[bytes.len() - 1].is_ascii_alphanumeric());
+    if valid {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "{what} {value:?} cannot be the value of label {key}: at most {MAX_LABEL_LEN} letters, \
+         digits, '-', '_' or '.', starting and ending with a letter or digit"
+    )))
+}
+
+/// Kubernetes quantity: `<number><suffix>`, suffix one of the SI/binary suffixes or a
+/// decimal exponent (e.g. `2Gi`, `512Mi`, `4G`, `1e9`).
+pub fn is_quantity(text: &str) -> bool {
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let number_len = unsigned
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(unsigned.len());
+    let (number, suffix) = unsigned.split_at(number_len);
+    if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+        return false;
+    }
+    const SUFFIXES: [&str; 16] = [
+        "", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+    ];
+    if SUFFIXES.contains(&suffix) {
+        return true;
+    }
+    suffix
+        .strip_prefix(['e', 'E'])
+        .map(|exp| exp.strip_prefix(['+', '-']).unwrap_or(exp))
+        .is_some_and(|digits| !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
+}
+
+fn validate_quantity(what: &str, value: &str) -> Result<()> {
+    if is_quantity(value) && !value.starts_with('-') {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "{what} {value:?} is not a Kubernetes quantity (expected e.g. 512Mi, 2Gi or 4G)"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_label_rules() {
+        assert!(is_dns_label("virtwork-cpu-0"));
+        assert!(is_dns_label("a"));
+        assert!(!is_dns_label("Cpu"));
+        assert!(!is_dns_label("-a"));
+        assert!(!is_dns_label("a-"));
+        assert!(!is_dns_label("a_b"));
+        assert!(!is_dns_label(&"a".repeat(64)));
+        assert!(is_dns_label(&"a".repeat(63)));
+    }
+
+    #[test]
+    fn quantity_rules() {
+        for ok in ["2Gi", "512Mi", "4G", "1.5Gi", "1e9", "100"] {
+            assert!(is_quantity(ok), "{ok}");
+        }
+        for bad in ["", "2GB", "Gi", "1.2.3", "1 Gi", "$(reboot)"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+        assert!(validate_quantity("memory", "-1Gi").is_err());
+    }
+
+    #[test]
+    fn label_values() {
+        assert!(validate_label_value("k", "", "x").is_ok());
+        assert!(validate_label_value("k", "a.b_c-d", "x").is_ok());
+        assert!(validate_label_value("k", "a b", "x").is_err());
+        assert!(validate_label_value("k", &"a".repeat(64), "x").is_err());
+    }
 }

@@ -1674,3 +1674,79 @@ fn kubectl_creates_gets_watches_and_deletes_against_the_fixture() {
         "watch output: {lines}"
     );
 }
+
+// ------------------------------------------------------------------ KubeVirt schema checks
+
+#[tokio::test]
+async fn unknown_kubevirt_fields_are_rejected_or_pruned() {
+    let Some(validator) = support::apiserver::kubevirt_schema() else {
+        return; // support::schema printed the skip notice (or panicked under VIRTWORK_REQUIRE_SCHEMA)
+    };
+    let server = server();
+    let c = server.client_without_retries().await;
+    let vms = "/apis/kubevirt.io/v1/namespaces/vw/virtualmachines";
+    assert_eq!(
+        post(&c, vms, &vm_json("valid", "f", Some("s"))).await.0,
+        201,
+        "a well-formed VM passes"
+    );
+
+    let mut typo = vm_json("typo", "f", None);
+    typo["spec"]["template"]["spec"]["volumes"][0]["cloudInitNoCloud"] =
+        json!({ "userDataSecretRef": { "name": "x" } });
+    let (s, b) = post(&c, vms, &typo).await;
+    assert_eq!(s, 400, "{b}");
+    assert_status(&b, 400, "BadRequest");
+    assert_eq!(
+        b["message"],
+        "VirtualMachine in version \"v1\" cannot be handled as a VirtualMachine: strict decoding error: unknown field \"spec.template.spec.volumes[0].cloudInitNoCloud.userDataSecretRef\""
+    );
+    assert!(server.get("vm", "vw", "typo").is_none());
+
+    let mut wrong_type = vm_json("wrong-type", "f", None);
+    wrong_type["spec"]["runStrategy"] = json!(5);
+    let (s, b) = post(&c, vms, &wrong_type).await;
+    assert_eq!(s, 422, "{b}");
+    assert_status(&b, 422, "Invalid");
+
+    server.set_schema(Some(validator), support::SchemaMode::Warn);
+    let (s, h, b) = raw(
+        &c,
+        "POST",
+        vms,
+        "application/json",
+        Some(&{
+            let mut v = vm_json("warned", "f", None);
+            v["spec"]["bogus"] = json!(true);
+            v
+        }),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    assert_eq!(h["warning"], "299 - \"unknown field \\\"spec.bogus\\\"\"");
+    assert!(
+        server.get("vm", "vw", "warned").unwrap()["spec"]
+            .get("bogus")
+            .is_none(),
+        "pruned"
+    );
+    // An explicit fieldValidation=Strict wins over the Warn default.
+    let (s, _) = post(&c, &format!("{vms}?fieldValidation=Strict"), &{
+        let mut v = vm_json("strict", "f", None);
+        v["spec"]["bogus"] = json!(true);
+        v
+    })
+    .await;
+    assert_eq!(s, 400);
+    let paths: Vec<String> = server
+        .schema_violations()
+        .into_iter()
+        .map(|v| v.path)
+        .collect();
+    assert!(
+        paths.contains(
+            &"spec.template.spec.volumes[0].cloudInitNoCloud.userDataSecretRef".to_string()
+        )
+    );
+    assert!(paths.contains(&"spec.bogus".to_string()));
+}

@@ -1,2 +1,32 @@
-//! The SQLite audit database: schema and migrations, the recorder used by commands, and the
-//! queries behind `virtwork audit`.
+//! The SQLite audit database: schema and migrations ([`schema`]), the recorder used by
+//! commands ([`recorder`]), and the read-only queries behind `virtwork audit` ([`query`]).
+//!
+//! Commands use it like this (run):
+//!
+//! ```no_run
+//! # use virtwork::audit::{Auditor, CommandKind, Event, ExecutionParams, ExecutionStatus};
+//! # fn demo(config: &virtwork::config::Config, plan: &virtwork::plan::Plan) -> virtwork::error::Result<()> {
+//! let auditor = Auditor::open(&config.audit)?; // the only fatal audit step
+//! let run_id = uuid::Uuid::new_v4(); // generated even with --no-audit
+//! let exec = auditor.start_execution(
+//!     run_id,
+//!     &ExecutionParams::from_config(CommandKind::Run, config).with_plan(plan),
+//! );
+//! exec.record_event(&Event::execution_started(CommandKind::Run, run_id));
+//! exec.record_workloads(plan);
+//! // ... record_resource / record_vm / record_event / update_vm_ready ...
+//! exec.complete_execution(ExecutionStatus::Success, None);
+//! # Ok(()) }
+//! ```
+//!
+//! Audit failures after the database is open only warn; see [`recorder`].
+
+pub mod query;
+pub mod recorder;
+pub mod schema;
+
+pub use recorder::{
+    Auditor, CleanupCounts, CleanupMode, CommandKind, Event, EventType, Execution, ExecutionParams,
+    ExecutionStatus, ResourceKind, SUMMARY_DECLINED, SUMMARY_INTERRUPTED, VmRecord, WorkloadRecord,
+    WorkloadStatus, format_timestamp, timestamp_now,
+};

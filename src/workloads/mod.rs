@@ -99,3 +99,429 @@ pub trait Workload: Send + Sync + std::fmt::Debug {
         self.roles().iter().map(|r| r.vm_count).sum()
     }
 }
+
+pub mod catalog;
+pub mod chaos_disk;
+pub mod chaos_network;
+pub mod chaos_process;
+pub mod cpu;
+pub mod database;
+pub mod disk;
+pub mod memory;
+pub mod network;
+pub mod params;
+pub mod scripts;
+pub mod tps;
+
+use std::path::Path;
+
+use crate::cloudinit::{CloudConfig, UserAccount};
+use crate::error::Error;
+use params::{ParamSchema, ResolvedParams};
+
+/// Role name of the serving side of a client/server workload.
+pub const ROLE_SERVER: &str = "server";
+/// Role name of the load-generating side of a client/server workload.
+pub const ROLE_CLIENT: &str = "client";
+
+/// Builds a workload from its effective settings. Params are already validated.
+pub type Factory =
+    Box<dyn Fn(&WorkloadSettings, &WorkloadOptions) -> Result<Box<dyn Workload>> + Send + Sync>;
+
+/// Where a registered workload comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkloadSource {
+    BuiltIn,
+    /// A no-code catalog entry directory.
+    Catalog(PathBuf),
+}
+
+/// A registered workload: its param schema and the factory that builds it.
+pub struct WorkloadDefinition {
+    pub name: String,
+    pub schema: ParamSchema,
+    pub source: WorkloadSource,
+    factory: Factory,
+}
+
+impl std::fmt::Debug for WorkloadDefinition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkloadDefinition")
+            .field("name", &self.name)
+            .field("schema", &self.schema)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkloadDefinition {
+    /// A definition from its parts.
+    pub fn new(name: &str, schema: ParamSchema, source: WorkloadSource, factory: Factory) -> Self {
+        WorkloadDefinition {
+            name: name.to_string(),
+            schema,
+            source,
+            factory,
+        }
+    }
+
+    /// Validates `settings.params` against the schema, then builds the workload (which
+    /// renders its user-data once per role).
+    pub fn create(
+        &self,
+        settings: &WorkloadSettings,
+        options: &WorkloadOptions,
+    ) -> Result<Box<dyn Workload>> {
+        params::validate_params(&self.schema, &settings.params)?;
+        (self.factory)(settings, options)
+    }
+}
+
+/// The workloads a run can plan: the nine built-ins plus any loaded catalog entries.
+#[derive(Debug, Default)]
+pub struct Registry {
+    definitions: BTreeMap<String, WorkloadDefinition>,
+}
+
+/// Names of the built-in workloads, sorted (the `--workloads` default).
+pub const BUILTIN_NAMES: [&str; 9] = [
+    "chaos-disk",
+    "chaos-network",
+    "chaos-process",
+    "cpu",
+    "database",
+    "disk",
+    "memory",
+    "network",
+    "tps",
+];
+
+impl Registry {
+    /// The nine built-in workloads.
+    pub fn builtin() -> Self {
+        let mut registry = Registry::default();
+        let builtins: [(&str, ParamSchema, Factory); 9] = [
+            (cpu::NAME, cpu::schema(), Box::new(cpu::build)),
+            (memory::NAME, memory::schema(), Box::new(memory::build)),
+            (disk::NAME, disk::schema(), Box::new(disk::build)),
+            (
+                database::NAME,
+                database::schema(),
+                Box::new(database::build),
+            ),
+            (network::NAME, network::schema(), Box::new(network::build)),
+            (tps::NAME, tps::schema(), Box::new(tps::build)),
+            (
+                chaos_disk::NAME,
+                chaos_disk::schema(),
+                Box::new(chaos_disk::build),
+            ),
+            (
+                chaos_network::NAME,
+                chaos_network::schema(),
+                Box::new(chaos_network::build),
+            ),
+            (
+                chaos_process::NAME,
+                chaos_process::schema(),
+                Box::new(chaos_process::build),
+            ),
+        ];
+        for (name, schema, factory) in builtins {
+            registry.insert(WorkloadDefinition::new(
+                name,
+                schema,
+                WorkloadSource::BuiltIn,
+                factory,
+            ));
+        }
+        registry
+    }
+
+    /// The built-ins plus the catalog `entries` (in order) loaded from `catalog_dir`.
+    /// A name listed twice, or naming a built-in, is an input error.
+    pub fn with_catalog(catalog_dir: &Path, entries: &[String]) -> Result<Self> {
+        let mut registry = Registry::builtin();
+        for (i, entry) in entries.iter().enumerate() {
+            if entries[..i].contains(entry) {
+                return Err(Error::input(format!(
+                    "catalog entry {entry:?} is listed more than once in --from-catalog; list each entry once"
+                )));
+            }
+            registry.add_catalog_entry(catalog_dir, entry)?;
+        }
+        Ok(registry)
+    }
+
+    /// Loads catalog entry `name` from `catalog_dir` and registers it.
+    pub fn add_catalog_entry(&mut self, catalog_dir: &Path, name: &str) -> Result<()> {
+        if let Some(existing) = self.definitions.get(name) {
+            return Err(Error::input(match existing.source {
+                WorkloadSource::BuiltIn => format!(
+                    "catalog entry {name:?}: catalog entry conflicts with built-in workload name; rename the entry directory"
+                ),
+                WorkloadSource::Catalog(_) => {
+                    format!("catalog entry {name:?} is already loaded; list each entry once")
+                }
+            }));
+        }
+        let entry = catalog::CatalogEntry::load(catalog_dir, name)?;
+        self.insert(entry.into_definition()?);
+        Ok(())
+    }
+
+    fn insert(&mut self, definition: WorkloadDefinition) {
+        self.definitions.insert(definition.name.clone(), definition);
+    }
+
+    /// Registered names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.definitions.keys().map(String::as_str).collect()
+    }
+
+    /// The definition of `name`; unknown names get the reference's message.
+    pub fn get(&self, name: &str) -> Result<&WorkloadDefinition> {
+        self.definitions.get(name).ok_or_else(|| {
+            Error::input(format!(
+                "workload {name:?} not found; available: {}; workload not found",
+                self.names().join(", ")
+            ))
+        })
+    }
+
+    /// The param schema of `name`.
+    pub fn schema(&self, name: &str) -> Result<&ParamSchema> {
+        Ok(&self.get(name)?.schema)
+    }
+
+    /// Validates params and builds workload `name`.
+    pub fn create(
+        &self,
+        name: &str,
+        settings: &WorkloadSettings,
+        options: &WorkloadOptions,
+    ) -> Result<Box<dyn Workload>> {
+        self.get(name)?.create(settings, options)
+    }
+}
+
+/// Checks `--workloads` names against the built-ins (reference §4.4 message, with a
+/// did-you-mean hint per unknown name).
+pub fn check_builtin_names(names: &[String]) -> Result<()> {
+    let available = BUILTIN_NAMES.join(", ");
+    if names.is_empty() {
+        return Err(Error::input(format!(
+            "no workloads specified; available: {available}; workload not found"
+        )));
+    }
+    let unknown: Vec<String> = names
+        .iter()
+        .filter(|n| !BUILTIN_NAMES.contains(&n.as_str()))
+        .map(|n| match params::suggest(n, &BUILTIN_NAMES) {
+            Some(s) => format!("{n:?} (did you mean {s:?}?)"),
+            None => format!("{n:?}"),
+        })
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::input(format!(
+            "unknown workload(s): {}; available: {available}; workload not found",
+            unknown.join(", ")
+        )))
+    }
+}
+
+/// A workload whose user-data was rendered once per role at construction; every built-in
+/// and catalog workload is one of these. Cheap to query for any number of VMs.
+#[derive(Debug, Clone)]
+pub struct RenderedWorkload {
+    pub name: String,
+    /// Roles in creation order with their rendered user-data.
+    pub roles: Vec<(RoleSpec, String)>,
+    pub resources: VmResources,
+    pub data_disks: Vec<DataDisk>,
+    pub service: Option<ServiceSpec>,
+}
+
+impl Workload for RenderedWorkload {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn roles(&self) -> Vec<RoleSpec> {
+        self.roles.iter().map(|(spec, _)| spec.clone()).collect()
+    }
+
+    fn userdata(&self, role: Option<&str>) -> Result<String> {
+        let found = match role {
+            // The workload's default user-data is its first role's (the reference's
+            // CloudInitUserdata of a multi-role workload is the server's).
+            None => self.roles.first(),
+            Some(r) => self
+                .roles
+                .iter()
+                .find(|(spec, _)| spec.role.as_deref() == Some(r)),
+        };
+        match found {
+            Some((_, userdata)) => Ok(userdata.clone()),
+            None => {
+                let expected: Vec<String> = self
+                    .roles
+                    .iter()
+                    .filter_map(|(s, _)| s.role.as_ref().map(|r| format!("'{r}'")))
+                    .collect();
+                Err(Error::input(format!(
+                    "unknown {} workload role: {:?}; expected {}",
+                    self.name,
+                    role.unwrap_or_default(),
+                    if expected.is_empty() {
+                        "no role (single-role workload)".to_string()
+                    } else {
+                        expected.join(" or ")
+                    }
+                )))
+            }
+        }
+    }
+
+    fn resources(&self) -> VmResources {
+        self.resources.clone()
+    }
+
+    fn data_disks(&self) -> Vec<DataDisk> {
+        self.data_disks.clone()
+    }
+
+    fn service(&self) -> Option<ServiceSpec> {
+        self.service.clone()
+    }
+}
+
+/// What every built-in needs while building: resolved params, the SSH account (password
+/// hashed once per workload) and the effective VM count.
+pub(crate) struct BuildContext {
+    pub name: &'static str,
+    pub params: ResolvedParams,
+    pub user: Option<UserAccount>,
+    pub vm_count: u32,
+    pub resources: VmResources,
+}
+
+impl BuildContext {
+    pub(crate) fn new(
+        name: &'static str,
+        schema: &ParamSchema,
+        settings: &WorkloadSettings,
+        options: &WorkloadOptions,
+    ) -> Result<Self> {
+        // Interpolated into client scripts; config validates it too (defence in depth).
+        if !catalog::is_dns_label(&options.namespace) {
+            return Err(Error::input(format!(
+                "invalid namespace {:?}: must be a DNS-1123 label",
+                options.namespace
+            )));
+        }
+        Ok(BuildContext {
+            name,
+            params: schema.resolve(&settings.params)?,
+            user: UserAccount::from_ssh(&options.ssh)?,
+            vm_count: settings.vm_count.max(1),
+            resources: VmResources {
+                cpu_cores: settings.cpu_cores,
+                memory: settings.memory.clone(),
+            },
+        })
+    }
+
+    /// Renders `config` (with the SSH account added) for `role`.
+    pub(crate) fn render(&self, mut config: CloudConfig, role: Option<&str>) -> Result<String> {
+        config.user = self.user.clone();
+        let what = match role {
+            Some(r) => format!("workload {:?} role {r:?}", self.name),
+            None => format!("workload {:?}", self.name),
+        };
+        config.render_checked(&what)
+    }
+
+    /// A single-role workload with `config` on each of its VMs.
+    pub(crate) fn single(self, config: CloudConfig) -> Result<RenderedWorkload> {
+        let userdata = self.render(config, None)?;
+        Ok(RenderedWorkload {
+            name: self.name.to_string(),
+            roles: vec![(
+                RoleSpec {
+                    role: None,
+                    vm_count: self.vm_count,
+                },
+                userdata,
+            )],
+            resources: self.resources,
+            data_disks: Vec::new(),
+            service: None,
+        })
+    }
+}
+
+impl BuildContext {
+    /// A client/server workload: `vm_count` servers then `vm_count` clients.
+    pub(crate) fn server_client(
+        self,
+        server: CloudConfig,
+        client: CloudConfig,
+        service: ServiceSpec,
+    ) -> Result<RenderedWorkload> {
+        let mut roles = Vec::with_capacity(2);
+        for (role, config) in [(ROLE_SERVER, server), (ROLE_CLIENT, client)] {
+            let userdata = self.render(config, Some(role))?;
+            roles.push((
+                RoleSpec {
+                    role: Some(role.to_string()),
+                    vm_count: self.vm_count,
+                },
+                userdata,
+            ));
+        }
+        Ok(RenderedWorkload {
+            name: self.name.to_string(),
+            roles,
+            resources: self.resources,
+            data_disks: Vec::new(),
+            service: Some(service),
+        })
+    }
+}
+
+/// The blank data disk of disk-backed built-ins (`datadisk`, sized by `--disk-size`).
+pub(crate) fn data_disk(dv_base: &str, serial: &str, options: &WorkloadOptions) -> DataDisk {
+    DataDisk {
+        name: "datadisk".to_string(),
+        dv_base: dv_base.to_string(),
+        serial: serial.to_string(),
+        size: options.data_disk_size.clone(),
+    }
+}
+
+/// A Service selecting `component`'s VMs of `role` (SPEC §1 item 4: component AND role).
+pub(crate) fn role_service(
+    name: &str,
+    component: &str,
+    role: &str,
+    ports: &[(&str, u16)],
+) -> ServiceSpec {
+    ServiceSpec {
+        name: name.to_string(),
+        selector: BTreeMap::from([
+            (crate::labels::COMPONENT.to_string(), component.to_string()),
+            (crate::labels::ROLE.to_string(), role.to_string()),
+        ]),
+        ports: ports
+            .iter()
+            .map(|(n, p)| ServicePortSpec {
+                name: n.to_string(),
+                port: *p,
+                protocol: "TCP".to_string(),
+            })
+            .collect(),
+    }
+}

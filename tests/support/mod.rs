@@ -23,6 +23,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod apiserver;
+pub mod schema;
 
 pub use apiserver::{
     AfterCommit, ApiError, ControllerOptions, Denial, EventType, FakeApiServer, FaultAction,

@@ -16,7 +16,7 @@ pub mod validation;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -55,7 +55,8 @@ pub struct Options {
     pub faults: Faults,
     /// How unknown fields in KubeVirt/CDI objects are handled when a schema validator is set.
     pub schema_mode: SchemaMode,
-    /// Validator for KubeVirt/CDI objects (see `support::schema`); None = no schema check.
+    /// Validator for KubeVirt/CDI objects; the default is [`kubevirt_schema`] (None when the
+    /// swagger file is absent, which `support::schema` reports as a skip).
     pub schema: Option<SchemaValidator>,
 }
 
@@ -73,7 +74,7 @@ impl Default for Options {
             controllers: ControllerOptions::default(),
             faults: Faults::default(),
             schema_mode: SchemaMode::Strict,
-            schema: None,
+            schema: kubevirt_schema(),
         }
     }
 }
@@ -386,4 +387,59 @@ impl Drop for FakeApiServer {
 fn resolve(resource: &str) -> usize {
     resources::lookup(resource)
         .unwrap_or_else(|| panic!("fake apiserver does not serve resource {resource:?}"))
+}
+
+/// Validates VirtualMachines and VirtualMachineInstances against KubeVirt's swagger
+/// (`v1.VirtualMachine`, `v1.VirtualMachineInstance`) and DataVolume specs against
+/// `v1beta1.DataVolumeSpec`, with unknown fields reported, using `support::schema`. The
+/// schema is loaded once per test binary; None when it is not available.
+pub fn kubevirt_schema() -> Option<SchemaValidator> {
+    static DOC: OnceLock<Option<Arc<Value>>> = OnceLock::new();
+    let doc = DOC
+        .get_or_init(|| super::schema::load_schema().map(Arc::new))
+        .clone()?;
+    Some(Arc::new(
+        move |ri: &resources::ResourceInfo, obj: &Value| {
+            let (definition, value, prefix) = match ri.kind {
+                "VirtualMachine" => ("v1.VirtualMachine", obj, ""),
+                "VirtualMachineInstance" => ("v1.VirtualMachineInstance", obj, ""),
+                "DataVolume" => ("v1beta1.DataVolumeSpec", obj.get("spec")?, "/spec"),
+                _ => return None,
+            };
+            let mut report = SchemaReport::default();
+            for err in super::schema::validate(&doc, definition, value, true) {
+                let (path, problem) = err.split_once(": ").unwrap_or(("$", err.as_str()));
+                let pointer = format!("{prefix}{}", dotted_to_pointer(path));
+                match problem
+                    .strip_prefix("unknown field \"")
+                    .and_then(|r| r.split_once('"'))
+                {
+                    Some((key, _)) => report.unknown_fields.push(format!(
+                        "{pointer}/{}",
+                        key.replace('~', "~0").replace('/', "~1")
+                    )),
+                    None => report.errors.push((pointer, problem.to_string())),
+                }
+            }
+            Some(report)
+        },
+    ))
+}
+
+/// `$.spec.volumes[1].x` → `/spec/volumes/1/x`.
+fn dotted_to_pointer(path: &str) -> String {
+    let mut out = String::new();
+    let rest = path.strip_prefix('$').unwrap_or(path);
+    for part in rest.split('.').filter(|p| !p.is_empty()) {
+        let mut segs = part.split('[');
+        if let Some(name) = segs.next().filter(|n| !n.is_empty()) {
+            out.push('/');
+            out.push_str(&name.replace('~', "~0").replace('/', "~1"));
+        }
+        for idx in segs {
+            out.push('/');
+            out.push_str(idx.trim_end_matches(']'));
+        }
+    }
+    out
 }

@@ -1,0 +1,399 @@
+//! Read queries behind `virtwork audit list|show`: typed rows out of the audit database, in a
+//! deterministic order, serialisable as the documented JSON schema (docs/audit-schema.md).
+//!
+//! Reads tolerate databases written by the Go tool (NULLs where it never wrote, early files
+//! without the cleanup count columns) and never write anything except the in-place schema
+//! upgrade that opening performs. Rendering lives in `commands::audit`, not here.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use serde::Serialize;
+
+use crate::audit::recorder::{ExecutionStatus, open_connection};
+use crate::error::{Error, Result};
+
+/// Which executions `audit list` shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// At most this many (newest first); `None` = all.
+    pub limit: Option<u32>,
+    pub status: Option<ExecutionStatus>,
+    pub namespace: Option<String>,
+}
+
+/// One `audit_log` row, with derived fields (`duration_seconds`, parsed lists).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExecutionRecord {
+    pub run_id: String,
+    pub command: String,
+    pub status: String,
+    pub namespace: String,
+    pub kubeconfig_path: Option<String>,
+    pub cluster_context: Option<String>,
+    pub container_disk_image: Option<String>,
+    pub default_cpu_cores: Option<i64>,
+    pub default_memory: Option<String>,
+    pub data_disk_size: Option<String>,
+    /// `workloads_csv` split on commas.
+    pub workloads: Vec<String>,
+    pub total_vm_count: Option<i64>,
+    pub total_workload_count: Option<i64>,
+    pub dry_run: bool,
+    pub ssh_auth_configured: bool,
+    pub cleanup_mode: Option<String>,
+    pub wait_for_ready: bool,
+    pub ready_timeout_seconds: Option<i64>,
+    /// Cleanup only: the runs whose objects it deleted (`linked_run_ids`).
+    pub linked_run_ids: Vec<String>,
+    /// Cleanup only, once objects were deleted.
+    pub deleted: Option<DeletedCounts>,
+    pub started_at: String,
+    pub completed_at: Option<String>,
+    /// `completed_at - started_at`, when both parse.
+    pub duration_seconds: Option<i64>,
+    pub error_summary: Option<String>,
+}
+
+/// `audit_log.*_deleted` of a cleanup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DeletedCounts {
+    pub vms: i64,
+    pub services: i64,
+    pub secrets: i64,
+    pub data_volumes: i64,
+    pub pvcs: i64,
+    pub namespace: bool,
+}
+
+/// One `workload_details` row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkloadRow {
+    pub workload_type: String,
+    pub vm_count: i64,
+    pub cpu_cores: i64,
+    pub memory: String,
+    pub has_data_disk: bool,
+    pub data_disk_size: Option<String>,
+    pub requires_service: bool,
+    pub status: String,
+}
+
+/// One `vm_details` row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VmRow {
+    pub vm_name: String,
+    pub namespace: String,
+    pub component: String,
+    pub role: Option<String>,
+    pub cpu_cores: i64,
+    pub memory: String,
+    pub container_disk_image: String,
+    pub has_data_disk: bool,
+    pub data_disk_size: Option<String>,
+    pub phase: Option<String>,
+    pub status: String,
+    pub created_at: Option<String>,
+    pub ready_at: Option<String>,
+    /// `ready_at - created_at`, when both parse.
+    pub seconds_to_ready: Option<i64>,
+    pub deleted_at: Option<String>,
+}
+
+/// One `resource_details` row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceRow {
+    pub resource_type: String,
+    pub resource_name: String,
+    pub namespace: String,
+    pub status: String,
+    pub created_at: Option<String>,
+    pub deleted_at: Option<String>,
+}
+
+/// One `events` row, with the VM and workload it links to resolved to names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EventRow {
+    pub occurred_at: String,
+    pub event_type: String,
+    pub message: Option<String>,
+    pub error_detail: Option<String>,
+    pub vm_name: Option<String>,
+    pub workload: Option<String>,
+}
+
+/// Everything recorded about one execution, for `audit show`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExecutionDetail {
+    pub execution: ExecutionRecord,
+    pub workloads: Vec<WorkloadRow>,
+    pub vms: Vec<VmRow>,
+    pub resources: Vec<ResourceRow>,
+    /// In the order they happened.
+    pub events: Vec<EventRow>,
+    /// Cleanups whose `linked_run_ids` contain this run id, oldest first.
+    pub linked_cleanups: Vec<ExecutionRecord>,
+}
+
+/// Opens an existing audit database for reading, upgrading its schema in place when it can
+/// (falls back to a read-only connection when the file is not writable).
+pub fn open_existing(path: &Path) -> Result<Connection> {
+    match open_connection(path) {
+        Ok(conn) => Ok(conn),
+        Err(upgrade_error) => Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|_| upgrade_error),
+    }
+}
+
+fn query_failed(err: rusqlite::Error) -> Error {
+    Error::Audit(format!("reading the audit database: {err}"))
+}
+
+/// Executions matching `filter`, newest first.
+pub fn list_executions(conn: &Connection, filter: &ListFilter) -> Result<Vec<ExecutionRecord>> {
+    let limit = filter.limit.map_or(-1, i64::from);
+    let mut stmt = conn
+        .prepare(
+            "SELECT * FROM audit_log
+             WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR namespace = ?2)
+             ORDER BY started_at DESC, id DESC
+             LIMIT ?3",
+        )
+        .map_err(query_failed)?;
+    let rows = stmt
+        .query_map(
+            params![
+                filter.status.map(ExecutionStatus::as_str),
+                filter.namespace,
+                limit
+            ],
+            execution_from_row,
+        )
+        .map_err(query_failed)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(query_failed)
+}
+
+/// Everything recorded for `run_id`, or `None` when no execution has that id.
+pub fn show_execution(conn: &Connection, run_id: &str) -> Result<Option<ExecutionDetail>> {
+    let found = conn
+        .query_row(
+            "SELECT * FROM audit_log WHERE run_id = ?1",
+            [run_id],
+            |row| Ok((row.get::<_, i64>("id")?, execution_from_row(row)?)),
+        )
+        .optional()
+        .map_err(query_failed)?;
+    let Some((audit_id, execution)) = found else {
+        return Ok(None);
+    };
+    Ok(Some(ExecutionDetail {
+        execution,
+        workloads: workloads(conn, audit_id).map_err(query_failed)?,
+        vms: vms(conn, audit_id).map_err(query_failed)?,
+        resources: resources(conn, audit_id).map_err(query_failed)?,
+        events: events(conn, audit_id).map_err(query_failed)?,
+        linked_cleanups: linked_cleanups(conn, run_id).map_err(query_failed)?,
+    }))
+}
+
+fn workloads(conn: &Connection, audit_id: i64) -> rusqlite::Result<Vec<WorkloadRow>> {
+    let mut stmt = conn.prepare(
+        "SELECT workload_type, vm_count, cpu_cores, memory, has_data_disk, data_disk_size,
+                requires_service, status
+         FROM workload_details WHERE audit_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([audit_id], |r| {
+        Ok(WorkloadRow {
+            workload_type: r.get(0)?,
+            vm_count: r.get::<_, Option<i64>>(1)?.unwrap_or(0),
+            cpu_cores: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+            memory: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+            has_data_disk: flag(r.get(4)?),
+            data_disk_size: r.get(5)?,
+            requires_service: flag(r.get(6)?),
+            status: r.get(7)?,
+        })
+    })?;
+    rows.collect()
+}
+
+fn vms(conn: &Connection, audit_id: i64) -> rusqlite::Result<Vec<VmRow>> {
+    let mut stmt = conn.prepare(
+        "SELECT vm_name, namespace, component, role, cpu_cores, memory, container_disk_image,
+                has_data_disk, data_disk_size, phase, status, created_at, ready_at, deleted_at
+         FROM vm_details WHERE audit_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([audit_id], |r| {
+        let created_at: Option<String> = r.get(11)?;
+        let ready_at: Option<String> = r.get(12)?;
+        Ok(VmRow {
+            vm_name: r.get(0)?,
+            namespace: r.get(1)?,
+            component: r.get(2)?,
+            role: r.get(3)?,
+            cpu_cores: r.get::<_, Option<i64>>(4)?.unwrap_or(0),
+            memory: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+            container_disk_image: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+            has_data_disk: flag(r.get(7)?),
+            data_disk_size: r.get(8)?,
+            phase: r.get(9)?,
+            status: r.get(10)?,
+            seconds_to_ready: seconds_between(created_at.as_deref(), ready_at.as_deref()),
+            created_at,
+            ready_at,
+            deleted_at: r.get(13)?,
+        })
+    })?;
+    rows.collect()
+}
+
+fn resources(conn: &Connection, audit_id: i64) -> rusqlite::Result<Vec<ResourceRow>> {
+    let mut stmt = conn.prepare(
+        "SELECT resource_type, resource_name, namespace, status, created_at, deleted_at
+         FROM resource_details WHERE audit_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([audit_id], |r| {
+        Ok(ResourceRow {
+            resource_type: r.get(0)?,
+            resource_name: r.get(1)?,
+            namespace: r.get(2)?,
+            status: r.get(3)?,
+            created_at: r.get(4)?,
+            deleted_at: r.get(5)?,
+        })
+    })?;
+    rows.collect()
+}
+
+fn events(conn: &Connection, audit_id: i64) -> rusqlite::Result<Vec<EventRow>> {
+    let mut stmt = conn.prepare(
+        "SELECT e.occurred_at, e.event_type, e.message, e.error_detail, v.vm_name,
+                w.workload_type
+         FROM events e
+         LEFT JOIN vm_details v ON v.id = e.vm_id
+         LEFT JOIN workload_details w ON w.id = e.workload_id
+         WHERE e.audit_id = ?1 ORDER BY e.occurred_at, e.id",
+    )?;
+    let rows = stmt.query_map([audit_id], |r| {
+        Ok(EventRow {
+            occurred_at: r.get(0)?,
+            event_type: r.get(1)?,
+            message: r.get(2)?,
+            error_detail: r.get(3)?,
+            vm_name: r.get(4)?,
+            workload: r.get(5)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// Cleanups whose JSON `linked_run_ids` contain `run_id`. The LIKE narrows the scan; the
+/// parsed array decides, so a malformed array never matches by accident.
+fn linked_cleanups(conn: &Connection, run_id: &str) -> rusqlite::Result<Vec<ExecutionRecord>> {
+    let mut stmt = conn.prepare(
+        "SELECT * FROM audit_log
+         WHERE linked_run_ids LIKE '%' || ?1 || '%'
+         ORDER BY started_at, id",
+    )?;
+    let rows = stmt.query_map([run_id], execution_from_row)?;
+    let mut cleanups = Vec::new();
+    for row in rows {
+        let row = row?;
+        if row.linked_run_ids.iter().any(|id| id == run_id) {
+            cleanups.push(row);
+        }
+    }
+    Ok(cleanups)
+}
+
+fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<ExecutionRecord> {
+    // Columns read by name and optional where an early reference database may lack them.
+    let optional_int = |name: &str| r.get::<_, Option<i64>>(name).ok().flatten();
+    let started_at: String = r.get("started_at")?;
+    let completed_at: Option<String> = r.get("completed_at")?;
+    let linked: Option<String> = r.get("linked_run_ids")?;
+    let vms_deleted = optional_int("vms_deleted");
+    let deleted = vms_deleted.map(|vms| DeletedCounts {
+        vms,
+        services: optional_int("services_deleted").unwrap_or(0),
+        secrets: optional_int("secrets_deleted").unwrap_or(0),
+        data_volumes: optional_int("dvs_deleted").unwrap_or(0),
+        pvcs: optional_int("pvcs_deleted").unwrap_or(0),
+        namespace: optional_int("namespace_deleted").is_some_and(|n| n != 0),
+    });
+    Ok(ExecutionRecord {
+        run_id: r.get("run_id")?,
+        command: r.get("command")?,
+        status: r.get("status")?,
+        namespace: r.get("namespace")?,
+        kubeconfig_path: r.get("kubeconfig_path")?,
+        cluster_context: r.get("cluster_context")?,
+        container_disk_image: r.get("container_disk_image")?,
+        default_cpu_cores: r.get("default_cpu_cores")?,
+        default_memory: r.get("default_memory")?,
+        data_disk_size: r.get("data_disk_size")?,
+        workloads: split_csv(r.get::<_, Option<String>>("workloads_csv")?.as_deref()),
+        total_vm_count: r.get("total_vm_count")?,
+        total_workload_count: r.get("total_workload_count")?,
+        dry_run: flag(r.get("dry_run")?),
+        ssh_auth_configured: flag(r.get("ssh_auth_configured")?),
+        cleanup_mode: r.get("cleanup_mode")?,
+        wait_for_ready: flag(r.get("wait_for_ready")?),
+        ready_timeout_seconds: r.get("ready_timeout_seconds")?,
+        linked_run_ids: linked
+            .as_deref()
+            .and_then(|json| serde_json::from_str::<Vec<String>>(json).ok())
+            .unwrap_or_default(),
+        deleted,
+        duration_seconds: seconds_between(Some(&started_at), completed_at.as_deref()),
+        started_at,
+        completed_at,
+        error_summary: r.get("error_summary")?,
+    })
+}
+
+fn flag(value: Option<i64>) -> bool {
+    value.is_some_and(|v| v != 0)
+}
+
+fn split_csv(csv: Option<&str>) -> Vec<String> {
+    csv.map(|s| {
+        s.split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Whole seconds from `from` to `to` when both are RFC 3339 timestamps.
+pub fn seconds_between(from: Option<&str>, to: Option<&str>) -> Option<i64> {
+    let from: jiff::Timestamp = from?.parse().ok()?;
+    let to: jiff::Timestamp = to?.parse().ok()?;
+    Some(to.as_second() - from.as_second())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_between_needs_two_valid_timestamps() {
+        assert_eq!(
+            seconds_between(Some("2026-01-01T00:00:00Z"), Some("2026-01-01T00:01:05Z")),
+            Some(65)
+        );
+        assert_eq!(seconds_between(Some("2026-01-01T00:00:00Z"), None), None);
+        assert_eq!(
+            seconds_between(Some("yesterday"), Some("2026-01-01T00:00:00Z")),
+            None
+        );
+    }
+
+    #[test]
+    fn workloads_csv_splits_and_drops_empty_entries() {
+        assert_eq!(split_csv(Some("cpu, disk,,")), vec!["cpu", "disk"]);
+        assert!(split_csv(None).is_empty());
+    }
+}

@@ -1,0 +1,1194 @@
+//! The recorder commands call while they work: one [`Auditor`] per process, one [`Execution`]
+//! per `run`/`cleanup` invocation.
+//!
+//! Rules it enforces so callers cannot forget them:
+//! - Opening the database when auditing is enabled is the only fatal step ([`Error::Audit`],
+//!   naming the path). Every later failure logs `WARN audit record failed` with `op` and
+//!   `error` and the command carries on; no method returns an error.
+//! - `--no-audit` gives [`Auditor::Disabled`]: every method is a no-op, yet the execution still
+//!   carries the run id the caller generated (SPEC §1 item 3).
+//! - Credentials cannot be recorded: [`ExecutionParams`] has only `ssh_auth_configured`.
+//! - Every write is its own short `BEGIN IMMEDIATE` transaction on a connection with a busy
+//!   timeout, so concurrent processes sharing one file queue instead of failing.
+//! - The API is synchronous (rusqlite) and cheap; call it from async code directly. After an
+//!   interrupt, `complete_execution(Cancelled, ..)` still persists: nothing here observes
+//!   cancellation.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+use uuid::Uuid;
+
+use crate::audit::schema;
+use crate::config::{AuditSettings, Config};
+use crate::error::{Error, Result};
+use crate::plan::{Plan, PlannedVm, PlannedWorkload};
+
+/// `error_summary` recorded for an execution stopped by SIGINT/SIGTERM.
+pub const SUMMARY_INTERRUPTED: &str = "interrupted by signal";
+/// `error_summary` recorded when the user declines the cleanup prompt.
+pub const SUMMARY_DECLINED: &str = "user declined confirmation";
+
+/// The current time as stored in every timestamp column: UTC RFC 3339, second precision.
+pub fn timestamp_now() -> String {
+    format_timestamp(jiff::Timestamp::now())
+}
+
+/// Formats a timestamp the way the audit database stores it (`2026-01-01T00:00:00Z`).
+pub fn format_timestamp(ts: jiff::Timestamp) -> String {
+    ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The value of `audit_log.command`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandKind {
+    Run,
+    DryRun,
+    Cleanup,
+    CleanupDryRun,
+}
+
+impl CommandKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandKind::Run => "run",
+            CommandKind::DryRun => "dry-run",
+            CommandKind::Cleanup => "cleanup",
+            CommandKind::CleanupDryRun => "cleanup --dry-run",
+        }
+    }
+}
+
+/// The value of `audit_log.cleanup_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CleanupMode {
+    All,
+    RunId,
+    DryRun,
+}
+
+impl CleanupMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupMode::All => "all",
+            CleanupMode::RunId => "run-id",
+            CleanupMode::DryRun => "dry-run",
+        }
+    }
+}
+
+/// Values of `audit_log.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ExecutionStatus {
+    InProgress,
+    Success,
+    Failed,
+    /// The user declined the cleanup confirmation.
+    Aborted,
+    /// Interrupted by SIGINT/SIGTERM.
+    Cancelled,
+}
+
+impl ExecutionStatus {
+    /// Every status, in the order `virtwork audit list --status` documents them.
+    pub const ALL: [ExecutionStatus; 5] = [
+        ExecutionStatus::InProgress,
+        ExecutionStatus::Success,
+        ExecutionStatus::Failed,
+        ExecutionStatus::Aborted,
+        ExecutionStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionStatus::InProgress => "in_progress",
+            ExecutionStatus::Success => "success",
+            ExecutionStatus::Failed => "failed",
+            ExecutionStatus::Aborted => "aborted",
+            ExecutionStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a status as stored (`in_progress`, `success`, ...).
+    pub fn parse(value: &str) -> Option<ExecutionStatus> {
+        Self::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+}
+
+impl fmt::Display for ExecutionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Values of `workload_details.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadStatus {
+    Pending,
+    Created,
+    Failed,
+}
+
+impl WorkloadStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadStatus::Pending => "pending",
+            WorkloadStatus::Created => "created",
+            WorkloadStatus::Failed => "failed",
+        }
+    }
+}
+
+/// Values of `resource_details.resource_type` (and the kinds cleanup marks deleted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceKind {
+    Service,
+    Secret,
+    DataVolume,
+    PersistentVolumeClaim,
+}
+
+impl ResourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceKind::Service => "Service",
+            ResourceKind::Secret => "Secret",
+            ResourceKind::DataVolume => "DataVolume",
+            ResourceKind::PersistentVolumeClaim => "PersistentVolumeClaim",
+        }
+    }
+}
+
+/// The reference's event types (`events.event_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    ExecutionStarted,
+    WorkloadSkipped,
+    ServiceCreated,
+    VmCreated,
+    VmFailed,
+    VmReady,
+    VmTimeout,
+    CleanupStarted,
+    CleanupCompleted,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 9] = [
+        EventType::ExecutionStarted,
+        EventType::WorkloadSkipped,
+        EventType::ServiceCreated,
+        EventType::VmCreated,
+        EventType::VmFailed,
+        EventType::VmReady,
+        EventType::VmTimeout,
+        EventType::CleanupStarted,
+        EventType::CleanupCompleted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::ExecutionStarted => "execution_started",
+            EventType::WorkloadSkipped => "workload_skipped",
+            EventType::ServiceCreated => "service_created",
+            EventType::VmCreated => "vm_created",
+            EventType::VmFailed => "vm_failed",
+            EventType::VmReady => "vm_ready",
+            EventType::VmTimeout => "vm_timeout",
+            EventType::CleanupStarted => "cleanup_started",
+            EventType::CleanupCompleted => "cleanup_completed",
+        }
+    }
+}
+
+/// One row for `events`, built by the constructors below so the message texts are exactly the
+/// reference's. VM events are linked to their `vm_details` row (and its workload) by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub event_type: EventType,
+    pub message: String,
+    pub error_detail: Option<String>,
+    /// VM the event is about; resolves `events.vm_id` and `events.workload_id`.
+    pub vm_name: Option<String>,
+    /// Workload the event is about; resolves `events.workload_id`.
+    pub workload_name: Option<String>,
+}
+
+impl Event {
+    fn new(event_type: EventType, message: String) -> Self {
+        Event {
+            event_type,
+            message,
+            error_detail: None,
+            vm_name: None,
+            workload_name: None,
+        }
+    }
+
+    fn about_vm(mut self, vm_name: &str) -> Self {
+        self.vm_name = Some(vm_name.to_string());
+        self
+    }
+
+    /// Links the event to a workload by name (e.g. a `vm_failed` whose VM has no row).
+    pub fn with_workload(mut self, workload: &str) -> Self {
+        self.workload_name = Some(workload.to_string());
+        self
+    }
+
+    fn with_error(mut self, error: impl fmt::Display) -> Self {
+        self.error_detail = Some(error.to_string());
+        self
+    }
+
+    /// `Starting <run|dry-run|cleanup…> with run-id <uuid>`.
+    pub fn execution_started(command: CommandKind, run_id: Uuid) -> Self {
+        Self::new(
+            EventType::ExecutionStarted,
+            format!("Starting {} with run-id {run_id}", command.as_str()),
+        )
+    }
+
+    /// `Planned <P> VMs across <W> workloads` (W counts requested workloads, skipped included).
+    pub fn planned(vm_count: usize, workload_count: usize) -> Self {
+        Self::new(
+            EventType::ExecutionStarted,
+            format!("Planned {vm_count} VMs across {workload_count} workloads"),
+        )
+    }
+
+    /// `Workload "<n>" disabled via config (enabled: false)`.
+    pub fn workload_skipped(workload: &str) -> Self {
+        Self::new(
+            EventType::WorkloadSkipped,
+            format!("Workload \"{workload}\" disabled via config (enabled: false)"),
+        )
+    }
+
+    /// `Service <name> created`, linked to the workload that owns the Service.
+    pub fn service_created(service: &str, workload: &str) -> Self {
+        let mut event = Self::new(
+            EventType::ServiceCreated,
+            format!("Service {service} created"),
+        );
+        event.workload_name = Some(workload.to_string());
+        event
+    }
+
+    /// `VM <vm> created`.
+    pub fn vm_created(vm: &str) -> Self {
+        Self::new(EventType::VmCreated, format!("VM {vm} created")).about_vm(vm)
+    }
+
+    /// `Failed to create VM <vm>` with the error as detail.
+    pub fn vm_failed(vm: &str, error: impl fmt::Display) -> Self {
+        Self::new(EventType::VmFailed, format!("Failed to create VM {vm}"))
+            .about_vm(vm)
+            .with_error(error)
+    }
+
+    /// `VM <vm> is ready`.
+    pub fn vm_ready(vm: &str) -> Self {
+        Self::new(EventType::VmReady, format!("VM {vm} is ready")).about_vm(vm)
+    }
+
+    /// `VM <vm> failed readiness check` with the error as detail (timeouts and other failures).
+    pub fn vm_timeout(vm: &str, error: impl fmt::Display) -> Self {
+        Self::new(
+            EventType::VmTimeout,
+            format!("VM {vm} failed readiness check"),
+        )
+        .about_vm(vm)
+        .with_error(error)
+    }
+
+    /// `Starting cleanup (namespace: <ns>, run-id filter: "<id>")` (empty filter = all runs).
+    pub fn cleanup_started(namespace: &str, run_id_filter: Option<&str>) -> Self {
+        Self::new(
+            EventType::CleanupStarted,
+            format!(
+                "Starting cleanup (namespace: {namespace}, run-id filter: \"{}\")",
+                run_id_filter.unwrap_or("")
+            ),
+        )
+    }
+
+    /// `Deleted <v> VMs, <s> services, <x> secrets, <d> DVs, <p> PVCs`.
+    pub fn cleanup_completed(counts: &CleanupCounts) -> Self {
+        Self::new(
+            EventType::CleanupCompleted,
+            format!(
+                "Deleted {} VMs, {} services, {} secrets, {} DVs, {} PVCs",
+                counts.vms, counts.services, counts.secrets, counts.dvs, counts.pvcs
+            ),
+        )
+    }
+}
+
+/// Parameters of one execution (`audit_log` at start). Holds no credential by construction:
+/// SSH access is only the `ssh_auth_configured` flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionParams {
+    pub command: CommandKind,
+    pub namespace: String,
+    /// The kubeconfig value the user gave (not the resolved `$KUBECONFIG`).
+    pub kubeconfig_path: Option<String>,
+    /// Current context name, `in-cluster`, or `None` when no cluster was contacted.
+    pub cluster_context: Option<String>,
+    pub container_disk_image: Option<String>,
+    pub default_cpu_cores: Option<u32>,
+    pub default_memory: Option<String>,
+    pub data_disk_size: Option<String>,
+    /// Workloads actually planned, in plan order (`workloads_csv`).
+    pub workloads: Vec<String>,
+    pub total_vm_count: Option<u32>,
+    pub total_workload_count: Option<u32>,
+    pub dry_run: bool,
+    pub ssh_auth_configured: bool,
+    pub cleanup_mode: Option<CleanupMode>,
+    pub wait_for_ready: bool,
+    pub ready_timeout_seconds: Option<u64>,
+}
+
+impl ExecutionParams {
+    /// The parameters every command shares, taken from the effective configuration. Plan
+    /// totals, cluster context and cleanup mode are left for the caller (or
+    /// [`ExecutionParams::with_plan`]).
+    pub fn from_config(command: CommandKind, config: &Config) -> Self {
+        ExecutionParams {
+            command,
+            namespace: config.namespace.clone(),
+            kubeconfig_path: config.kubeconfig_given.clone(),
+            cluster_context: None,
+            container_disk_image: Some(config.container_disk_image.clone()),
+            default_cpu_cores: Some(config.cpu_cores),
+            default_memory: Some(config.memory.clone()),
+            data_disk_size: Some(config.disk_size.clone()),
+            workloads: Vec::new(),
+            total_vm_count: None,
+            total_workload_count: None,
+            dry_run: config.dry_run.is_some()
+                || matches!(command, CommandKind::DryRun | CommandKind::CleanupDryRun),
+            ssh_auth_configured: config.ssh.auth_configured(),
+            cleanup_mode: None,
+            wait_for_ready: config.wait_for_ready,
+            ready_timeout_seconds: Some(config.timeout_secs),
+        }
+    }
+
+    /// Fills `workloads_csv` and the totals from the plan that will be applied.
+    pub fn with_plan(mut self, plan: &Plan) -> Self {
+        self.workloads = plan.workloads.iter().map(|w| w.name.clone()).collect();
+        self.total_vm_count = Some(saturating_u32(plan.vms.len()));
+        self.total_workload_count = Some(saturating_u32(plan.workloads.len()));
+        self
+    }
+}
+
+fn saturating_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// One planned workload (`workload_details`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadRecord {
+    pub workload_type: String,
+    pub vm_count: u32,
+    pub cpu_cores: u32,
+    pub memory: String,
+    /// Data disk size when the workload has data disks (`has_data_disk` follows from it).
+    pub data_disk_size: Option<String>,
+    pub requires_service: bool,
+}
+
+impl From<&PlannedWorkload> for WorkloadRecord {
+    fn from(w: &PlannedWorkload) -> Self {
+        WorkloadRecord {
+            workload_type: w.name.clone(),
+            vm_count: w.vm_count,
+            cpu_cores: w.cpu_cores,
+            memory: w.memory.clone(),
+            data_disk_size: w.data_disk_size.clone(),
+            requires_service: w.requires_service,
+        }
+    }
+}
+
+/// One created VM (`vm_details`). Linked to its workload row by `component`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmRecord {
+    pub vm_name: String,
+    pub namespace: String,
+    /// The workload name.
+    pub component: String,
+    pub role: Option<String>,
+    pub cpu_cores: u32,
+    pub memory: String,
+    pub container_disk_image: String,
+    pub data_disk_size: Option<String>,
+    /// Phase observed at creation, if any.
+    pub phase: Option<String>,
+}
+
+impl VmRecord {
+    /// The record for a planned VM of `workload` in `namespace`, booting `image`.
+    pub fn from_planned(
+        vm: &PlannedVm,
+        workload: &PlannedWorkload,
+        namespace: &str,
+        image: &str,
+    ) -> Self {
+        VmRecord {
+            vm_name: vm.name.clone(),
+            namespace: namespace.to_string(),
+            component: vm.workload.clone(),
+            role: vm.role.clone(),
+            cpu_cores: workload.cpu_cores,
+            memory: workload.memory.clone(),
+            container_disk_image: image.to_string(),
+            data_disk_size: workload.data_disk_size.clone(),
+            phase: None,
+        }
+    }
+}
+
+/// Objects a cleanup deleted (`audit_log.*_deleted`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanupCounts {
+    pub vms: u64,
+    pub services: u64,
+    pub secrets: u64,
+    pub dvs: u64,
+    pub pvcs: u64,
+    pub namespace_deleted: bool,
+}
+
+/// The process's audit database, or none with `--no-audit`.
+#[derive(Clone)]
+pub enum Auditor {
+    Sqlite(SqliteAuditor),
+    Disabled,
+}
+
+/// An open, migrated audit database shared by every recorder of this process.
+#[derive(Clone)]
+pub struct SqliteAuditor {
+    store: Arc<Store>,
+}
+
+struct Store {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl Store {
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves the connection usable; keep recording.
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl fmt::Debug for Auditor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Auditor::Sqlite(s) => write!(f, "Auditor::Sqlite({})", s.store.path.display()),
+            Auditor::Disabled => f.write_str("Auditor::Disabled"),
+        }
+    }
+}
+
+impl Auditor {
+    /// Opens the database the settings name, or [`Auditor::Disabled`] when auditing is off.
+    pub fn open(settings: &AuditSettings) -> Result<Auditor> {
+        if settings.enabled {
+            Self::open_path(&settings.db_path)
+        } else {
+            Ok(Auditor::Disabled)
+        }
+    }
+
+    /// Opens (creating it and its parent directory when missing) and migrates the database at
+    /// `path`. The error names the path and how to proceed.
+    pub fn open_path(path: &Path) -> Result<Auditor> {
+        let conn = open_connection(path)?;
+        Ok(Auditor::Sqlite(SqliteAuditor {
+            store: Arc::new(Store {
+                conn: Mutex::new(conn),
+                path: path.to_path_buf(),
+            }),
+        }))
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        matches!(self, Auditor::Sqlite(_))
+    }
+
+    /// The database path, when enabled.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Auditor::Sqlite(s) => Some(&s.store.path),
+            Auditor::Disabled => None,
+        }
+    }
+
+    /// Inserts the `audit_log` row (status `in_progress`) for the run id the caller generated.
+    /// A failure warns and returns an execution that records nothing but keeps the run id.
+    pub fn start_execution(&self, run_id: Uuid, params: &ExecutionParams) -> Execution {
+        let recording = match self {
+            Auditor::Disabled => None,
+            Auditor::Sqlite(s) => {
+                let inserted = write(&s.store, "StartExecution", |tx| {
+                    insert_execution(tx, run_id, params)
+                });
+                inserted.map(|audit_id| Recording {
+                    store: Arc::clone(&s.store),
+                    audit_id,
+                })
+            }
+        };
+        Execution { run_id, recording }
+    }
+}
+
+/// Opens a connection configured and migrated for auditing; errors are [`Error::Audit`].
+pub(crate) fn open_connection(path: &Path) -> Result<Connection> {
+    let fail = |what: &str, err: &dyn fmt::Display| {
+        Error::Audit(format!(
+            "{what} {}: {err} (choose another file with --audit-db or disable auditing with --no-audit)",
+            path.display()
+        ))
+    };
+    let in_memory = path.as_os_str() == ":memory:";
+    if let Some(parent) = path
+        .parent()
+        .filter(|p| !in_memory && !p.as_os_str().is_empty())
+    {
+        create_private_dir(parent).map_err(|e| fail("creating the directory of", &e))?;
+    }
+    let mut conn = Connection::open(path).map_err(|e| fail("opening", &e))?;
+    schema::configure(&conn).map_err(|e| fail("configuring", &e))?;
+    schema::migrate(&mut conn).map_err(|e| fail("migrating the schema of", &e))?;
+    Ok(conn)
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o750);
+    }
+    builder.create(dir)
+}
+
+/// Runs one write in its own `BEGIN IMMEDIATE` transaction; a failure warns and yields `None`.
+fn write<T>(
+    store: &Store,
+    op: &'static str,
+    f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
+) -> Option<T> {
+    match try_write(store, f) {
+        Ok(value) => Some(value),
+        Err(error) => {
+            tracing::warn!(op, error = %error, "audit record failed");
+            None
+        }
+    }
+}
+
+fn try_write<T>(
+    store: &Store,
+    f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let mut conn = store.lock();
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let value = f(&tx)?;
+    tx.commit()?;
+    Ok(value)
+}
+
+fn insert_execution(
+    tx: &Transaction<'_>,
+    run_id: Uuid,
+    p: &ExecutionParams,
+) -> rusqlite::Result<i64> {
+    let workloads_csv = (!p.workloads.is_empty()).then(|| p.workloads.join(","));
+    tx.execute(
+        "INSERT INTO audit_log (
+            run_id, command, status, kubeconfig_path, cluster_context, namespace,
+            container_disk_image, default_cpu_cores, default_memory, data_disk_size,
+            workloads_csv, total_vm_count, total_workload_count, dry_run, ssh_auth_configured,
+            cleanup_mode, wait_for_ready, ready_timeout_seconds, started_at
+         ) VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
+                   ?15, ?16, ?17, ?18)",
+        params![
+            run_id.to_string(),
+            p.command.as_str(),
+            non_empty(p.kubeconfig_path.as_deref()),
+            non_empty(p.cluster_context.as_deref()),
+            p.namespace,
+            non_empty(p.container_disk_image.as_deref()),
+            p.default_cpu_cores,
+            non_empty(p.default_memory.as_deref()),
+            non_empty(p.data_disk_size.as_deref()),
+            workloads_csv,
+            p.total_vm_count,
+            p.total_workload_count,
+            p.dry_run,
+            p.ssh_auth_configured,
+            p.cleanup_mode.map(CleanupMode::as_str),
+            p.wait_for_ready,
+            p.ready_timeout_seconds
+                .map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
+            timestamp_now(),
+        ],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// The reference stores empty strings as NULL.
+fn non_empty(value: Option<&str>) -> Option<&str> {
+    value.filter(|v| !v.is_empty())
+}
+
+/// The recorder of one execution. Cheap to clone and shareable across tasks; with auditing
+/// disabled (or after a failed start) every method is a no-op.
+#[derive(Clone)]
+pub struct Execution {
+    run_id: Uuid,
+    recording: Option<Recording>,
+}
+
+#[derive(Clone)]
+struct Recording {
+    store: Arc<Store>,
+    audit_id: i64,
+}
+
+impl fmt::Debug for Execution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Execution")
+            .field("run_id", &self.run_id)
+            .field("audit_id", &self.recording.as_ref().map(|r| r.audit_id))
+            .finish()
+    }
+}
+
+impl Execution {
+    /// An execution that records nothing (what `--no-audit` yields), for tests and callers
+    /// that have no auditor.
+    pub fn disabled(run_id: Uuid) -> Self {
+        Execution {
+            run_id,
+            recording: None,
+        }
+    }
+
+    /// The run id the caller generated; identical with or without auditing.
+    pub fn run_id(&self) -> Uuid {
+        self.run_id
+    }
+
+    /// Whether rows are being written (audit enabled and the start row inserted).
+    pub fn is_recording(&self) -> bool {
+        self.recording.is_some()
+    }
+
+    /// The `audit_log.id` of this execution, when recording.
+    pub fn audit_id(&self) -> Option<i64> {
+        self.recording.as_ref().map(|r| r.audit_id)
+    }
+
+    fn write<T>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Transaction<'_>, i64) -> rusqlite::Result<T>,
+    ) -> Option<T> {
+        let recording = self.recording.as_ref()?;
+        write(&recording.store, op, |tx| f(tx, recording.audit_id))
+    }
+
+    /// Sets the cluster context once connected (`current-context` or `in-cluster`).
+    pub fn set_cluster_context(&self, context: &str) {
+        self.write("SetClusterContext", |tx, id| {
+            tx.execute(
+                "UPDATE audit_log SET cluster_context = ?2 WHERE id = ?1",
+                params![id, non_empty(Some(context))],
+            )
+        });
+    }
+
+    /// Sets `workloads_csv` and the totals when the plan is made after the start row.
+    pub fn set_plan_summary(&self, plan: &Plan) {
+        let workloads: Vec<&str> = plan.workloads.iter().map(|w| w.name.as_str()).collect();
+        let csv = (!workloads.is_empty()).then(|| workloads.join(","));
+        self.write("SetPlanSummary", |tx, id| {
+            tx.execute(
+                "UPDATE audit_log SET workloads_csv = ?2, total_vm_count = ?3,
+                        total_workload_count = ?4 WHERE id = ?1",
+                params![
+                    id,
+                    csv,
+                    saturating_u32(plan.vms.len()),
+                    saturating_u32(plan.workloads.len())
+                ],
+            )
+        });
+    }
+
+    /// Appends an event. VM events link `vm_id` (and its `workload_id`) by VM name, workload
+    /// events link `workload_id` by workload name, when those rows exist.
+    pub fn record_event(&self, event: &Event) {
+        self.write("RecordEvent", |tx, id| {
+            tx.execute(
+                "INSERT INTO events (audit_id, vm_id, workload_id, event_type, message,
+                                     error_detail, occurred_at)
+                 VALUES (?1,
+                   (SELECT id FROM vm_details WHERE audit_id = ?1 AND vm_name = ?2
+                      ORDER BY id DESC LIMIT 1),
+                   COALESCE(
+                     (SELECT workload_id FROM vm_details WHERE audit_id = ?1 AND vm_name = ?2
+                        ORDER BY id DESC LIMIT 1),
+                     (SELECT id FROM workload_details WHERE audit_id = ?1 AND workload_type = ?3
+                        ORDER BY id LIMIT 1)),
+                   ?4, ?5, ?6, ?7)",
+                params![
+                    id,
+                    event.vm_name,
+                    event.workload_name,
+                    event.event_type.as_str(),
+                    non_empty(Some(&event.message)),
+                    event.error_detail,
+                    timestamp_now(),
+                ],
+            )
+        });
+    }
+
+    /// Records every planned workload of `plan` (status `pending`) in one transaction.
+    pub fn record_workloads(&self, plan: &Plan) {
+        self.write("RecordWorkload", |tx, id| {
+            for workload in &plan.workloads {
+                insert_workload(tx, id, &WorkloadRecord::from(workload))?;
+            }
+            Ok(())
+        });
+    }
+
+    /// Records one planned workload (status `pending`).
+    pub fn record_workload(&self, workload: &WorkloadRecord) {
+        self.write("RecordWorkload", |tx, id| insert_workload(tx, id, workload));
+    }
+
+    /// Sets the status of this execution's workload named `workload`.
+    pub fn set_workload_status(&self, workload: &str, status: WorkloadStatus) {
+        self.write("UpdateWorkloadStatus", |tx, id| {
+            tx.execute(
+                "UPDATE workload_details SET status = ?3 WHERE audit_id = ?1 AND workload_type = ?2",
+                params![id, workload, status.as_str()],
+            )
+        });
+    }
+
+    /// Records a created VM (status `created`, `created_at` now), linked to its workload row.
+    pub fn record_vm(&self, vm: &VmRecord) {
+        self.write("RecordVM", |tx, id| {
+            tx.execute(
+                "INSERT INTO vm_details (audit_id, workload_id, vm_name, namespace, component, role,
+                     cpu_cores, memory, container_disk_image, has_data_disk, data_disk_size,
+                     phase, status, created_at)
+                 VALUES (?1,
+                   (SELECT id FROM workload_details WHERE audit_id = ?1 AND workload_type = ?3
+                      ORDER BY id LIMIT 1),
+                   ?2, ?4, ?3, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'created', ?12)",
+                params![
+                    id,
+                    vm.vm_name,
+                    vm.component,
+                    vm.namespace,
+                    vm.role,
+                    vm.cpu_cores,
+                    vm.memory,
+                    vm.container_disk_image,
+                    vm.data_disk_size.is_some(),
+                    vm.data_disk_size,
+                    vm.phase,
+                    timestamp_now(),
+                ],
+            )
+        });
+    }
+
+    /// Records the VM's last observed phase without changing its status.
+    pub fn update_vm_phase(&self, vm_name: &str, phase: &str) {
+        self.write("UpdateVMPhase", |tx, id| {
+            tx.execute(
+                "UPDATE vm_details SET phase = ?3 WHERE audit_id = ?1 AND vm_name = ?2",
+                params![id, vm_name, phase],
+            )
+        });
+    }
+
+    /// Marks the VM ready: status `ready`, its phase, and when it became ready.
+    pub fn update_vm_ready(&self, vm_name: &str, phase: &str, ready_at: jiff::Timestamp) {
+        self.write("UpdateVMReady", |tx, id| {
+            tx.execute(
+                "UPDATE vm_details SET status = 'ready', phase = ?3, ready_at = ?4
+                 WHERE audit_id = ?1 AND vm_name = ?2",
+                params![id, vm_name, phase, format_timestamp(ready_at)],
+            )
+        });
+    }
+
+    /// Marks the VM failed (readiness timeout or error), keeping the last phase seen.
+    pub fn update_vm_failed(&self, vm_name: &str, last_phase: Option<&str>) {
+        self.write("UpdateVMFailed", |tx, id| {
+            tx.execute(
+                "UPDATE vm_details SET status = 'failed', phase = COALESCE(?3, phase)
+                 WHERE audit_id = ?1 AND vm_name = ?2",
+                params![id, vm_name, last_phase],
+            )
+        });
+    }
+
+    /// Records a created Service or Secret (status `created`).
+    pub fn record_resource(&self, kind: ResourceKind, name: &str, namespace: &str) {
+        self.write("RecordResource", |tx, id| {
+            tx.execute(
+                "INSERT INTO resource_details (audit_id, resource_type, resource_name, namespace,
+                                               status, created_at)
+                 VALUES (?1, ?2, ?3, ?4, 'created', ?5)",
+                params![id, kind.as_str(), name, namespace, timestamp_now()],
+            )
+        });
+    }
+
+    /// Finishes the execution. The first completion wins: later calls (e.g. an error path
+    /// after an interrupt was already recorded) change nothing. `error_summary` defaults to
+    /// [`SUMMARY_INTERRUPTED`] for `Cancelled` and [`SUMMARY_DECLINED`] for `Aborted`.
+    pub fn complete_execution(&self, status: ExecutionStatus, error_summary: Option<&str>) {
+        let summary = error_summary.filter(|s| !s.is_empty()).or(match status {
+            ExecutionStatus::Cancelled => Some(SUMMARY_INTERRUPTED),
+            ExecutionStatus::Aborted => Some(SUMMARY_DECLINED),
+            _ => None,
+        });
+        self.write("CompleteExecution", |tx, id| {
+            tx.execute(
+                "UPDATE audit_log SET status = ?2, completed_at = ?3, error_summary = ?4
+                 WHERE id = ?1 AND status = 'in_progress'",
+                params![id, status.as_str(), timestamp_now(), summary],
+            )
+        });
+    }
+
+    /// Records which runs a cleanup touched: the distinct non-empty run ids, sorted, as a JSON
+    /// array in `linked_run_ids`.
+    pub fn link_cleanup_to_runs<S: AsRef<str>>(&self, run_ids: &[S]) {
+        let ids = sorted_run_ids(run_ids);
+        let json = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".to_string());
+        self.write("LinkCleanupToRuns", |tx, id| {
+            tx.execute(
+                "UPDATE audit_log SET linked_run_ids = ?2 WHERE id = ?1",
+                params![id, json],
+            )
+        });
+    }
+
+    /// Marks the named VMs deleted in the records of the given runs (and namespace).
+    pub fn mark_vms_deleted<N: AsRef<str>, R: AsRef<str>>(
+        &self,
+        namespace: &str,
+        vm_names: &[N],
+        run_ids: &[R],
+    ) {
+        if vm_names.is_empty() || run_ids.is_empty() {
+            return;
+        }
+        let names = json_list(vm_names);
+        let runs = json_list(run_ids);
+        self.write("MarkVMsDeletedByName", |tx, _| {
+            tx.execute(
+                "UPDATE vm_details SET status = 'deleted', deleted_at = ?1
+                 WHERE vm_name IN (SELECT value FROM json_each(?2)) AND namespace = ?3
+                   AND audit_id IN (SELECT id FROM audit_log
+                                    WHERE run_id IN (SELECT value FROM json_each(?4)))",
+                params![timestamp_now(), names, namespace, runs],
+            )
+        });
+    }
+
+    /// Marks the named resources of `kind` deleted in the records of the given runs.
+    pub fn mark_resources_deleted<N: AsRef<str>, R: AsRef<str>>(
+        &self,
+        kind: ResourceKind,
+        namespace: &str,
+        names: &[N],
+        run_ids: &[R],
+    ) {
+        if names.is_empty() || run_ids.is_empty() {
+            return;
+        }
+        let Some(recording) = &self.recording else {
+            return;
+        };
+        let names = json_list(names);
+        let runs = json_list(run_ids);
+        let result = try_write(&recording.store, |tx| {
+            tx.execute(
+                "UPDATE resource_details SET status = 'deleted', deleted_at = ?1
+                 WHERE resource_name IN (SELECT value FROM json_each(?2)) AND namespace = ?3
+                   AND resource_type = ?5
+                   AND audit_id IN (SELECT id FROM audit_log
+                                    WHERE run_id IN (SELECT value FROM json_each(?4)))",
+                params![timestamp_now(), names, namespace, runs, kind.as_str()],
+            )
+        });
+        if let Err(error) = result {
+            tracing::warn!(
+                op = "MarkResourcesDeletedByName",
+                r#type = kind.as_str(),
+                error = %error,
+                "audit record failed"
+            );
+        }
+    }
+
+    /// Records how many objects the cleanup deleted.
+    pub fn record_cleanup_counts(&self, counts: &CleanupCounts) {
+        self.write("RecordCleanupCounts", |tx, id| {
+            tx.execute(
+                "UPDATE audit_log SET vms_deleted = ?2, services_deleted = ?3,
+                        secrets_deleted = ?4, dvs_deleted = ?5, pvcs_deleted = ?6,
+                        namespace_deleted = ?7
+                 WHERE id = ?1",
+                params![
+                    id,
+                    clamp_i64(counts.vms),
+                    clamp_i64(counts.services),
+                    clamp_i64(counts.secrets),
+                    clamp_i64(counts.dvs),
+                    clamp_i64(counts.pvcs),
+                    counts.namespace_deleted
+                ],
+            )
+        });
+    }
+}
+
+fn insert_workload(
+    tx: &Transaction<'_>,
+    audit_id: i64,
+    w: &WorkloadRecord,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "INSERT INTO workload_details (audit_id, workload_type, enabled, vm_count, cpu_cores,
+             memory, has_data_disk, data_disk_size, requires_service, status)
+         VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6, ?7, ?8, 'pending')",
+        params![
+            audit_id,
+            w.workload_type,
+            w.vm_count,
+            w.cpu_cores,
+            w.memory,
+            w.data_disk_size.is_some(),
+            w.data_disk_size,
+            w.requires_service,
+        ],
+    )
+}
+
+fn clamp_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Distinct non-empty run ids, sorted (deterministic `linked_run_ids`).
+pub fn sorted_run_ids<S: AsRef<str>>(run_ids: &[S]) -> Vec<String> {
+    let set: std::collections::BTreeSet<&str> = run_ids
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|id| !id.is_empty())
+        .collect();
+    set.into_iter().map(str::to_string).collect()
+}
+
+/// A list of strings as one JSON array parameter, expanded in SQL by `json_each`.
+fn json_list<S: AsRef<str>>(items: &[S]) -> String {
+    let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    serde_json::to_string(&items).unwrap_or_else(|_| "[]".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(command: CommandKind) -> ExecutionParams {
+        ExecutionParams {
+            command,
+            namespace: "ns".into(),
+            kubeconfig_path: None,
+            cluster_context: Some("ctx".into()),
+            container_disk_image: Some("img".into()),
+            default_cpu_cores: Some(2),
+            default_memory: Some("2Gi".into()),
+            data_disk_size: Some("10Gi".into()),
+            workloads: vec!["cpu".into(), "disk".into()],
+            total_vm_count: Some(2),
+            total_workload_count: Some(2),
+            dry_run: false,
+            ssh_auth_configured: true,
+            cleanup_mode: None,
+            wait_for_ready: true,
+            ready_timeout_seconds: Some(600),
+        }
+    }
+
+    fn open() -> (tempfile::TempDir, Auditor) {
+        let dir = tempfile::tempdir().unwrap();
+        let auditor = Auditor::open_path(&dir.path().join("nested/dir/a.db")).unwrap();
+        (dir, auditor)
+    }
+
+    fn one<T: rusqlite::types::FromSql>(auditor: &Auditor, sql: &str) -> T {
+        let Auditor::Sqlite(s) = auditor else {
+            panic!("disabled")
+        };
+        s.store.lock().query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    #[test]
+    fn timestamps_are_utc_rfc3339_with_second_precision() {
+        let ts: jiff::Timestamp = "2026-01-01T12:34:56.789+02:00".parse().unwrap();
+        assert_eq!(format_timestamp(ts), "2026-01-01T10:34:56Z");
+    }
+
+    #[test]
+    fn disabled_auditor_keeps_the_callers_run_id_and_records_nothing() {
+        let run_id = Uuid::new_v4();
+        let exec = Auditor::Disabled.start_execution(run_id, &params(CommandKind::Run));
+        assert_eq!(exec.run_id(), run_id);
+        assert!(!exec.is_recording());
+        exec.record_event(&Event::vm_created("vm"));
+        exec.complete_execution(ExecutionStatus::Success, None);
+    }
+
+    #[test]
+    fn first_completion_wins_and_cancelled_gets_the_interrupt_summary() {
+        let (_dir, auditor) = open();
+        let exec = auditor.start_execution(Uuid::new_v4(), &params(CommandKind::Run));
+        exec.complete_execution(ExecutionStatus::Cancelled, None);
+        exec.complete_execution(ExecutionStatus::Failed, Some("later error"));
+        let status: String = one(&auditor, "SELECT status FROM audit_log");
+        let summary: String = one(&auditor, "SELECT error_summary FROM audit_log");
+        assert_eq!(
+            (status.as_str(), summary.as_str()),
+            ("cancelled", SUMMARY_INTERRUPTED)
+        );
+    }
+
+    #[test]
+    fn vm_events_link_to_the_vm_row_and_its_workload() {
+        let (_dir, auditor) = open();
+        let exec = auditor.start_execution(Uuid::new_v4(), &params(CommandKind::Run));
+        exec.record_workload(&WorkloadRecord {
+            workload_type: "cpu".into(),
+            vm_count: 1,
+            cpu_cores: 2,
+            memory: "2Gi".into(),
+            data_disk_size: None,
+            requires_service: false,
+        });
+        exec.record_vm(&VmRecord {
+            vm_name: "virtwork-cpu-0".into(),
+            namespace: "ns".into(),
+            component: "cpu".into(),
+            role: None,
+            cpu_cores: 2,
+            memory: "2Gi".into(),
+            container_disk_image: "img".into(),
+            data_disk_size: None,
+            phase: None,
+        });
+        exec.record_event(&Event::vm_created("virtwork-cpu-0"));
+        let linked: i64 = one(
+            &auditor,
+            "SELECT COUNT(*) FROM events e JOIN vm_details v ON v.id = e.vm_id
+             JOIN workload_details w ON w.id = e.workload_id AND w.id = v.workload_id",
+        );
+        assert_eq!(linked, 1);
+    }
+
+    #[test]
+    fn duplicate_run_id_warns_and_stops_recording_instead_of_failing() {
+        let (_dir, auditor) = open();
+        let run_id = Uuid::new_v4();
+        assert!(
+            auditor
+                .start_execution(run_id, &params(CommandKind::Run))
+                .is_recording()
+        );
+        let second = auditor.start_execution(run_id, &params(CommandKind::Run));
+        assert!(!second.is_recording());
+        assert_eq!(second.run_id(), run_id);
+    }
+
+    #[test]
+    fn opening_an_impossible_path_names_it() {
+        let err = Auditor::open_path(Path::new("/dev/null/sub/a.db")).unwrap_err();
+        assert!(matches!(err, Error::Audit(_)));
+        assert!(err.to_string().contains("/dev/null/sub"), "{err}");
+        assert_eq!(err.exit_code(), 1);
+    }
+
+    /// Captures what the recorder logs while `f` runs.
+    fn captured_logs(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn write_failures_after_open_warn_with_the_operation_and_carry_on() {
+        let (_dir, auditor) = open();
+        let exec = auditor.start_execution(Uuid::new_v4(), &params(CommandKind::Run));
+        let Auditor::Sqlite(s) = &auditor else {
+            panic!("disabled")
+        };
+        s.store.lock().execute_batch("DROP TABLE events").unwrap();
+        let logs = captured_logs(|| {
+            exec.record_event(&Event::vm_ready("virtwork-cpu-0"));
+            exec.complete_execution(ExecutionStatus::Success, None);
+        });
+        assert!(logs.contains("WARN"), "{logs}");
+        assert!(logs.contains("audit record failed"), "{logs}");
+        assert!(logs.contains("op=\"RecordEvent\""), "{logs}");
+        assert!(logs.contains("no such table: events"), "{logs}");
+        let status: String = one(&auditor, "SELECT status FROM audit_log");
+        assert_eq!(status, "success", "later writes still land");
+    }
+
+    #[test]
+    fn linked_run_ids_are_sorted_distinct_and_non_empty() {
+        assert_eq!(sorted_run_ids(&["b", "", "a", "b"]), vec!["a", "b"]);
+    }
+}

@@ -1,0 +1,484 @@
+//! `virtwork audit list|show`: the audit history without the sqlite3 CLI.
+//!
+//! Resolves the database path and output format from the shared configuration, runs the
+//! queries in [`crate::audit::query`] and renders them as aligned text or one JSON document
+//! (schema in docs/audit-schema.md). Never writes to the database beyond the in-place schema
+//! upgrade that opening performs, and never creates a database that does not exist.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::audit::query::{self, ExecutionDetail, ExecutionRecord, ListFilter};
+use crate::audit::recorder::ExecutionStatus;
+use crate::cli::{AuditCommand, OutputFormat};
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// What `virtwork audit` needs from the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditOptions {
+    pub db_path: PathBuf,
+    pub output: OutputFormat,
+    /// Only executions in this namespace (`--namespace` given explicitly).
+    pub namespace: Option<String>,
+}
+
+impl AuditOptions {
+    /// Options from the loaded configuration. `namespace_filter` is the `--namespace` flag when
+    /// given explicitly: the configured default namespace must not hide other runs.
+    pub fn from_config(config: &Config, namespace_filter: Option<&str>) -> Self {
+        AuditOptions {
+            db_path: config.audit.db_path.clone(),
+            output: config.output,
+            namespace: namespace_filter.map(str::to_string),
+        }
+    }
+}
+
+/// Runs `virtwork audit` against `config.audit.db_path`, writing the product to stdout.
+pub fn audit(
+    config: &Config,
+    command: &AuditCommand,
+    namespace_filter: Option<&str>,
+) -> Result<()> {
+    let options = AuditOptions::from_config(config, namespace_filter);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    run(command, &options, &mut out)
+}
+
+/// Runs one `audit` subcommand, writing the product to `out`.
+pub fn run(command: &AuditCommand, options: &AuditOptions, out: &mut dyn Write) -> Result<()> {
+    match command {
+        AuditCommand::List { limit, status } => {
+            let status = status.as_deref().map(parse_status).transpose()?;
+            let filter = ListFilter {
+                limit: (*limit > 0).then_some(*limit),
+                status,
+                namespace: options.namespace.clone(),
+            };
+            list(options, &filter, out)
+        }
+        AuditCommand::Show { run_id } => show(options, run_id, out),
+    }
+}
+
+/// Parses `--status`, naming the accepted values when it is not one of them.
+pub fn parse_status(value: &str) -> Result<ExecutionStatus> {
+    ExecutionStatus::parse(value.trim()).ok_or_else(|| {
+        let accepted: Vec<&str> = ExecutionStatus::ALL.iter().map(|s| s.as_str()).collect();
+        Error::input(format!(
+            "invalid --status \"{value}\": expected one of {}",
+            accepted.join(", ")
+        ))
+    })
+}
+
+fn list(options: &AuditOptions, filter: &ListFilter, out: &mut dyn Write) -> Result<()> {
+    if !database_exists(&options.db_path) {
+        // No database means no history yet, which is not an error for a listing.
+        let text = match options.output {
+            OutputFormat::Json => json_document(&serde_json::json!({ "executions": [] }))?,
+            OutputFormat::Text => format!("no audit database at {}\n", options.db_path.display()),
+        };
+        return emit(out, &text);
+    }
+    let conn = query::open_existing(&options.db_path)?;
+    let executions = query::list_executions(&conn, filter)?;
+    let text = match options.output {
+        OutputFormat::Json => json_document(&serde_json::json!({ "executions": executions }))?,
+        OutputFormat::Text => render_list(&executions, &options.db_path),
+    };
+    emit(out, &text)
+}
+
+fn show(options: &AuditOptions, run_id: &str, out: &mut dyn Write) -> Result<()> {
+    let run_id = run_id.trim();
+    if !database_exists(&options.db_path) {
+        return Err(Error::input(format!(
+            "no audit database at {}: pass the file that recorded run {run_id} with --audit-db",
+            options.db_path.display()
+        )));
+    }
+    let conn = query::open_existing(&options.db_path)?;
+    let Some(detail) = query::show_execution(&conn, run_id)? else {
+        return Err(Error::input(format!(
+            "no execution with run id \"{run_id}\" in {}: list recorded runs with `virtwork audit list`",
+            options.db_path.display()
+        )));
+    };
+    let text = match options.output {
+        OutputFormat::Json => json_document(&detail)?,
+        OutputFormat::Text => render_detail(&detail),
+    };
+    emit(out, &text)
+}
+
+fn database_exists(path: &Path) -> bool {
+    path.as_os_str() != ":memory:" && path.is_file()
+}
+
+fn json_document(value: &impl serde::Serialize) -> Result<String> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::runtime(format!("encoding JSON output: {e}")))?;
+    text.push('\n');
+    Ok(text)
+}
+
+fn emit(out: &mut dyn Write, text: &str) -> Result<()> {
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|source| Error::Io {
+            context: "writing to",
+            path: PathBuf::from("stdout"),
+            source,
+        })
+}
+
+/// The `audit list` table, newest first.
+pub fn render_list(executions: &[ExecutionRecord], db_path: &Path) -> String {
+    if executions.is_empty() {
+        return format!("no matching executions recorded in {}\n", db_path.display());
+    }
+    let rows = executions
+        .iter()
+        .map(|e| {
+            vec![
+                e.run_id.clone(),
+                e.command.clone(),
+                e.status.clone(),
+                e.namespace.clone(),
+                e.started_at.clone(),
+                e.duration_seconds
+                    .map_or_else(|| "-".to_string(), format_duration),
+                summary_of_objects(e),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "RUN ID",
+            "COMMAND",
+            "STATUS",
+            "NAMESPACE",
+            "STARTED",
+            "DURATION",
+            "OBJECTS",
+        ],
+        rows,
+        "",
+    )
+}
+
+/// What the execution planned (run) or deleted (cleanup), in a few words.
+fn summary_of_objects(e: &ExecutionRecord) -> String {
+    if let Some(d) = &e.deleted {
+        return format!(
+            "deleted {} VMs, {} services, {} secrets",
+            d.vms, d.services, d.secrets
+        );
+    }
+    let vms = |n: i64| {
+        if n == 1 {
+            "1 VM".to_string()
+        } else {
+            format!("{n} VMs")
+        }
+    };
+    match (e.total_vm_count, e.workloads.is_empty()) {
+        (Some(n), false) => format!("{}: {}", vms(n), e.workloads.join(",")),
+        (Some(n), true) => vms(n),
+        (None, false) => e.workloads.join(","),
+        (None, true) => "-".to_string(),
+    }
+}
+
+/// The `audit show` report: parameters, workloads, VMs, resources, events, linked cleanups.
+pub fn render_detail(d: &ExecutionDetail) -> String {
+    let e = &d.execution;
+    let mut fields: Vec<(&str, String)> = vec![
+        ("Run ID", e.run_id.clone()),
+        ("Command", e.command.clone()),
+        ("Status", e.status.clone()),
+        ("Namespace", e.namespace.clone()),
+        ("Started", e.started_at.clone()),
+    ];
+    if let Some(done) = &e.completed_at {
+        let took = e
+            .duration_seconds
+            .map(|s| format!(" (took {})", format_duration(s)))
+            .unwrap_or_default();
+        fields.push(("Completed", format!("{done}{took}")));
+    }
+    if let Some(error) = &e.error_summary {
+        fields.push(("Error", error.clone()));
+    }
+    push_opt(&mut fields, "Cluster context", e.cluster_context.as_deref());
+    push_opt(&mut fields, "Kubeconfig", e.kubeconfig_path.as_deref());
+    push_opt(&mut fields, "Image", e.container_disk_image.as_deref());
+    let defaults = [
+        e.default_cpu_cores.map(|c| format!("{c} CPU")),
+        e.default_memory.as_ref().map(|m| format!("{m} memory")),
+        e.data_disk_size.as_ref().map(|s| format!("{s} data disk")),
+    ];
+    let defaults: Vec<String> = defaults.into_iter().flatten().collect();
+    if !defaults.is_empty() {
+        fields.push(("Defaults", defaults.join(", ")));
+    }
+    if !e.workloads.is_empty() {
+        fields.push(("Workloads", e.workloads.join(",")));
+    }
+    if let Some(vms) = e.total_vm_count {
+        fields.push(("Planned VMs", vms.to_string()));
+    }
+    fields.push(("Dry run", yes_no(e.dry_run).to_string()));
+    fields.push((
+        "Wait for ready",
+        match (e.wait_for_ready, e.ready_timeout_seconds) {
+            (true, Some(t)) => format!("yes (timeout {t}s)"),
+            (wait, _) => yes_no(wait).to_string(),
+        },
+    ));
+    fields.push((
+        "SSH access",
+        if e.ssh_auth_configured {
+            "configured"
+        } else {
+            "none"
+        }
+        .to_string(),
+    ));
+    push_opt(&mut fields, "Cleanup mode", e.cleanup_mode.as_deref());
+    if !e.linked_run_ids.is_empty() {
+        fields.push(("Cleaned runs", e.linked_run_ids.join(", ")));
+    }
+    if let Some(c) = &e.deleted {
+        fields.push((
+            "Deleted",
+            format!(
+                "{} VMs, {} services, {} secrets, {} DVs, {} PVCs, namespace {}",
+                c.vms,
+                c.services,
+                c.secrets,
+                c.data_volumes,
+                c.pvcs,
+                if c.namespace { "deleted" } else { "kept" }
+            ),
+        ));
+    }
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    let mut text = String::new();
+    for (key, value) in &fields {
+        text.push_str(&format!("{:<width$} {value}\n", format!("{key}:")));
+    }
+
+    if !d.workloads.is_empty() {
+        text.push_str("\nWorkloads:\n");
+        let rows = d
+            .workloads
+            .iter()
+            .map(|w| {
+                vec![
+                    w.workload_type.clone(),
+                    w.vm_count.to_string(),
+                    w.cpu_cores.to_string(),
+                    w.memory.clone(),
+                    w.data_disk_size
+                        .clone()
+                        .filter(|_| w.has_data_disk)
+                        .unwrap_or_else(|| "-".into()),
+                    yes_no(w.requires_service).to_string(),
+                    w.status.clone(),
+                ]
+            })
+            .collect();
+        text.push_str(&table(
+            &[
+                "WORKLOAD",
+                "VMS",
+                "CPU",
+                "MEMORY",
+                "DATA DISK",
+                "SERVICE",
+                "STATUS",
+            ],
+            rows,
+            "  ",
+        ));
+    }
+    if !d.vms.is_empty() {
+        text.push_str("\nVMs:\n");
+        let rows = d
+            .vms
+            .iter()
+            .map(|v| {
+                vec![
+                    v.vm_name.clone(),
+                    v.component.clone(),
+                    dash(v.role.as_deref()),
+                    dash(v.phase.as_deref()),
+                    v.status.clone(),
+                    dash(v.created_at.as_deref()),
+                    v.seconds_to_ready
+                        .map_or_else(|| "-".into(), format_duration),
+                    dash(v.deleted_at.as_deref()),
+                ]
+            })
+            .collect();
+        text.push_str(&table(
+            &[
+                "VM", "WORKLOAD", "ROLE", "PHASE", "STATUS", "CREATED", "TO READY", "DELETED",
+            ],
+            rows,
+            "  ",
+        ));
+    }
+    if !d.resources.is_empty() {
+        text.push_str("\nResources:\n");
+        let rows = d
+            .resources
+            .iter()
+            .map(|r| {
+                vec![
+                    r.resource_type.clone(),
+                    r.resource_name.clone(),
+                    r.status.clone(),
+                    dash(r.created_at.as_deref()),
+                    dash(r.deleted_at.as_deref()),
+                ]
+            })
+            .collect();
+        text.push_str(&table(
+            &["KIND", "NAME", "STATUS", "CREATED", "DELETED"],
+            rows,
+            "  ",
+        ));
+    }
+    if !d.events.is_empty() {
+        text.push_str("\nEvents:\n");
+        let rows = d
+            .events
+            .iter()
+            .map(|ev| {
+                let mut message = ev.message.clone().unwrap_or_default();
+                if let Some(detail) = &ev.error_detail {
+                    message.push_str(&format!(": {detail}"));
+                }
+                vec![ev.occurred_at.clone(), ev.event_type.clone(), message]
+            })
+            .collect();
+        text.push_str(&table(&["TIME", "EVENT", "MESSAGE"], rows, "  "));
+    }
+    if !d.linked_cleanups.is_empty() {
+        text.push_str("\nCleaned up by:\n");
+        let rows = d
+            .linked_cleanups
+            .iter()
+            .map(|c| {
+                vec![
+                    c.run_id.clone(),
+                    c.command.clone(),
+                    c.status.clone(),
+                    c.started_at.clone(),
+                ]
+            })
+            .collect();
+        text.push_str(&table(
+            &["RUN ID", "COMMAND", "STATUS", "STARTED"],
+            rows,
+            "  ",
+        ));
+    }
+    text
+}
+
+fn push_opt<'a>(fields: &mut Vec<(&'a str, String)>, key: &'a str, value: Option<&str>) {
+    if let Some(v) = value {
+        fields.push((key, v.to_string()));
+    }
+}
+
+fn yes_no(value: bool) -> &'static str {
+    if value { "yes" } else { "no" }
+}
+
+fn dash(value: Option<&str>) -> String {
+    value.unwrap_or("-").to_string()
+}
+
+/// `45s`, `3m05s`, `2h01m`.
+pub fn format_duration(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Left-aligned columns separated by two spaces; the last column is not padded so lines carry
+/// no trailing whitespace.
+fn table(headers: &[&str], rows: Vec<Vec<String>>, indent: &str) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let header_row: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    let mut text = String::new();
+    for row in std::iter::once(&header_row).chain(rows.iter()) {
+        let mut line = indent.to_string();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let pad = widths[i] - cell.chars().count();
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_status_is_input_error_listing_every_status() {
+        let err = parse_status("done").unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(
+            err.to_string(),
+            "invalid --status \"done\": expected one of in_progress, success, failed, aborted, cancelled"
+        );
+        assert_eq!(
+            parse_status("cancelled").unwrap(),
+            ExecutionStatus::Cancelled
+        );
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(format_duration(5), "5s");
+        assert_eq!(format_duration(185), "3m05s");
+        assert_eq!(format_duration(7260), "2h01m");
+    }
+
+    #[test]
+    fn table_columns_align_without_trailing_spaces() {
+        let text = table(
+            &["A", "BB"],
+            vec![
+                vec!["long-cell".into(), "x".into()],
+                vec!["s".into(), "".into()],
+            ],
+            "",
+        );
+        assert_eq!(text, "A          BB\nlong-cell  x\ns\n");
+    }
+}

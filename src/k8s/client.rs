@@ -1,0 +1,517 @@
+//! Connecting to the API server: kubeconfig (merged like kubectl) or in-cluster service
+//! account, and the client-side rate limit every request of a command passes through.
+//!
+//! [`connect`] is the only way commands obtain a [`kube::Client`]. The client it returns sits
+//! behind a [`RateLimitLayer`]: a token bucket (`--qps` per second, bucket size `--burst`,
+//! defaults 50/100 in config.rs, the same meaning as client-go's QPS/Burst) shared by every
+//! request of the process, including discovery, SelfSubjectAccessReviews, creates, GETs and
+//! watches (a watch costs one token per (re)connect, since it is one long request). The same
+//! layer records a server's `Retry-After` on 429/503 responses and holds *all* requests
+//! until it has passed, so an overloaded server is not hammered by our other workers.
+//! kube's own transparent retry layer is switched off: retries are decided by
+//! [`crate::k8s::retry`], which knows the run deadline, cancellation and AlreadyExists.
+//!
+//! This module performs no API call itself; connectivity problems surface on the first
+//! request (see preflight.rs for the friendly messages).
+
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::{Quota, RateLimiter};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// Context name recorded for the audit when running with the pod's service account.
+pub const IN_CLUSTER_CONTEXT: &str = "in-cluster";
+
+/// Longest server-requested pause we honour; a larger `Retry-After` is clamped so one
+/// confused proxy cannot stall a run for hours (the retry deadline still applies).
+const MAX_SERVER_PAUSE: Duration = Duration::from_secs(60);
+
+/// Client-side request budget: a token bucket refilled at `qps` tokens per second holding
+/// at most `burst` tokens (client-go semantics).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    pub qps: f64,
+    pub burst: u32,
+}
+
+impl RateLimit {
+    /// The limit a command was configured with.
+    pub fn from_config(config: &Config) -> Self {
+        RateLimit {
+            qps: config.qps,
+            burst: config.burst,
+        }
+    }
+
+    fn quota(&self) -> Result<Quota> {
+        let invalid = || {
+            Error::input(format!(
+                "invalid rate limit --qps {} --burst {}: expected a QPS above 0 and a burst of at least 1",
+                self.qps, self.burst
+            ))
+        };
+        if !(self.qps.is_finite() && self.qps > 0.0) {
+            return Err(invalid());
+        }
+        let burst = NonZeroU32::new(self.burst).ok_or_else(invalid)?;
+        let period = Duration::from_secs_f64(1.0 / self.qps);
+        Ok(Quota::with_period(period)
+            .ok_or_else(invalid)?
+            .allow_burst(burst))
+    }
+}
+
+/// The process-wide admission point for API requests: token bucket plus server pauses.
+/// Shared by every clone of the client; also counts requests for reports and benchmarks.
+pub struct RequestGate {
+    limiter: RateLimiter<
+        governor::state::NotKeyed,
+        governor::state::InMemoryState,
+        DefaultClock,
+        governor::middleware::NoOpMiddleware,
+    >,
+    clock: DefaultClock,
+    paused_until: Mutex<Option<Instant>>,
+    requests: AtomicU64,
+    throttled_responses: AtomicU64,
+}
+
+impl std::fmt::Debug for RequestGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestGate")
+            .field("requests", &self.requests_sent())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RequestGate {
+    /// A gate admitting requests at `limit`.
+    pub fn new(limit: RateLimit) -> Result<Arc<Self>> {
+        let clock = DefaultClock::default();
+        Ok(Arc::new(RequestGate {
+            limiter: RateLimiter::direct_with_clock(limit.quota()?, clock.clone()),
+            clock,
+            paused_until: Mutex::new(None),
+            requests: AtomicU64::new(0),
+            throttled_responses: AtomicU64::new(0),
+        }))
+    }
+
+    /// Waits until one more request may be sent: first any server-requested pause, then a
+    /// token from the bucket.
+    pub async fn admit(&self) {
+        loop {
+            let pause = *self.paused_until.lock().expect("gate mutex poisoned");
+            if let Some(until) = pause
+                && until > Instant::now()
+            {
+                tokio::time::sleep_until(until).await;
+                continue;
+            }
+            match self.limiter.check() {
+                Ok(()) => break,
+                Err(not_until) => {
+                    tokio::time::sleep(not_until.wait_time_from(self.clock.now())).await;
+                }
+            }
+        }
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Holds every request until `delay` from now has passed (a server's `Retry-After`).
+    pub fn pause_for(&self, delay: Duration) {
+        let until = Instant::now() + delay.min(MAX_SERVER_PAUSE);
+        let mut paused = self.paused_until.lock().expect("gate mutex poisoned");
+        if paused.is_none_or(|current| current < until) {
+            *paused = Some(until);
+        }
+    }
+
+    /// Requests admitted so far (each watch (re)connect counts once).
+    pub fn requests_sent(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Responses that asked us to slow down (429, or 503 with `Retry-After`).
+    pub fn throttled_responses(&self) -> u64 {
+        self.throttled_responses.load(Ordering::Relaxed)
+    }
+}
+
+/// Parses a `Retry-After` header given in seconds (the form the API server sends).
+/// HTTP-date values are ignored: the API server never sends them, and our backoff applies.
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// tower layer putting a [`RequestGate`] in front of the kube client's HTTP stack.
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    gate: Arc<RequestGate>,
+}
+
+impl RateLimitLayer {
+    pub fn new(gate: Arc<RequestGate>) -> Self {
+        RateLimitLayer { gate }
+    }
+}
+
+impl<S> tower::Layer<S> for RateLimitLayer {
+    type Service = RateLimited<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimited {
+            inner,
+            gate: self.gate.clone(),
+            admission: None,
+            admitted: false,
+        }
+    }
+}
+
+type Admission = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The service produced by [`RateLimitLayer`]. Admission happens in `poll_ready`, so the
+/// kube client's request buffer hands out tokens in arrival order (FIFO, no starvation).
+pub struct RateLimited<S> {
+    inner: S,
+    gate: Arc<RequestGate>,
+    admission: Option<Admission>,
+    admitted: bool,
+}
+
+impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for RateLimited<S>
+where
+    S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        if !self.admitted {
+            let admission = self.admission.get_or_insert_with(|| {
+                let gate = self.gate.clone();
+                Box::pin(async move { gate.admit().await })
+            });
+            match admission.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    self.admission = None;
+                    self.admitted = true;
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
+        self.admitted = false;
+        let gate = self.gate.clone();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            if status == http::StatusCode::TOO_MANY_REQUESTS
+                || (status == http::StatusCode::SERVICE_UNAVAILABLE && retry_after.is_some())
+            {
+                gate.throttled_responses.fetch_add(1, Ordering::Relaxed);
+                if let Some(delay) = retry_after {
+                    gate.pause_for(delay);
+                }
+            }
+            Ok(response)
+        })
+    }
+}
+
+/// Where the credentials came from, for error messages and the audit record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialSource {
+    /// Kubeconfig files in merge order.
+    Kubeconfig(Vec<PathBuf>),
+    /// The pod's service account.
+    InCluster,
+}
+
+impl std::fmt::Display for CredentialSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CredentialSource::Kubeconfig(paths) => {
+                let joined: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                write!(f, "kubeconfig {}", joined.join(":"))
+            }
+            CredentialSource::InCluster => f.write_str("in-cluster service account"),
+        }
+    }
+}
+
+/// A rate-limited client plus what we know about where it points.
+#[derive(Clone)]
+pub struct Cluster {
+    pub client: kube::Client,
+    /// kubeconfig current-context, or [`IN_CLUSTER_CONTEXT`].
+    pub context: String,
+    /// The API server URL, for error messages.
+    pub server_url: String,
+    pub source: CredentialSource,
+    /// The shared admission gate (request counts for reports and benchmarks).
+    pub gate: Arc<RequestGate>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("context", &self.context)
+            .field("server_url", &self.server_url)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// "server <url> (<source>)": appended to connection errors so users know which
+    /// cluster and which credentials were used.
+    pub fn describe(&self) -> String {
+        format!("API server {} ({})", self.server_url, self.source)
+    }
+}
+
+/// Connects using the command's configuration: `config.kubeconfig` paths, or in-cluster
+/// when none are given and the pod environment is present, or `~/.kube/config`.
+pub async fn connect_with_config(config: &Config) -> Result<Cluster> {
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    connect(
+        &config.kubeconfig,
+        in_cluster,
+        RateLimit::from_config(config),
+    )
+    .await
+}
+
+/// Builds the client (no API call is made).
+///
+/// * `kubeconfig` non-empty: those files merged in order as kubectl merges a `KUBECONFIG`
+///   list (first file to set a value wins; files that do not exist are skipped unless
+///   none exists), using the merged `current-context`.
+/// * empty and `in_cluster`: the pod's service account (context [`IN_CLUSTER_CONTEXT`]).
+/// * otherwise `~/.kube/config`.
+pub async fn connect(
+    kubeconfig: &[PathBuf],
+    in_cluster: bool,
+    limit: RateLimit,
+) -> Result<Cluster> {
+    let gate = RequestGate::new(limit)?;
+    let (mut kube_config, context, source) = if kubeconfig.is_empty() && in_cluster {
+        let config = kube::Config::incluster().map_err(|e| {
+            Error::runtime(format!(
+                "loading the in-cluster service account configuration: {e}"
+            ))
+        })?;
+        (
+            config,
+            IN_CLUSTER_CONTEXT.to_string(),
+            CredentialSource::InCluster,
+        )
+    } else {
+        let paths = if kubeconfig.is_empty() {
+            vec![default_kubeconfig_path()?]
+        } else {
+            kubeconfig.to_vec()
+        };
+        let (merged, used) = read_merged_kubeconfig(&paths)?;
+        let source = CredentialSource::Kubeconfig(used);
+        let context = merged.current_context.clone().ok_or_else(|| {
+            Error::input(format!(
+                "{source} has no current-context: set one with `kubectl config use-context <name>`"
+            ))
+        })?;
+        let config = kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| Error::input(format!("{source} (context {context}): {e}")))?;
+        (config, context, source)
+    };
+    // Retries are ours (deadline-, cancellation- and AlreadyExists-aware).
+    kube_config.default_retry = false;
+    let server_url = kube_config.cluster_url.to_string();
+    let builder = kube::client::ClientBuilder::try_from(kube_config)
+        .map_err(|e| Error::kube(format!("building a client for {server_url} ({source})"), e))?;
+    let client = builder
+        .with_layer(&RateLimitLayer::new(gate.clone()))
+        .build();
+    Ok(Cluster {
+        client,
+        context,
+        server_url: server_url.trim_end_matches('/').to_string(),
+        source,
+        gate,
+    })
+}
+
+fn default_kubeconfig_path() -> Result<PathBuf> {
+    std::env::var_os("HOME")
+        .map(|home| Path::new(&home).join(".kube").join("config"))
+        .ok_or_else(|| {
+            Error::input(
+                "no kubeconfig: pass --kubeconfig <path>, set KUBECONFIG, or run in a pod with a service account",
+            )
+        })
+}
+
+/// Reads and merges kubeconfig files in order; returns the merged config and the files
+/// actually read. Missing files are skipped as kubectl does, unless none exists.
+pub fn read_merged_kubeconfig(paths: &[PathBuf]) -> Result<(Kubeconfig, Vec<PathBuf>)> {
+    let mut merged: Option<Kubeconfig> = None;
+    let mut used = Vec::new();
+    for path in paths {
+        if path.as_os_str().is_empty() {
+            continue;
+        }
+        if !path.exists() && paths.len() > 1 {
+            continue;
+        }
+        let next = Kubeconfig::read_from(path).map_err(|e| {
+            Error::input(format!(
+                "reading kubeconfig {}: {e} (expected a kubeconfig YAML file; check --kubeconfig or KUBECONFIG)",
+                path.display()
+            ))
+        })?;
+        merged = Some(match merged {
+            None => next,
+            Some(acc) => acc
+                .merge(next)
+                .map_err(|e| Error::input(format!("merging kubeconfig {}: {e}", path.display())))?,
+        });
+        used.push(path.clone());
+    }
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let merged = merged.ok_or_else(|| {
+        Error::input(format!(
+            "no kubeconfig file found at {}: check --kubeconfig or KUBECONFIG",
+            shown.join(":")
+        ))
+    })?;
+    Ok((merged, used))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    const FIRST: &str = "apiVersion: v1\nkind: Config\ncurrent-context: one\nclusters:\n- name: c1\n  cluster:\n    server: https://one.example:6443\ncontexts:\n- name: one\n  context:\n    cluster: c1\n    user: u1\nusers:\n- name: u1\n  user:\n    token: abc\n";
+    const SECOND: &str = "apiVersion: v1\nkind: Config\ncurrent-context: two\nclusters:\n- name: c2\n  cluster:\n    server: https://two.example:6443\ncontexts:\n- name: two\n  context:\n    cluster: c2\n    user: u2\nusers:\n- name: u2\n  user:\n    token: def\n";
+
+    #[test]
+    fn merged_kubeconfig_keeps_first_current_context_and_all_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a", FIRST);
+        let b = write(dir.path(), "b", SECOND);
+        let (merged, used) = read_merged_kubeconfig(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(merged.current_context.as_deref(), Some("one"));
+        assert_eq!(merged.contexts.len(), 2);
+        assert_eq!(merged.clusters.len(), 2);
+        assert_eq!(used, vec![a, b]);
+    }
+
+    #[test]
+    fn missing_files_in_a_list_are_skipped_but_a_lone_missing_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = write(dir.path(), "b", SECOND);
+        let missing = dir.path().join("absent");
+        let (merged, used) = read_merged_kubeconfig(&[missing.clone(), b.clone()]).unwrap();
+        assert_eq!(merged.current_context.as_deref(), Some("two"));
+        assert_eq!(used, vec![b]);
+        let err = read_merged_kubeconfig(std::slice::from_ref(&missing)).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("absent"), "{err}");
+    }
+
+    #[test]
+    fn unparseable_kubeconfig_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = write(dir.path(), "bad", "clusters: [ {");
+        let err = read_merged_kubeconfig(&[bad]).unwrap_err();
+        assert!(err.to_string().contains("bad"), "{err}");
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[tokio::test]
+    async fn connect_reports_context_and_server_without_contacting_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a", FIRST);
+        let limit = RateLimit {
+            qps: 50.0,
+            burst: 100,
+        };
+        let cluster = connect(&[a], false, limit).await.unwrap();
+        assert_eq!(cluster.context, "one");
+        assert_eq!(cluster.server_url, "https://one.example:6443");
+        assert_eq!(cluster.gate.requests_sent(), 0);
+    }
+
+    #[test]
+    fn invalid_rate_limits_are_input_errors() {
+        for (qps, burst) in [(0.0, 10), (-1.0, 10), (f64::NAN, 10), (5.0, 0)] {
+            let err = RequestGate::new(RateLimit { qps, burst }).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "qps {qps} burst {burst}");
+        }
+    }
+
+    #[tokio::test]
+    async fn gate_admits_the_burst_at_once_then_paces_at_qps() {
+        let gate = RequestGate::new(RateLimit {
+            qps: 1000.0,
+            burst: 5,
+        })
+        .unwrap();
+        for _ in 0..5 {
+            // Within the burst no wait happens: each admission completes on first poll.
+            assert!(futures::FutureExt::now_or_never(gate.admit()).is_some());
+        }
+        assert!(futures::FutureExt::now_or_never(gate.admit()).is_none());
+        gate.admit().await;
+        assert_eq!(gate.requests_sent(), 6);
+    }
+
+    #[tokio::test]
+    async fn server_pause_holds_admissions() {
+        let gate = RequestGate::new(RateLimit {
+            qps: 1000.0,
+            burst: 100,
+        })
+        .unwrap();
+        gate.pause_for(Duration::from_secs(30));
+        assert!(futures::FutureExt::now_or_never(gate.admit()).is_none());
+        assert_eq!(gate.requests_sent(), 0);
+    }
+
+    #[test]
+    fn retry_after_seconds_parse() {
+        assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+}

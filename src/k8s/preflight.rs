@@ -1,0 +1,491 @@
+//! Checks before the first write of a run: can we reach the cluster, does it serve KubeVirt
+//! (and CDI when a workload has data disks), may we create everything, is a default
+//! StorageClass there for data disks, and do objects of another run block our names.
+//!
+//! Every check is read-only (GET/LIST, discovery, SelfSubjectAccessReview), so a failing
+//! preflight leaves the cluster untouched. Problems found after the cluster was reached are
+//! gathered and reported together, each naming what is missing and how to fix it; the
+//! error exits 1. Reachability problems name the server URL and the kubeconfig used.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::k8s::client::Cluster;
+use crate::k8s::kubevirt::VirtualMachine;
+use crate::k8s::retry::{Failure, RetryError, RetryPolicy, classify, retry};
+use crate::labels;
+use crate::plan::Plan;
+
+/// How long we keep trying to reach an unresponsive API server before giving up.
+const REACH_BUDGET: Duration = Duration::from_secs(3);
+/// The annotation marking the default StorageClass (and its deprecated beta form).
+const DEFAULT_CLASS_ANNOTATIONS: [&str; 2] = [
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+];
+
+/// What a run is about to do, as far as preflight cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreflightNeeds {
+    pub namespace: String,
+    pub run_id: String,
+    pub services: BTreeSet<String>,
+    pub secrets: BTreeSet<String>,
+    pub vms: BTreeSet<String>,
+    /// Some workload has a data disk: CDI and a default StorageClass are needed.
+    pub data_disks: bool,
+    /// The run will watch VMIs for readiness.
+    pub wait_for_ready: bool,
+}
+
+impl PreflightNeeds {
+    pub fn from_plan(plan: &Plan, wait_for_ready: bool) -> Self {
+        PreflightNeeds {
+            namespace: plan.namespace.clone(),
+            run_id: plan.run_id.clone(),
+            services: plan.services.iter().map(|s| s.service.name_any()).collect(),
+            secrets: plan.vms.iter().map(|v| v.secret.name_any()).collect(),
+            vms: plan.vms.iter().map(|v| v.name.clone()).collect(),
+            data_disks: plan.vms.iter().any(|v| !v.data_volumes.is_empty()),
+            wait_for_ready,
+        }
+    }
+}
+
+/// What preflight learned that later steps use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreflightReport {
+    /// `major.minor` of the API server.
+    pub server_version: String,
+    pub namespace_exists: bool,
+    /// Checks that could not be made (e.g. storage classes not listable), as warnings.
+    pub warnings: Vec<String>,
+}
+
+/// The joined source chain of an error: transport errors hide the useful part (refused,
+/// certificate unknown...) several sources deep.
+pub fn error_chain(err: &(dyn StdError + 'static)) -> String {
+    let mut parts = vec![err.to_string()];
+    let mut current = err.source();
+    while let Some(e) = current {
+        let text = e.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        current = e.source();
+    }
+    parts.join(": ")
+}
+
+/// Turns a failure to reach the server into a message naming the server and the credentials.
+pub fn unreachable_error(cluster: &Cluster, err: &kube::Error) -> Error {
+    let place = cluster.describe();
+    if let kube::Error::Api(status) = err
+        && status.code == 401
+    {
+        return Error::runtime(format!(
+            "{place} rejected the credentials of context {:?} (401 Unauthorized: {}): \
+             log in again or refresh the token in the kubeconfig",
+            cluster.context, status.message
+        ));
+    }
+    let detail = error_chain(err);
+    let hint = match classify(err) {
+        Failure::Transient { .. } => "check that the cluster is up and the server URL is right",
+        _ if detail.to_ascii_lowercase().contains("certificate")
+            || detail.to_ascii_lowercase().contains("tls") =>
+        {
+            "check the certificate-authority data of the cluster in the kubeconfig"
+        }
+        _ => "check the server URL and credentials in the kubeconfig",
+    };
+    Error::runtime(format!("cannot reach {place}: {detail}; {hint}"))
+}
+
+/// A failed preflight request as a crate error; 401 becomes the credentials message
+/// (some servers let `/version` through unauthenticated, so it can surface here).
+fn failed(cluster: &Cluster, err: RetryError, context: String) -> Error {
+    match err {
+        RetryError::Failed {
+            error: kube::Error::Api(status),
+            ..
+        } if status.code == 401 => unreachable_error(cluster, &kube::Error::Api(status)),
+        other => other.into_error(context),
+    }
+}
+
+/// Runs every check; `Ok` means the run may start writing.
+pub async fn preflight(
+    cluster: &Cluster,
+    needs: &PreflightNeeds,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<PreflightReport> {
+    let client = &cluster.client;
+    let policy = RetryPolicy::until(deadline);
+    let reach_policy = RetryPolicy::until(deadline.min(Instant::now() + REACH_BUDGET));
+
+    let version = match retry(&reach_policy, cancel, "reaching the API server", || {
+        client.apiserver_version()
+    })
+    .await
+    {
+        Ok(v) => format!("{}.{}", v.major, v.minor),
+        Err(RetryError::Cancelled) => return Err(Error::Interrupted),
+        Err(RetryError::Failed { error, .. }) => {
+            // Any Status other than 401 proves the server is there and speaking Kubernetes.
+            match &error {
+                kube::Error::Api(status) if status.code != 401 => String::new(),
+                _ => return Err(unreachable_error(cluster, &error)),
+            }
+        }
+    };
+
+    let mut problems: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+
+    // Discovery: the APIs our objects need.
+    let mut groups = vec![(
+        "kubevirt.io/v1",
+        vec!["virtualmachines", "virtualmachineinstances"],
+        "KubeVirt (OpenShift Virtualization) is not installed",
+    )];
+    if needs.data_disks {
+        groups.push((
+            "cdi.kubevirt.io/v1beta1",
+            vec!["datavolumes"],
+            "CDI (the Containerized Data Importer, needed for data disks) is not installed",
+        ));
+    }
+    for (group_version, resources, missing) in groups {
+        let listed = retry(&policy, cancel, "API discovery", || {
+            client.list_api_group_resources(group_version)
+        })
+        .await;
+        match listed {
+            Ok(list) => {
+                let served: BTreeSet<&str> =
+                    list.resources.iter().map(|r| r.name.as_str()).collect();
+                let absent: Vec<&str> = resources
+                    .iter()
+                    .copied()
+                    .filter(|r| !served.contains(r))
+                    .collect();
+                if !absent.is_empty() {
+                    problems.push(format!(
+                        "{missing}: {group_version} does not serve {}",
+                        absent.join(", ")
+                    ));
+                }
+            }
+            Err(RetryError::Cancelled) => return Err(Error::Interrupted),
+            Err(err) if err.failure() == Some(Failure::NotFound) => {
+                problems.push(format!(
+                    "{missing}: the API server does not serve {group_version}"
+                ));
+            }
+            Err(err) => return Err(failed(cluster, err, format!("discovering {group_version}"))),
+        }
+    }
+
+    // The namespace: create it, or label an existing one.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace_state = match retry(&policy, cancel, "reading the namespace", || {
+        namespaces.get_opt(&needs.namespace)
+    })
+    .await
+    {
+        Ok(found) => Some(found),
+        Err(RetryError::Cancelled) => return Err(Error::Interrupted),
+        // Forbidden to read it: the access review below says so precisely.
+        Err(err) if err.failure() == Some(Failure::Permanent) => None,
+        Err(err) => {
+            return Err(failed(
+                cluster,
+                err,
+                format!("reading namespace {}", needs.namespace),
+            ));
+        }
+    };
+    let namespace_exists = matches!(namespace_state, Some(Some(_)));
+
+    // Access reviews: one per verb and kind we will use.
+    let mut reviews: Vec<(&str, &str, &str, Option<&str>)> = vec![("", "namespaces", "get", None)];
+    match &namespace_state {
+        Some(Some(ns)) => {
+            if ns.labels().get(labels::MANAGED_BY).map(String::as_str)
+                != Some(labels::MANAGED_BY_VALUE)
+            {
+                reviews.push(("", "namespaces", "patch", None));
+            }
+        }
+        Some(None) => reviews.push(("", "namespaces", "create", None)),
+        None => {
+            reviews.push(("", "namespaces", "create", None));
+            reviews.push(("", "namespaces", "patch", None));
+        }
+    }
+    let ns = Some(needs.namespace.as_str());
+    if !needs.services.is_empty() {
+        reviews.push(("", "services", "create", ns));
+        reviews.push(("", "services", "list", ns));
+    }
+    reviews.push(("", "secrets", "create", ns));
+    reviews.push(("", "secrets", "list", ns));
+    reviews.push(("kubevirt.io", "virtualmachines", "create", ns));
+    reviews.push(("kubevirt.io", "virtualmachines", "list", ns));
+    if needs.wait_for_ready {
+        reviews.push(("kubevirt.io", "virtualmachineinstances", "list", ns));
+        reviews.push(("kubevirt.io", "virtualmachineinstances", "watch", ns));
+    }
+    let review_api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let checks = reviews.iter().map(|(group, resource, verb, namespace)| {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(group.to_string()),
+                    resource: Some(resource.to_string()),
+                    verb: Some(verb.to_string()),
+                    namespace: namespace.map(str::to_string),
+                    name: (*resource == "namespaces").then(|| needs.namespace.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let review_api = &review_api;
+        let policy = &policy;
+        async move {
+            let params = PostParams::default();
+            let result = retry(policy, cancel, "checking permissions", || {
+                review_api.create(&params, &review)
+            })
+            .await;
+            (group, resource, verb, namespace, result)
+        }
+    });
+    for (group, resource, verb, namespace, result) in futures::future::join_all(checks).await {
+        let status = match result {
+            Ok(done) => done.status,
+            Err(RetryError::Cancelled) => return Err(Error::Interrupted),
+            Err(err) => {
+                return Err(failed(
+                    cluster,
+                    err,
+                    "checking permissions (SelfSubjectAccessReview)".to_string(),
+                ));
+            }
+        };
+        let allowed = status
+            .as_ref()
+            .is_some_and(|s| s.allowed && !s.denied.unwrap_or(false));
+        if !allowed {
+            let kind = if group.is_empty() {
+                resource.to_string()
+            } else {
+                format!("{resource}.{group}")
+            };
+            let place = match namespace {
+                Some(ns) => format!(" in namespace {ns}"),
+                None => format!(" ({})", needs.namespace),
+            };
+            let reason = status
+                .and_then(|s| s.reason)
+                .filter(|r| !r.is_empty())
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            problems.push(format!("not allowed to {verb} {kind}{place}{reason}"));
+        }
+    }
+
+    // Objects of another run under our names.
+    if namespace_exists {
+        let mut conflicts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let selector = labels::managed_selector(None);
+        collect_conflicts::<VirtualMachine>(
+            client,
+            needs,
+            &needs.vms,
+            &selector,
+            &policy,
+            cancel,
+            &mut conflicts,
+        )
+        .await?;
+        collect_conflicts::<Secret>(
+            client,
+            needs,
+            &needs.secrets,
+            &selector,
+            &policy,
+            cancel,
+            &mut conflicts,
+        )
+        .await?;
+        if !needs.services.is_empty() {
+            collect_conflicts::<Service>(
+                client,
+                needs,
+                &needs.services,
+                &selector,
+                &policy,
+                cancel,
+                &mut conflicts,
+            )
+            .await?;
+        }
+        for (run, objects) in conflicts {
+            let remedy = if run.is_empty() {
+                "delete them".to_string()
+            } else {
+                format!(
+                    "remove them with `virtwork cleanup --namespace {} --run-id {run}`",
+                    needs.namespace
+                )
+            };
+            problems.push(format!(
+                "namespace {} already holds objects of virtwork run {} with the names this run needs: {}; {remedy} or choose another --namespace",
+                needs.namespace,
+                if run.is_empty() { "<none>" } else { run.as_str() },
+                objects.join(", ")
+            ));
+        }
+    }
+
+    // A default StorageClass for DataVolumes without an explicit class.
+    if needs.data_disks {
+        let classes: Api<StorageClass> = Api::all(client.clone());
+        let params = ListParams::default();
+        match retry(&policy, cancel, "listing storage classes", || {
+            classes.list(&params)
+        })
+        .await
+        {
+            Ok(list) => {
+                let default = list.items.iter().any(|sc| {
+                    DEFAULT_CLASS_ANNOTATIONS
+                        .iter()
+                        .any(|a| sc.annotations().get(*a).map(String::as_str) == Some("true"))
+                });
+                if !default {
+                    problems.push(
+                        "no default StorageClass: workloads with data disks need one; mark a class default with \
+                         `kubectl patch storageclass <name> -p '{\"metadata\":{\"annotations\":{\"storageclass.kubernetes.io/is-default-class\":\"true\"}}}'`"
+                            .to_string(),
+                    );
+                }
+            }
+            Err(RetryError::Cancelled) => return Err(Error::Interrupted),
+            Err(RetryError::Failed { error, .. }) => warnings.push(format!(
+                "could not check for a default StorageClass ({}); data disks stay Pending without one",
+                error_chain(&error)
+            )),
+        }
+    }
+
+    if !problems.is_empty() {
+        return Err(Error::runtime(format!(
+            "preflight failed, nothing was created: {}",
+            problems.join("; ")
+        )));
+    }
+    Ok(PreflightReport {
+        server_version: version,
+        namespace_exists,
+        warnings,
+    })
+}
+
+/// Adds `Kind name` to `conflicts[run_id]` for each managed object of `K` named like one of
+/// ours but labelled with another run id.
+async fn collect_conflicts<K>(
+    client: &kube::Client,
+    needs: &PreflightNeeds,
+    ours: &BTreeSet<String>,
+    selector: &str,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+    conflicts: &mut BTreeMap<String, Vec<String>>,
+) -> Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    let api: Api<K> = Api::namespaced(client.clone(), &needs.namespace);
+    let params = ListParams::default().labels(selector);
+    let list = retry(policy, cancel, "listing existing objects", || {
+        api.list(&params)
+    })
+    .await
+    .map_err(|e| {
+        e.into_error(format!(
+            "listing {kind} objects in namespace {}",
+            needs.namespace
+        ))
+    })?;
+    for item in list.items {
+        let name = item.name_any();
+        let owner = item
+            .labels()
+            .get(labels::RUN_ID)
+            .cloned()
+            .unwrap_or_default();
+        if ours.contains(&name) && owner != needs.run_id {
+            conflicts
+                .entry(owner)
+                .or_default()
+                .push(format!("{kind} {name}"));
+        }
+    }
+    for objects in conflicts.values_mut() {
+        objects.sort();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_chain_shows_nested_causes_once() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("client error (Connect)")
+            }
+        }
+        impl StdError for Outer {
+            fn source(&self) -> Option<&(dyn StdError + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let err = Outer(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        ));
+        assert_eq!(
+            error_chain(&err),
+            "client error (Connect): Connection refused (os error 111)"
+        );
+    }
+}

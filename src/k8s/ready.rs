@@ -1,0 +1,473 @@
+//! Watch-based readiness: one label-selected watch over a run's VirtualMachineInstances
+//! decides when every VM is ready, which failed, and which were still pending at the timeout.
+//!
+//! The decision logic is the sans-IO [`ReadinessTracker`]: it is fed VMI snapshots and says
+//! what changed ([`Transition`]). [`wait_for_ready`] is the thin async shell: one
+//! `kube::runtime::watcher` stream selected by `virtwork/run-id=<id>` (LIST once, then WATCH;
+//! the watcher resumes from the last resourceVersion when the server drops the stream and
+//! relists on 410 Gone), transient stream errors retried with jittered backoff, permanent
+//! ones (401/403) ending the wait with the server's message. The API cost is therefore a
+//! handful of requests per run, independent of the number of VMs, and a VMI that reaches
+//! the wanted state is noticed as soon as its watch event arrives (no poll interval).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::watcher;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::ReadyCondition;
+use crate::k8s::kubevirt::VirtualMachineInstance;
+use crate::k8s::retry::{Backoff, Failure, classify};
+use crate::labels;
+
+/// Phase shown for a VM whose VMI does not exist (yet).
+pub const NO_VMI_PHASE: &str = "NoVMI";
+
+/// What we know about one VM's readiness.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmReadiness {
+    pub name: String,
+    /// Last observed VMI phase, or [`NO_VMI_PHASE`].
+    pub phase: String,
+    /// When the VM met the ready condition (first time; readiness does not regress).
+    pub ready_at: Option<jiff::Timestamp>,
+    /// Why the VM failed (VMI phase Failed), if it did.
+    pub failure: Option<String>,
+}
+
+impl VmReadiness {
+    pub fn is_ready(&self) -> bool {
+        self.ready_at.is_some()
+    }
+}
+
+/// A change worth reporting, produced by [`ReadinessTracker::observe`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// The VMI's phase changed.
+    Phase {
+        vm: String,
+        from: String,
+        to: String,
+    },
+    /// The VM met the ready condition.
+    Ready { vm: String, phase: String },
+    /// The VMI reached phase Failed.
+    Failed { vm: String, reason: String },
+}
+
+/// Sans-IO readiness state of a set of VMs under one ready condition.
+#[derive(Debug, Clone)]
+pub struct ReadinessTracker {
+    condition: ReadyCondition,
+    vms: BTreeMap<String, VmReadiness>,
+}
+
+impl ReadinessTracker {
+    /// Tracks `names` (VMI names equal VM names), all starting without a VMI.
+    pub fn new<I, S>(names: I, condition: ReadyCondition) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let vms = names
+            .into_iter()
+            .map(|n| {
+                let name = n.into();
+                let state = VmReadiness {
+                    name: name.clone(),
+                    phase: NO_VMI_PHASE.to_string(),
+                    ready_at: None,
+                    failure: None,
+                };
+                (name, state)
+            })
+            .collect();
+        ReadinessTracker { condition, vms }
+    }
+
+    /// Whether `vmi` satisfies `condition`.
+    pub fn meets(condition: ReadyCondition, vmi: &VirtualMachineInstance) -> bool {
+        let Some(status) = vmi.status.as_ref() else {
+            return false;
+        };
+        let running = status.phase.as_deref() == Some("Running");
+        let condition_true = |t: &str| status.condition(t).is_some_and(|c| c.is_true());
+        match condition {
+            ReadyCondition::Running => running,
+            ReadyCondition::Ready => running && condition_true("Ready"),
+            ReadyCondition::AgentConnected => running && condition_true("AgentConnected"),
+        }
+    }
+
+    /// Feeds one VMI snapshot observed at `now`; returns what changed, in order.
+    /// VMIs of VMs we do not track are ignored.
+    pub fn observe(
+        &mut self,
+        vmi: &VirtualMachineInstance,
+        now: jiff::Timestamp,
+    ) -> Vec<Transition> {
+        let mut changes = Vec::new();
+        let Some(name) = vmi.metadata.name.as_deref() else {
+            return changes;
+        };
+        let condition = self.condition;
+        let Some(state) = self.vms.get_mut(name) else {
+            return changes;
+        };
+        let phase = vmi
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "Pending".to_string());
+        if phase != state.phase {
+            changes.push(Transition::Phase {
+                vm: name.to_string(),
+                from: std::mem::replace(&mut state.phase, phase.clone()),
+                to: phase.clone(),
+            });
+        }
+        if state.ready_at.is_none() && Self::meets(condition, vmi) {
+            state.ready_at = Some(now);
+            changes.push(Transition::Ready {
+                vm: name.to_string(),
+                phase: phase.clone(),
+            });
+        }
+        if phase == "Failed" && state.failure.is_none() && state.ready_at.is_none() {
+            let reason = vmi
+                .status
+                .as_ref()
+                .and_then(|s| {
+                    s.conditions
+                        .iter()
+                        .find(|c| !c.is_true() && c.message.is_some())
+                        .and_then(|c| c.message.clone())
+                })
+                .unwrap_or_else(|| "the VMI reached phase Failed".to_string());
+            state.failure = Some(reason.clone());
+            changes.push(Transition::Failed {
+                vm: name.to_string(),
+                reason,
+            });
+        }
+        changes
+    }
+
+    /// Records that a VMI disappeared (e.g. being restarted by its VM).
+    pub fn observe_deleted(&mut self, name: &str) -> Vec<Transition> {
+        match self.vms.get_mut(name) {
+            Some(state) if state.phase != NO_VMI_PHASE => vec![Transition::Phase {
+                vm: name.to_string(),
+                from: std::mem::replace(&mut state.phase, NO_VMI_PHASE.to_string()),
+                to: NO_VMI_PHASE.to_string(),
+            }],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every tracked VM is ready.
+    pub fn all_ready(&self) -> bool {
+        self.vms.values().all(VmReadiness::is_ready)
+    }
+
+    /// The first (by name) VM that failed, if any.
+    pub fn first_failure(&self) -> Option<&VmReadiness> {
+        self.vms.values().find(|v| v.failure.is_some())
+    }
+
+    /// Number of VMs ready.
+    pub fn ready_count(&self) -> usize {
+        self.vms.values().filter(|v| v.is_ready()).count()
+    }
+
+    /// Number of VMs tracked.
+    pub fn total(&self) -> usize {
+        self.vms.len()
+    }
+
+    /// VMs per last phase, sorted by phase name.
+    pub fn phase_counts(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for vm in self.vms.values() {
+            *counts.entry(vm.phase.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// VMs not ready, sorted by name.
+    pub fn not_ready(&self) -> Vec<&VmReadiness> {
+        self.vms.values().filter(|v| !v.is_ready()).collect()
+    }
+
+    /// Every VM's state, sorted by name.
+    pub fn vms(&self) -> impl Iterator<Item = &VmReadiness> {
+        self.vms.values()
+    }
+}
+
+/// How a readiness wait ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitOutcome {
+    AllReady,
+    /// A VMI reached phase Failed (the first one, by name).
+    Failed {
+        vm: String,
+        reason: String,
+    },
+    /// The timeout passed with VMs still not ready.
+    TimedOut,
+    /// Ctrl-C / SIGTERM.
+    Cancelled,
+    /// The watch failed permanently (e.g. 403 on watch); the message is the server's.
+    WatchFailed(String),
+}
+
+/// Receives readiness progress; report.rs renders it (live view on a TTY, log lines otherwise).
+pub trait ReadinessObserver {
+    /// Called after each batch of transitions, with the tracker's new state.
+    fn changed(&mut self, tracker: &ReadinessTracker, transitions: &[Transition]);
+}
+
+/// Statistics of a wait, for reports and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WatchStats {
+    /// Times the watch stream failed and was resumed.
+    pub reconnects: u32,
+}
+
+/// Waits until every VM in `tracker` meets its condition, one fails, `timeout` passes or
+/// `cancel` fires. Watches VMIs in `namespace` labelled `virtwork/run-id=<run_id>`.
+pub async fn wait_for_ready(
+    client: kube::Client,
+    namespace: &str,
+    run_id: &str,
+    tracker: &mut ReadinessTracker,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    observer: &mut dyn ReadinessObserver,
+) -> (WaitOutcome, WatchStats) {
+    let mut stats = WatchStats::default();
+    if tracker.all_ready() {
+        return (WaitOutcome::AllReady, stats);
+    }
+    let api: Api<VirtualMachineInstance> = Api::namespaced(client, namespace);
+    let selector = format!("{}={}", labels::RUN_ID, run_id);
+    let stream = watcher::watcher(api, watcher::Config::default().labels(&selector));
+    let mut stream = std::pin::pin!(stream);
+    let deadline = Instant::now() + timeout;
+    let backoff = Backoff::default();
+    let mut consecutive_errors: u32 = 0;
+    loop {
+        let item = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return (WaitOutcome::Cancelled, stats),
+            () = tokio::time::sleep_until(deadline) => return (WaitOutcome::TimedOut, stats),
+            item = stream.next() => item,
+        };
+        let transitions = match item {
+            // The watcher never ends on its own; treat an end like a drop and keep polling.
+            None => Vec::new(),
+            Some(Ok(event)) => {
+                consecutive_errors = 0;
+                let now = jiff::Timestamp::now();
+                match event {
+                    watcher::Event::Apply(vmi) | watcher::Event::InitApply(vmi) => {
+                        tracker.observe(&vmi, now)
+                    }
+                    watcher::Event::Delete(vmi) => {
+                        let name = vmi.metadata.name.unwrap_or_default();
+                        tracker.observe_deleted(&name)
+                    }
+                    watcher::Event::Init | watcher::Event::InitDone => Vec::new(),
+                }
+            }
+            Some(Err(error)) => {
+                stats.reconnects += 1;
+                if let Some(message) = permanent_watch_error(&error) {
+                    return (WaitOutcome::WatchFailed(message), stats);
+                }
+                tracing::debug!(error = %error, "VMI watch interrupted, resuming");
+                let delay = backoff.delay(consecutive_errors, fastrand::f64());
+                consecutive_errors = consecutive_errors.saturating_add(1);
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return (WaitOutcome::Cancelled, stats),
+                    () = tokio::time::sleep_until(deadline) => return (WaitOutcome::TimedOut, stats),
+                    () = tokio::time::sleep(delay) => {}
+                }
+                Vec::new()
+            }
+        };
+        if !transitions.is_empty() {
+            observer.changed(tracker, &transitions);
+        }
+        if let Some(failed) = tracker.first_failure() {
+            return (
+                WaitOutcome::Failed {
+                    vm: failed.name.clone(),
+                    reason: failed.failure.clone().unwrap_or_default(),
+                },
+                stats,
+            );
+        }
+        if tracker.all_ready() {
+            return (WaitOutcome::AllReady, stats);
+        }
+    }
+}
+
+/// The server's message when a watch error cannot be cured by retrying (401, 403, 404...).
+fn permanent_watch_error(error: &watcher::Error) -> Option<String> {
+    let inner = match error {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => e,
+        // 410 Gone and friends inside the stream: the watcher relists by itself.
+        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => return None,
+    };
+    match classify(inner) {
+        Failure::Transient { .. } => None,
+        Failure::Permanent | Failure::NotFound | Failure::AlreadyExists => {
+            Some(format!("watching VirtualMachineInstances: {inner}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k8s::kubevirt::{Condition, VirtualMachineInstanceStatus};
+
+    fn vmi(name: &str, phase: Option<&str>, conditions: &[(&str, &str)]) -> VirtualMachineInstance {
+        VirtualMachineInstance {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+            spec: None,
+            status: Some(VirtualMachineInstanceStatus {
+                phase: phase.map(str::to_string),
+                conditions: conditions
+                    .iter()
+                    .map(|(t, s)| Condition {
+                        type_: t.to_string(),
+                        status: s.to_string(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn at(secs: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_700_000_000 + secs).unwrap()
+    }
+
+    #[test]
+    fn running_condition_tracks_phases_and_records_ready_once() {
+        let mut t = ReadinessTracker::new(["a", "b"], ReadyCondition::Running);
+        assert_eq!(
+            t.observe(&vmi("a", Some("Scheduling"), &[]), at(1)),
+            vec![Transition::Phase {
+                vm: "a".into(),
+                from: NO_VMI_PHASE.into(),
+                to: "Scheduling".into()
+            }]
+        );
+        let changes = t.observe(&vmi("a", Some("Running"), &[]), at(2));
+        assert_eq!(changes.len(), 2);
+        assert_eq!(
+            changes[1],
+            Transition::Ready {
+                vm: "a".into(),
+                phase: "Running".into()
+            }
+        );
+        // The same snapshot again changes nothing, and readiness keeps its first time.
+        assert!(t.observe(&vmi("a", Some("Running"), &[]), at(3)).is_empty());
+        assert_eq!(t.vms().next().unwrap().ready_at, Some(at(2)));
+        assert!(!t.all_ready());
+        assert_eq!(t.ready_count(), 1);
+        assert_eq!(
+            t.phase_counts(),
+            BTreeMap::from([(NO_VMI_PHASE.to_string(), 1), ("Running".to_string(), 1)])
+        );
+        t.observe(&vmi("b", Some("Running"), &[]), at(4));
+        assert!(t.all_ready());
+    }
+
+    #[test]
+    fn ready_and_agent_conditions_need_the_vmi_condition() {
+        let mut t = ReadinessTracker::new(["a"], ReadyCondition::Ready);
+        t.observe(&vmi("a", Some("Running"), &[("Ready", "False")]), at(1));
+        assert!(!t.all_ready());
+        t.observe(&vmi("a", Some("Running"), &[("Ready", "True")]), at(2));
+        assert!(t.all_ready());
+
+        let mut t = ReadinessTracker::new(["a"], ReadyCondition::AgentConnected);
+        t.observe(&vmi("a", Some("Running"), &[("Ready", "True")]), at(1));
+        assert!(!t.all_ready());
+        t.observe(
+            &vmi(
+                "a",
+                Some("Running"),
+                &[("Ready", "True"), ("AgentConnected", "True")],
+            ),
+            at(2),
+        );
+        assert!(t.all_ready());
+    }
+
+    #[test]
+    fn failed_vmi_is_reported_with_its_name_and_reason() {
+        let mut t = ReadinessTracker::new(["a", "b"], ReadyCondition::Running);
+        let mut failed = vmi("b", Some("Failed"), &[]);
+        failed.status.as_mut().unwrap().conditions.push(Condition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            message: Some("guest crashed".into()),
+            ..Default::default()
+        });
+        let changes = t.observe(&failed, at(1));
+        assert!(changes.contains(&Transition::Failed {
+            vm: "b".into(),
+            reason: "guest crashed".into()
+        }));
+        assert_eq!(t.first_failure().unwrap().name, "b");
+    }
+
+    #[test]
+    fn unknown_vmis_are_ignored_and_deletions_reset_the_phase() {
+        let mut t = ReadinessTracker::new(["a"], ReadyCondition::Running);
+        assert!(
+            t.observe(&vmi("other", Some("Running"), &[]), at(1))
+                .is_empty()
+        );
+        t.observe(&vmi("a", Some("Scheduled"), &[]), at(1));
+        assert_eq!(t.observe_deleted("a").len(), 1);
+        assert_eq!(t.not_ready()[0].phase, NO_VMI_PHASE);
+        assert!(t.observe_deleted("a").is_empty());
+        // A VMI without status is Pending.
+        let mut bare = vmi("a", None, &[]);
+        bare.status = None;
+        t.observe(&bare, at(2));
+        assert_eq!(t.not_ready()[0].phase, "Pending");
+    }
+
+    #[test]
+    fn ready_vm_does_not_regress_or_fail() {
+        let mut t = ReadinessTracker::new(["a"], ReadyCondition::Running);
+        t.observe(&vmi("a", Some("Running"), &[]), at(1));
+        let changes = t.observe(&vmi("a", Some("Failed"), &[]), at(2));
+        assert_eq!(changes.len(), 1, "only the phase change: {changes:?}");
+        assert!(t.all_ready());
+        assert!(t.first_failure().is_none());
+    }
+}

@@ -1,0 +1,548 @@
+//! Which API failures are worth retrying, how long to wait, and the retry loop itself.
+//!
+//! Sans-IO core: [`classify`] maps a `kube::Error` to a [`Failure`] by status code and
+//! reason (never by message text), [`Backoff`] computes full-jitter exponential delays
+//! (200 ms·2^n capped at 10 s), and [`RetryPolicy::decide`] says "wait this long" or "give
+//! up" from the failure, the attempt number, the clock and the deadline. All three are
+//! plain functions with unit tests. [`retry`] is the thin async loop around them that also
+//! stops at once when the command is cancelled (Ctrl-C).
+//!
+//! Retried: 429 (waiting at least the server's `retryAfterSeconds`; the `Retry-After`
+//! header additionally pauses every request in client.rs), 500/502/503/504, reasons
+//! `ServerTimeout`/`Timeout`/`TooManyRequests`/`InternalError`/`ServiceUnavailable`, and
+//! transport failures (connection refused/reset/aborted, broken pipe, unexpected EOF,
+//! timeouts, a connection closed before the response). Everything else — 400/401/403/404/
+//! 409/422, TLS and configuration errors — fails immediately with the server's message.
+//! A create whose retry meets AlreadyExists is resolved by the caller (apply.rs), which can
+//! tell our own lost response from another run's object.
+
+use std::error::Error as StdError;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What kind of failure an API call met.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// Worth another attempt; `retry_after` is the server's requested minimum wait.
+    Transient {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
+    /// 409 AlreadyExists (only meaningful for creates).
+    AlreadyExists,
+    /// 404 NotFound.
+    NotFound,
+    /// Anything else: retrying cannot help.
+    Permanent,
+}
+
+/// HTTP codes the API server uses for transient conditions.
+const TRANSIENT_CODES: [u16; 5] = [429, 500, 502, 503, 504];
+/// `Status.reason` values that mean "try again".
+const TRANSIENT_REASONS: [&str; 5] = [
+    "ServerTimeout",
+    "Timeout",
+    "TooManyRequests",
+    "InternalError",
+    "ServiceUnavailable",
+];
+
+/// Classifies a kube error by status code/reason or by the transport error inside it.
+pub fn classify(err: &kube::Error) -> Failure {
+    match err {
+        kube::Error::Api(status) => {
+            if status.code == 409 && status.reason == "AlreadyExists" {
+                return Failure::AlreadyExists;
+            }
+            if status.code == 404 {
+                return Failure::NotFound;
+            }
+            if TRANSIENT_CODES.contains(&status.code)
+                || TRANSIENT_REASONS.contains(&status.reason.as_str())
+            {
+                let retry_after = status
+                    .details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|s| *s > 0)
+                    .map(|s| Duration::from_secs(u64::from(s)));
+                let reason = if status.reason.is_empty() {
+                    format!("HTTP {}", status.code)
+                } else {
+                    format!("HTTP {} {}", status.code, status.reason)
+                };
+                return Failure::Transient {
+                    reason,
+                    retry_after,
+                };
+            }
+            Failure::Permanent
+        }
+        kube::Error::HyperError(e) => classify_transport(e),
+        kube::Error::Service(e) => classify_transport(e.as_ref()),
+        kube::Error::ReadEvents(e) => {
+            if is_transient_io(e.kind()) {
+                Failure::Transient {
+                    reason: format!("reading the response: {}", e.kind()),
+                    retry_after: None,
+                }
+            } else {
+                Failure::Permanent
+            }
+        }
+        _ => Failure::Permanent,
+    }
+}
+
+fn is_transient_io(kind: std::io::ErrorKind) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        kind,
+        ConnectionRefused
+            | ConnectionReset
+            | ConnectionAborted
+            | NotConnected
+            | BrokenPipe
+            | UnexpectedEof
+            | TimedOut
+            | Interrupted
+    )
+}
+
+/// Walks an error's source chain looking for a transient I/O or HTTP-connection cause.
+fn classify_transport(err: &(dyn StdError + 'static)) -> Failure {
+    let mut current: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = current {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && is_transient_io(io.kind())
+        {
+            return Failure::Transient {
+                reason: format!("connection error: {}", io.kind()),
+                retry_after: None,
+            };
+        }
+        if let Some(h) = e.downcast_ref::<hyper::Error>()
+            && (h.is_incomplete_message() || h.is_closed() || h.is_canceled() || h.is_timeout())
+        {
+            return Failure::Transient {
+                reason: format!("connection error: {h}"),
+                retry_after: None,
+            };
+        }
+        current = e.source();
+    }
+    Failure::Permanent
+}
+
+/// Full-jitter exponential backoff: attempt n waits a uniform random time in
+/// `[0, min(cap, base·2^n)]` (AWS "full jitter": de-synchronises many retrying workers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base: Duration::from_millis(200),
+            cap: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Backoff {
+    /// The ceiling of attempt `attempt`'s delay (0-based).
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX);
+        self.base.saturating_mul(factor).min(self.cap)
+    }
+
+    /// The delay for attempt `attempt` given a uniform random number `unit` in [0, 1).
+    pub fn delay(&self, attempt: u32, unit: f64) -> Duration {
+        self.ceiling(attempt).mul_f64(unit.clamp(0.0, 1.0))
+    }
+}
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Sleep this long, then try again.
+    RetryAfter(Duration),
+    /// Stop: the failure is permanent, or the deadline leaves no room for another attempt.
+    GiveUp,
+}
+
+/// Backoff plus a deadline: retry transient failures until the deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub backoff: Backoff,
+    pub deadline: Instant,
+}
+
+impl RetryPolicy {
+    /// The default backoff with the given deadline.
+    pub fn until(deadline: Instant) -> Self {
+        RetryPolicy {
+            backoff: Backoff::default(),
+            deadline,
+        }
+    }
+
+    /// Decides after `attempt` (0-based) failed with `failure` at time `now`.
+    pub fn decide(&self, failure: &Failure, attempt: u32, now: Instant, unit: f64) -> Decision {
+        let Failure::Transient { retry_after, .. } = failure else {
+            return Decision::GiveUp;
+        };
+        let jittered = self.backoff.delay(attempt, unit);
+        let delay = retry_after.map_or(jittered, |server| server.max(jittered));
+        if now + delay >= self.deadline {
+            return Decision::GiveUp;
+        }
+        Decision::RetryAfter(delay)
+    }
+}
+
+/// Why [`retry`] stopped without a result.
+#[derive(Debug)]
+pub enum RetryError {
+    /// The command was cancelled (Ctrl-C / SIGTERM) before or between attempts.
+    Cancelled,
+    /// The last attempt's error; `attempts` is how many were made, `transient` whether we
+    /// stopped only because of the deadline.
+    Failed {
+        error: kube::Error,
+        attempts: u32,
+        transient: bool,
+    },
+}
+
+impl RetryError {
+    /// Converts into the crate error, with `context` naming the object and the action.
+    pub fn into_error(self, context: impl Into<String>) -> crate::error::Error {
+        match self {
+            RetryError::Cancelled => crate::error::Error::Interrupted,
+            RetryError::Failed {
+                error,
+                attempts,
+                transient,
+            } => {
+                let context = context.into();
+                if transient && attempts > 1 {
+                    crate::error::Error::kube(
+                        format!("{context} (gave up after {attempts} attempts at the deadline)"),
+                        error,
+                    )
+                } else {
+                    crate::error::Error::kube(context, error)
+                }
+            }
+        }
+    }
+
+    /// The classification of the final error (None when cancelled).
+    pub fn failure(&self) -> Option<Failure> {
+        match self {
+            RetryError::Cancelled => None,
+            RetryError::Failed { error, .. } => Some(classify(error)),
+        }
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails permanently, the policy's deadline leaves no room
+/// for another try, or `cancel` fires (checked before each attempt and during sleeps; an
+/// in-flight request is dropped on cancellation).
+pub async fn retry<T, F, Fut>(
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+    what: &str,
+    mut attempt: F,
+) -> Result<T, RetryError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let mut n: u32 = 0;
+    loop {
+        if cancel.is_cancelled() {
+            return Err(RetryError::Cancelled);
+        }
+        let outcome = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(RetryError::Cancelled),
+            outcome = attempt() => outcome,
+        };
+        let error = match outcome {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        let failure = classify(&error);
+        match policy.decide(&failure, n, Instant::now(), fastrand::f64()) {
+            Decision::GiveUp => {
+                return Err(RetryError::Failed {
+                    error,
+                    attempts: n + 1,
+                    transient: matches!(failure, Failure::Transient { .. }),
+                });
+            }
+            Decision::RetryAfter(delay) => {
+                if let Failure::Transient { reason, .. } = &failure {
+                    tracing::debug!(
+                        what,
+                        attempt = n + 1,
+                        reason = reason.as_str(),
+                        delay_ms = delay.as_millis() as u64,
+                        "retrying API request"
+                    );
+                }
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return Err(RetryError::Cancelled),
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+        n = n.saturating_add(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+    use kube::core::response::StatusDetails;
+
+    fn api(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(Box::new(Status {
+            code,
+            reason: reason.to_string(),
+            message: format!("server says {reason}"),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn transient_status_codes_and_reasons_are_retried() {
+        for (code, reason) in [
+            (429, "TooManyRequests"),
+            (500, "InternalError"),
+            (502, ""),
+            (503, "ServiceUnavailable"),
+            (504, "Timeout"),
+            (504, ""),
+            (500, ""),
+        ] {
+            assert!(
+                matches!(classify(&api(code, reason)), Failure::Transient { .. }),
+                "{code} {reason}"
+            );
+        }
+        // A reason alone is enough (the server may send it with an unusual code).
+        assert!(matches!(
+            classify(&api(400, "ServerTimeout")),
+            Failure::Transient { .. }
+        ));
+    }
+
+    #[test]
+    fn permanent_statuses_are_not_retried() {
+        for (code, reason) in [
+            (400, "BadRequest"),
+            (401, "Unauthorized"),
+            (403, "Forbidden"),
+            (409, "Conflict"),
+            (422, "Invalid"),
+            (405, "MethodNotAllowed"),
+        ] {
+            assert_eq!(classify(&api(code, reason)), Failure::Permanent, "{code}");
+        }
+        assert_eq!(classify(&api(404, "NotFound")), Failure::NotFound);
+        assert_eq!(classify(&api(409, "AlreadyExists")), Failure::AlreadyExists);
+    }
+
+    #[test]
+    fn server_retry_after_seconds_are_kept() {
+        let err = kube::Error::Api(Box::new(Status {
+            code: 429,
+            reason: "TooManyRequests".into(),
+            details: Some(
+                serde_json::from_value::<StatusDetails>(
+                    serde_json::json!({"retryAfterSeconds": 3}),
+                )
+                .unwrap(),
+            ),
+            ..Default::default()
+        }));
+        let Failure::Transient { retry_after, .. } = classify(&err) else {
+            panic!("429 must be transient");
+        };
+        assert_eq!(retry_after, Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn transport_errors_are_classified_by_their_io_cause() {
+        for kind in [
+            std::io::ErrorKind::ConnectionReset,
+            std::io::ErrorKind::ConnectionRefused,
+            std::io::ErrorKind::UnexpectedEof,
+            std::io::ErrorKind::TimedOut,
+            std::io::ErrorKind::BrokenPipe,
+        ] {
+            // Wrapped twice, as hyper-util wraps connect errors.
+            #[derive(Debug)]
+            struct Wrapper(std::io::Error);
+            impl std::fmt::Display for Wrapper {
+                fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("client error")
+                }
+            }
+            impl StdError for Wrapper {
+                fn source(&self) -> Option<&(dyn StdError + 'static)> {
+                    Some(&self.0)
+                }
+            }
+            let err = kube::Error::Service(Box::new(Wrapper(std::io::Error::from(kind))));
+            assert!(
+                matches!(classify(&err), Failure::Transient { .. }),
+                "{kind:?}"
+            );
+        }
+        let other = kube::Error::Service(Box::new(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "invalid peer certificate",
+        )));
+        assert_eq!(classify(&other), Failure::Permanent);
+    }
+
+    #[test]
+    fn backoff_doubles_from_200ms_and_caps_at_10s() {
+        let b = Backoff::default();
+        assert_eq!(b.ceiling(0), Duration::from_millis(200));
+        assert_eq!(b.ceiling(1), Duration::from_millis(400));
+        assert_eq!(b.ceiling(5), Duration::from_millis(6400));
+        assert_eq!(b.ceiling(6), Duration::from_secs(10));
+        assert_eq!(b.ceiling(200), Duration::from_secs(10));
+        assert_eq!(b.delay(3, 0.0), Duration::ZERO);
+        assert_eq!(b.delay(3, 0.5), Duration::from_millis(800));
+        assert!(b.delay(3, 0.999_999) <= Duration::from_millis(1600));
+    }
+
+    #[test]
+    fn decide_respects_deadline_retry_after_and_permanence() {
+        let now = Instant::now();
+        let policy = RetryPolicy::until(now + Duration::from_secs(5));
+        let transient = Failure::Transient {
+            reason: "HTTP 503".into(),
+            retry_after: None,
+        };
+        assert_eq!(
+            policy.decide(&transient, 1, now, 0.5),
+            Decision::RetryAfter(Duration::from_millis(200))
+        );
+        let throttled = Failure::Transient {
+            reason: "HTTP 429".into(),
+            retry_after: Some(Duration::from_secs(2)),
+        };
+        assert_eq!(
+            policy.decide(&throttled, 0, now, 0.5),
+            Decision::RetryAfter(Duration::from_secs(2))
+        );
+        // No room left before the deadline.
+        assert_eq!(
+            policy.decide(&throttled, 0, now + Duration::from_secs(4), 0.5),
+            Decision::GiveUp
+        );
+        for failure in [
+            Failure::Permanent,
+            Failure::NotFound,
+            Failure::AlreadyExists,
+        ] {
+            assert_eq!(policy.decide(&failure, 0, now, 0.5), Decision::GiveUp);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_loop_retries_transient_then_succeeds() {
+        let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(60));
+        let cancel = CancellationToken::new();
+        let mut calls = 0;
+        let result = retry(&policy, &cancel, "test", || {
+            calls += 1;
+            let n = calls;
+            async move {
+                if n < 4 {
+                    Err(api(503, "ServiceUnavailable"))
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(result, 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_loop_stops_on_permanent_error_and_deadline() {
+        let cancel = CancellationToken::new();
+        let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(60));
+        let mut calls = 0;
+        let err = retry(&policy, &cancel, "test", || {
+            calls += 1;
+            async { Err::<(), _>(api(403, "Forbidden")) }
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(calls, 1);
+        assert!(matches!(
+            err,
+            RetryError::Failed {
+                attempts: 1,
+                transient: false,
+                ..
+            }
+        ));
+
+        let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(30));
+        let start = Instant::now();
+        let err = retry(&policy, &cancel, "test", || async {
+            Err::<(), _>(api(500, "InternalError"))
+        })
+        .await
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            RetryError::Failed {
+                transient: true,
+                ..
+            }
+        ));
+        assert!(Instant::now() <= start + Duration::from_secs(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancellation_interrupts_backoff() {
+        let cancel = CancellationToken::new();
+        let policy = RetryPolicy {
+            backoff: Backoff {
+                base: Duration::from_secs(5),
+                cap: Duration::from_secs(5),
+            },
+            deadline: Instant::now() + Duration::from_secs(3600),
+        };
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            trigger.cancel();
+        });
+        let err = retry(&policy, &cancel, "test", || async {
+            Err::<(), _>(api(503, ""))
+        })
+        .await
+        .unwrap_err();
+        assert!(matches!(err, RetryError::Cancelled));
+    }
+}

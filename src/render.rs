@@ -1,0 +1,111 @@
+//! Renders a [`Plan`] for `virtwork run --dry-run`: a multi-document YAML stream that
+//! `kubectl`/`oc apply -f -` accepts, or (with `--output json`) one JSON document whose
+//! schema is documented in docs/output-json.md.
+//!
+//! Pure string building, no I/O: the caller writes the result to stdout in one piece, so
+//! no log line can interleave with the product. Order is fixed: Services (sorted by name),
+//! then Secrets, then VirtualMachines, both in plan order.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+
+/// Version of the `--output json` plan document; bumped only on incompatible changes.
+pub const PLAN_JSON_FORMAT_VERSION: u32 = 1;
+
+/// The plan as a YAML stream: each document is preceded by a `# <Kind>: <name> (workload:
+/// <workload>)` comment and documents are separated by `---` lines.
+pub fn dry_run_yaml(plan: &Plan) -> Result<String> {
+    let mut documents: Vec<String> = Vec::with_capacity(plan.services.len() + 2 * plan.vms.len());
+    for planned in &plan.services {
+        documents.push(document(
+            "Service",
+            planned.service.metadata.name.as_deref(),
+            &planned.workload,
+            &planned.service,
+        )?);
+    }
+    for vm in &plan.vms {
+        documents.push(document(
+            "Secret",
+            vm.secret.metadata.name.as_deref(),
+            &vm.workload,
+            &vm.secret,
+        )?);
+    }
+    for vm in &plan.vms {
+        documents.push(document(
+            "VirtualMachine",
+            Some(&vm.name),
+            &vm.workload,
+            &vm.vm,
+        )?);
+    }
+    Ok(documents.join("---\n"))
+}
+
+fn document<T: Serialize>(
+    kind: &str,
+    name: Option<&str>,
+    workload: &str,
+    object: &T,
+) -> Result<String> {
+    let name = name.unwrap_or_default();
+    let body = serde_yaml::to_string(object)
+        .map_err(|err| Error::runtime(format!("rendering {kind} {name:?} as YAML: {err}")))?;
+    Ok(format!("# {kind}: {name} (workload: {workload})\n{body}"))
+}
+
+/// The plan as one JSON document (docs/output-json.md). `mode` is `"client"` for
+/// `--dry-run`, `"server"` for `--dry-run=server`.
+pub fn plan_json(plan: &Plan, mode: &str) -> Result<Value> {
+    let mut services = Vec::with_capacity(plan.services.len());
+    for s in &plan.services {
+        services.push(to_value("Service", &s.service)?);
+    }
+    let mut secrets = Vec::with_capacity(plan.vms.len());
+    let mut vms = Vec::with_capacity(plan.vms.len());
+    for vm in &plan.vms {
+        secrets.push(to_value("Secret", &vm.secret)?);
+        vms.push(to_value("VirtualMachine", &vm.vm)?);
+    }
+    let workloads: Vec<Value> = plan
+        .workloads
+        .iter()
+        .map(|w| {
+            json!({
+                "name": w.name,
+                "vm_count": w.vm_count,
+                "cpu_cores": w.cpu_cores,
+                "memory": w.memory,
+                "data_disk_size": w.data_disk_size,
+                "requires_service": w.requires_service,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "format_version": PLAN_JSON_FORMAT_VERSION,
+        "dry_run": mode,
+        "run_id": plan.run_id,
+        "namespace": plan.namespace,
+        "totals": {
+            "workloads": plan.workloads.len(),
+            "vms": plan.vms.len(),
+            "secrets": plan.vms.len(),
+            "services": plan.services.len(),
+            "data_volumes": plan.data_volume_count(),
+        },
+        "workloads": workloads,
+        "skipped_workloads": plan.skipped,
+        "services": services,
+        "secrets": secrets,
+        "vms": vms,
+    }))
+}
+
+fn to_value<T: Serialize>(what: &str, object: &T) -> Result<Value> {
+    serde_json::to_value(object)
+        .map_err(|err| Error::runtime(format!("rendering {what} as JSON: {err}")))
+}

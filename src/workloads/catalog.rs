@@ -1,0 +1,696 @@
+//! No-code catalog workloads: `<catalog-dir>/<entry>/` with `*.service` files and an optional
+//! `workload.yaml` (packages, typed params, roles, storage, one Service).
+//!
+//! Loading is strict: unknown manifest keys, bad names, sizes, serials, mounts, ports and
+//! param defaults are input errors naming the entry and file. `{{key}}` placeholders are
+//! replaced by validated param values in one pass (values are never re-scanned); list
+//! params are written comma-joined, dict params as `k=v` pairs comma-joined.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::params::{ParamDef, ParamSchema, ParamType, ResolvedParams, StrRule, check_value};
+use super::scripts::{daemon_reload, disk_setup_script, enable_now};
+use super::{
+    DataDisk, RenderedWorkload, RoleSpec, ServicePortSpec, ServiceSpec, Workload,
+    WorkloadDefinition, WorkloadOptions, WorkloadSettings, WorkloadSource,
+};
+use crate::cloudinit::{CloudConfig, UserAccount, WriteFile};
+use crate::error::{Error, Result};
+
+/// The manifest file name inside an entry directory.
+pub const MANIFEST: &str = "workload.yaml";
+/// Disk names the VM spec already uses.
+const RESERVED_DISKS: &[&str] = &["containerdisk", "cloudinitdisk", "datadisk"];
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+    #[serde(default)]
+    packages: Vec<String>,
+    #[serde(default)]
+    params: Vec<ManifestParam>,
+    #[serde(default)]
+    roles: Vec<ManifestRole>,
+    #[serde(default)]
+    storage: Vec<ManifestStorage>,
+    #[serde(default)]
+    service: Option<ManifestService>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestParam {
+    key: String,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    default: Option<serde_yaml::Value>,
+    #[serde(default, alias = "description")]
+    desc: Option<String>,
+    /// Lower bound of an `int` param (default 0).
+    #[serde(default)]
+    min: Option<i64>,
+    /// Upper bound of an `int` param (default 2147483647).
+    #[serde(default)]
+    max: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestRole {
+    name: String,
+    #[serde(default, rename = "vm-count", alias = "vm_count")]
+    vm_count: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestStorage {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    size: String,
+    #[serde(default)]
+    serial: String,
+    #[serde(default)]
+    mount: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestService {
+    #[serde(default)]
+    ports: Vec<ManifestPort>,
+    #[serde(default, rename = "selector-role", alias = "selector_role")]
+    selector_role: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestPort {
+    #[serde(default)]
+    name: String,
+    port: i64,
+    #[serde(default)]
+    protocol: String,
+}
+
+/// A loaded, validated catalog entry.
+#[derive(Debug, Clone)]
+pub struct CatalogEntry {
+    pub name: String,
+    pub dir: PathBuf,
+    pub schema: ParamSchema,
+    /// Service files keyed by file name (`x.service`), sorted.
+    units: BTreeMap<String, String>,
+    manifest: Manifest,
+}
+
+/// Placeholder findings of an entry, each list sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlaceholderReport {
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Whether `name` is a DNS-1123 label (lowercase alphanumerics and `-`, ≤ 63).
+pub fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// Whether `value` is a positive Kubernetes quantity like `10Gi`, `500M` or `1.5Ti`.
+pub fn is_quantity(value: &str) -> bool {
+    let split = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(value.len());
+    let (number, suffix) = value.split_at(split);
+    let number_ok = !number.is_empty()
+        && number.matches('.').count() <= 1
+        && number != "."
+        && number.bytes().any(|b| b.is_ascii_digit() && b != b'0');
+    const SUFFIXES: &[&str] = &[
+        "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E",
+    ];
+    number_ok && SUFFIXES.contains(&suffix)
+}
+
+impl CatalogEntry {
+    /// Loads and validates `<catalog_dir>/<name>`. Placeholders are not checked here
+    /// (see [`placeholder_report`](Self::placeholder_report)).
+    pub fn load(catalog_dir: &Path, name: &str) -> Result<CatalogEntry> {
+        let fail = |msg: String| Error::input(format!("catalog entry {name:?}: {msg}"));
+        let dir = catalog_dir.join(name);
+        if !dir.is_dir() {
+            return Err(fail(format!(
+                "catalog entry not found (no directory {})",
+                dir.display()
+            )));
+        }
+        if !is_dns_label(name) {
+            return Err(fail(
+                "entry name must be a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters); rename the directory".to_string(),
+            ));
+        }
+        let read_dir = std::fs::read_dir(&dir).map_err(|source| Error::Io {
+            context: "reading catalog entry",
+            path: dir.clone(),
+            source,
+        })?;
+        let mut units = BTreeMap::new();
+        for item in read_dir {
+            let item = item.map_err(|source| Error::Io {
+                context: "reading catalog entry",
+                path: dir.clone(),
+                source,
+            })?;
+            let file_name = item.file_name().to_string_lossy().into_owned();
+            let path = item.path();
+            if !file_name.ends_with(".service") || !path.is_file() {
+                continue;
+            }
+            let content = std::fs::read_to_string(&path).map_err(|source| Error::Io {
+                context: "reading catalog service file",
+                path: path.clone(),
+                source,
+            })?;
+            units.insert(file_name, content);
+        }
+        if units.is_empty() {
+            return Err(fail("catalog entry has no .service files".to_string()));
+        }
+
+        let manifest_path = dir.join(MANIFEST);
+        let manifest: Manifest = match std::fs::read_to_string(&manifest_path) {
+            Ok(text) if text.trim().is_empty() => Manifest::default(),
+            Ok(text) => serde_yaml::from_str(&text).map_err(|e| {
+                fail(format!(
+                    "parsing {}: {}",
+                    manifest_path.display(),
+                    e.to_string().replace('\n', " ")
+                ))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
+            Err(source) => {
+                return Err(Error::Io {
+                    context: "reading catalog manifest",
+                    path: manifest_path,
+                    source,
+                });
+            }
+        };
+        let schema = validate_manifest(name, &manifest).map_err(|msg| {
+            fail(format!(
+                "validating manifest {}: {msg}",
+                manifest_path.display()
+            ))
+        })?;
+
+        if manifest.roles.len() > 1 {
+            for role in &manifest.roles {
+                if !units.contains_key(&format!("{}.service", role.name)) {
+                    return Err(Error::input(format!(
+                        "role {:?} in catalog entry {name:?}: missing .service file for declared role (expected {}.service)",
+                        role.name, role.name
+                    )));
+                }
+            }
+        }
+        Ok(CatalogEntry {
+            name: name.to_string(),
+            dir,
+            schema,
+            units,
+            manifest,
+        })
+    }
+
+    /// Whether the entry has more than one role.
+    pub fn is_multi_role(&self) -> bool {
+        self.manifest.roles.len() > 1
+    }
+
+    /// Service file names, sorted.
+    pub fn unit_files(&self) -> impl Iterator<Item = &str> {
+        self.units.keys().map(String::as_str)
+    }
+
+    /// The name used for a service file in findings: the role for multi-role entries, the
+    /// file name otherwise (as the reference reports them).
+    fn shown_file<'a>(&self, file: &'a str) -> &'a str {
+        if self.is_multi_role() {
+            file.strip_suffix(".service").unwrap_or(file)
+        } else {
+            file
+        }
+    }
+
+    /// Undeclared placeholders (errors) and declared-but-unused params (warnings).
+    pub fn placeholder_report(&self) -> PlaceholderReport {
+        let mut used = BTreeSet::new();
+        let mut errors = BTreeSet::new();
+        for (file, content) in &self.units {
+            for key in placeholders(content) {
+                if self.schema.get(key).is_some() {
+                    used.insert(key.to_string());
+                } else {
+                    errors.insert(format!(
+                        "placeholder {{{{{key}}}}} in {} does not match any declared param",
+                        self.shown_file(file)
+                    ));
+                }
+            }
+        }
+        let warnings = self
+            .schema
+            .defs()
+            .filter(|d| !used.contains(&d.key))
+            .map(|d| format!("declared param {:?} is not used in any service file", d.key))
+            .collect();
+        PlaceholderReport {
+            errors: errors.into_iter().collect(),
+            warnings,
+        }
+    }
+
+    /// The registry definition; loading for a run also rejects undeclared placeholders.
+    pub fn into_definition(self) -> Result<WorkloadDefinition> {
+        if let Some(error) = self.placeholder_report().errors.first() {
+            return Err(Error::input(format!(
+                "catalog entry {:?}: {error}",
+                self.name
+            )));
+        }
+        let name = self.name.clone();
+        let schema = self.schema.clone();
+        let source = WorkloadSource::Catalog(self.dir.clone());
+        Ok(WorkloadDefinition::new(
+            &name,
+            schema,
+            source,
+            Box::new(move |settings, options| {
+                Ok(Box::new(self.build(settings, options)?) as Box<dyn Workload>)
+            }),
+        ))
+    }
+
+    /// Renders the entry's user-data (once per role) for `settings`.
+    pub fn build(
+        &self,
+        settings: &WorkloadSettings,
+        options: &WorkloadOptions,
+    ) -> Result<RenderedWorkload> {
+        let params = self.schema.resolve(&settings.params)?;
+        let user = UserAccount::from_ssh(&options.ssh)?;
+        let vm_count = settings.vm_count.max(1);
+        let mut roles = Vec::new();
+        if self.is_multi_role() {
+            for role in &self.manifest.roles {
+                let file = format!("{}.service", role.name);
+                let count = match role.vm_count {
+                    Some(n) if n >= 1 => n as u32,
+                    _ => vm_count,
+                };
+                let config = self.cloud_config(
+                    &[(file.as_str(), self.units[&file].as_str())],
+                    &params,
+                    user.clone(),
+                );
+                let what = format!("catalog workload {:?} role {:?}", self.name, role.name);
+                roles.push((
+                    RoleSpec {
+                        role: Some(role.name.clone()),
+                        vm_count: count,
+                    },
+                    config.render_checked(&what)?,
+                ));
+            }
+        } else {
+            let files: Vec<(&str, &str)> = self
+                .units
+                .iter()
+                .map(|(f, c)| (f.as_str(), c.as_str()))
+                .collect();
+            let config = self.cloud_config(&files, &params, user);
+            let count = match self.manifest.roles.first().and_then(|r| r.vm_count) {
+                Some(n) if n >= 1 => n as u32,
+                _ => vm_count,
+            };
+            roles.push((
+                RoleSpec {
+                    role: None,
+                    vm_count: count,
+                },
+                config.render_checked(&format!("catalog workload {:?}", self.name))?,
+            ));
+        }
+        Ok(RenderedWorkload {
+            name: self.name.clone(),
+            roles,
+            resources: super::VmResources {
+                cpu_cores: settings.cpu_cores,
+                memory: settings.memory.clone(),
+            },
+            data_disks: self
+                .manifest
+                .storage
+                .iter()
+                .map(|s| DataDisk {
+                    name: s.name.clone(),
+                    dv_base: s.name.clone(),
+                    serial: s.serial.clone(),
+                    size: s.size.clone(),
+                })
+                .collect(),
+            service: self.service_spec(),
+        })
+    }
+
+    fn cloud_config(
+        &self,
+        files: &[(&str, &str)],
+        params: &ResolvedParams,
+        user: Option<UserAccount>,
+    ) -> CloudConfig {
+        let mut config = CloudConfig {
+            packages: self.manifest.packages.clone(),
+            user,
+            ..Default::default()
+        };
+        for storage in &self.manifest.storage {
+            let script = format!("/usr/local/bin/virtwork-disk-setup-{}.sh", storage.name);
+            config.write_files.push(WriteFile::new(
+                &script,
+                disk_setup_script(&storage.serial, &storage.mount),
+                "0755",
+            ));
+            config.runcmd.push(vec![script]);
+        }
+        config.runcmd.push(daemon_reload());
+        for (file, content) in files {
+            config.write_files.push(WriteFile::new(
+                &format!("{}/{file}", super::scripts::UNIT_DIR),
+                substitute(content, &self.schema, params),
+                "0644",
+            ));
+            config.runcmd.push(enable_now(file));
+        }
+        config
+    }
+
+    fn service_spec(&self) -> Option<ServiceSpec> {
+        let service = self.manifest.service.as_ref()?;
+        let mut selector =
+            BTreeMap::from([(crate::labels::COMPONENT.to_string(), self.name.clone())]);
+        // Single-role VMs carry no role label: the component alone selects all of them.
+        if self.is_multi_role()
+            && let Some(role) = &service.selector_role
+        {
+            selector.insert(crate::labels::ROLE.to_string(), role.clone());
+        }
+        Some(ServiceSpec {
+            name: format!("virtwork-{}", self.name),
+            selector,
+            ports: service
+                .ports
+                .iter()
+                .map(|p| ServicePortSpec {
+                    name: p.name.clone(),
+                    port: p.port as u16,
+                    protocol: if p.protocol.is_empty() {
+                        "TCP".to_string()
+                    } else {
+                        p.protocol.to_ascii_uppercase()
+                    },
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Keys of every `{{key}}` in `text`, in order (the reference's `\{\{([^}]+)\}\}`).
+pub fn placeholders(text: &str) -> Vec<&str> {
+    let mut keys = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let inner_len = after.find('}').unwrap_or(after.len());
+        if inner_len > 0 && after[inner_len..].starts_with("}}") {
+            keys.push(&after[..inner_len]);
+            rest = &after[inner_len + 2..];
+        } else {
+            rest = &rest[start + 1..];
+        }
+    }
+    keys
+}
+
+/// Replaces declared placeholders by their (validated) values in one pass.
+fn substitute(text: &str, schema: &ParamSchema, params: &ResolvedParams) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let inner_len = after.find('}').unwrap_or(after.len());
+        if inner_len > 0 && after[inner_len..].starts_with("}}") {
+            let key = &after[..inner_len];
+            out.push_str(&rest[..start]);
+            match schema.get(key) {
+                Some(def) => out.push_str(&render_value(def.kind, params.str(key))),
+                None => out.push_str(&rest[start..start + inner_len + 4]),
+            }
+            rest = &after[inner_len + 2..];
+        } else {
+            out.push_str(&rest[..start + 1]);
+            rest = &rest[start + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn render_value(kind: ParamType, value: &str) -> String {
+    match kind {
+        ParamType::List(_) | ParamType::Dict(_) => value.replace(';', ","),
+        _ => value.to_string(),
+    }
+}
+
+fn yaml_scalar(value: &serde_yaml::Value) -> Option<String> {
+    match value {
+        serde_yaml::Value::String(s) => Some(s.clone()),
+        serde_yaml::Value::Number(n) => Some(n.to_string()),
+        serde_yaml::Value::Bool(b) => Some(b.to_string()),
+        serde_yaml::Value::Null => Some(String::new()),
+        _ => None,
+    }
+}
+
+fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<ParamSchema, String> {
+    for package in &manifest.packages {
+        let ok = !package.starts_with('-')
+            && !package.is_empty()
+            && package.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-' | b':')
+            });
+        if !ok {
+            return Err(format!(
+                "package {package:?} is not a package name (letters, digits, '.', '_', '+', '-', ':')"
+            ));
+        }
+    }
+    let mut defs = Vec::new();
+    let mut seen = BTreeSet::new();
+    for p in &manifest.params {
+        let key_ok = !p.key.is_empty()
+            && p.key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !key_ok {
+            return Err(format!(
+                "param key {:?} must be letters, digits, '-' and '_'",
+                p.key
+            ));
+        }
+        if !seen.insert(p.key.clone()) {
+            return Err(format!("param {:?} is declared twice", p.key));
+        }
+        let type_name = p.kind.as_deref().unwrap_or("string").to_ascii_lowercase();
+        let kind = match type_name.as_str() {
+            "int" | "integer" => {
+                let (min, max) = (p.min.unwrap_or(0), p.max.unwrap_or(i64::from(i32::MAX)));
+                if min > max {
+                    return Err(format!(
+                        "param {:?}: min {min} is greater than max {max}",
+                        p.key
+                    ));
+                }
+                ParamType::Int { min, max }
+            }
+            "bool" | "boolean" => ParamType::Bool,
+            "list" => ParamType::List(StrRule::Token),
+            "dict" => ParamType::Dict(StrRule::Token),
+            "string" | "" => ParamType::Str(StrRule::Token),
+            other => {
+                return Err(format!(
+                    "param {:?}: unknown type {other:?}; expected int, bool, string, list or dict",
+                    p.key
+                ));
+            }
+        };
+        if (p.min.is_some() || p.max.is_some()) && !matches!(kind, ParamType::Int { .. }) {
+            return Err(format!(
+                "param {:?}: min/max apply only to int params",
+                p.key
+            ));
+        }
+        let default = match &p.default {
+            None => String::new(),
+            Some(v) => yaml_scalar(v)
+                .ok_or_else(|| format!("param {:?}: default must be a scalar value", p.key))?,
+        };
+        if default.is_empty() {
+            return Err(format!(
+                "param {:?}: a default value is required (placeholders must always have a value)",
+                p.key
+            ));
+        }
+        check_value(kind, &default)
+            .map_err(|accepted| format!("param {:?} default {default:?}: {accepted}", p.key))?;
+        defs.push(ParamDef {
+            key: p.key.clone(),
+            kind,
+            default,
+            description: p.desc.clone().unwrap_or_default(),
+        });
+    }
+
+    let mut role_names = BTreeSet::new();
+    for role in &manifest.roles {
+        if !is_dns_label(&role.name) {
+            return Err(format!(
+                "role name {:?} must be a DNS-1123 label (lowercase letters, digits and '-')",
+                role.name
+            ));
+        }
+        if !role_names.insert(role.name.clone()) {
+            return Err(format!("role {:?} is declared twice", role.name));
+        }
+        if role.vm_count.is_some_and(|n| n > 1000) {
+            return Err(format!(
+                "role {:?}: vm-count must be at most 1000",
+                role.name
+            ));
+        }
+    }
+
+    let mut storage_names = BTreeSet::new();
+    for s in &manifest.storage {
+        if s.name.is_empty() {
+            return Err("storage name must not be empty".to_string());
+        }
+        if RESERVED_DISKS.contains(&s.name.as_str()) {
+            return Err(format!(
+                "{:?}: storage name conflicts with reserved disk name",
+                s.name
+            ));
+        }
+        if !is_dns_label(&s.name) {
+            return Err(format!(
+                "{:?}: storage name must be a DNS-1123 label (lowercase letters, digits and '-')",
+                s.name
+            ));
+        }
+        if !storage_names.insert(s.name.clone()) {
+            return Err(format!("{:?}: duplicate storage name", s.name));
+        }
+        if !is_quantity(&s.size) {
+            return Err(format!(
+                "{:?}: storage size must be a valid quantity (e.g. 10Gi, 500Mi)",
+                s.size
+            ));
+        }
+        if s.serial.is_empty() {
+            return Err("storage serial must not be empty".to_string());
+        }
+        if s.serial.len() > 20 {
+            return Err(format!(
+                "{:?}: storage serial must be at most 20 characters",
+                s.serial
+            ));
+        }
+        if !s
+            .serial
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!(
+                "{:?}: storage serial must be letters, digits, '-' and '_'",
+                s.serial
+            ));
+        }
+        if !s.mount.starts_with('/') {
+            return Err(format!(
+                "{:?}: storage mount must be an absolute path",
+                s.mount
+            ));
+        }
+        check_value(ParamType::Str(StrRule::MountPath), &s.mount)
+            .map_err(|accepted| format!("{:?}: storage mount must be {accepted}", s.mount))?;
+    }
+
+    if let Some(service) = &manifest.service {
+        if service.ports.is_empty() {
+            return Err("service must declare at least one port".to_string());
+        }
+        for port in &service.ports {
+            if !(1..=65535).contains(&port.port) {
+                return Err(format!(
+                    "{}: service port must be between 1 and 65535",
+                    port.port
+                ));
+            }
+            if !port.protocol.is_empty()
+                && !port.protocol.eq_ignore_ascii_case("tcp")
+                && !port.protocol.eq_ignore_ascii_case("udp")
+            {
+                return Err(format!(
+                    "{:?}: service protocol must be TCP or UDP",
+                    port.protocol
+                ));
+            }
+            let name_ok = port.name.len() <= 15
+                && (port.name.is_empty() || is_dns_label(&port.name))
+                && (port.name.is_empty() || port.name.bytes().any(|b| b.is_ascii_lowercase()));
+            if !name_ok {
+                return Err(format!(
+                    "{:?}: service port name must be at most 15 lowercase letters, digits and '-' with at least one letter",
+                    port.name
+                ));
+            }
+            if port.name.is_empty() && service.ports.len() > 1 {
+                return Err("service ports must be named when there is more than one".to_string());
+            }
+        }
+        if let Some(role) = &service.selector_role
+            && !role_names.contains(role)
+        {
+            return Err(format!(
+                "service selector-role {role:?} is not a declared role (declared: {})",
+                role_names.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    Ok(ParamSchema::new(entry, defs))
+}

@@ -1,0 +1,142 @@
+//! `cpu`: stress-ng CPU load on every VM, forever (`virtwork-cpu.service`).
+
+use super::params::{ParamDef, ParamSchema, StrRule};
+use super::scripts::{daemon_reload, enable_now, simple_service};
+use super::{BuildContext, Workload, WorkloadOptions, WorkloadSettings};
+use crate::cloudinit::CloudConfig;
+use crate::error::Result;
+
+pub const NAME: &str = "cpu";
+/// The unit file name in the guest.
+pub const UNIT: &str = "virtwork-cpu.service";
+
+/// stress-ng `--cpu-method` names (stress-ng 0.15; every later release keeps them), plus `all`.
+pub const CPU_METHODS: &[&str] = &[
+    "all",
+    "ackermann",
+    "apery",
+    "bitops",
+    "callfunc",
+    "cdouble",
+    "cfloat",
+    "clongdouble",
+    "collatz",
+    "correlate",
+    "crc16",
+    "decimal32",
+    "decimal64",
+    "decimal128",
+    "dither",
+    "div8",
+    "div16",
+    "div32",
+    "div64",
+    "div128",
+    "double",
+    "euler",
+    "explog",
+    "factorial",
+    "fibonacci",
+    "fft",
+    "fletcher16",
+    "float",
+    "float32",
+    "float64",
+    "float80",
+    "float128",
+    "floatconversion",
+    "gamma",
+    "gcd",
+    "gray",
+    "hamming",
+    "hanoi",
+    "hyperbolic",
+    "idct",
+    "int128",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "int128float",
+    "int128double",
+    "int128longdouble",
+    "int128decimal32",
+    "int128decimal64",
+    "int128decimal128",
+    "int64float",
+    "int64double",
+    "int64longdouble",
+    "int32float",
+    "int32double",
+    "int32longdouble",
+    "intconversion",
+    "ipv4checksum",
+    "jmp",
+    "lfsr32",
+    "ln2",
+    "logmap",
+    "longdouble",
+    "loop",
+    "matrixprod",
+    "nsqrt",
+    "omega",
+    "parity",
+    "phi",
+    "pi",
+    "prime",
+    "psi",
+    "queens",
+    "rand",
+    "rand48",
+    "rgb",
+    "sieve",
+    "stats",
+    "sqrt",
+    "trig",
+    "union",
+    "zeta",
+];
+
+pub fn schema() -> ParamSchema {
+    ParamSchema::new(
+        NAME,
+        vec![
+            ParamDef::int(
+                "cpu-load-percent",
+                100,
+                1,
+                100,
+                "stress-ng --cpu-load: percent load per CPU",
+            ),
+            ParamDef::string(
+                "cpu-method",
+                "all",
+                StrRule::OneOf(CPU_METHODS),
+                "stress-ng --cpu-method",
+            ),
+        ],
+    )
+}
+
+/// The stress-ng command line the unit runs.
+pub fn command_line(load_percent: &str, method: &str) -> String {
+    format!(
+        "/usr/bin/stress-ng --cpu 0 --cpu-load {load_percent} --cpu-method {method} --timeout 0"
+    )
+}
+
+pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<Box<dyn Workload>> {
+    let ctx = BuildContext::new(NAME, &schema(), settings, options)?;
+    let exec = command_line(
+        ctx.params.str("cpu-load-percent"),
+        ctx.params.str("cpu-method"),
+    );
+    let unit = simple_service("Virtwork CPU stress workload", "network.target", &exec, 10);
+    let config = CloudConfig {
+        packages: vec!["stress-ng".into()],
+        write_files: vec![unit.write_file(UNIT)],
+        runcmd: vec![daemon_reload(), enable_now(UNIT)],
+        user: None,
+    };
+    Ok(Box::new(ctx.single(config)?))
+}

@@ -1,0 +1,110 @@
+//! `memory`: stress-ng virtual-memory stressors on every VM (`virtwork-memory.service`).
+
+use super::params::{ParamDef, ParamSchema, StrRule};
+use super::scripts::{daemon_reload, enable_now, simple_service};
+use super::{BuildContext, Workload, WorkloadOptions, WorkloadSettings};
+use crate::cloudinit::CloudConfig;
+use crate::error::Result;
+
+pub const NAME: &str = "memory";
+pub const UNIT: &str = "virtwork-memory.service";
+
+/// stress-ng `--vm-method` names (stress-ng 0.15; kept by later releases), plus `all`.
+pub const VM_METHODS: &[&str] = &[
+    "all",
+    "cache-lines",
+    "cache-stripe",
+    "checkerboard",
+    "flip",
+    "fwdrev",
+    "galpat-0",
+    "galpat-1",
+    "gray",
+    "grayflip",
+    "rowhammer",
+    "incdec",
+    "inc-nybble",
+    "lfsr32",
+    "rand-set",
+    "rand-sum",
+    "read64",
+    "ror",
+    "swap",
+    "move-inv",
+    "modulo-x",
+    "mscan",
+    "wrrd128nt",
+    "prime-0",
+    "prime-1",
+    "prime-gray-0",
+    "prime-gray-1",
+    "prime-incdec",
+    "walk-0d",
+    "walk-1d",
+    "walk-0a",
+    "walk-1a",
+    "write64",
+    "write64nt",
+    "write1024v",
+    "zero-one",
+];
+
+pub fn schema() -> ParamSchema {
+    ParamSchema::new(
+        NAME,
+        vec![
+            ParamDef::int(
+                "memory-percent",
+                80,
+                1,
+                100,
+                "stress-ng --vm-bytes as a percent of memory",
+            ),
+            ParamDef::int(
+                "vm-stressors",
+                1,
+                0,
+                1024,
+                "stress-ng --vm workers (0 = one per CPU)",
+            ),
+            ParamDef::string(
+                "vm-method",
+                "all",
+                StrRule::OneOf(VM_METHODS),
+                "stress-ng --vm-method",
+            ),
+        ],
+    )
+}
+
+/// The stress-ng command line the unit runs.
+pub fn command_line(stressors: &str, percent: &str, method: &str) -> String {
+    format!(
+        "/usr/bin/stress-ng --vm {stressors} --vm-bytes {percent}% --vm-method {method} --timeout 0"
+    )
+}
+
+pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<Box<dyn Workload>> {
+    let ctx = BuildContext::new(NAME, &schema(), settings, options)?;
+    let p = &ctx.params;
+    // `%` is a systemd specifier: the unit needs `%%` for stress-ng to see one `%`.
+    let exec = command_line(
+        p.str("vm-stressors"),
+        p.str("memory-percent"),
+        p.str("vm-method"),
+    )
+    .replace('%', "%%");
+    let unit = simple_service(
+        "Virtwork memory stress workload",
+        "network.target",
+        &exec,
+        10,
+    );
+    let config = CloudConfig {
+        packages: vec!["stress-ng".into()],
+        write_files: vec![unit.write_file(UNIT)],
+        runcmd: vec![daemon_reload(), enable_now(UNIT)],
+        user: None,
+    };
+    Ok(Box::new(ctx.single(config)?))
+}

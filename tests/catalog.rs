@@ -1,0 +1,418 @@
+//! Catalog tests: the shipped entries, manifest validation, placeholder substitution and
+//! injection, registry conflicts, and `virtwork validate`'s report and exit code.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use virtwork::cli::ValidateArgs;
+use virtwork::commands::validate;
+use virtwork::config::SshConfig;
+use virtwork::error::Error;
+use virtwork::workloads::params::validate_params;
+use virtwork::workloads::{Registry, Workload, WorkloadOptions, WorkloadSettings};
+
+fn shipped() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog")
+}
+
+fn options(dir: &Path) -> WorkloadOptions {
+    WorkloadOptions {
+        namespace: "virtwork".into(),
+        data_disk_size: "10Gi".into(),
+        ssh: SshConfig::default(),
+        catalog_dir: dir.to_path_buf(),
+    }
+}
+
+fn settings(vm_count: u32, params: &[(&str, &str)]) -> WorkloadSettings {
+    WorkloadSettings {
+        vm_count,
+        cpu_cores: 2,
+        memory: "2Gi".into(),
+        params: params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    }
+}
+
+fn build(dir: &Path, entry: &str, vm_count: u32, params: &[(&str, &str)]) -> Box<dyn Workload> {
+    let registry = Registry::with_catalog(dir, &[entry.to_string()]).unwrap();
+    registry
+        .create(entry, &settings(vm_count, params), &options(dir))
+        .unwrap()
+}
+
+fn unit_content(userdata: &str, path: &str) -> String {
+    let doc: serde_yaml::Value = serde_yaml::from_str(userdata).unwrap();
+    doc["write_files"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str() == Some(path))
+        .unwrap_or_else(|| panic!("{path} missing in {userdata}"))["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn entry(dir: &Path, name: &str, files: &[(&str, &str)]) {
+    let d = dir.join(name);
+    fs::create_dir_all(&d).unwrap();
+    for (file, content) in files {
+        fs::write(d.join(file), content).unwrap();
+    }
+}
+
+const SIMPLE_UNIT: &str = "[Unit]\nDescription=x\n\n[Service]\nExecStart=/usr/bin/echo {{word}}\n\n[Install]\nWantedBy=multi-user.target\n";
+
+fn input_err<T: std::fmt::Debug>(r: Result<T, Error>) -> String {
+    match r {
+        Err(Error::Input(m)) => {
+            assert!(!m.contains('\n'), "{m}");
+            m
+        }
+        other => panic!("expected input error, got {other:?}"),
+    }
+}
+
+#[test]
+fn sysbench_single_role_scales_and_substitutes() {
+    let w = build(&shipped(), "sysbench", 3, &[("threads", "8")]);
+    let roles = w.roles();
+    assert_eq!(roles.len(), 1);
+    assert_eq!((roles[0].role.as_deref(), roles[0].vm_count), (None, 3));
+    assert!(w.service().is_none());
+    let ud = w.userdata(None).unwrap();
+    assert!(ud.starts_with("#cloud-config\n"));
+    let unit = unit_content(&ud, "/etc/systemd/system/workload.service");
+    assert!(unit.contains(
+        "ExecStart=/bin/bash -c 'while true; do sysbench cpu --threads=8 --time=60 --cpu-method=sum run; sleep 10; done'"
+    ), "{unit}");
+    assert!(ud.contains("- sysbench\n"));
+    assert!(ud.contains("- - systemctl\n  - enable\n  - --now\n  - workload.service\n"));
+}
+
+#[test]
+fn redis_bench_roles_service_storage_and_list_param() {
+    let w = build(
+        &shipped(),
+        "redis-bench",
+        3,
+        &[("test-mode", "set;get;lpush")],
+    );
+    let roles = w.roles();
+    assert_eq!(
+        (roles[0].role.as_deref(), roles[0].vm_count),
+        (Some("server"), 1)
+    );
+    assert_eq!(
+        (roles[1].role.as_deref(), roles[1].vm_count),
+        (Some("client"), 3),
+        "clients follow --vm-count"
+    );
+    let svc = w.service().unwrap();
+    assert_eq!(svc.name, "virtwork-redis-bench");
+    assert_eq!(
+        svc.selector,
+        BTreeMap::from([
+            (
+                "app.kubernetes.io/component".to_string(),
+                "redis-bench".to_string()
+            ),
+            ("virtwork/role".to_string(), "server".to_string())
+        ])
+    );
+    assert_eq!(
+        (
+            svc.ports[0].name.as_str(),
+            svc.ports[0].port,
+            svc.ports[0].protocol.as_str()
+        ),
+        ("redis", 6379, "TCP")
+    );
+    let disks = w.data_disks();
+    assert_eq!(disks.len(), 1);
+    assert_eq!(
+        (
+            disks[0].name.as_str(),
+            disks[0].dv_base.as_str(),
+            disks[0].serial.as_str(),
+            disks[0].size.as_str()
+        ),
+        ("redis-data", "redis-data", "vw-redis", "10Gi")
+    );
+    let client = w.userdata(Some("client")).unwrap();
+    let unit = unit_content(&client, "/etc/systemd/system/client.service");
+    assert!(unit.contains("-t set,get,lpush && sleep 30;"), "{unit}");
+    let setup = unit_content(&client, "/usr/local/bin/virtwork-disk-setup-redis-data.sh");
+    assert!(setup.contains("/dev/disk/by-id/virtio-vw-redis"));
+    let server = w.userdata(Some("server")).unwrap();
+    let unit = unit_content(&server, "/etc/systemd/system/server.service");
+    assert!(unit.contains("--maxmemory 256mb --maxmemory-policy allkeys-lru"));
+    // Default list value is written comma-joined.
+    let w = build(&shipped(), "redis-bench", 1, &[]);
+    let unit = unit_content(
+        &w.userdata(Some("client")).unwrap(),
+        "/etc/systemd/system/client.service",
+    );
+    assert!(unit.contains("-t set,get && sleep"));
+    assert!(w.userdata(Some("observer")).is_err());
+}
+
+#[test]
+fn catalog_values_reject_injection() {
+    let registry =
+        Registry::with_catalog(&shipped(), &["sysbench".into(), "redis-bench".into()]).unwrap();
+    let payloads = [
+        "sum; reboot",
+        "$(reboot)",
+        "`reboot`",
+        "a'b",
+        "a\"b",
+        "a\nb",
+        "%h",
+        "a|b",
+        "a&b",
+        "a<b",
+        "a>b",
+        "a\\b",
+        "a b",
+        "${x}",
+        "-rf",
+        "{{threads}}",
+    ];
+    for name in ["sysbench", "redis-bench"] {
+        let schema = registry.schema(name).unwrap();
+        for def in schema.defs() {
+            for payload in payloads {
+                let params = BTreeMap::from([(def.key.clone(), payload.to_string())]);
+                let err = validate_params(schema, &params)
+                    .expect_err(&format!("{name}.{} accepted {payload:?}", def.key));
+                assert!(matches!(err, Error::Input(_)));
+            }
+        }
+    }
+    let err = input_err(registry.create(
+        "redis-bench",
+        &settings(1, &[("test-mode", "set;;get")]),
+        &options(&shipped()),
+    ));
+    assert!(err.contains("param \"test-mode\""), "{err}");
+}
+
+#[test]
+fn conflicts_and_duplicates_have_their_own_messages() {
+    let tmp = tempfile::tempdir().unwrap();
+    entry(
+        tmp.path(),
+        "cpu",
+        &[("a.service", "[Service]\nExecStart=/bin/true\n")],
+    );
+    entry(
+        tmp.path(),
+        "mine",
+        &[("a.service", "[Service]\nExecStart=/bin/true\n")],
+    );
+    let err = input_err(Registry::with_catalog(tmp.path(), &["cpu".into()]));
+    assert_eq!(
+        err,
+        "catalog entry \"cpu\": catalog entry conflicts with built-in workload name; rename the entry directory"
+    );
+    let err = input_err(Registry::with_catalog(
+        tmp.path(),
+        &["mine".into(), "mine".into()],
+    ));
+    assert!(err.contains("listed more than once"), "{err}");
+    assert!(!err.contains("built-in"), "{err}");
+    let err = input_err(Registry::with_catalog(tmp.path(), &["nope".into()]));
+    assert!(err.contains("catalog entry not found"), "{err}");
+    let registry = Registry::with_catalog(tmp.path(), &["mine".into()]).unwrap();
+    assert!(registry.names().contains(&"mine"));
+}
+
+#[test]
+fn manifest_errors_name_the_key_and_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    entry(
+        tmp.path(),
+        "typo",
+        &[
+            ("a.service", SIMPLE_UNIT),
+            ("workload.yaml", "pakages: [x]\n"),
+        ],
+    );
+    let err = input_err(Registry::with_catalog(tmp.path(), &["typo".into()]));
+    assert!(
+        err.contains("pakages") && err.contains("workload.yaml"),
+        "{err}"
+    );
+    entry(tmp.path(), "Bad_Name", &[("a.service", SIMPLE_UNIT)]);
+    let err = input_err(Registry::with_catalog(tmp.path(), &["Bad_Name".into()]));
+    assert!(err.contains("DNS-1123"), "{err}");
+    entry(tmp.path(), "empty", &[("workload.yaml", "")]);
+    let err = input_err(Registry::with_catalog(tmp.path(), &["empty".into()]));
+    assert!(err.contains("no .service files"), "{err}");
+    for (manifest, expected) in [
+        (
+            "storage: [{name: datadisk, size: 1Gi, serial: s, mount: /d}]",
+            "conflicts with reserved disk name",
+        ),
+        (
+            "storage: [{name: d, size: lots, serial: s, mount: /d}]",
+            "storage size must be a valid quantity",
+        ),
+        (
+            "storage: [{name: d, size: 1Gi, serial: abcdefghijklmnopqrstu, mount: /d}]",
+            "at most 20 characters",
+        ),
+        (
+            "storage: [{name: d, size: 1Gi, serial: s, mount: rel}]",
+            "must be an absolute path",
+        ),
+        ("service: {ports: []}", "at least one port"),
+        (
+            "service: {ports: [{name: p, port: 70000}]}",
+            "between 1 and 65535",
+        ),
+        (
+            "service: {ports: [{name: p, port: 80, protocol: sctp}]}",
+            "TCP or UDP",
+        ),
+        (
+            "params: [{key: word, type: strng, default: x}]",
+            "unknown type",
+        ),
+        (
+            "params: [{key: word, type: int, default: abc}]",
+            "must be an integer",
+        ),
+        ("params: [{key: word, default: \"a b\"}]", "no spaces"),
+    ] {
+        entry(
+            tmp.path(),
+            "m",
+            &[("a.service", SIMPLE_UNIT), ("workload.yaml", manifest)],
+        );
+        let err = input_err(Registry::with_catalog(tmp.path(), &["m".into()]));
+        assert!(err.contains(expected), "{manifest}: {err}");
+    }
+}
+
+#[test]
+fn single_role_selector_role_selects_the_entry_vms() {
+    let tmp = tempfile::tempdir().unwrap();
+    entry(
+        tmp.path(),
+        "web",
+        &[
+            ("a.service", SIMPLE_UNIT),
+            (
+                "workload.yaml",
+                "params: [{key: word, default: hi}]\nroles: [{name: server}]\nservice: {selector-role: server, ports: [{name: http, port: 80}]}\n",
+            ),
+        ],
+    );
+    let w = build(tmp.path(), "web", 2, &[]);
+    assert_eq!(w.roles()[0].role, None);
+    let svc = w.service().unwrap();
+    assert_eq!(
+        svc.selector,
+        BTreeMap::from([("app.kubernetes.io/component".to_string(), "web".to_string())])
+    );
+}
+
+#[test]
+fn undeclared_placeholders_fail_the_run_and_validate() {
+    let tmp = tempfile::tempdir().unwrap();
+    entry(tmp.path(), "bad", &[("a.service", SIMPLE_UNIT)]);
+    entry(
+        tmp.path(),
+        "good",
+        &[
+            ("a.service", SIMPLE_UNIT),
+            (
+                "workload.yaml",
+                "params: [{key: word, default: hi}, {key: spare, default: x}]\n",
+            ),
+        ],
+    );
+    let err = input_err(Registry::with_catalog(tmp.path(), &["bad".into()]));
+    assert!(
+        err.contains("placeholder {{word}} in a.service does not match any declared param"),
+        "{err}"
+    );
+
+    let args = ValidateArgs {
+        entries: vec![],
+        catalog_dir: Some(tmp.path().to_path_buf()),
+    };
+    let mut out = Vec::new();
+    let err = validate::run(&args, &[], &mut out).unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert_eq!(err.to_string(), "1 of 2 entries: catalog validation failed");
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "FAIL  bad: placeholder {{word}} in a.service does not match any declared param\n\
+         WARN  good: declared param \"spare\" is not used in any service file\n\
+         OK    good\n"
+    );
+}
+
+#[test]
+fn validate_accepts_the_shipped_catalog_and_resolves_the_dir() {
+    let args = ValidateArgs {
+        entries: vec![],
+        catalog_dir: None,
+    };
+    let env = vec![(
+        "VIRTWORK_CATALOG_DIR".to_string(),
+        shipped().display().to_string(),
+    )];
+    let mut out = Vec::new();
+    validate::run(&args, &env, &mut out).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "OK    redis-bench\nOK    sysbench\n"
+    );
+
+    let home = tempfile::tempdir().unwrap();
+    let env = vec![("HOME".to_string(), home.path().display().to_string())];
+    assert_eq!(
+        validate::catalog_dir(&args, &env).unwrap(),
+        home.path().join(".virtwork/catalog")
+    );
+    let err = validate::run(&args, &env, &mut Vec::new()).unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert!(
+        err.to_string().starts_with("reading catalog directory"),
+        "{err}"
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    let args = ValidateArgs {
+        entries: vec![],
+        catalog_dir: Some(empty.path().to_path_buf()),
+    };
+    let err = validate::run(&args, &[], &mut Vec::new()).unwrap_err();
+    assert!(
+        err.to_string().ends_with(": no catalog entries found"),
+        "{err}"
+    );
+
+    let args = ValidateArgs {
+        entries: vec!["sysbench".into(), "missing".into()],
+        catalog_dir: Some(shipped()),
+    };
+    let mut out = Vec::new();
+    let err = validate::run(&args, &[], &mut out).unwrap_err();
+    assert_eq!(err.to_string(), "1 of 2 entries: catalog validation failed");
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.starts_with(
+            "OK    sysbench\nFAIL  missing: catalog entry \"missing\": catalog entry not found"
+        ),
+        "{out}"
+    );
+}
