@@ -298,6 +298,12 @@ const KEYS: &[KeySpec] = &[
 /// Top-level YAML keys that are not accepted as plain keys (they come from elsewhere).
 const FLAG_OR_ENV_ONLY: &[&str] = &["params"];
 
+/// Every `VIRTWORK_*` environment variable the configuration reads (canonical names, then
+/// aliases, in key order). The deployment manifests and docs are checked against this list.
+pub fn env_keys() -> impl Iterator<Item = &'static str> {
+    KEYS.iter().flat_map(|spec| spec.env.iter().copied())
+}
+
 /// Keys of a `workloads.<name>` YAML section, canonical spelling.
 const WORKLOAD_SECTION_KEYS: &[&str] = &["enabled", "vm-count", "cpu-cores", "memory", "params"];
 
