@@ -17,7 +17,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 (KubeVirt) and runs continuous workloads inside them — CPU, memory, disk I/O, PostgreSQL, \
 network throughput and latency, and chaos — to produce realistic metrics. The workloads run \
 under systemd inside the guests and keep running after virtwork exits.",
-    disable_version_flag = true
+    disable_version_flag = true,
+    arg_required_else_help = true
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -140,7 +141,7 @@ pub struct RunArgs {
     pub memory: Option<String>,
 
     /// Data disk size for disk-backed workloads [env: VIRTWORK_DISK_SIZE] [default: 10Gi]
-    #[arg(long, alias = "data-disk-size", value_name = "QUANTITY")]
+    #[arg(long, visible_alias = "data-disk-size", value_name = "QUANTITY")]
     pub disk_size: Option<String>,
 
     /// Container disk image for VMs [env: VIRTWORK_CONTAINER_DISK_IMAGE]

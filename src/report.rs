@@ -7,6 +7,10 @@
 //! terminal and logs are text, otherwise one info log line per phase change. Rendering is
 //! pure; only `RunProgress` writes (to stderr).
 
+// `cleanup` and `status` rendering lives in submodules (report/cleanup.rs, report/status.rs).
+pub mod cleanup;
+pub mod status;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,503 @@
+//! `virtwork cleanup`: find everything virtwork created by label and delete it.
+//!
+//! Flow: connect → start the audit record → discover (lists only) → log the preview →
+//! nothing to do / dry run / confirmation → delete (VMs, then the rest, then the namespace)
+//! → audit → optional `--wait` → summary on stdout, logs on stderr. Deletion errors do not
+//! stop the others; they are reported at the end and make the exit code 1.
+//!
+//! The confirmation prompt goes to stderr (stdout carries only the summary). Without a
+//! terminal on stdin and without `--yes`, cleanup refuses (exit 2) instead of reading EOF
+//! as "no". Testing hook: `VIRTWORK_ASSUME_TTY=1` makes stdin count as a terminal, so tests
+//! can drive the prompt through a pipe.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::recorder::{
+    Auditor, CleanupCounts, CleanupMode, CommandKind, Event, ExecutionParams, ExecutionStatus,
+    ResourceKind,
+};
+use crate::cli::{CleanupArgs, OutputFormat};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::k8s::cleanup::{
+    ApiContext, CleanupOutcome, Discovery, GoneTracker, KindCounts, ManagedKind, Scope, WaitResult,
+    discover, execute, wait_until_gone,
+};
+use crate::k8s::client::connect_with_config;
+use crate::k8s::retry::RetryPolicy;
+use crate::report::cleanup::{
+    CleanupStatus, CleanupSummary, Found, WaitReport, preview_text, summary_json, summary_text,
+};
+
+/// The prompt, as in the reference (written to stderr here).
+pub const PROMPT: &str = "Proceed with deletion? (yes/NO): ";
+/// Environment variable that makes stdin count as a terminal (testing hook).
+pub const ASSUME_TTY_ENV: &str = "VIRTWORK_ASSUME_TTY";
+
+/// Whether the user must confirm before anything is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// `--yes` or `--run-id` was given: delete without asking.
+    NotNeeded,
+    /// Ask on the terminal.
+    Ask,
+    /// A prompt is needed but nobody can answer it: refuse.
+    NoTerminal,
+}
+
+/// Decides whether to prompt. `--run-id` skips the prompt, as in the reference: naming one
+/// run is already a deliberate choice.
+pub fn confirmation(yes: bool, run_id_given: bool, stdin_is_terminal: bool) -> Confirmation {
+    if yes || run_id_given {
+        Confirmation::NotNeeded
+    } else if stdin_is_terminal {
+        Confirmation::Ask
+    } else {
+        Confirmation::NoTerminal
+    }
+}
+
+/// Whether stdin counts as a terminal (`VIRTWORK_ASSUME_TTY=1` is the testing hook).
+pub fn stdin_counts_as_terminal(is_terminal: bool, assume_tty: Option<&str>) -> bool {
+    is_terminal || assume_tty.is_some_and(|v| v.trim() == "1")
+}
+
+/// Only `yes` (trimmed, any case) confirms; anything else, an empty line and EOF (`None`)
+/// decline.
+pub fn answer_confirms(line: Option<&str>) -> bool {
+    line.is_some_and(|l| l.trim().eq_ignore_ascii_case("yes"))
+}
+
+/// Prints the prompt on stderr and reads one line from stdin. The read runs on its own
+/// thread so Ctrl-C at the prompt interrupts at once (and an unanswered read cannot keep
+/// the process alive).
+async fn ask(cancel: &CancellationToken) -> Result<bool> {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(PROMPT.as_bytes());
+    let _ = stderr.flush();
+    drop(stderr);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let read = match std::io::stdin().read_line(&mut line) {
+            Ok(0) => Ok(None),
+            Ok(_) => Ok(Some(line)),
+            Err(e) => Err(e),
+        };
+        let _ = tx.send(read);
+    });
+    tokio::select! {
+        () = cancel.cancelled() => Err(Error::Interrupted),
+        read = rx => match read {
+            Ok(Ok(line)) => Ok(answer_confirms(line.as_deref())),
+            Ok(Err(e)) => Err(Error::Io { context: "reading the confirmation from", path: "stdin".into(), source: e }),
+            Err(_) => Ok(false),
+        },
+    }
+}
+
+/// Cancels `cancel` on the first SIGINT or SIGTERM.
+pub fn cancel_on_signal(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(term) => term,
+                    Err(_) => {
+                        let _ = tokio::signal::ctrl_c().await;
+                        cancel.cancel();
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        cancel.cancel();
+    });
+}
+
+/// Writes the summary to stdout in the configured format.
+fn print_summary(config: &Config, summary: &CleanupSummary) -> Result<()> {
+    let text = match config.output {
+        OutputFormat::Json => format!("{}\n", summary_json(summary)),
+        OutputFormat::Text => summary_text(summary),
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|source| Error::Io {
+            context: "writing to",
+            path: "stdout".into(),
+            source,
+        })
+}
+
+/// Lists up to three items of a one-line error, then how many more.
+fn first_few(items: &[String]) -> String {
+    let mut text = items.iter().take(3).cloned().collect::<Vec<_>>().join("; ");
+    if items.len() > 3 {
+        text.push_str(&format!("; and {} more", items.len() - 3));
+    }
+    text
+}
+
+fn log_preview(scope: &Scope, discovery: &Discovery) {
+    let counts = discovery.counts();
+    let run_ids = discovery.run_ids();
+    tracing::info!(
+        namespace = scope.namespace_display(),
+        vms = counts.vms,
+        vmis = counts.vmis,
+        services = counts.services,
+        secrets = counts.secrets,
+        dvs = counts.dvs,
+        pvcs = counts.pvcs,
+        total = counts.total(),
+        run_id_filter = scope.run_id.as_deref(),
+        run_ids = (!run_ids.is_empty()).then(|| run_ids.join(", ")),
+        delete_namespace = discovery.deletes_namespace(),
+        "resources to be deleted"
+    );
+}
+
+/// Records the deletions in the audit database: linked runs, deleted names, counts, event.
+fn audit_deletions(
+    execution: &crate::audit::recorder::Execution,
+    run_ids: &[String],
+    outcome: &CleanupOutcome,
+) {
+    execution.link_cleanup_to_runs(run_ids);
+    let namespaces: std::collections::BTreeSet<&str> = outcome
+        .deleted
+        .iter()
+        .map(|o| o.namespace.as_str())
+        .collect();
+    for ns in namespaces {
+        let names = |kind: ManagedKind| -> Vec<&str> {
+            outcome
+                .deleted
+                .iter()
+                .filter(|o| o.kind == kind && o.namespace == ns)
+                .map(|o| o.name.as_str())
+                .collect()
+        };
+        execution.mark_vms_deleted(ns, &names(ManagedKind::VirtualMachine), run_ids);
+        for (kind, resource) in [
+            (ManagedKind::Service, ResourceKind::Service),
+            (ManagedKind::Secret, ResourceKind::Secret),
+            (ManagedKind::DataVolume, ResourceKind::DataVolume),
+            (
+                ManagedKind::PersistentVolumeClaim,
+                ResourceKind::PersistentVolumeClaim,
+            ),
+        ] {
+            execution.mark_resources_deleted(resource, ns, &names(kind), run_ids);
+        }
+    }
+    let deleted = outcome.deleted_counts();
+    let counts = CleanupCounts {
+        vms: deleted.vms as u64,
+        services: deleted.services as u64,
+        secrets: deleted.secrets as u64,
+        dvs: deleted.dvs as u64,
+        pvcs: deleted.pvcs as u64,
+        namespace_deleted: outcome.namespace_deleted,
+    };
+    execution.record_cleanup_counts(&counts);
+    execution.record_event(&Event::cleanup_completed(&counts));
+}
+
+/// Runs `virtwork cleanup`; `config` is loaded by `Config::load_for_cleanup` (run id checked).
+pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
+    if args.delete_namespace && args.all_namespaces {
+        return Err(Error::input(
+            "--delete-namespace cannot be combined with --all-namespaces (-A): name the one \
+             namespace to delete with --namespace",
+        ));
+    }
+    let scope = Scope {
+        namespace: (!args.all_namespaces).then(|| config.namespace.clone()),
+        run_id: args.run_id.clone(),
+    };
+    let dry_run = config.dry_run.is_some() || args.dry_run;
+    let auditor = Auditor::open(&config.audit)?;
+    let cluster = connect_with_config(config).await?;
+
+    let run_id = uuid::Uuid::new_v4();
+    let mut params = ExecutionParams::from_config(
+        if dry_run {
+            CommandKind::CleanupDryRun
+        } else {
+            CommandKind::Cleanup
+        },
+        config,
+    );
+    params.dry_run = dry_run;
+    params.cluster_context = Some(cluster.context.clone());
+    params.cleanup_mode = Some(match (dry_run, &scope.run_id) {
+        (true, _) => CleanupMode::DryRun,
+        (false, Some(_)) => CleanupMode::RunId,
+        (false, None) => CleanupMode::All,
+    });
+    params.wait_for_ready = args.wait;
+    let execution = auditor.start_execution(run_id, &params);
+
+    let cancel = CancellationToken::new();
+    cancel_on_signal(cancel.clone());
+    let timeout = Duration::from_secs(config.timeout_secs.max(1));
+    let ctx = ApiContext {
+        client: cluster.client.clone(),
+        policy: RetryPolicy::until(Instant::now() + timeout),
+        cancel: cancel.clone(),
+    };
+    let mut summary = CleanupSummary::new(
+        run_id.to_string(),
+        scope.namespace.clone(),
+        scope.run_id.clone(),
+    );
+    summary.dry_run = dry_run;
+
+    let discovery = match discover(&ctx, &scope, args.delete_namespace).await {
+        Ok(d) => d,
+        Err(err) => {
+            let status = if matches!(err, Error::Interrupted) {
+                ExecutionStatus::Cancelled
+            } else {
+                ExecutionStatus::Failed
+            };
+            execution.complete_execution(status, Some(&err.to_string()));
+            return Err(err);
+        }
+    };
+    log_preview(&scope, &discovery);
+    summary.found = Found::of(&discovery);
+    let run_ids = discovery.run_ids();
+
+    if discovery.to_delete.is_empty() {
+        tracing::info!("nothing to clean up");
+    }
+    if discovery.is_empty() {
+        execution.complete_execution(ExecutionStatus::Success, None);
+        summary.status = CleanupStatus::NothingToCleanUp;
+        return print_summary(config, &summary);
+    }
+    if dry_run {
+        tracing::info!("dry-run mode — no resources were deleted");
+        execution.complete_execution(ExecutionStatus::Success, None);
+        summary.status = CleanupStatus::DryRun;
+        return print_summary(config, &summary);
+    }
+
+    let stdin_tty = stdin_counts_as_terminal(
+        std::io::stdin().is_terminal(),
+        std::env::var(ASSUME_TTY_ENV).ok().as_deref(),
+    );
+    match confirmation(args.yes, scope.run_id.is_some(), stdin_tty) {
+        Confirmation::NotNeeded => {}
+        Confirmation::NoTerminal => {
+            let err = Error::input(format!(
+                "cleanup would delete {} object(s){} but stdin is not a terminal, so nobody can \
+                 confirm: pass --yes (-y) to delete without a prompt, or --dry-run to preview",
+                discovery.counts().total(),
+                if discovery.deletes_namespace() {
+                    " and the namespace"
+                } else {
+                    ""
+                }
+            ));
+            execution.complete_execution(ExecutionStatus::Failed, Some(&err.to_string()));
+            return Err(err);
+        }
+        Confirmation::Ask => {
+            eprint!(
+                "{}",
+                preview_text(
+                    scope.namespace.as_deref(),
+                    scope.run_id.as_deref(),
+                    &summary.found
+                )
+            );
+            match ask(&cancel).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::info!("cleanup aborted by user");
+                    execution.complete_execution(ExecutionStatus::Aborted, None);
+                    summary.status = CleanupStatus::Aborted;
+                    return print_summary(config, &summary);
+                }
+                Err(err) => {
+                    let status = if matches!(err, Error::Interrupted) {
+                        ExecutionStatus::Cancelled
+                    } else {
+                        ExecutionStatus::Failed
+                    };
+                    execution.complete_execution(status, Some(&err.to_string()));
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    execution.record_event(&Event::cleanup_started(
+        scope.namespace_display(),
+        scope.run_id.as_deref(),
+    ));
+    let outcome = execute(&ctx, &discovery).await;
+    audit_deletions(&execution, &run_ids, &outcome);
+
+    summary.deleted = outcome.deleted_counts().into();
+    summary.already_gone = KindCounts::of(&outcome.already_gone).into();
+    summary.not_attempted = outcome.not_attempted.len();
+    summary.namespace_deleted = outcome.namespace_deleted;
+    summary.warnings = outcome.failures.iter().map(|f| f.to_string()).collect();
+    summary.failures = outcome.failures.clone();
+
+    let mut remaining = Vec::new();
+    if args.wait && !outcome.interrupted {
+        // Wait for what we deleted and for the VMIs garbage collection removes with their VMs.
+        let deleted_vms: std::collections::BTreeSet<(&str, &str)> = outcome
+            .deleted
+            .iter()
+            .chain(&outcome.already_gone)
+            .filter(|o| o.kind == ManagedKind::VirtualMachine)
+            .map(|o| (o.namespace.as_str(), o.name.as_str()))
+            .collect();
+        let dependents = discovery
+            .owned_vmis
+            .iter()
+            .filter(|vmi| deleted_vms.contains(&(vmi.namespace.as_str(), vmi.name.as_str())));
+        let namespace = outcome
+            .namespace_deleted
+            .then_some(scope.namespace.as_deref())
+            .flatten();
+        let mut tracker = GoneTracker::new(outcome.deleted.iter().chain(dependents), namespace);
+        let wait_scope = Scope {
+            namespace: scope.namespace.clone(),
+            run_id: scope.run_id.clone(),
+        };
+        let result = wait_until_gone(&ctx, &wait_scope, &mut tracker, timeout).await;
+        summary.wait = Some(match &result {
+            WaitResult::AllGone => WaitReport {
+                all_gone: true,
+                remaining: Vec::new(),
+            },
+            WaitResult::TimedOut(left) | WaitResult::Interrupted(left) => WaitReport {
+                all_gone: false,
+                remaining: left.clone(),
+            },
+        });
+        if let WaitResult::TimedOut(left) = result {
+            remaining = left;
+        }
+    }
+
+    let deleted = outcome.deleted_counts();
+    tracing::info!(
+        dry_run = false,
+        vms_deleted = deleted.vms,
+        vmis_deleted = deleted.vmis,
+        services_deleted = deleted.services,
+        secrets_deleted = deleted.secrets,
+        dvs_deleted = deleted.dvs,
+        pvcs_deleted = deleted.pvcs,
+        namespace_deleted = outcome.namespace_deleted,
+        "cleanup complete"
+    );
+    for warning in &summary.warnings {
+        tracing::warn!(error = warning.as_str(), "cleanup warning");
+    }
+
+    let interrupted = outcome.interrupted || cancel.is_cancelled();
+    let (status, audit_status, error) = if interrupted {
+        (
+            CleanupStatus::Interrupted,
+            ExecutionStatus::Cancelled,
+            Some(Error::Interrupted),
+        )
+    } else if outcome.has_failures() {
+        let message = format!(
+            "cleanup could not delete {} object(s): {}",
+            summary.warnings.len(),
+            first_few(&summary.warnings)
+        );
+        (
+            CleanupStatus::CompletedWithErrors,
+            ExecutionStatus::Failed,
+            Some(Error::runtime(message)),
+        )
+    } else if !remaining.is_empty() {
+        let message = format!(
+            "timed out after {}s waiting for {} deleted object(s) to disappear: {}",
+            timeout.as_secs(),
+            remaining.len(),
+            first_few(&remaining)
+        );
+        (
+            CleanupStatus::WaitTimedOut,
+            ExecutionStatus::Failed,
+            Some(Error::runtime(message)),
+        )
+    } else {
+        (CleanupStatus::Completed, ExecutionStatus::Success, None)
+    };
+    summary.status = status;
+    execution.complete_execution(
+        audit_status,
+        error.as_ref().map(ToString::to_string).as_deref(),
+    );
+    print_summary(config, &summary)?;
+    match error {
+        Some(err) => Err(err),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yes_and_run_id_skip_the_prompt() {
+        assert_eq!(confirmation(true, false, false), Confirmation::NotNeeded);
+        assert_eq!(confirmation(false, true, false), Confirmation::NotNeeded);
+        assert_eq!(confirmation(false, false, true), Confirmation::Ask);
+        assert_eq!(confirmation(false, false, false), Confirmation::NoTerminal);
+    }
+
+    #[test]
+    fn only_yes_confirms() {
+        for yes in ["yes", "YES", "  yes  \n", "Yes\r\n"] {
+            assert!(answer_confirms(Some(yes)), "{yes:?}");
+        }
+        for no in ["no", "", "\n", "y", "maybe", "yes please"] {
+            assert!(!answer_confirms(Some(no)), "{no:?}");
+        }
+        assert!(!answer_confirms(None), "EOF declines");
+    }
+
+    #[test]
+    fn the_tty_hook_needs_exactly_one() {
+        assert!(stdin_counts_as_terminal(true, None));
+        assert!(stdin_counts_as_terminal(false, Some("1")));
+        assert!(!stdin_counts_as_terminal(false, Some("0")));
+        assert!(!stdin_counts_as_terminal(false, Some("")));
+        assert!(!stdin_counts_as_terminal(false, None));
+    }
+
+    #[test]
+    fn long_error_lists_are_shortened() {
+        let items: Vec<String> = (1..=5).map(|i| format!("e{i}")).collect();
+        assert_eq!(first_few(&items), "e1; e2; e3; and 2 more");
+        assert_eq!(first_few(&items[..2]), "e1; e2");
+    }
+}

@@ -1,0 +1,1278 @@
+//! Label-scoped discovery, deletion and `--wait` for `virtwork cleanup`.
+//!
+//! Only objects carrying `app.kubernetes.io/managed-by=virtwork` (and, with `--run-id`, that
+//! run's id) are ever listed, deleted or waited on: the label selector does the filtering on
+//! the server and [`ManagedObject::from_meta`] checks it again on every returned object, so a
+//! server that ignored the selector still cannot make us delete a foreign object. Deletes carry
+//! a uid precondition, so an object replaced between listing and deleting is not touched either.
+//!
+//! The decisions (what is managed, which VMIs are orphans, deletion phases, outcome
+//! aggregation, the wait bookkeeping) are plain functions and types tested without a cluster;
+//! the async functions at the bottom only move objects between the API server and them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+use std::future::Future;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions, PropagationPolicy};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde::Serialize;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Result;
+use crate::k8s::retry::{RetryError, RetryPolicy, retry};
+use crate::labels;
+
+/// Page size of every list call (`limit`/`continue`).
+pub const LIST_PAGE_SIZE: u32 = 500;
+/// Deletes in flight at once; the shared client rate limit is the real bound on throughput.
+pub const DELETE_CONCURRENCY: usize = 32;
+
+/// The kinds cleanup handles, in deletion order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum ManagedKind {
+    VirtualMachine,
+    VirtualMachineInstance,
+    Service,
+    Secret,
+    DataVolume,
+    PersistentVolumeClaim,
+}
+
+impl ManagedKind {
+    /// Every kind, in deletion order.
+    pub const ALL: [ManagedKind; 6] = [
+        ManagedKind::VirtualMachine,
+        ManagedKind::VirtualMachineInstance,
+        ManagedKind::Service,
+        ManagedKind::Secret,
+        ManagedKind::DataVolume,
+        ManagedKind::PersistentVolumeClaim,
+    ];
+
+    /// Group, version, kind and plural on the API server.
+    pub fn api_resource(self) -> ApiResource {
+        let (group, version, kind, plural) = match self {
+            ManagedKind::VirtualMachine => {
+                ("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
+            }
+            ManagedKind::VirtualMachineInstance => (
+                "kubevirt.io",
+                "v1",
+                "VirtualMachineInstance",
+                "virtualmachineinstances",
+            ),
+            ManagedKind::Service => ("", "v1", "Service", "services"),
+            ManagedKind::Secret => ("", "v1", "Secret", "secrets"),
+            ManagedKind::DataVolume => ("cdi.kubevirt.io", "v1beta1", "DataVolume", "datavolumes"),
+            ManagedKind::PersistentVolumeClaim => {
+                ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
+            }
+        };
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+    }
+
+    /// Short name used in messages (`deleting secret ns/name: ...`), as in the reference.
+    pub fn noun(self) -> &'static str {
+        match self {
+            ManagedKind::VirtualMachine => "VM",
+            ManagedKind::VirtualMachineInstance => "VMI",
+            ManagedKind::Service => "service",
+            ManagedKind::Secret => "secret",
+            ManagedKind::DataVolume => "DataVolume",
+            ManagedKind::PersistentVolumeClaim => "PVC",
+        }
+    }
+
+    /// Plural used in messages (`listing VMs in ns`).
+    pub fn plural_noun(self) -> &'static str {
+        match self {
+            ManagedKind::VirtualMachine => "VMs",
+            ManagedKind::VirtualMachineInstance => "VMIs",
+            ManagedKind::Service => "services",
+            ManagedKind::Secret => "secrets",
+            ManagedKind::DataVolume => "DataVolumes",
+            ManagedKind::PersistentVolumeClaim => "PVCs",
+        }
+    }
+
+    /// Key of this kind in log fields and JSON counts (`vms`, `dvs`, ...).
+    pub fn count_key(self) -> &'static str {
+        match self {
+            ManagedKind::VirtualMachine => "vms",
+            ManagedKind::VirtualMachineInstance => "vmis",
+            ManagedKind::Service => "services",
+            ManagedKind::Secret => "secrets",
+            ManagedKind::DataVolume => "dvs",
+            ManagedKind::PersistentVolumeClaim => "pvcs",
+        }
+    }
+}
+
+impl fmt::Display for ManagedKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.noun())
+    }
+}
+
+/// Where cleanup and status look: one namespace or all of them, optionally one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// `None` means every namespace (`--all-namespaces`).
+    pub namespace: Option<String>,
+    /// `--run-id`, already validated as a UUID.
+    pub run_id: Option<String>,
+}
+
+impl Scope {
+    /// The label selector of this scope.
+    pub fn selector(&self) -> String {
+        labels::managed_selector(self.run_id.as_deref())
+    }
+
+    /// What to print for the namespace (`*` for all namespaces).
+    pub fn namespace_display(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("*")
+    }
+
+    /// An `Api` for `kind` in this scope.
+    pub fn api(&self, client: &Client, kind: ManagedKind) -> Api<DynamicObject> {
+        let resource = kind.api_resource();
+        match &self.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        }
+    }
+
+    /// Whether `meta` carries the labels of this scope (the client-side re-check).
+    pub fn matches(&self, meta: &ObjectMeta) -> bool {
+        let labels = meta.labels.as_ref();
+        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+        if label(labels::MANAGED_BY) != Some(labels::MANAGED_BY_VALUE) {
+            return false;
+        }
+        if let Some(ns) = &self.namespace
+            && meta.namespace.as_deref() != Some(ns.as_str())
+        {
+            return false;
+        }
+        match &self.run_id {
+            Some(id) => label(labels::RUN_ID) == Some(id.as_str()),
+            None => true,
+        }
+    }
+}
+
+/// One managed object found by discovery.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ManagedObject {
+    pub kind: ManagedKind,
+    pub namespace: String,
+    pub name: String,
+    /// Non-empty `virtwork/run-id` label value.
+    pub run_id: Option<String>,
+    #[serde(skip)]
+    pub uid: Option<String>,
+}
+
+impl ManagedObject {
+    /// The object behind `meta` when it is in `scope`, `None` for anything else.
+    pub fn from_meta(kind: ManagedKind, meta: &ObjectMeta, scope: &Scope) -> Option<Self> {
+        if !scope.matches(meta) {
+            return None;
+        }
+        Some(ManagedObject {
+            kind,
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone()?,
+            run_id: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::RUN_ID))
+                .filter(|id| !id.is_empty())
+                .cloned(),
+            uid: meta.uid.clone(),
+        })
+    }
+
+    /// `namespace/name`.
+    pub fn display_name(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Objects per kind, in the order of [`ManagedKind::ALL`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KindCounts {
+    pub vms: usize,
+    pub vmis: usize,
+    pub services: usize,
+    pub secrets: usize,
+    pub dvs: usize,
+    pub pvcs: usize,
+}
+
+impl KindCounts {
+    /// The count of `kind`.
+    pub fn get(&self, kind: ManagedKind) -> usize {
+        match kind {
+            ManagedKind::VirtualMachine => self.vms,
+            ManagedKind::VirtualMachineInstance => self.vmis,
+            ManagedKind::Service => self.services,
+            ManagedKind::Secret => self.secrets,
+            ManagedKind::DataVolume => self.dvs,
+            ManagedKind::PersistentVolumeClaim => self.pvcs,
+        }
+    }
+
+    fn slot(&mut self, kind: ManagedKind) -> &mut usize {
+        match kind {
+            ManagedKind::VirtualMachine => &mut self.vms,
+            ManagedKind::VirtualMachineInstance => &mut self.vmis,
+            ManagedKind::Service => &mut self.services,
+            ManagedKind::Secret => &mut self.secrets,
+            ManagedKind::DataVolume => &mut self.dvs,
+            ManagedKind::PersistentVolumeClaim => &mut self.pvcs,
+        }
+    }
+
+    /// Adds one object of `kind`.
+    pub fn add(&mut self, kind: ManagedKind) {
+        *self.slot(kind) += 1;
+    }
+
+    /// Sum over all kinds.
+    pub fn total(&self) -> usize {
+        ManagedKind::ALL.iter().map(|k| self.get(*k)).sum()
+    }
+
+    /// Counts of `objects` per kind.
+    pub fn of<'a>(objects: impl IntoIterator<Item = &'a ManagedObject>) -> Self {
+        let mut counts = KindCounts::default();
+        for object in objects {
+            counts.add(object.kind);
+        }
+        counts
+    }
+}
+
+/// The state of the configured namespace when `--delete-namespace` was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NamespaceState {
+    /// Exists and carries `app.kubernetes.io/managed-by=virtwork`: will be deleted.
+    Managed,
+    /// Exists without our label: never deleted (reported as a warning).
+    Unmanaged,
+    /// Does not exist (or is already terminating away).
+    Absent,
+}
+
+/// Everything discovery found, sorted by kind, namespace and name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discovery {
+    /// Objects to delete: VMs, VMIs left without a VM, Services, Secrets, DataVolumes, PVCs.
+    pub to_delete: Vec<ManagedObject>,
+    /// VMIs whose VM is also being deleted: garbage collection removes them; `--wait` waits.
+    pub owned_vmis: Vec<ManagedObject>,
+    /// The namespace to delete with `--delete-namespace`, and its state.
+    pub namespace: Option<(String, NamespaceState)>,
+}
+
+impl Discovery {
+    /// Builds the discovery from the listed objects of every kind (already in scope).
+    /// A VMI is an orphan (deleted directly) when no VM of the same name and namespace
+    /// was found.
+    pub fn from_objects(objects: impl IntoIterator<Item = ManagedObject>) -> Self {
+        let mut all: Vec<ManagedObject> = objects.into_iter().collect();
+        all.sort();
+        all.dedup_by(|a, b| a.kind == b.kind && a.namespace == b.namespace && a.name == b.name);
+        let vm_names: BTreeSet<(String, String)> = all
+            .iter()
+            .filter(|o| o.kind == ManagedKind::VirtualMachine)
+            .map(|o| (o.namespace.clone(), o.name.clone()))
+            .collect();
+        let (owned_vmis, to_delete) = all.into_iter().partition(|o| {
+            o.kind == ManagedKind::VirtualMachineInstance
+                && vm_names.contains(&(o.namespace.clone(), o.name.clone()))
+        });
+        Discovery {
+            to_delete,
+            owned_vmis,
+            namespace: None,
+        }
+    }
+
+    /// Counts per kind of the objects to delete.
+    pub fn counts(&self) -> KindCounts {
+        KindCounts::of(&self.to_delete)
+    }
+
+    /// Distinct run ids over everything found, sorted.
+    pub fn run_ids(&self) -> Vec<String> {
+        self.to_delete
+            .iter()
+            .chain(&self.owned_vmis)
+            .filter_map(|o| o.run_id.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// Whether the namespace will be deleted.
+    pub fn deletes_namespace(&self) -> bool {
+        matches!(self.namespace, Some((_, NamespaceState::Managed)))
+    }
+
+    /// Whether there is nothing at all to do (no object and no namespace to delete).
+    pub fn is_empty(&self) -> bool {
+        self.to_delete.is_empty() && !self.deletes_namespace()
+    }
+
+    /// The deletion phases: VMs first (so their controllers do not recreate what we
+    /// delete), then everything else. Each phase runs concurrently.
+    pub fn deletion_phases(&self) -> Vec<Vec<ManagedObject>> {
+        let (vms, rest): (Vec<_>, Vec<_>) = self
+            .to_delete
+            .iter()
+            .cloned()
+            .partition(|o| o.kind == ManagedKind::VirtualMachine);
+        [vms, rest].into_iter().filter(|p| !p.is_empty()).collect()
+    }
+}
+
+/// What happened to one object's delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    /// NotFound: someone (usually garbage collection) was faster.
+    AlreadyGone,
+    /// Any other error after retries, as one line.
+    Failed(String),
+    /// Not attempted because the user interrupted.
+    NotAttempted,
+}
+
+/// A delete that failed, for the warnings at the end.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct DeleteFailure {
+    pub kind: ManagedKind,
+    pub namespace: String,
+    pub name: String,
+    pub error: String,
+}
+
+impl fmt::Display for DeleteFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.name.is_empty() {
+            write!(f, "deleting namespace {}: {}", self.namespace, self.error)
+        } else {
+            write!(
+                f,
+                "deleting {} {}/{}: {}",
+                self.kind.noun(),
+                self.namespace,
+                self.name,
+                self.error
+            )
+        }
+    }
+}
+
+/// The aggregated result of a cleanup execution.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanupOutcome {
+    /// Objects this cleanup deleted, sorted.
+    pub deleted: Vec<ManagedObject>,
+    /// Objects already gone when we came to delete them.
+    pub already_gone: Vec<ManagedObject>,
+    /// Per-object failures, sorted; the namespace failure has an empty `name`.
+    pub failures: Vec<DeleteFailure>,
+    /// Objects not attempted because of an interrupt.
+    pub not_attempted: Vec<ManagedObject>,
+    pub namespace_deleted: bool,
+    pub interrupted: bool,
+}
+
+impl CleanupOutcome {
+    /// Records the outcome of one object's delete.
+    pub fn record(&mut self, object: ManagedObject, outcome: DeleteOutcome) {
+        match outcome {
+            DeleteOutcome::Deleted => self.deleted.push(object),
+            DeleteOutcome::AlreadyGone => self.already_gone.push(object),
+            DeleteOutcome::NotAttempted => self.not_attempted.push(object),
+            DeleteOutcome::Failed(error) => self.failures.push(DeleteFailure {
+                kind: object.kind,
+                namespace: object.namespace,
+                name: object.name,
+                error,
+            }),
+        }
+    }
+
+    /// Records a namespace that could not be deleted.
+    pub fn record_namespace_failure(&mut self, namespace: &str, error: impl Into<String>) {
+        self.failures.push(DeleteFailure {
+            kind: ManagedKind::VirtualMachine,
+            namespace: namespace.to_string(),
+            name: String::new(),
+            error: error.into(),
+        });
+    }
+
+    /// Sorts every list so that reports are deterministic.
+    pub fn finish(&mut self) {
+        self.deleted.sort();
+        self.already_gone.sort();
+        self.failures.sort_by(|a, b| {
+            (a.name.is_empty(), a.kind, &a.namespace, &a.name).cmp(&(
+                b.name.is_empty(),
+                b.kind,
+                &b.namespace,
+                &b.name,
+            ))
+        });
+        self.not_attempted.sort();
+    }
+
+    /// Deleted objects per kind.
+    pub fn deleted_counts(&self) -> KindCounts {
+        KindCounts::of(&self.deleted)
+    }
+
+    /// Whether anything went wrong (exit code 1).
+    pub fn has_failures(&self) -> bool {
+        !self.failures.is_empty()
+    }
+}
+
+/// Turns a delete result into an outcome: NotFound is "already gone".
+pub fn classify_delete<T>(result: std::result::Result<T, kube::Error>) -> DeleteOutcome {
+    match result {
+        Ok(_) => DeleteOutcome::Deleted,
+        Err(kube::Error::Api(status)) if status.code == 404 => DeleteOutcome::AlreadyGone,
+        Err(err) => DeleteOutcome::Failed(one_line(&err)),
+    }
+}
+
+/// A kube error as one line, with the API status reason when there is one.
+pub fn one_line(err: &kube::Error) -> String {
+    let text = match err {
+        kube::Error::Api(status) => {
+            let reason = if status.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", status.reason)
+            };
+            format!("{}{reason}: HTTP {}", status.message, status.code)
+        }
+        other => other.to_string(),
+    };
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Bookkeeping of `--wait`: which of the expected objects, and of their dependents, are
+/// still present.
+///
+/// Expected are the objects cleanup deleted (plus VMIs of deleted VMs). Any object whose
+/// `ownerReferences` name an expected object's uid becomes expected too, transitively: that
+/// is how garbage-collected dependents that carry no labels of ours (a DataVolume's PVC)
+/// are waited for. Each watched kind reports its initial listing (`begin_listing`/`listed`/
+/// `end_listing`) and then changes; the wait is over once every watched kind has been
+/// listed at least once and no expected object is present any more.
+#[derive(Debug, Clone, Default)]
+pub struct GoneTracker {
+    /// Expected objects keyed by (kind, namespace, name), with their uid when known.
+    expected: BTreeMap<ObjectKey, Option<String>>,
+    /// Uids of expected objects: owners whose dependents we wait for.
+    owner_uids: BTreeSet<String>,
+    /// Seen, not (yet) expected objects with their uid and owner uids, per kind.
+    others: BTreeMap<ObjectKey, (String, Vec<String>)>,
+    present: BTreeSet<ObjectKey>,
+    relisting: BTreeMap<ManagedKind, BTreeSet<ObjectKey>>,
+    watched: BTreeSet<ManagedKind>,
+    listed: BTreeSet<ManagedKind>,
+    /// The namespace to see gone, and whether it is still present (None until listed).
+    namespace: Option<(String, Option<bool>)>,
+}
+
+type ObjectKey = (ManagedKind, String, String);
+
+/// Kinds that can be garbage-collected dependents of what cleanup deletes.
+const DEPENDENT_KINDS: [ManagedKind; 3] = [
+    ManagedKind::VirtualMachineInstance,
+    ManagedKind::DataVolume,
+    ManagedKind::PersistentVolumeClaim,
+];
+
+impl GoneTracker {
+    /// Tracks `objects` (and the namespace, if it was deleted).
+    pub fn new<'a>(
+        objects: impl IntoIterator<Item = &'a ManagedObject>,
+        namespace: Option<&str>,
+    ) -> Self {
+        let mut tracker = GoneTracker {
+            namespace: namespace.map(|n| (n.to_string(), None)),
+            ..Default::default()
+        };
+        for object in objects {
+            tracker.watched.insert(object.kind);
+            tracker.expected.insert(
+                (object.kind, object.namespace.clone(), object.name.clone()),
+                object.uid.clone(),
+            );
+            tracker.owner_uids.extend(object.uid.clone());
+        }
+        if tracker.watched.iter().any(|k| {
+            matches!(
+                k,
+                ManagedKind::VirtualMachine
+                    | ManagedKind::VirtualMachineInstance
+                    | ManagedKind::DataVolume
+            )
+        }) {
+            tracker.watched.extend(DEPENDENT_KINDS);
+        }
+        tracker
+    }
+
+    /// The kinds that need a watch, and whether the watch must see objects without our
+    /// labels (possible dependents) rather than only label-selected ones.
+    pub fn watches(&self) -> Vec<(ManagedKind, bool)> {
+        self.watched
+            .iter()
+            .map(|k| (*k, DEPENDENT_KINDS.contains(k)))
+            .collect()
+    }
+
+    /// Whether `meta` (of `kind`) is expected; adopts it when an expected object owns it.
+    fn expected_key(&mut self, kind: ManagedKind, meta: &ObjectMeta) -> Option<ObjectKey> {
+        let key = (kind, meta.namespace.clone()?, meta.name.clone()?);
+        let uid = meta.uid.clone().unwrap_or_default();
+        match self.expected.get(&key) {
+            // A new object that reuses the name is not the one we deleted.
+            Some(Some(expected_uid)) if !uid.is_empty() && uid != *expected_uid => {}
+            Some(_) => return Some(key),
+            None => {}
+        }
+        let owners: Vec<String> = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| o.uid.clone())
+            .collect();
+        if owners.iter().any(|o| self.owner_uids.contains(o)) {
+            self.adopt(key.clone(), uid);
+            return Some(key);
+        }
+        self.others.insert(key, (uid, owners));
+        None
+    }
+
+    /// Makes `key` expected and, transitively, everything already seen that it owns.
+    fn adopt(&mut self, key: ObjectKey, uid: String) {
+        let mut queue = vec![(key, uid)];
+        while let Some((key, uid)) = queue.pop() {
+            self.others.remove(&key);
+            self.expected.insert(key.clone(), Some(uid.clone()));
+            if self.listed.contains(&key.0) {
+                self.present.insert(key.clone());
+            } else {
+                self.relisting.entry(key.0).or_default().insert(key.clone());
+            }
+            if uid.is_empty() || !self.owner_uids.insert(uid.clone()) {
+                continue;
+            }
+            let owned: Vec<(ObjectKey, String)> = self
+                .others
+                .iter()
+                .filter(|(_, (_, owners))| owners.contains(&uid))
+                .map(|(k, (u, _))| (k.clone(), u.clone()))
+                .collect();
+            queue.extend(owned);
+        }
+    }
+
+    /// A (re)list of `kind` starts.
+    pub fn begin_listing(&mut self, kind: ManagedKind) {
+        self.relisting.insert(kind, BTreeSet::new());
+        self.others.retain(|k, _| k.0 != kind);
+    }
+
+    /// One object of the current listing of `kind`.
+    pub fn listed(&mut self, kind: ManagedKind, meta: &ObjectMeta) {
+        if let Some(key) = self.expected_key(kind, meta) {
+            self.relisting.entry(kind).or_default().insert(key);
+        }
+    }
+
+    /// The listing of `kind` is complete.
+    pub fn end_listing(&mut self, kind: ManagedKind) {
+        let seen = self.relisting.remove(&kind).unwrap_or_default();
+        self.present.retain(|k| k.0 != kind);
+        self.present.extend(seen);
+        self.listed.insert(kind);
+    }
+
+    /// An object of `kind` was added or modified.
+    pub fn applied(&mut self, kind: ManagedKind, meta: &ObjectMeta) {
+        if let Some(key) = self.expected_key(kind, meta) {
+            self.present.insert(key);
+        }
+    }
+
+    /// An object of `kind` was deleted.
+    pub fn deleted(&mut self, kind: ManagedKind, meta: &ObjectMeta) {
+        if let (Some(ns), Some(name)) = (&meta.namespace, &meta.name) {
+            let key = (kind, ns.clone(), name.clone());
+            self.present.remove(&key);
+            self.others.remove(&key);
+        }
+    }
+
+    /// The namespace was seen present (`true`) or absent (`false`).
+    pub fn namespace_seen(&mut self, present: bool) {
+        if let Some((_, state)) = &mut self.namespace {
+            *state = Some(present);
+        }
+    }
+
+    /// Whether everything expected is gone.
+    pub fn all_gone(&self) -> bool {
+        self.watched.iter().all(|k| self.listed.contains(k))
+            && self.present.is_empty()
+            && !matches!(self.namespace, Some((_, None | Some(true))))
+    }
+
+    /// What is still present (or not yet confirmed gone), sorted, as `kind ns/name`.
+    pub fn remaining(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .expected
+            .keys()
+            .filter(|k| !self.listed.contains(&k.0) || self.present.contains(*k))
+            .map(|(kind, ns, name)| format!("{} {ns}/{name}", kind.noun()))
+            .collect();
+        if let Some((ns, state)) = &self.namespace
+            && *state != Some(false)
+        {
+            out.push(format!("namespace {ns}"));
+        }
+        out
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// I/O: listing, deleting and watching. Every call goes through the shared client (rate
+// limited) and the shared retry policy.
+// ------------------------------------------------------------------------------------------
+
+/// What every API call of a cleanup or status needs: the shared rate-limited client, the
+/// retry policy (whose deadline bounds retries) and the command's cancellation.
+#[derive(Clone)]
+pub struct ApiContext {
+    pub client: Client,
+    pub policy: RetryPolicy,
+    pub cancel: CancellationToken,
+}
+
+impl ApiContext {
+    /// Runs `attempt` under the shared retry policy.
+    async fn call<T, F, Fut>(&self, what: &str, attempt: F) -> std::result::Result<T, RetryError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = std::result::Result<T, kube::Error>>,
+    {
+        retry(&self.policy, &self.cancel, what, attempt).await
+    }
+}
+
+/// Lists every object of `kind` in `scope`, page by page, keeping only managed ones.
+pub async fn list_in_scope(
+    ctx: &ApiContext,
+    scope: &Scope,
+    kind: ManagedKind,
+) -> Result<Vec<DynamicObject>> {
+    let api = scope.api(&ctx.client, kind);
+    let selector = scope.selector();
+    let what = format!(
+        "listing {} in {}",
+        kind.plural_noun(),
+        scope.namespace_display()
+    );
+    let mut out = Vec::new();
+    let mut continue_token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default()
+            .labels(&selector)
+            .limit(LIST_PAGE_SIZE);
+        if let Some(token) = &continue_token {
+            params = params.continue_token(token);
+        }
+        let page = ctx
+            .call(&what, || api.list(&params))
+            .await
+            .map_err(|e| e.into_error(what.clone()))?;
+        out.extend(
+            page.items
+                .into_iter()
+                .filter(|o| scope.matches(&o.metadata)),
+        );
+        continue_token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if continue_token.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+/// Finds everything in `scope`; with `delete_namespace`, also looks at the namespace.
+pub async fn discover(
+    ctx: &ApiContext,
+    scope: &Scope,
+    delete_namespace: bool,
+) -> Result<Discovery> {
+    let mut objects = Vec::new();
+    for kind in ManagedKind::ALL {
+        for object in list_in_scope(ctx, scope, kind).await? {
+            objects.extend(ManagedObject::from_meta(kind, &object.metadata, scope));
+        }
+    }
+    let mut discovery = Discovery::from_objects(objects);
+    if delete_namespace && let Some(ns) = &scope.namespace {
+        let api: Api<Namespace> = Api::all(ctx.client.clone());
+        let what = format!("reading namespace {ns}");
+        let found = ctx
+            .call(&what, || api.get_opt(ns))
+            .await
+            .map_err(|e| e.into_error(what.clone()))?;
+        discovery.namespace = Some((ns.clone(), namespace_state(found.as_ref())));
+    }
+    Ok(discovery)
+}
+
+/// Whether a namespace (as read) may be deleted by virtwork.
+pub fn namespace_state(found: Option<&Namespace>) -> NamespaceState {
+    match found {
+        None => NamespaceState::Absent,
+        Some(n) if n.metadata.deletion_timestamp.is_some() => NamespaceState::Absent,
+        Some(n) => {
+            let label = n.labels().get(labels::MANAGED_BY).map(String::as_str);
+            if label == Some(labels::MANAGED_BY_VALUE) {
+                NamespaceState::Managed
+            } else {
+                NamespaceState::Unmanaged
+            }
+        }
+    }
+}
+
+/// Maps the retried delete to an outcome.
+fn delete_outcome<T>(result: std::result::Result<T, RetryError>) -> DeleteOutcome {
+    match result {
+        Ok(_) => DeleteOutcome::Deleted,
+        Err(RetryError::Cancelled) => DeleteOutcome::NotAttempted,
+        // A NotFound after a transient failure most likely means our earlier attempt went
+        // through and only its response was lost.
+        Err(RetryError::Failed {
+            error, attempts, ..
+        }) => match classify_delete::<()>(Err(error)) {
+            DeleteOutcome::AlreadyGone if attempts > 1 => DeleteOutcome::Deleted,
+            other => other,
+        },
+    }
+}
+
+/// Deletes one object (uid precondition, background propagation), retrying transient errors.
+async fn delete_one(ctx: &ApiContext, object: &ManagedObject) -> DeleteOutcome {
+    if ctx.cancel.is_cancelled() {
+        return DeleteOutcome::NotAttempted;
+    }
+    let resource = object.kind.api_resource();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &object.namespace, &resource);
+    let mut params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..DeleteParams::default()
+    };
+    if let Some(uid) = &object.uid {
+        params.preconditions = Some(Preconditions {
+            uid: Some(uid.clone()),
+            resource_version: None,
+        });
+    }
+    let what = format!("deleting {} {}", object.kind.noun(), object.display_name());
+    delete_outcome(ctx.call(&what, || api.delete(&object.name, &params)).await)
+}
+
+/// Deletes everything in `discovery`: VMs first, then the rest, concurrently; then the
+/// namespace. Stops issuing deletes once the command is cancelled.
+pub async fn execute(ctx: &ApiContext, discovery: &Discovery) -> CleanupOutcome {
+    let mut outcome = CleanupOutcome::default();
+    for phase in discovery.deletion_phases() {
+        let results: Vec<(ManagedObject, DeleteOutcome)> = futures::stream::iter(phase)
+            .map(|object| async move {
+                let result = delete_one(ctx, &object).await;
+                tracing::debug!(kind = %object.kind, object = %object.display_name(), ?result, "delete");
+                (object, result)
+            })
+            .buffer_unordered(DELETE_CONCURRENCY)
+            .collect()
+            .await;
+        for (object, result) in results {
+            outcome.record(object, result);
+        }
+    }
+    match &discovery.namespace {
+        _ if ctx.cancel.is_cancelled() => {}
+        Some((ns, NamespaceState::Managed)) => {
+            let api: Api<Namespace> = Api::all(ctx.client.clone());
+            let what = format!("deleting namespace {ns}");
+            let params = DeleteParams::background();
+            let result = ctx.call(&what, || api.delete(ns, &params)).await;
+            match delete_outcome(result) {
+                DeleteOutcome::Deleted => outcome.namespace_deleted = true,
+                DeleteOutcome::Failed(e) => outcome.record_namespace_failure(ns, e),
+                DeleteOutcome::AlreadyGone | DeleteOutcome::NotAttempted => {}
+            }
+        }
+        Some((ns, NamespaceState::Unmanaged)) => outcome.record_namespace_failure(
+            ns,
+            format!(
+                "the namespace is not labelled {}={}, so virtwork does not delete it",
+                labels::MANAGED_BY,
+                labels::MANAGED_BY_VALUE
+            ),
+        ),
+        Some((_, NamespaceState::Absent)) | None => {}
+    }
+    outcome.interrupted = ctx.cancel.is_cancelled();
+    outcome.finish();
+    outcome
+}
+
+/// Why `--wait` stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitResult {
+    AllGone,
+    /// The timeout passed; what was still present, sorted.
+    TimedOut(Vec<String>),
+    /// The user interrupted; what was still present, sorted.
+    Interrupted(Vec<String>),
+}
+
+/// Waits (by watching, not polling) until every object in `tracker` is gone, or `timeout`
+/// passes, or the command is cancelled. Watch errors are retried by the watcher's backoff.
+pub async fn wait_until_gone(
+    ctx: &ApiContext,
+    scope: &Scope,
+    tracker: &mut GoneTracker,
+    timeout: Duration,
+) -> WaitResult {
+    use futures::stream::BoxStream;
+
+    enum Seen {
+        Object(ManagedKind, watcher::Event<DynamicObject>),
+        Namespace(watcher::Event<Namespace>),
+    }
+
+    let selector = scope.selector();
+    let mut streams: Vec<BoxStream<'static, std::result::Result<Seen, watcher::Error>>> =
+        Vec::new();
+    for (kind, with_dependents) in tracker.watches() {
+        // Dependents (a DataVolume's PVC) may carry none of our labels: watch the kind
+        // unfiltered; the tracker only ever counts expected objects and their dependents.
+        let mut config = watcher::Config::default().page_size(LIST_PAGE_SIZE);
+        if !with_dependents {
+            config = config.labels(&selector);
+        }
+        let stream = watcher(scope.api(&ctx.client, kind), config)
+            .default_backoff()
+            .map_ok(move |event| Seen::Object(kind, event))
+            .boxed();
+        streams.push(stream);
+    }
+    let namespace_name = tracker.namespace.as_ref().map(|(n, _)| n.clone());
+    if let Some(ns) = &namespace_name {
+        let api: Api<Namespace> = Api::all(ctx.client.clone());
+        let config = watcher::Config::default().fields(&format!("metadata.name={ns}"));
+        streams.push(
+            watcher(api, config)
+                .default_backoff()
+                .map_ok(Seen::Namespace)
+                .boxed(),
+        );
+    }
+    let mut events = futures::stream::select_all(streams);
+    let mut namespace_listed = false;
+
+    let watching = async {
+        while !tracker.all_gone() {
+            let Some(item) = events.next().await else {
+                break;
+            };
+            match item {
+                Err(err) => {
+                    tracing::debug!(error = %err, "watch error while waiting; reconnecting")
+                }
+                Ok(Seen::Object(kind, event)) => match event {
+                    watcher::Event::Init => tracker.begin_listing(kind),
+                    watcher::Event::InitApply(o) => tracker.listed(kind, &o.metadata),
+                    watcher::Event::InitDone => tracker.end_listing(kind),
+                    watcher::Event::Apply(o) => tracker.applied(kind, &o.metadata),
+                    watcher::Event::Delete(o) => tracker.deleted(kind, &o.metadata),
+                },
+                Ok(Seen::Namespace(event)) => {
+                    let ours = |n: &Namespace| n.metadata.name == namespace_name;
+                    match event {
+                        watcher::Event::Init => namespace_listed = false,
+                        watcher::Event::InitApply(n) if ours(&n) => namespace_listed = true,
+                        watcher::Event::InitDone => tracker.namespace_seen(namespace_listed),
+                        watcher::Event::Apply(n) if ours(&n) => tracker.namespace_seen(true),
+                        watcher::Event::Delete(n) if ours(&n) => tracker.namespace_seen(false),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    };
+    let stopped = tokio::select! {
+        () = watching => None,
+        () = tokio::time::sleep(timeout) => Some(false),
+        () = ctx.cancel.cancelled() => Some(true),
+    };
+    match stopped {
+        None => WaitResult::AllGone,
+        Some(false) => WaitResult::TimedOut(tracker.remaining()),
+        Some(true) => WaitResult::Interrupted(tracker.remaining()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(ns: &str, name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            namespace: Some(ns.into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{ns}-{name}")),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    const RUN_A: &str = "11111111-1111-4111-8111-111111111111";
+    const RUN_B: &str = "22222222-2222-4222-8222-222222222222";
+
+    fn managed(ns: &str, name: &str, run: &str) -> ObjectMeta {
+        meta(
+            ns,
+            name,
+            &[
+                (labels::MANAGED_BY, labels::MANAGED_BY_VALUE),
+                (labels::RUN_ID, run),
+            ],
+        )
+    }
+
+    fn scope(run_id: Option<&str>) -> Scope {
+        Scope {
+            namespace: Some("virtwork".into()),
+            run_id: run_id.map(String::from),
+        }
+    }
+
+    fn object(kind: ManagedKind, name: &str, run: &str) -> ManagedObject {
+        ManagedObject::from_meta(kind, &managed("virtwork", name, run), &scope(None)).unwrap()
+    }
+
+    #[test]
+    fn objects_without_our_label_are_never_in_scope() {
+        let s = scope(None);
+        let foreign = meta("virtwork", "x", &[(labels::MANAGED_BY, "helm")]);
+        let unlabelled = meta("virtwork", "y", &[]);
+        assert!(ManagedObject::from_meta(ManagedKind::Secret, &foreign, &s).is_none());
+        assert!(ManagedObject::from_meta(ManagedKind::Secret, &unlabelled, &s).is_none());
+        let ours = managed("virtwork", "z", RUN_A);
+        assert!(ManagedObject::from_meta(ManagedKind::Secret, &ours, &s).is_some());
+    }
+
+    #[test]
+    fn run_id_scope_excludes_other_runs_and_other_namespaces() {
+        let s = scope(Some(RUN_A));
+        assert!(s.matches(&managed("virtwork", "a", RUN_A)));
+        assert!(!s.matches(&managed("virtwork", "b", RUN_B)));
+        assert!(!s.matches(&managed("elsewhere", "a", RUN_A)));
+        let all = Scope {
+            namespace: None,
+            run_id: None,
+        };
+        assert!(all.matches(&managed("elsewhere", "a", RUN_A)));
+        assert_eq!(
+            s.selector(),
+            format!("app.kubernetes.io/managed-by=virtwork,virtwork/run-id={RUN_A}")
+        );
+    }
+
+    #[test]
+    fn empty_run_id_label_is_not_a_run() {
+        let o = object(ManagedKind::Service, "svc", "");
+        assert_eq!(o.run_id, None);
+    }
+
+    #[test]
+    fn vmis_with_a_vm_are_left_to_garbage_collection() {
+        let d = Discovery::from_objects(vec![
+            object(ManagedKind::VirtualMachineInstance, "vm-0", RUN_A),
+            object(ManagedKind::VirtualMachine, "vm-0", RUN_A),
+            object(ManagedKind::VirtualMachineInstance, "orphan", RUN_B),
+            object(ManagedKind::Secret, "vm-0-cloudinit", RUN_A),
+        ]);
+        assert_eq!(d.owned_vmis.len(), 1);
+        assert_eq!(d.owned_vmis[0].name, "vm-0");
+        let counts = d.counts();
+        assert_eq!((counts.vms, counts.vmis, counts.secrets), (1, 1, 1));
+        assert_eq!(counts.total(), 3);
+        assert_eq!(d.run_ids(), vec![RUN_A.to_string(), RUN_B.to_string()]);
+    }
+
+    #[test]
+    fn run_ids_are_sorted_and_distinct() {
+        let d = Discovery::from_objects(vec![
+            object(ManagedKind::Secret, "s2", RUN_B),
+            object(ManagedKind::Secret, "s1", RUN_A),
+            object(ManagedKind::Service, "svc", RUN_B),
+        ]);
+        assert_eq!(d.run_ids(), vec![RUN_A.to_string(), RUN_B.to_string()]);
+    }
+
+    #[test]
+    fn vms_are_deleted_in_a_phase_before_everything_else() {
+        let d = Discovery::from_objects(vec![
+            object(ManagedKind::PersistentVolumeClaim, "pvc", RUN_A),
+            object(ManagedKind::Secret, "s", RUN_A),
+            object(ManagedKind::VirtualMachine, "b", RUN_A),
+            object(ManagedKind::VirtualMachine, "a", RUN_A),
+            object(ManagedKind::DataVolume, "dv", RUN_A),
+        ]);
+        let phases = d.deletion_phases();
+        assert_eq!(phases.len(), 2);
+        assert!(
+            phases[0]
+                .iter()
+                .all(|o| o.kind == ManagedKind::VirtualMachine)
+        );
+        assert_eq!(phases[0].len(), 2);
+        assert!(
+            phases[1]
+                .iter()
+                .all(|o| o.kind != ManagedKind::VirtualMachine)
+        );
+        assert_eq!(phases[1].len(), 3);
+    }
+
+    #[test]
+    fn nothing_to_delete_but_the_namespace_is_not_empty() {
+        let mut d = Discovery::default();
+        assert!(d.is_empty());
+        d.namespace = Some(("virtwork".into(), NamespaceState::Managed));
+        assert!(!d.is_empty());
+        assert!(d.deletion_phases().is_empty());
+        d.namespace = Some(("virtwork".into(), NamespaceState::Absent));
+        assert!(d.is_empty());
+    }
+
+    #[test]
+    fn not_found_is_already_gone_and_other_errors_fail() {
+        let status = |code: u16, reason: &str| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure(&format!("boom {code}"), reason).with_code(code),
+            ))
+        };
+        assert_eq!(classify_delete::<()>(Ok(())), DeleteOutcome::Deleted);
+        assert_eq!(
+            classify_delete::<()>(Err(status(404, "NotFound"))),
+            DeleteOutcome::AlreadyGone
+        );
+        match classify_delete::<()>(Err(status(403, "Forbidden"))) {
+            DeleteOutcome::Failed(msg) => {
+                assert!(msg.contains("Forbidden") && msg.contains("403"), "{msg}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn failures_are_aggregated_sorted_with_the_namespace_last() {
+        let mut outcome = CleanupOutcome::default();
+        outcome.record_namespace_failure("virtwork", "denied");
+        outcome.record(
+            object(ManagedKind::Secret, "b", RUN_A),
+            DeleteOutcome::Failed("forbidden".into()),
+        );
+        outcome.record(
+            object(ManagedKind::Secret, "a", RUN_A),
+            DeleteOutcome::Failed("forbidden".into()),
+        );
+        outcome.record(
+            object(ManagedKind::VirtualMachine, "vm", RUN_A),
+            DeleteOutcome::Deleted,
+        );
+        outcome.record(
+            object(ManagedKind::DataVolume, "dv", RUN_A),
+            DeleteOutcome::AlreadyGone,
+        );
+        outcome.finish();
+        let lines: Vec<String> = outcome.failures.iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "deleting secret virtwork/a: forbidden",
+                "deleting secret virtwork/b: forbidden",
+                "deleting namespace virtwork: denied",
+            ]
+        );
+        assert_eq!(outcome.deleted_counts().vms, 1);
+        assert_eq!(outcome.deleted_counts().dvs, 0);
+        assert!(outcome.has_failures());
+    }
+
+    fn list_all(t: &mut GoneTracker, kind: ManagedKind, metas: &[ObjectMeta]) {
+        t.begin_listing(kind);
+        for m in metas {
+            t.listed(kind, m);
+        }
+        t.end_listing(kind);
+    }
+
+    #[test]
+    fn tracker_waits_for_every_kind_to_be_listed_and_emptied() {
+        let secret = object(ManagedKind::Secret, "vm-0-cloudinit", RUN_A);
+        let service = object(ManagedKind::Service, "svc", RUN_A);
+        let mut t = GoneTracker::new([&secret, &service], None);
+        assert_eq!(
+            t.watches(),
+            vec![(ManagedKind::Service, false), (ManagedKind::Secret, false)]
+        );
+        assert!(!t.all_gone());
+        assert_eq!(t.remaining().len(), 2);
+        list_all(&mut t, ManagedKind::Service, &[]);
+        assert!(!t.all_gone(), "secrets not listed yet");
+        list_all(
+            &mut t,
+            ManagedKind::Secret,
+            &[managed("virtwork", "vm-0-cloudinit", RUN_A)],
+        );
+        assert_eq!(
+            t.remaining(),
+            vec!["secret virtwork/vm-0-cloudinit".to_string()]
+        );
+        t.deleted(
+            ManagedKind::Secret,
+            &managed("virtwork", "vm-0-cloudinit", RUN_A),
+        );
+        assert!(t.all_gone());
+    }
+
+    #[test]
+    fn tracker_waits_for_unlabelled_dependents_of_deleted_objects() {
+        let vm = object(ManagedKind::VirtualMachine, "vm-0", RUN_A);
+        let dv = object(ManagedKind::DataVolume, "disk-vm-0", RUN_A);
+        let mut t = GoneTracker::new([&vm, &dv], None);
+        assert!(
+            t.watches()
+                .contains(&(ManagedKind::PersistentVolumeClaim, true))
+        );
+        let owned_by = |name: &str, owner: &ManagedObject| {
+            let mut m = meta("virtwork", name, &[]);
+            m.owner_references = Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    uid: owner.uid.clone().unwrap(),
+                    ..Default::default()
+                },
+            ]);
+            m
+        };
+        let pvc = owned_by("disk-vm-0", &dv);
+        let unrelated = meta("virtwork", "someone-elses", &[]);
+        list_all(&mut t, ManagedKind::VirtualMachine, &[]);
+        list_all(&mut t, ManagedKind::DataVolume, &[]);
+        list_all(&mut t, ManagedKind::VirtualMachineInstance, &[]);
+        list_all(
+            &mut t,
+            ManagedKind::PersistentVolumeClaim,
+            &[pvc.clone(), unrelated],
+        );
+        assert_eq!(t.remaining(), vec!["PVC virtwork/disk-vm-0".to_string()]);
+        t.deleted(ManagedKind::PersistentVolumeClaim, &pvc);
+        assert!(t.all_gone());
+    }
+
+    #[test]
+    fn tracker_adopts_dependents_seen_before_their_owner() {
+        let vm = object(ManagedKind::VirtualMachine, "vm-0", RUN_A);
+        let mut t = GoneTracker::new([&vm], None);
+        // An unlabelled DataVolume owned by the VM, and its PVC, listed PVC first.
+        let mut dv = meta("virtwork", "dv", &[]);
+        dv.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                uid: vm.uid.clone().unwrap(),
+                ..Default::default()
+            },
+        ]);
+        let mut pvc = meta("virtwork", "dv", &[]);
+        pvc.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                uid: dv.uid.clone().unwrap(),
+                ..Default::default()
+            },
+        ]);
+        list_all(&mut t, ManagedKind::PersistentVolumeClaim, &[pvc.clone()]);
+        list_all(&mut t, ManagedKind::VirtualMachine, &[]);
+        list_all(&mut t, ManagedKind::VirtualMachineInstance, &[]);
+        assert!(!t.all_gone());
+        list_all(&mut t, ManagedKind::DataVolume, &[dv.clone()]);
+        assert_eq!(
+            t.remaining(),
+            vec![
+                "DataVolume virtwork/dv".to_string(),
+                "PVC virtwork/dv".to_string()
+            ]
+        );
+        t.deleted(ManagedKind::DataVolume, &dv);
+        t.deleted(ManagedKind::PersistentVolumeClaim, &pvc);
+        assert!(t.all_gone());
+    }
+
+    #[test]
+    fn tracker_ignores_a_new_object_reusing_the_name() {
+        let secret = object(ManagedKind::Secret, "s", RUN_A);
+        let mut t = GoneTracker::new([&secret], None);
+        let mut newcomer = managed("virtwork", "s", RUN_B);
+        newcomer.uid = Some("another-uid".into());
+        list_all(&mut t, ManagedKind::Secret, &[newcomer]);
+        assert!(t.all_gone());
+    }
+
+    #[test]
+    fn tracker_waits_for_the_namespace() {
+        let mut t = GoneTracker::new([], Some("virtwork"));
+        assert!(!t.all_gone());
+        t.namespace_seen(true);
+        assert_eq!(t.remaining(), vec!["namespace virtwork".to_string()]);
+        t.namespace_seen(false);
+        assert!(t.all_gone());
+    }
+}

@@ -1,0 +1,197 @@
+//! `virtwork status`: the runs present on the cluster, read from label-selected VMs and VMIs.
+//!
+//! [`assemble`] is the pure part (join VMs with their VMIs, group by run, sort); [`collect`]
+//! lists the two kinds through the shared client and retry policy. Read-only: nothing here
+//! writes to the cluster.
+
+use std::collections::BTreeMap;
+
+use kube::api::DynamicObject;
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, list_in_scope};
+use crate::labels;
+
+/// One VM of a run as the cluster reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VmStatus {
+    pub namespace: String,
+    pub name: String,
+    /// `app.kubernetes.io/component`.
+    pub workload: Option<String>,
+    /// `virtwork/role` (multi-VM workloads only).
+    pub role: Option<String>,
+    /// The VM's `status.printableStatus` (Running, Starting, ErrorUnschedulable, ...).
+    pub printable_status: Option<String>,
+    /// The VMI's `status.phase`, absent when there is no VMI.
+    pub vmi_phase: Option<String>,
+    /// The VMI's `status.nodeName`.
+    pub node: Option<String>,
+    /// The VM's `metadata.creationTimestamp`.
+    pub created_at: Option<jiff::Timestamp>,
+}
+
+/// One run and its VMs, sorted by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunStatus {
+    /// The `virtwork/run-id` label; `None` for VMs without one (runs made with an old
+    /// version under `--no-audit`).
+    pub run_id: Option<String>,
+    pub vms: Vec<VmStatus>,
+}
+
+fn label(object: &DynamicObject, key: &str) -> Option<String> {
+    object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .filter(|v| !v.is_empty())
+        .cloned()
+}
+
+fn status_str(object: &DynamicObject, field: &str) -> Option<String> {
+    object
+        .data
+        .get("status")
+        .and_then(|s| s.get(field))
+        .and_then(|v| v.as_str())
+        .filter(|v| !v.is_empty())
+        .map(String::from)
+}
+
+/// Joins VMs with their VMIs (same namespace and name) and groups them by run id; runs are
+/// sorted by id (runs without an id last), VMs by namespace then name.
+pub fn assemble(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<RunStatus> {
+    let key = |o: &DynamicObject| {
+        (
+            o.metadata.namespace.clone().unwrap_or_default(),
+            o.metadata.name.clone().unwrap_or_default(),
+        )
+    };
+    let vmis: BTreeMap<(String, String), &DynamicObject> =
+        vmis.iter().map(|vmi| (key(vmi), vmi)).collect();
+    // `None` sorts first in a BTreeMap; map it to a key that sorts last instead.
+    let mut runs: BTreeMap<(bool, String), Vec<VmStatus>> = BTreeMap::new();
+    for vm in vms {
+        let (namespace, name) = key(vm);
+        let vmi = vmis.get(&(namespace.clone(), name.clone()));
+        let run_id = label(vm, labels::RUN_ID);
+        runs.entry((run_id.is_none(), run_id.unwrap_or_default()))
+            .or_default()
+            .push(VmStatus {
+                workload: label(vm, labels::COMPONENT),
+                role: label(vm, labels::ROLE),
+                printable_status: status_str(vm, "printableStatus"),
+                vmi_phase: vmi.and_then(|v| status_str(v, "phase")),
+                node: vmi.and_then(|v| status_str(v, "nodeName")),
+                created_at: vm.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                namespace,
+                name,
+            });
+    }
+    runs.into_iter()
+        .map(|((no_id, id), mut vms)| {
+            vms.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            RunStatus {
+                run_id: (!no_id).then_some(id),
+                vms,
+            }
+        })
+        .collect()
+}
+
+/// Reads the runs in `scope` from the cluster.
+pub async fn collect(ctx: &ApiContext, scope: &Scope) -> Result<Vec<RunStatus>> {
+    let vms = list_in_scope(ctx, scope, ManagedKind::VirtualMachine).await?;
+    let vmis = list_in_scope(ctx, scope, ManagedKind::VirtualMachineInstance).await?;
+    Ok(assemble(&vms, &vmis))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const RUN_A: &str = "11111111-1111-4111-8111-111111111111";
+    const RUN_B: &str = "22222222-2222-4222-8222-222222222222";
+
+    fn object(
+        kind: &str,
+        name: &str,
+        run: &str,
+        role: Option<&str>,
+        status: serde_json::Value,
+    ) -> DynamicObject {
+        let mut labels = json!({
+            labels::MANAGED_BY: labels::MANAGED_BY_VALUE,
+            labels::COMPONENT: "cpu",
+            labels::RUN_ID: run,
+        });
+        if let Some(role) = role {
+            labels[labels::ROLE] = json!(role);
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1",
+            "kind": kind,
+            "metadata": {
+                "name": name,
+                "namespace": "virtwork",
+                "labels": labels,
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+            },
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn vms_are_joined_with_their_vmis_and_grouped_by_run() {
+        let vms = vec![
+            object(
+                "VirtualMachine",
+                "virtwork-cpu-1",
+                RUN_B,
+                None,
+                json!({"printableStatus": "Running"}),
+            ),
+            object(
+                "VirtualMachine",
+                "virtwork-net-server-0",
+                RUN_A,
+                Some("server"),
+                json!({"printableStatus": "ErrorUnschedulable"}),
+            ),
+            object(
+                "VirtualMachine",
+                "virtwork-cpu-0",
+                RUN_B,
+                None,
+                json!({"printableStatus": "Running"}),
+            ),
+            object("VirtualMachine", "legacy", "", None, json!({})),
+        ];
+        let vmis = vec![object(
+            "VirtualMachineInstance",
+            "virtwork-cpu-0",
+            RUN_B,
+            None,
+            json!({"phase": "Running", "nodeName": "worker-1"}),
+        )];
+        let runs = assemble(&vms, &vmis);
+        let ids: Vec<_> = runs.iter().map(|r| r.run_id.clone()).collect();
+        assert_eq!(ids, vec![Some(RUN_A.into()), Some(RUN_B.into()), None]);
+        let b = &runs[1];
+        let names: Vec<_> = b.vms.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, vec!["virtwork-cpu-0", "virtwork-cpu-1"]);
+        assert_eq!(b.vms[0].vmi_phase.as_deref(), Some("Running"));
+        assert_eq!(b.vms[0].node.as_deref(), Some("worker-1"));
+        assert_eq!(b.vms[1].vmi_phase, None);
+        let a = &runs[0].vms[0];
+        assert_eq!(a.role.as_deref(), Some("server"));
+        assert_eq!(a.workload.as_deref(), Some("cpu"));
+        assert_eq!(a.printable_status.as_deref(), Some("ErrorUnschedulable"));
+        assert_eq!(a.created_at, Some("2026-01-01T00:00:00Z".parse().unwrap()));
+    }
+}

@@ -1,0 +1,554 @@
+//! The real binary's command-line contract: bad input of every kind exits 2 with exactly one
+//! stderr line naming the input, help renders for every subcommand, completions and the man
+//! page generate, `version` has the reference's shape, bare `virtwork` prints help.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_virtwork");
+
+/// Runs the binary with a clean environment (plus `extra_env`) in `dir`.
+fn virtwork(dir: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("HOME", dir)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    for (name, value) in extra_env {
+        command.env(name, value);
+    }
+    command.output().expect("run virtwork")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// One bad input: arguments, environment, files to create first, and what the single error
+/// line must contain (the offending input and, where useful, the accepted form).
+struct Bad {
+    args: Vec<String>,
+    env: Vec<(&'static str, String)>,
+    files: Vec<(&'static str, String)>,
+    expect: Vec<String>,
+}
+
+fn bad(args: &[&str], expect: &[&str]) -> Bad {
+    Bad {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        env: Vec::new(),
+        files: Vec::new(),
+        expect: expect.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn bad_env(name: &'static str, value: &str, expect: &[&str]) -> Bad {
+    Bad {
+        env: vec![(name, value.to_string())],
+        ..bad(&["run"], expect)
+    }
+}
+
+/// A YAML config file named `virtwork.yaml` passed with `--config`.
+fn bad_yaml(content: &str, expect: &[&str]) -> Bad {
+    Bad {
+        files: vec![("virtwork.yaml", content.to_string())],
+        ..bad(&["run", "--config", "virtwork.yaml"], expect)
+    }
+}
+
+fn cases() -> Vec<Bad> {
+    vec![
+        // Flags.
+        bad(&["run", "--cpu-cores", "0"], &["--cpu-cores", "at least 1"]),
+        bad(&["run", "--cpu-cores", "two"], &["--cpu-cores", "\"two\""]),
+        bad(&["run", "--vm-count=-1"], &["--vm-count", "at least 1"]),
+        bad(
+            &["run", "--memory", "2GB"],
+            &["--memory", "Kubernetes quantity"],
+        ),
+        bad(&["run", "--memory", "0"], &["--memory", "positive"]),
+        bad(
+            &["run", "--disk-size", "lots"],
+            &["--disk-size", "quantity"],
+        ),
+        bad(
+            &["run", "--data-disk-size=-5Gi"],
+            &["disk-size", "positive"],
+        ),
+        bad(
+            &["run", "--namespace", "Bad_NS"],
+            &["--namespace", "DNS-1123"],
+        ),
+        bad(&["run", "--namespace", ""], &["--namespace", "DNS-1123"]),
+        bad(&["run", "--timeout", "0"], &["--timeout", "at least 1"]),
+        bad(&["run", "--timeout", "soon"], &["--timeout", "seconds"]),
+        bad(&["run", "--qps", "0"], &["--qps", "at least 1"]),
+        bad(&["run", "--burst", "many"], &["--burst", "whole number"]),
+        bad(
+            &["run", "--vm-concurrency", "0"],
+            &["--vm-concurrency", "at least 1"],
+        ),
+        bad(
+            &["run", "--container-disk-image", ""],
+            &["--container-disk-image", "image"],
+        ),
+        bad(
+            &["run", "--ssh-user", "Bad User"],
+            &["--ssh-user", "Linux user name"],
+        ),
+        bad(
+            &["run", "--ssh-key", "not-a-key"],
+            &["--ssh-key", "<type> <base64>"],
+        ),
+        bad(
+            &["run", "--ssh-user", "", "--ssh-password", "pw"],
+            &["--ssh-user"],
+        ),
+        bad(
+            &["run", "--workloads", "cpux,bogus"],
+            &[
+                "--workloads",
+                r#"unknown workload(s): "cpux" (did you mean "cpu"?), "bogus"; available: chaos-disk, chaos-network, chaos-process, cpu, database, disk, memory, network, tps; workload not found"#,
+            ],
+        ),
+        bad(
+            &["run", "--workloads", "cpu,cpu"],
+            &["--workloads", "\"cpu\" is listed twice"],
+        ),
+        bad(
+            &["run", "--workloads", ""],
+            &["no workloads specified", "--workloads"],
+        ),
+        bad(
+            &["run", "--from-catalog", "../etc"],
+            &["--from-catalog", "\"../etc\""],
+        ),
+        bad(
+            &["run", "--log-format", "xml"],
+            &["--log-format", "text, json"],
+        ),
+        bad(
+            &["run", "--dry-run=maybe"],
+            &["--dry-run", "client, server"],
+        ),
+        bad(&["run", "--frobnicate"], &["--frobnicate"]),
+        bad(&["frobnicate"], &["frobnicate"]),
+        bad(
+            &["run", "--config", "missing.yaml"],
+            &["--config", "missing.yaml", "no such file"],
+        ),
+        bad(
+            &["run", "--config", "settings.toml"],
+            &["--config", "settings.toml", "YAML"],
+        ),
+        bad(&["cleanup", "--run-id", "1234"], &["--run-id", "UUID"]),
+        bad(
+            &["cleanup", "--wait", "--timeout", "0"],
+            &["--timeout", "at least 1"],
+        ),
+        bad(&["status", "--run-id", "latest"], &["--run-id", "UUID"]),
+        bad(&["audit", "show", "nope"], &["audit show", "UUID"]),
+        bad(&["audit", "list", "--limit", "lots"], &["--limit", "lots"]),
+        // Environment.
+        bad_env(
+            "VIRTWORK_CPU_CORES",
+            "abc",
+            &["VIRTWORK_CPU_CORES", "\"abc\""],
+        ),
+        bad_env(
+            "VIRTWORK_VM_COUNT",
+            "0x10",
+            &["VIRTWORK_VM_COUNT", "whole number"],
+        ),
+        bad_env(
+            "VIRTWORK_AUDIT",
+            "maybe",
+            &["VIRTWORK_AUDIT", "true or false"],
+        ),
+        bad_env(
+            "VIRTWORK_VERBOSE",
+            "sometimes",
+            &["VIRTWORK_VERBOSE", "true or false"],
+        ),
+        bad_env(
+            "VIRTWORK_WAIT_FOR_READY",
+            "nah",
+            &["VIRTWORK_WAIT_FOR_READY", "true or false"],
+        ),
+        bad_env(
+            "VIRTWORK_DRY_RUN",
+            "perhaps",
+            &["VIRTWORK_DRY_RUN", "client, server"],
+        ),
+        bad_env("VIRTWORK_MEMORY", "2 Gi", &["VIRTWORK_MEMORY", "quantity"]),
+        bad_env(
+            "VIRTWORK_DATA_DISK_SIZE",
+            "0",
+            &["VIRTWORK_DATA_DISK_SIZE", "positive"],
+        ),
+        bad_env(
+            "VIRTWORK_NAMESPACE",
+            "UPPER",
+            &["VIRTWORK_NAMESPACE", "DNS-1123"],
+        ),
+        bad_env(
+            "VIRTWORK_QPS",
+            "fast",
+            &["VIRTWORK_QPS", "requests per second"],
+        ),
+        bad_env(
+            "VIRTWORK_WORKLOADS",
+            "cpu,nope",
+            &["VIRTWORK_WORKLOADS", "\"nope\""],
+        ),
+        bad_env(
+            "VIRTWORK_FROM_CATALOG",
+            "a,a",
+            &["VIRTWORK_FROM_CATALOG", "listed twice"],
+        ),
+        bad_env(
+            "VIRTWORK_LOG_FORMAT",
+            "xml",
+            &["VIRTWORK_LOG_FORMAT", "text, json"],
+        ),
+        bad_env(
+            "VIRTWORK_OUTPUT",
+            "yaml",
+            &["VIRTWORK_OUTPUT", "text, json"],
+        ),
+        bad_env(
+            "VIRTWORK_READY_CONDITION",
+            "up",
+            &["VIRTWORK_READY_CONDITION", "agent-connected"],
+        ),
+        bad_env(
+            "VIRTWORK_SSH_AUTHORIZED_KEYS",
+            "garbage",
+            &["VIRTWORK_SSH_AUTHORIZED_KEYS"],
+        ),
+        bad_env("VIRTWORK_SSH_USER", "root user", &["VIRTWORK_SSH_USER"]),
+        bad_env(
+            "VIRTWORK_PARAMS",
+            "nodot",
+            &[
+                r#"parsing VIRTWORK_PARAMS: missing workload prefix (expected workload.key=value): "nodot""#,
+            ],
+        ),
+        // YAML.
+        bad_yaml(
+            "cpu_core: 2\n",
+            &[
+                "virtwork.yaml",
+                "unknown key \"cpu_core\"",
+                "did you mean \"cpu-cores\"",
+            ],
+        ),
+        bad_yaml(
+            "workloads:\n  cpu:\n    vmcount: 2\n",
+            &[
+                "virtwork.yaml",
+                "workloads.cpu.vmcount",
+                "did you mean \"vm-count\"",
+            ],
+        ),
+        bad_yaml("memory: 2GB\n", &["memory in virtwork.yaml", "quantity"]),
+        bad_yaml(
+            "cpu_cores: two\n",
+            &["cpu_cores in virtwork.yaml", "whole number"],
+        ),
+        bad_yaml(
+            "namespace: [a\n",
+            &["virtwork.yaml", "not valid YAML", "line 2"],
+        ),
+        bad_yaml("- a\n- b\n", &["virtwork.yaml", "mapping"]),
+        bad_yaml(
+            "cpu-cores: 2\ncpu_cores: 3\n",
+            &["virtwork.yaml", "repeats"],
+        ),
+        bad_yaml(
+            "workloads: [cpu]\n",
+            &["workloads in virtwork.yaml", "mapping"],
+        ),
+        bad_yaml(
+            "workloads:\n  cpu:\n    memory: -1Gi\n",
+            &["workloads.cpu.memory in virtwork.yaml", "positive"],
+        ),
+        bad_yaml(
+            "workloads:\n  cpu:\n    enabled: sometimes\n",
+            &["workloads.cpu.enabled in virtwork.yaml", "true or false"],
+        ),
+        bad_yaml(
+            "timeout: {a: 1}\n",
+            &["timeout in virtwork.yaml", "mapping"],
+        ),
+        bad_yaml(
+            "dry-run: later\n",
+            &["dry-run in virtwork.yaml", "client, server"],
+        ),
+        // Key files.
+        Bad {
+            files: vec![("id.pub", "this is not a key\n".into())],
+            ..bad(
+                &["run", "--ssh-key-file", "id.pub"],
+                &["--ssh-key-file id.pub line 1"],
+            )
+        },
+        Bad {
+            files: vec![(
+                "id",
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH PRIVATE KEY-----\n"
+                    .into(),
+            )],
+            ..bad(
+                &["run", "--ssh-key-file", "id"],
+                &["--ssh-key-file id", "private key"],
+            )
+        },
+        bad(
+            &["run", "--ssh-key-file", "absent.pub"],
+            &["--ssh-key-file absent.pub", "no such file"],
+        ),
+        // Params: the reference's exact texts.
+        bad(
+            &["run", "--params", "cpu"],
+            &[r#"parsing --params: missing workload prefix (expected workload.key=value): "cpu""#],
+        ),
+        bad(
+            &["run", "--params", ".load=1"],
+            &[r#"parsing --params: empty workload name in ".load=1""#],
+        ),
+        bad(
+            &["run", "--params", "cpu.load"],
+            &[
+                r#"parsing --params: missing '=' in param (expected workload.key=value): "cpu.load""#,
+            ],
+        ),
+        bad(
+            &["run", "--params", "cpu.=1"],
+            &[r#"parsing --params: empty param key in "cpu.=1""#],
+        ),
+    ]
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_naming_the_input() {
+    let cases = cases();
+    assert!(cases.len() >= 30);
+    let mut failures = Vec::new();
+    for case in &cases {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, content) in &case.files {
+            std::fs::write(dir.path().join(name), content).unwrap();
+        }
+        let args: Vec<&str> = case.args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = case.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let out = virtwork(dir.path(), &args, &env);
+        let stderr = text(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        let ok = out.status.code() == Some(2)
+            && out.stdout.is_empty()
+            && lines.len() == 1
+            && lines[0].starts_with("Error: ")
+            && case.expect.iter().all(|e| lines[0].contains(e.as_str()));
+        if !ok {
+            failures.push(format!(
+                "args {:?} env {:?}: exit {:?}, stderr {stderr:?}, expected to contain {:?}",
+                case.args,
+                case.env,
+                out.status.code(),
+                case.expect
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn params_errors_are_exactly_the_reference_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    for (params, reference) in [
+        (
+            "nodot",
+            r#"missing workload prefix (expected workload.key=value): "nodot""#,
+        ),
+        (" .k=v ", r#"empty workload name in ".k=v""#),
+        (
+            "cpu.k",
+            r#"missing '=' in param (expected workload.key=value): "cpu.k""#,
+        ),
+        ("cpu.x=1, cpu.=v", r#"empty param key in "cpu.=v""#),
+    ] {
+        let out = virtwork(dir.path(), &["run", "--params", params], &[]);
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            text(&out.stderr),
+            format!("Error: parsing --params: {reference}\n")
+        );
+    }
+}
+
+#[test]
+fn valid_input_passes_config_loading() {
+    // Good input gets past the configuration (the command itself may then need a cluster):
+    // the exit code is never 2.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("ok.yaml"),
+        "namespace: ok\ncpu_cores: 2\nworkloads:\n  cpu:\n    params:\n      cpu-load-percent: 50\n",
+    )
+    .unwrap();
+    let out = virtwork(
+        dir.path(),
+        &["audit", "--config", "ok.yaml", "list", "--limit", "1"],
+        &[("VIRTWORK_AUDIT_DB", "audit.db")],
+    );
+    assert_ne!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn bare_virtwork_prints_help_and_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = virtwork(dir.path(), &[], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("Usage: virtwork") && stdout.contains("cleanup"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn help_renders_for_every_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, must_mention) in [
+        (vec!["--help"], "run"),
+        (vec!["run", "--help"], "--workloads"),
+        (vec!["run", "--help"], "--dry-run"),
+        (vec!["run", "--help"], "--data-disk-size"),
+        (vec!["cleanup", "--help"], "--delete-namespace"),
+        (vec!["cleanup", "--help"], "--wait"),
+        (vec!["validate", "--help"], "--catalog-dir"),
+        (vec!["status", "--help"], "--run-id"),
+        (vec!["audit", "--help"], "show"),
+        (vec!["audit", "list", "--help"], "--limit"),
+        (vec!["audit", "show", "--help"], "RUN_ID"),
+        (vec!["version", "--help"], "version"),
+        (vec!["completion", "--help"], "powershell"),
+        (vec!["man", "--help"], "man page"),
+        (vec!["help", "run"], "--vm-count"),
+    ] {
+        let out = virtwork(dir.path(), &args, &[]);
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(stdout.contains("Usage:"), "{args:?}: {stdout}");
+        assert!(
+            stdout.contains(must_mention),
+            "{args:?} lacks {must_mention}: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn global_flags_appear_in_subcommand_help() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = text(&virtwork(dir.path(), &["cleanup", "--help"], &[]).stdout);
+    for flag in [
+        "--namespace",
+        "--kubeconfig",
+        "--config",
+        "--no-audit",
+        "--log-format",
+        "--qps",
+    ] {
+        assert!(stdout.contains(flag), "cleanup --help lacks {flag}");
+    }
+}
+
+#[test]
+fn completions_generate_for_all_four_shells() {
+    let dir = tempfile::tempdir().unwrap();
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef virtwork"),
+        ("fish", "complete -c virtwork"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        let out = virtwork(dir.path(), &["completion", shell], &[]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = text(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(
+            script.contains("--workloads") || script.contains("workloads"),
+            "{shell}"
+        );
+        assert!(out.stderr.is_empty(), "{shell}");
+    }
+}
+
+#[test]
+fn man_page_renders_with_every_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = virtwork(dir.path(), &["man"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let page = text(&out.stdout);
+    assert!(page.contains(".TH virtwork 1"), "{page}");
+    for sub in [
+        "virtwork\\-run",
+        "virtwork\\-cleanup",
+        "virtwork\\-status",
+        "virtwork\\-audit",
+    ] {
+        assert!(page.contains(sub), "man page lacks {sub}");
+    }
+    assert!(page.contains("\\-\\-workloads"));
+}
+
+#[test]
+fn version_has_the_reference_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = virtwork(dir.path(), &["version"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert_eq!(
+        lines[0],
+        format!("virtwork version {}", env!("CARGO_PKG_VERSION"))
+    );
+    let commit = lines[1].strip_prefix("  commit: ").expect("commit line");
+    assert!(
+        commit == "(unknown)"
+            || (commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{commit}"
+    );
+    let built = lines[2].strip_prefix("  built:  ").expect("built line");
+    assert!(!built.is_empty());
+}
+
+#[test]
+fn unimplemented_commands_fail_loudly_not_silently() {
+    // A command whose capability has not landed must never report success. Once it lands the
+    // command no longer says "not implemented", and this test only checks it is not silent.
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["status"],
+        vec!["audit", "list"],
+        vec!["cleanup", "--yes"],
+    ] {
+        let out = virtwork(dir.path(), &args, &[("VIRTWORK_AUDIT_DB", "audit.db")]);
+        let stderr = text(&out.stderr);
+        if stderr.contains("not implemented yet") {
+            assert_eq!(out.status.code(), Some(1), "{args:?}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert!(out.stdout.is_empty(), "{args:?}");
+        }
+    }
+}
