@@ -358,18 +358,23 @@ fn the_documented_yaml_example_is_accepted_and_covers_every_key() {
     );
 }
 
-/// Relative links `](path)` and backticked `src/...`/`tests/...`/`deploy/...` paths in docs/
-/// name files that exist.
+/// Relative links `](path)` and backticked `src/...`/`tests/...`/`deploy/...` paths in docs/,
+/// README.md and the golden-image README name files that exist (paths relative to the repo).
 #[test]
 fn links_and_paths_in_docs_exist() {
     let mut checked = 0;
-    for entry in fs::read_dir(repo().join("docs")).unwrap() {
-        let path = entry.unwrap().path();
+    let mut files: Vec<PathBuf> = fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.push(repo().join("README.md"));
+    files.push(repo().join("build/golden-image/README.md"));
+    for path in files {
         if path.extension().is_none_or(|e| e != "md") {
             continue;
         }
         let text = fs::read_to_string(&path).unwrap();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let name = path.strip_prefix(repo()).unwrap().display().to_string();
         for piece in text.split("](").skip(1) {
             let target = piece.split(')').next().unwrap();
             if target.contains("://") || target.starts_with('#') || target.starts_with("mailto:") {
@@ -378,7 +383,7 @@ fn links_and_paths_in_docs_exist() {
             let file = target.split('#').next().unwrap();
             assert!(
                 path.parent().unwrap().join(file).exists(),
-                "docs/{name} links to missing {target}"
+                "{name} links to missing {target}"
             );
             checked += 1;
         }
@@ -393,7 +398,7 @@ fn links_and_paths_in_docs_exist() {
             if looks_like_path {
                 assert!(
                     repo().join(piece.trim_end_matches('/')).exists(),
-                    "docs/{name} names missing path {piece}"
+                    "{name} names missing path {piece}"
                 );
                 checked += 1;
             }
