@@ -23,17 +23,7 @@ use crate::cli::{
 use crate::error::{Error, Result};
 
 /// The built-in workload names, sorted. Also the default `--workloads` list.
-pub const BUILTIN_WORKLOADS: [&str; 9] = [
-    "chaos-disk",
-    "chaos-network",
-    "chaos-process",
-    "cpu",
-    "database",
-    "disk",
-    "memory",
-    "network",
-    "tps",
-];
+pub const BUILTIN_WORKLOADS: [&str; 9] = crate::workloads::BUILTIN_NAMES;
 
 /// Default container disk image for every VM.
 pub const DEFAULT_IMAGE: &str = "quay.io/containerdisks/fedora:42";
@@ -779,7 +769,7 @@ fn yaml_key_text(key: &serde_yaml::Value, file: &str) -> Result<String> {
 
 fn unknown_key_error(spelled: &str, file: &str, section: &str, accepted: &[&str]) -> Error {
     let hyphenated = spelled.to_ascii_lowercase().replace('_', "-");
-    let hint = match suggest(&hyphenated, accepted.iter().copied()) {
+    let hint = match crate::workloads::params::suggest(&hyphenated, accepted) {
         Some(s) => format!(" (did you mean \"{s}\"?)"),
         None => String::new(),
     };
@@ -1399,45 +1389,11 @@ fn check_builtin_names(names: &[String], source: &str) -> Result<()> {
             )));
         }
     }
-    if let Some(message) = unknown_workloads_message(names) {
-        return Err(Error::input(format!("{source}: {message}")));
+    if !names.is_empty() {
+        crate::workloads::check_builtin_names(names)
+            .map_err(|err| Error::input(format!("{source}: {err}")))?;
     }
     Ok(())
-}
-
-/// The reference's message for unknown workload names (inventory §4.4), or `None` when every
-/// name is a built-in.
-pub fn unknown_workloads_message(names: &[String]) -> Option<String> {
-    let unknown: Vec<String> = names
-        .iter()
-        .filter(|n| !BUILTIN_WORKLOADS.contains(&n.as_str()))
-        .map(|n| match suggest(n, BUILTIN_WORKLOADS.iter().copied()) {
-            Some(s) => format!("{n:?} (did you mean {s:?}?)"),
-            None => format!("{n:?}"),
-        })
-        .collect();
-    if unknown.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "unknown workload(s): {}; available: {}; workload not found",
-        unknown.join(", "),
-        BUILTIN_WORKLOADS.join(", ")
-    ))
-}
-
-/// The closest candidate within the reference's threshold (Levenshtein distance less than
-/// `len(input)/2 + 1`); ties go to the first candidate in the given order.
-pub fn suggest<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = input.chars().count() / 2 + 1;
-    let mut best: Option<(usize, &str)> = None;
-    for candidate in candidates {
-        let distance = strsim::levenshtein(input, candidate);
-        if distance < limit && best.is_none_or(|(d, _)| distance < d) {
-            best = Some((distance, candidate));
-        }
-    }
-    best.map(|(_, c)| c)
 }
 
 /// Checks a run id (`--run-id`, `audit show <id>`): a UUID in its hyphenated form.
@@ -1660,25 +1616,6 @@ mod tests {
             r#"empty param key in "cpu.=v""#
         );
         assert!(parse_params("  ").unwrap().is_empty());
-    }
-
-    #[test]
-    fn suggestions_use_the_reference_threshold() {
-        assert_eq!(suggest("cpux", BUILTIN_WORKLOADS), Some("cpu"));
-        assert_eq!(suggest("netwrk", BUILTIN_WORKLOADS), Some("network"));
-        assert_eq!(suggest("zzzzzz", BUILTIN_WORKLOADS), None);
-        // "dsk" is one edit from "disk" only.
-        assert_eq!(suggest("dsk", BUILTIN_WORKLOADS), Some("disk"));
-    }
-
-    #[test]
-    fn unknown_workload_message_is_the_reference_text() {
-        let msg = unknown_workloads_message(&["cpux".to_string(), "zzzzzz".to_string()]).unwrap();
-        assert_eq!(
-            msg,
-            "unknown workload(s): \"cpux\" (did you mean \"cpu\"?), \"zzzzzz\"; available: chaos-disk, chaos-network, chaos-process, cpu, database, disk, memory, network, tps; workload not found"
-        );
-        assert!(unknown_workloads_message(&["cpu".to_string()]).is_none());
     }
 
     #[test]

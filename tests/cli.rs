@@ -552,3 +552,41 @@ fn unimplemented_commands_fail_loudly_not_silently() {
         }
     }
 }
+
+#[test]
+fn json_logs_go_to_stderr_one_object_per_line_and_stdout_keeps_only_the_product() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = virtwork(
+        dir.path(),
+        &["run", "--dry-run", "--workloads", "cpu", "--no-audit"],
+        &[("VIRTWORK_LOG_FORMAT", "json")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(!stderr.is_empty(), "a dry run logs at least its mode");
+    for line in stderr.lines() {
+        let object: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        for key in ["time", "level", "msg"] {
+            assert!(object.get(key).is_some(), "{key} missing: {line}");
+        }
+        assert!(line.starts_with("{\"time\":"), "{line}");
+    }
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("kind: VirtualMachine"), "{stdout}");
+    assert!(!stdout.contains("\"msg\""), "log line on stdout: {stdout}");
+}
+
+#[test]
+fn text_logs_are_not_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = virtwork(
+        dir.path(),
+        &["run", "--dry-run", "--workloads", "cpu", "--no-audit"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("INFO"), "{stderr}");
+    assert!(!stderr.contains("\"msg\""), "{stderr}");
+}
