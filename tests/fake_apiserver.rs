@@ -1750,3 +1750,167 @@ async fn unknown_kubevirt_fields_are_rejected_or_pruned() {
     );
     assert!(paths.contains(&"spec.bogus".to_string()));
 }
+
+// ------------------------------------------------------------ more wire details and faults
+
+#[tokio::test]
+async fn generate_name_and_status_subresource() {
+    let server = server();
+    let c = server.client_without_retries().await;
+    let (s, b) = post(
+        &c,
+        "/api/v1/namespaces/vw/secrets",
+        &json!({ "metadata": { "generateName": "gen-" } }),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    let name = b["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
+    assert!(server.get("secret", "vw", name).is_some());
+
+    server.set_controllers(ControllerOptions {
+        enabled: false,
+        ..Default::default()
+    });
+    let vms = "/apis/kubevirt.io/v1/namespaces/vw/virtualmachines";
+    let mut vm = vm_json("st", "f", None);
+    vm["status"] = json!({ "printableStatus": "Running" });
+    let (_, created) = post(&c, vms, &vm).await;
+    assert!(
+        created.get("status").is_none(),
+        "status is ignored on create"
+    );
+    let (s, _, b) = raw(
+        &c,
+        "PATCH",
+        &format!("{vms}/st/status"),
+        "application/merge-patch+json",
+        Some(
+            &json!({ "status": { "ready": true }, "metadata": { "labels": { "ignored": "yes" } } }),
+        ),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["status"]["ready"], true);
+    assert!(
+        b["metadata"]["labels"].get("ignored").is_none(),
+        "the status subresource changes only status"
+    );
+    assert_eq!(b["metadata"]["generation"], 1);
+    let (_, _, b) = raw(
+        &c,
+        "PATCH",
+        &format!("{vms}/st"),
+        "application/merge-patch+json",
+        Some(&json!({ "status": { "ready": false }, "spec": { "runStrategy": "Halted" } })),
+    )
+    .await;
+    assert_eq!(
+        b["status"]["ready"], true,
+        "the main resource ignores status changes"
+    );
+    assert_eq!(b["metadata"]["generation"], 2);
+}
+
+#[tokio::test]
+async fn latency_and_dropped_connections() {
+    let server = server();
+    let c = server.client_without_retries().await;
+    server.set_faults(Faults {
+        latency: Duration::from_millis(40),
+        jitter: Duration::from_millis(20),
+        ..Default::default()
+    });
+    for _ in 0..3 {
+        assert_eq!(get(&c, "/api/v1/namespaces/vw/secrets").await.0, 200);
+    }
+    // Lower bounds only: the injected sleep happens before the answer.
+    assert!(
+        server
+            .request_log()
+            .iter()
+            .all(|r| r.duration >= Duration::from_millis(40))
+    );
+
+    server.set_faults(Faults {
+        drop_rate: 1.0,
+        ..Default::default()
+    });
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), "vw");
+    assert!(secrets.list(&ListParams::default()).await.is_err());
+    let last = server.request_log().pop().unwrap();
+    assert_eq!((last.verb.as_str(), last.status), ("list", 0));
+    server.set_faults(Faults::default());
+    assert!(
+        secrets.list(&ListParams::default()).await.is_ok(),
+        "the server recovers"
+    );
+}
+
+#[tokio::test]
+async fn kube_watcher_recovers_from_410_by_relisting() {
+    let server = FakeApiServer::start(Options {
+        namespaces: vec!["vw".into()],
+        faults: Faults {
+            watch_max_duration: Some(Duration::from_millis(100)),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let client = server.client().await;
+    let secrets: Api<Secret> = Api::namespaced(client, "vw");
+    // Drive the watcher on its own task; report what it yields.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let mut stream =
+            kube::runtime::watcher(secrets, kube::runtime::watcher::Config::default()).boxed();
+        while let Some(ev) = stream.next().await {
+            let label = match ev {
+                Ok(kube::runtime::watcher::Event::InitDone) => "init-done".to_string(),
+                Ok(
+                    kube::runtime::watcher::Event::Apply(s)
+                    | kube::runtime::watcher::Event::InitApply(s),
+                ) => s.metadata.name.unwrap_or_default(),
+                Ok(_) => continue,
+                Err(e) => format!("error: {e}"),
+            };
+            if tx.send(label).is_err() {
+                return;
+            }
+        }
+    });
+    while next_label(&mut rx).await != "init-done" {}
+    let lists_before = server.count("list", "secrets");
+    // Hold the next re-watch, and meanwhile change state and compact history under it.
+    server.update_faults(|f| {
+        f.scripted.push(ScriptedFault::new(
+            "watch",
+            "secrets",
+            FaultAction::Delay(Duration::from_millis(500)),
+        ))
+    });
+    assert!(eventually(&server, |s| s.faults().scripted[0].times == 0).await);
+    let mut seeded = secret_json("after-compaction", json!({}));
+    seeded["metadata"]["namespace"] = json!("vw");
+    server.insert(seeded);
+    server.compact();
+    let mut seen = false;
+    while !seen {
+        seen = next_label(&mut rx).await == "after-compaction";
+    }
+    assert!(
+        seen,
+        "the watcher saw the object created while it was desynchronised"
+    );
+    assert!(
+        server.count("list", "secrets") > lists_before,
+        "it relisted after the 410"
+    );
+}
+
+async fn next_label(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> String {
+    tokio::time::timeout(PATIENCE, rx.recv())
+        .await
+        .expect("watcher event")
+        .expect("watcher running")
+}

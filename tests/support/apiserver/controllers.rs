@@ -146,11 +146,6 @@ fn react(
         (_, EventType::Deleted) => {
             let uid = meta_str(&ev.object, "uid").to_string();
             schedule_gc(shared, opts.gc_delay, uid);
-            if ev.res == VMI || ev.res == DV {
-                // The owning VM's status follows its VMI / volumes.
-                let mut store = shared.store.lock().unwrap();
-                refresh_vms_in(&mut store, &ev.namespace, opts);
-            }
         }
         (NS, _) if terminating(&ev.object) => {
             let uid = meta_str(&ev.object, "uid").to_string();
@@ -177,10 +172,25 @@ fn react(
                 opts.datavolume_delay,
             );
         }
-        (SECRET, EventType::Added) => {
-            // A VMI waiting for its cloud-init Secret polls; nothing to do here.
-        }
         _ => {}
+    }
+    if ev.res == VMI || ev.res == DV {
+        // The owning VM's status follows its VMI and volumes.
+        let owners: Vec<String> = ev
+            .object
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .map(|refs| {
+                refs.iter()
+                    .filter(|r| r["kind"] == "VirtualMachine")
+                    .filter_map(|r| r["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut store = shared.store.lock().unwrap();
+        for vm in owners {
+            refresh_vm_status(&mut store, &(VM, ev.namespace.clone(), vm), opts);
+        }
     }
 }
 
@@ -258,18 +268,6 @@ fn reconcile_vm(store: &mut Store, key: &Key, opts: &ControllerOptions) {
         store.remove_now(&vmi_key);
     }
     refresh_vm_status(store, key, opts);
-}
-
-fn refresh_vms_in(store: &mut Store, ns: &str, opts: &ControllerOptions) {
-    let keys: Vec<Key> = store
-        .objects
-        .keys()
-        .filter(|k| k.0 == VM && k.1 == ns)
-        .cloned()
-        .collect();
-    for k in keys {
-        refresh_vm_status(store, &k, opts);
-    }
 }
 
 fn dv_names(vm_spec_template_spec: &Value, vm: &Value) -> Vec<String> {

@@ -1060,8 +1060,8 @@ fn watch(
                     expired = true;
                     out.push(expired_event(last_rv, store.compacted_rv + 1));
                 } else {
-                    let from = last_rv;
-                    for ev in store.history.iter().filter(|e| e.rv > from) {
+                    let first = store.history.partition_point(|e| e.rv <= last_rv);
+                    for ev in store.history.range(first..) {
                         if in_scope(ev)
                             && let Some(ty) = visible(ev, &labels, &fields)
                         {

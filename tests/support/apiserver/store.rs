@@ -458,15 +458,20 @@ impl Store {
             }
             _ => (None, self.rv),
         };
-        let matching = self.objects.iter().filter(|((r, n, name), obj)| {
-            *r == res
-                && ns.is_none_or(|ns| ns == n)
-                && start_after
-                    .as_ref()
-                    .is_none_or(|(sn, snm)| (n, name) > (sn, snm))
-                && labels.matches_object(obj)
-                && fields.matches_object(obj)
-        });
+        // Keys sort by resource first: scan only this resource's range.
+        let lower = (res, String::new(), String::new());
+        let matching = self
+            .objects
+            .range(lower..)
+            .take_while(|((r, _, _), _)| *r == res)
+            .filter(|((_, n, name), obj)| {
+                ns.is_none_or(|ns| ns == n)
+                    && start_after
+                        .as_ref()
+                        .is_none_or(|(sn, snm)| (n, name) > (sn, snm))
+                    && labels.matches_object(obj)
+                    && fields.matches_object(obj)
+            });
         let mut items = Vec::new();
         let mut last: Option<(String, String)> = None;
         let mut remaining = 0u64;
