@@ -11,7 +11,7 @@ use std::io::IsTerminal;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::layer::SubscriberExt;
@@ -37,9 +37,17 @@ where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let own_level = if verbose { Level::DEBUG } else { Level::INFO };
+    // kube's HTTP trace layer logs every failed request at ERROR ("failed with error ...");
+    // virtwork retries those and reports what matters itself, so they only show with --verbose.
+    let kube_level = if verbose {
+        LevelFilter::DEBUG
+    } else {
+        LevelFilter::OFF
+    };
     let filter = Targets::new()
         .with_default(Level::INFO)
-        .with_target(env!("CARGO_CRATE_NAME"), own_level);
+        .with_target(env!("CARGO_CRATE_NAME"), own_level)
+        .with_target("kube_client", kube_level);
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Text => Box::new(

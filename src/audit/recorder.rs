@@ -1144,6 +1144,49 @@ mod tests {
         assert_eq!(err.exit_code(), 1);
     }
 
+    /// Captures what the recorder logs while `f` runs.
+    fn captured_logs(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn write_failures_after_open_warn_with_the_operation_and_carry_on() {
+        let (_dir, auditor) = open();
+        let exec = auditor.start_execution(Uuid::new_v4(), &params(CommandKind::Run));
+        let Auditor::Sqlite(s) = &auditor else {
+            panic!("disabled")
+        };
+        s.store.lock().execute_batch("DROP TABLE events").unwrap();
+        let logs = captured_logs(|| {
+            exec.record_event(&Event::vm_ready("virtwork-cpu-0"));
+            exec.complete_execution(ExecutionStatus::Success, None);
+        });
+        assert!(logs.contains("WARN"), "{logs}");
+        assert!(logs.contains("audit record failed"), "{logs}");
+        assert!(logs.contains("op=\"RecordEvent\""), "{logs}");
+        assert!(logs.contains("no such table: events"), "{logs}");
+        let status: String = one(&auditor, "SELECT status FROM audit_log");
+        assert_eq!(status, "success", "later writes still land");
+    }
+
     #[test]
     fn linked_run_ids_are_sorted_distinct_and_non_empty() {
         assert_eq!(sorted_run_ids(&["b", "", "a", "b"]), vec!["a", "b"]);
