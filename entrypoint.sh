@@ -87,7 +87,8 @@ esac
 
 # Explicit container arguments win: `podman run IMAGE run --dry-run --workloads cpu`.
 if [ "$#" -gt 0 ]; then
-    log "Executing: virtwork $1 ($(($# - 1)) more arguments from the container command line)"
+    # Only the count: any argument may be a credential.
+    log "Executing: virtwork with $# arguments from the container command line"
     run_virtwork "$@"
 fi
 

@@ -91,13 +91,15 @@ where
             Level::WARN => "WARN",
             Level::ERROR => "ERROR",
         };
-        let mut object = serde_json::Map::new();
-        object.insert("time".into(), jiff::Timestamp::now().to_string().into());
-        object.insert("level".into(), level.into());
-        object.insert("msg".into(), fields.message.unwrap_or_default().into());
-        let mut line = serde_json::Value::Object(object).to_string();
-        // Append the fields by hand to keep call order (serde_json maps are sorted).
-        line.pop();
+        // Built by hand to keep the reference's key order: time, level, msg, then the fields
+        // in call order (serde_json maps would sort them).
+        let json = |text: &str| serde_json::Value::from(text).to_string();
+        let mut line = format!(
+            "{{\"time\":{},\"level\":{},\"msg\":{}",
+            json(&jiff::Timestamp::now().to_string()),
+            json(level),
+            json(&fields.message.unwrap_or_default()),
+        );
         for (name, value) in fields.values {
             line.push(',');
             line.push_str(&serde_json::Value::String(name).to_string());
@@ -200,6 +202,8 @@ mod tests {
         assert!(lines[0].find("\"vm_name\"").unwrap() < lines[0].find("\"namespace\"").unwrap());
         assert!(lines[1].contains("\"vms_deleted\":2"), "{}", lines[1]);
         assert!(first["time"].as_str().unwrap().ends_with('Z'));
+        assert!(lines[0].starts_with("{\"time\":"), "{}", lines[0]);
+        assert!(lines[0].find("\"level\"").unwrap() < lines[0].find("\"msg\"").unwrap());
     }
 
     #[test]

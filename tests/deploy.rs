@@ -3,7 +3,9 @@
 //! Checks what an operator relies on: the set of objects, that none of the tool's own objects
 //! carries `app.kubernetes.io/managed-by=virtwork` (cleanup selects on it and would delete the
 //! tool's Secret and audit PVC), the restricted pod security settings with writable /data and
-//! /tmp, and the Job examples. kubectl is at /usr/bin/kubectl on the dev machines; the tests skip
+//! /tmp, that every `VIRTWORK_*` key the manifests set is one the binary reads (from
+//! `virtwork::config::env_keys()`) and that the binary accepts the shipped values, and the Job
+//! examples. kubectl is at /usr/bin/kubectl on the dev machines; the tests skip
 //! with a notice without it and fail instead when `VIRTWORK_REQUIRE_KUBECTL=1`.
 
 use std::collections::BTreeSet;
@@ -374,5 +376,125 @@ fn job_examples_run_once_and_exit_with_virtworks_code() {
                 "a pod cannot confirm"
             );
         }
+    }
+}
+
+/// Variables the entrypoint (not the binary) reads.
+const ENTRYPOINT_KEYS: &[&str] = &[
+    "VIRTWORK_COMMAND",
+    "VIRTWORK_ARGS",
+    "VIRTWORK_AFTER_RUN",
+    "VIRTWORK_BIN",
+];
+
+fn data_keys(doc: &Value, field: &str) -> Vec<String> {
+    s(doc, &[field])
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn every_env_key_shipped_is_one_the_binary_or_entrypoint_reads() {
+    let entrypoint = std::fs::read_to_string(repo().join("entrypoint.sh")).unwrap();
+    for key in ENTRYPOINT_KEYS {
+        assert!(
+            entrypoint.contains(&format!("{key}=")),
+            "entrypoint.sh no longer reads {key}"
+        );
+    }
+    let accepted: BTreeSet<&str> = virtwork::config::env_keys()
+        .chain(ENTRYPOINT_KEYS.iter().copied())
+        .collect();
+    let Some(mut docs) = rendered() else { return };
+    docs.push(example("job-run.yaml"));
+    docs.push(example("job-cleanup.yaml"));
+    let mut checked = 0;
+    for doc in &docs {
+        let (kind, name) = kind_name(doc);
+        let keys: Vec<String> = match kind.as_str() {
+            "ConfigMap" => data_keys(doc, "data"),
+            "Secret" => data_keys(doc, "stringData"),
+            "Deployment" | "Job" => s(&pod_spec(doc)["containers"][0], &["env"])
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .map(|e| s(e, &["name"]).as_str().unwrap().to_string())
+                .collect(),
+            _ => continue,
+        };
+        for key in keys {
+            assert!(
+                accepted.contains(key.as_str()),
+                "{kind}/{name} sets {key}, which neither virtwork nor entrypoint.sh reads"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 15,
+        "only {checked} keys found: did the manifests move?"
+    );
+    // The Secret carries exactly the credentials.
+    let docs = rendered().unwrap();
+    let secret_keys: BTreeSet<String> =
+        data_keys(find(&docs, "Secret", "virtwork-secrets"), "stringData")
+            .into_iter()
+            .collect();
+    assert_eq!(
+        secret_keys,
+        BTreeSet::from([
+            "VIRTWORK_SSH_AUTHORIZED_KEYS".into(),
+            "VIRTWORK_SSH_PASSWORD".into()
+        ])
+    );
+}
+
+/// The binary accepts the shipped ConfigMap and (empty) Secret values as its environment: a
+/// client dry run with exactly that environment plans VMs and exits 0.
+#[test]
+fn the_binary_accepts_the_shipped_configuration() {
+    let Some(docs) = rendered() else { return };
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (kind, field) in [("ConfigMap", "data"), ("Secret", "stringData")] {
+        let name = if kind == "ConfigMap" {
+            "virtwork-config"
+        } else {
+            "virtwork-secrets"
+        };
+        for (k, v) in s(find(&docs, kind, name), &[field]).as_mapping().unwrap() {
+            env.push((k.as_str().unwrap().into(), v.as_str().unwrap().into()));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_virtwork"))
+        .args(["run", "--dry-run", "--workloads", "cpu", "--audit-db"])
+        // /data/virtwork.db exists only in the pod; the flag outranks the env value.
+        .arg(dir.path().join("audit.db"))
+        .env_clear()
+        .env("HOME", dir.path())
+        .envs(env)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "shipped configuration rejected:\n{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("kind: VirtualMachine"), "{stdout}");
+    assert!(
+        stdout.contains("namespace: virtwork\n"),
+        "VMs go to VIRTWORK_NAMESPACE: {stdout}"
+    );
+    // VIRTWORK_LOG_FORMAT=json: every stderr line is one JSON object.
+    for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_ok(),
+            "not a JSON log line: {line}"
+        );
     }
 }

@@ -420,6 +420,12 @@ fn container_arguments_are_passed_through_verbatim() {
                 "*"
             ]))
         );
+        let err = stderr(&out);
+        assert!(err.contains("with 5 arguments"), "{err}");
+        assert!(
+            !err.contains("ssh-ed25519"),
+            "arguments are not logged: {err}"
+        );
     }
 }
 

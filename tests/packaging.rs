@@ -563,29 +563,105 @@ fn blueprint_packages() -> BTreeSet<String> {
     packages
 }
 
+/// Every package the built-in workloads and the shipped catalog entries install at boot: the
+/// `packages` of every role's rendered cloud-config, plus packages a `runcmd` installs with dnf
+/// (chaos-network's `kernel-modules-extra-$(uname -r)` becomes `kernel-modules-extra`).
+fn workload_packages() -> BTreeSet<String> {
+    use virtwork::config::SshConfig;
+    use virtwork::workloads::{Registry, WorkloadOptions, WorkloadSettings};
+
+    let catalog_dir = repo().join("catalog");
+    let mut entries: Vec<String> = fs::read_dir(&catalog_dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    entries.sort();
+    assert!(!entries.is_empty(), "the repository ships catalog entries");
+    let registry = Registry::with_catalog(&catalog_dir, &entries).expect("catalog loads");
+    let settings = WorkloadSettings {
+        vm_count: 1,
+        cpu_cores: 2,
+        memory: "2Gi".into(),
+        params: Default::default(),
+    };
+    let options = WorkloadOptions {
+        namespace: "virtwork".into(),
+        data_disk_size: "10Gi".into(),
+        ssh: SshConfig::default(),
+        catalog_dir: catalog_dir.clone(),
+    };
+    let mut packages = BTreeSet::new();
+    let names: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();
+    assert!(names.len() >= 9 + entries.len(), "{names:?}");
+    for name in &names {
+        let workload = registry.create(name, &settings, &options).expect(name);
+        for role in workload.roles() {
+            let userdata = workload.userdata(role.role.as_deref()).unwrap();
+            let doc: serde_yaml::Value = serde_yaml::from_str(&userdata).unwrap();
+            for p in doc
+                .get("packages")
+                .and_then(|p| p.as_sequence())
+                .into_iter()
+                .flatten()
+            {
+                packages.insert(p.as_str().unwrap().to_string());
+            }
+            let runcmd = doc.get("runcmd").and_then(|r| r.as_sequence());
+            for cmd in runcmd.into_iter().flatten() {
+                let line = match cmd {
+                    serde_yaml::Value::Sequence(argv) => argv
+                        .iter()
+                        .filter_map(|a| a.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    other => other.as_str().unwrap_or_default().to_string(),
+                };
+                if let Some(rest) = line.split("dnf install").nth(1) {
+                    for word in rest.split_whitespace().filter(|w| !w.starts_with('-')) {
+                        let word = word.trim_matches(|c| c == '"' || c == '\'');
+                        let package = word.split("-$(").next().unwrap();
+                        packages.insert(package.to_string());
+                    }
+                }
+            }
+        }
+    }
+    packages
+}
+
 #[test]
-fn golden_image_blueprint_preinstalls_the_workload_packages() {
-    let packages = blueprint_packages();
-    // Guest plumbing plus what the workloads need from the image beyond their cloud-init
-    // `packages` (mkfs.xfs for data disks, kernel-modules-extra for netem).
-    for needed in [
-        "cloud-init",
-        "qemu-guest-agent",
-        "xfsprogs",
-        "kernel-modules-extra",
+fn golden_image_blueprint_preinstalls_every_workload_package() {
+    let blueprint = blueprint_packages();
+    let needed = workload_packages();
+    eprintln!("workload packages: {needed:?}");
+    // A sanity floor so a rendering change cannot make this check vacuous.
+    for known in [
         "stress-ng",
         "fio",
         "iperf3",
         "postgresql-server",
-        "iproute-tc",
-        "netperf",
-        "python3",
-        "procps-ng",
-        "curl",
         "sysbench",
         "redis",
     ] {
-        assert!(packages.contains(needed), "blueprint.toml lacks {needed}");
+        assert!(
+            needed.contains(known),
+            "workloads no longer install {known}? {needed:?}"
+        );
+    }
+    assert!(
+        needed.contains("kernel-modules-extra"),
+        "runcmd dnf installs are found: {needed:?}"
+    );
+    let missing: Vec<&String> = needed.difference(&blueprint).collect();
+    assert!(
+        missing.is_empty(),
+        "blueprint.toml lacks workload packages {missing:?}"
+    );
+    // Guest plumbing and what the data-disk setup needs from the image (mkfs.xfs).
+    for base in ["cloud-init", "qemu-guest-agent", "xfsprogs"] {
+        assert!(blueprint.contains(base), "blueprint.toml lacks {base}");
     }
 }
 

@@ -869,14 +869,16 @@ impl Execution {
     }
 
     /// Finishes the execution. The first completion wins: later calls (e.g. an error path
-    /// after an interrupt was already recorded) change nothing. `error_summary` defaults to
-    /// [`SUMMARY_INTERRUPTED`] for `Cancelled` and [`SUMMARY_DECLINED`] for `Aborted`.
+    /// after an interrupt was already recorded) change nothing. `Cancelled` always records
+    /// [`SUMMARY_INTERRUPTED`]; `Aborted` defaults to [`SUMMARY_DECLINED`].
     pub fn complete_execution(&self, status: ExecutionStatus, error_summary: Option<&str>) {
-        let summary = error_summary.filter(|s| !s.is_empty()).or(match status {
+        let given = error_summary.filter(|s| !s.is_empty());
+        let summary = match status {
+            // The reference's fixed text, whatever error the interrupt surfaced as.
             ExecutionStatus::Cancelled => Some(SUMMARY_INTERRUPTED),
-            ExecutionStatus::Aborted => Some(SUMMARY_DECLINED),
-            _ => None,
-        });
+            ExecutionStatus::Aborted => given.or(Some(SUMMARY_DECLINED)),
+            _ => given,
+        };
         self.write("CompleteExecution", |tx, id| {
             tx.execute(
                 "UPDATE audit_log SET status = ?2, completed_at = ?3, error_summary = ?4
@@ -1080,7 +1082,7 @@ mod tests {
     fn first_completion_wins_and_cancelled_gets_the_interrupt_summary() {
         let (_dir, auditor) = open();
         let exec = auditor.start_execution(Uuid::new_v4(), &params(CommandKind::Run));
-        exec.complete_execution(ExecutionStatus::Cancelled, None);
+        exec.complete_execution(ExecutionStatus::Cancelled, Some("interrupted"));
         exec.complete_execution(ExecutionStatus::Failed, Some("later error"));
         let status: String = one(&auditor, "SELECT status FROM audit_log");
         let summary: String = one(&auditor, "SELECT error_summary FROM audit_log");

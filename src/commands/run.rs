@@ -197,6 +197,16 @@ async fn drive(
             for warning in report.warnings {
                 tracing::warn!(warning = %warning, "preflight warning");
             }
+            if server_dry_run && !report.namespace_exists {
+                // The server dry-runs namespaced objects only inside an existing namespace.
+                let error = Error::runtime(format!(
+                    "--dry-run=server needs namespace {} to exist (the API server validates \
+                     namespaced objects only in an existing namespace): create it first, or use \
+                     --dry-run to render the objects locally",
+                    plan.namespace
+                ));
+                return finish(summary, Err(error));
+            }
         }
         Err(e) => {
             summary.create_duration = started.elapsed();
