@@ -232,7 +232,11 @@ fn all_namespaces_cleans_every_namespace() {
     c.namespace("team-b", true);
     c.seed_run(NS, RUN_A, "cpu", 1);
     c.seed_run("team-b", RUN_B, "cpu", 1);
-    let out = c.run(&["cleanup", "-A", "--yes", "--wait", "--output", "json"], None, &[]);
+    let out = c.run(
+        &["cleanup", "-A", "--yes", "--wait", "--output", "json"],
+        None,
+        &[],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = json_doc(&out);
     assert_eq!(doc["namespace"], Value::Null);
@@ -482,4 +486,55 @@ fn wait_times_out_naming_what_remains() {
     let doc = json_doc(&out);
     assert_eq!(doc["status"], "wait_timed_out");
     assert_eq!(doc["wait"]["remaining"], json!(["secret virtwork/stuck"]));
+}
+
+#[test]
+fn an_interrupt_stops_issuing_deletes_and_exits_130() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 30);
+    // Slow requests and a tight rate limit keep the deletion going long enough to interrupt.
+    c.server
+        .update_faults(|f| f.latency = Duration::from_millis(50));
+    let mut child = c
+        .command(&[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "--qps",
+            "5",
+            "--burst",
+            "1",
+            "cleanup",
+            "--yes",
+        ])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = c
+        .server
+        .wait_until(seed::SETTLE, |s| s.count("delete", "virtualmachines") >= 1);
+    assert!(started, "cleanup never started deleting");
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    assert_eq!(doc["status"], "interrupted");
+    let deleted = doc["deleted"]["vms"].as_u64().unwrap();
+    assert!(doc["not_attempted"].as_u64().unwrap() > 0, "{doc}");
+    // What the summary says was deleted is what is gone; the rest is untouched.
+    let left = c.managed("virtualmachines", NS, None).len() as u64;
+    assert!(
+        left > 0 && deleted + left <= 30,
+        "deleted {deleted}, left {left}"
+    );
+    assert!(
+        c.managed("secrets", NS, None).len() == 30,
+        "secrets are deleted after VMs"
+    );
+    assert_eq!(c.cleanup_audit()[0].status, "cancelled");
 }
