@@ -266,4 +266,26 @@ mod tests {
         assert!(validate_authorized_key("ssh-ed25519 $(reboot)").is_err());
         validate_authorized_key("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0abc user@host").unwrap();
     }
+
+    #[test]
+    fn userdata_over_one_mib_is_refused_with_its_size() {
+        let mut cfg = CloudConfig {
+            write_files: vec![WriteFile::new(
+                "/x",
+                "a".repeat(USERDATA_LIMIT_BYTES - 200),
+                "0644",
+            )],
+            ..Default::default()
+        };
+        assert!(cfg.render_checked("workload \"w\"").is_ok());
+        cfg.write_files[0].content.push_str(&"a".repeat(400));
+        let err = cfg.render_checked("workload \"w\"").unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("cloud-init user-data for workload \"w\" is 10"),
+            "{msg}"
+        );
+        assert!(msg.contains("over the 1048576 byte (1 MiB) limit"), "{msg}");
+    }
 }

@@ -23,17 +23,7 @@ use crate::cli::{
 use crate::error::{Error, Result};
 
 /// The built-in workload names, sorted. Also the default `--workloads` list.
-pub const BUILTIN_WORKLOADS: [&str; 9] = [
-    "chaos-disk",
-    "chaos-network",
-    "chaos-process",
-    "cpu",
-    "database",
-    "disk",
-    "memory",
-    "network",
-    "tps",
-];
+pub const BUILTIN_WORKLOADS: [&str; 9] = crate::workloads::BUILTIN_NAMES;
 
 /// Default container disk image for every VM.
 pub const DEFAULT_IMAGE: &str = "quay.io/containerdisks/fedora:42";
@@ -59,6 +49,12 @@ pub const DEFAULT_VM_CONCURRENCY: usize = 10;
 pub const DEFAULT_QPS: f64 = 50.0;
 /// Default client-side burst.
 pub const DEFAULT_BURST: u32 = 100;
+/// Upper bounds that keep a typo from planning millions of VMs or overflowing a deadline.
+pub const MAX_VM_COUNT: u32 = 10_000;
+pub const MAX_VM_CONCURRENCY: u32 = 1_000;
+pub const MAX_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
+pub const MAX_QPS: f64 = 100_000.0;
+pub const MAX_BURST: u32 = 100_000;
 /// Catalog directory below `$HOME` when none is configured.
 pub const DEFAULT_CATALOG_SUBDIR: &str = ".virtwork/catalog";
 
@@ -307,6 +303,12 @@ const KEYS: &[KeySpec] = &[
 
 /// Top-level YAML keys that are not accepted as plain keys (they come from elsewhere).
 const FLAG_OR_ENV_ONLY: &[&str] = &["params"];
+
+/// Every `VIRTWORK_*` environment variable the configuration reads (canonical names, then
+/// aliases, in key order). The deployment manifests and docs are checked against this list.
+pub fn env_keys() -> impl Iterator<Item = &'static str> {
+    KEYS.iter().flat_map(|spec| spec.env.iter().copied())
+}
 
 /// Keys of a `workloads.<name>` YAML section, canonical spelling.
 const WORKLOAD_SECTION_KEYS: &[&str] = &["enabled", "vm-count", "cpu-cores", "memory", "params"];
@@ -773,7 +775,7 @@ fn yaml_key_text(key: &serde_yaml::Value, file: &str) -> Result<String> {
 
 fn unknown_key_error(spelled: &str, file: &str, section: &str, accepted: &[&str]) -> Error {
     let hyphenated = spelled.to_ascii_lowercase().replace('_', "-");
-    let hint = match suggest(&hyphenated, accepted.iter().copied()) {
+    let hint = match crate::workloads::params::suggest(&hyphenated, accepted) {
         Some(s) => format!(" (did you mean \"{s}\"?)"),
         None => String::new(),
     };
@@ -868,10 +870,15 @@ fn parse_workload_sections(
             match canonical.as_str() {
                 "enabled" => parsed.enabled = Some(parse_bool(&scalar(&value, &source)?, &source)?),
                 "vm-count" => {
-                    parsed.vm_count = Some(parse_count(&scalar(&value, &source)?, &source)?)
+                    parsed.vm_count = Some(parse_count(
+                        &scalar(&value, &source)?,
+                        &source,
+                        MAX_VM_COUNT,
+                    )?)
                 }
                 "cpu-cores" => {
-                    parsed.cpu_cores = Some(parse_count(&scalar(&value, &source)?, &source)?)
+                    parsed.cpu_cores =
+                        Some(parse_count(&scalar(&value, &source)?, &source, u32::MAX)?)
                 }
                 "memory" => {
                     let text = scalar(&value, &source)?;
@@ -1001,7 +1008,7 @@ fn build_config(
         Some(v) => parse_rate(v.text()?, &v.source)?,
         None => DEFAULT_QPS,
     };
-    let burst = count_key(layers, "burst", DEFAULT_BURST)?;
+    let burst = count_key(layers, "burst", DEFAULT_BURST, MAX_BURST)?;
 
     let container_disk_image = match layers.get("container-disk-image") {
         Some(v) => {
@@ -1013,10 +1020,14 @@ fn build_config(
     };
     let disk_size = quantity_key(layers, "disk-size", DEFAULT_DISK_SIZE)?;
     let memory = quantity_key(layers, "memory", DEFAULT_MEMORY)?;
-    let cpu_cores = count_key(layers, "cpu-cores", DEFAULT_CPU_CORES)?;
-    let vm_count = count_key(layers, "vm-count", DEFAULT_VM_COUNT)?;
-    let vm_concurrency =
-        count_key(layers, "vm-concurrency", DEFAULT_VM_CONCURRENCY as u32)? as usize;
+    let cpu_cores = count_key(layers, "cpu-cores", DEFAULT_CPU_CORES, u32::MAX)?;
+    let vm_count = count_key(layers, "vm-count", DEFAULT_VM_COUNT, MAX_VM_COUNT)?;
+    let vm_concurrency = count_key(
+        layers,
+        "vm-concurrency",
+        DEFAULT_VM_CONCURRENCY as u32,
+        MAX_VM_CONCURRENCY,
+    )? as usize;
 
     let wait_for_ready = match flags {
         CommandFlags::Cleanup(cleanup) => {
@@ -1029,15 +1040,19 @@ fn build_config(
     let timeout_secs = match layers.get("timeout") {
         Some(v) => {
             let text = v.text()?.trim();
-            let value: u64 = text.parse().map_err(|_| {
-                Error::input(format!(
-                    "invalid value {text:?} for {}: expected a whole number of seconds (at least 1)",
-                    v.source
-                ))
-            })?;
+            let value = text
+                .parse::<u64>()
+                .ok()
+                .filter(|secs| *secs <= MAX_TIMEOUT_SECS)
+                .ok_or_else(|| {
+                    Error::input(format!(
+                        "invalid value {text:?} for {}: expected a whole number of seconds from 1 to {MAX_TIMEOUT_SECS} (7 days)",
+                        v.source
+                    ))
+                })?;
             if value < 1 && wait_for_ready {
                 return Err(Error::input(format!(
-                    "invalid value {text:?} for {}: expected a whole number of seconds (at least 1) when waiting for readiness",
+                    "invalid value {text:?} for {}: expected a whole number of seconds, at least 1 when waiting (--wait, or run without --no-wait)",
                     v.source
                 )));
             }
@@ -1255,9 +1270,9 @@ fn bool_key(layers: &Resolved, key: &str, default: bool) -> Result<bool> {
     }
 }
 
-fn count_key(layers: &Resolved, key: &str, default: u32) -> Result<u32> {
+fn count_key(layers: &Resolved, key: &str, default: u32, max: u32) -> Result<u32> {
     match layers.get(key) {
-        Some(v) => parse_count(v.text()?, &v.source),
+        Some(v) => parse_count(v.text()?, &v.source, max),
         None => Ok(default),
     }
 }
@@ -1292,21 +1307,24 @@ fn parse_bool(text: &str, source: &str) -> Result<bool> {
     })
 }
 
-/// A whole number of at least 1 (VM counts, cores, concurrency, burst).
-fn parse_count(text: &str, source: &str) -> Result<u32> {
+/// A whole number from 1 to `max` (VM counts, cores, concurrency, burst).
+fn parse_count(text: &str, source: &str, max: u32) -> Result<u32> {
     match text.trim().parse::<u32>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(Error::input(format!(
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ if max == u32::MAX => Err(Error::input(format!(
             "invalid value {text:?} for {source}: expected a whole number of at least 1"
+        ))),
+        _ => Err(Error::input(format!(
+            "invalid value {text:?} for {source}: expected a whole number from 1 to {max}"
         ))),
     }
 }
 
 fn parse_rate(text: &str, source: &str) -> Result<f64> {
     match text.trim().parse::<f64>() {
-        Ok(n) if n.is_finite() && n >= 1.0 => Ok(n),
+        Ok(n) if n.is_finite() && (1.0..=MAX_QPS).contains(&n) => Ok(n),
         _ => Err(Error::input(format!(
-            "invalid value {text:?} for {source}: expected a number of requests per second of at least 1"
+            "invalid value {text:?} for {source}: expected a number of requests per second from 1 to {MAX_QPS}"
         ))),
     }
 }
@@ -1393,45 +1411,11 @@ fn check_builtin_names(names: &[String], source: &str) -> Result<()> {
             )));
         }
     }
-    if let Some(message) = unknown_workloads_message(names) {
-        return Err(Error::input(format!("{source}: {message}")));
+    if !names.is_empty() {
+        crate::workloads::check_builtin_names(names)
+            .map_err(|err| Error::input(format!("{source}: {err}")))?;
     }
     Ok(())
-}
-
-/// The reference's message for unknown workload names (inventory §4.4), or `None` when every
-/// name is a built-in.
-pub fn unknown_workloads_message(names: &[String]) -> Option<String> {
-    let unknown: Vec<String> = names
-        .iter()
-        .filter(|n| !BUILTIN_WORKLOADS.contains(&n.as_str()))
-        .map(|n| match suggest(n, BUILTIN_WORKLOADS.iter().copied()) {
-            Some(s) => format!("{n:?} (did you mean {s:?}?)"),
-            None => format!("{n:?}"),
-        })
-        .collect();
-    if unknown.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "unknown workload(s): {}; available: {}; workload not found",
-        unknown.join(", "),
-        BUILTIN_WORKLOADS.join(", ")
-    ))
-}
-
-/// The closest candidate within the reference's threshold (Levenshtein distance less than
-/// `len(input)/2 + 1`); ties go to the first candidate in the given order.
-pub fn suggest<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = input.chars().count() / 2 + 1;
-    let mut best: Option<(usize, &str)> = None;
-    for candidate in candidates {
-        let distance = strsim::levenshtein(input, candidate);
-        if distance < limit && best.is_none_or(|(d, _)| distance < d) {
-            best = Some((distance, candidate));
-        }
-    }
-    best.map(|(_, c)| c)
 }
 
 /// Checks a run id (`--run-id`, `audit show <id>`): a UUID in its hyphenated form.
@@ -1654,25 +1638,6 @@ mod tests {
             r#"empty param key in "cpu.=v""#
         );
         assert!(parse_params("  ").unwrap().is_empty());
-    }
-
-    #[test]
-    fn suggestions_use_the_reference_threshold() {
-        assert_eq!(suggest("cpux", BUILTIN_WORKLOADS), Some("cpu"));
-        assert_eq!(suggest("netwrk", BUILTIN_WORKLOADS), Some("network"));
-        assert_eq!(suggest("zzzzzz", BUILTIN_WORKLOADS), None);
-        // "dsk" is one edit from "disk" only.
-        assert_eq!(suggest("dsk", BUILTIN_WORKLOADS), Some("disk"));
-    }
-
-    #[test]
-    fn unknown_workload_message_is_the_reference_text() {
-        let msg = unknown_workloads_message(&["cpux".to_string(), "zzzzzz".to_string()]).unwrap();
-        assert_eq!(
-            msg,
-            "unknown workload(s): \"cpux\" (did you mean \"cpu\"?), \"zzzzzz\"; available: chaos-disk, chaos-network, chaos-process, cpu, database, disk, memory, network, tps; workload not found"
-        );
-        assert!(unknown_workloads_message(&["cpu".to_string()]).is_none());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::io::IsTerminal;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::layer::SubscriberExt;
@@ -37,9 +37,17 @@ where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let own_level = if verbose { Level::DEBUG } else { Level::INFO };
+    // kube's HTTP trace layer logs every failed request at ERROR ("failed with error ...");
+    // virtwork retries those and reports what matters itself, so they only show with --verbose.
+    let kube_level = if verbose {
+        LevelFilter::DEBUG
+    } else {
+        LevelFilter::OFF
+    };
     let filter = Targets::new()
         .with_default(Level::INFO)
-        .with_target(env!("CARGO_CRATE_NAME"), own_level);
+        .with_target(env!("CARGO_CRATE_NAME"), own_level)
+        .with_target("kube_client", kube_level);
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Text => Box::new(
@@ -83,13 +91,15 @@ where
             Level::WARN => "WARN",
             Level::ERROR => "ERROR",
         };
-        let mut object = serde_json::Map::new();
-        object.insert("time".into(), jiff::Timestamp::now().to_string().into());
-        object.insert("level".into(), level.into());
-        object.insert("msg".into(), fields.message.unwrap_or_default().into());
-        let mut line = serde_json::Value::Object(object).to_string();
-        // Append the fields by hand to keep call order (serde_json maps are sorted).
-        line.pop();
+        // Built by hand to keep the reference's key order: time, level, msg, then the fields
+        // in call order (serde_json maps would sort them).
+        let json = |text: &str| serde_json::Value::from(text).to_string();
+        let mut line = format!(
+            "{{\"time\":{},\"level\":{},\"msg\":{}",
+            json(&jiff::Timestamp::now().to_string()),
+            json(level),
+            json(&fields.message.unwrap_or_default()),
+        );
         for (name, value) in fields.values {
             line.push(',');
             line.push_str(&serde_json::Value::String(name).to_string());
@@ -192,6 +202,8 @@ mod tests {
         assert!(lines[0].find("\"vm_name\"").unwrap() < lines[0].find("\"namespace\"").unwrap());
         assert!(lines[1].contains("\"vms_deleted\":2"), "{}", lines[1]);
         assert!(first["time"].as_str().unwrap().ends_with('Z'));
+        assert!(lines[0].starts_with("{\"time\":"), "{}", lines[0]);
+        assert!(lines[0].find("\"level\"").unwrap() < lines[0].find("\"msg\"").unwrap());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use rusqlite::Connection;
 use rusqlite::types::Value;
@@ -1663,4 +1663,349 @@ fn no_row_contains_an_ssh_key_or_password() {
         }
     }
     assert!(cells > 20, "the scan saw the recorded text ({cells} cells)");
+}
+// ---------------------------------------------------------------------------------------------
+// `virtwork audit list|show` through the real binary
+// ---------------------------------------------------------------------------------------------
+
+fn virtwork(db: &Path, args: &[&str]) -> Output {
+    let home = db
+        .ancestors()
+        .find(|dir| dir.is_dir())
+        .expect("an existing ancestor directory");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("VIRTWORK_") || name == "KUBECONFIG" {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("HOME", home)
+        .current_dir(home)
+        .arg("--audit-db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+#[test]
+fn audit_list_text_is_an_aligned_table_newest_first() {
+    let f = linked_fixture();
+    let out = virtwork(&f.path, &["audit", "list"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 9, "one heading and eight executions:\n{text}");
+    for heading in [
+        "RUN ID",
+        "COMMAND",
+        "STATUS",
+        "NAMESPACE",
+        "STARTED",
+        "DURATION",
+        "OBJECTS",
+    ] {
+        assert!(lines[0].contains(heading), "{}", lines[0]);
+    }
+    assert!(
+        lines[1].starts_with(&f.cleanup.to_string()),
+        "newest first:\n{text}"
+    );
+    assert!(
+        lines[1].contains("deleted 2 VMs, 0 services, 2 secrets"),
+        "{}",
+        lines[1]
+    );
+    // Aligned: every row's STATUS column starts where its heading does.
+    let status_col = lines[0].find("STATUS").unwrap();
+    for line in &lines[1..] {
+        let status = &line[status_col..];
+        assert!(
+            ["success", "failed", "cancelled", "aborted", "in_progress"]
+                .iter()
+                .any(|s| status.starts_with(s)),
+            "misaligned row: {line}"
+        );
+    }
+    let cancelled = lines
+        .iter()
+        .find(|l| l.starts_with(&f.cancelled.to_string()))
+        .unwrap();
+    assert!(
+        cancelled.contains("cancelled") && cancelled.contains("vw-int"),
+        "{cancelled}"
+    );
+}
+
+#[test]
+fn audit_list_filters_and_json() {
+    let f = linked_fixture();
+    let out = virtwork(&f.path, &["audit", "list", "--status", "failed"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with(&f.failed.to_string())
+    );
+
+    let out = virtwork(
+        &f.path,
+        &[
+            "--namespace",
+            "vw-abort",
+            "--output",
+            "json",
+            "audit",
+            "list",
+        ],
+    );
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let executions = doc["executions"].as_array().unwrap();
+    assert_eq!(executions.len(), 1);
+    let aborted = &executions[0];
+    assert_eq!(aborted["run_id"], f.aborted.to_string());
+    assert_eq!(aborted["command"], "cleanup");
+    assert_eq!(aborted["status"], "aborted");
+    assert_eq!(aborted["cleanup_mode"], "all");
+    assert_eq!(aborted["error_summary"], "user declined confirmation");
+    assert_eq!(aborted["deleted"], serde_json::Value::Null);
+
+    let out = virtwork(
+        &f.path,
+        &["--output", "json", "audit", "list", "--limit", "3"],
+    );
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["executions"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn audit_show_text_has_parameters_vms_events_and_linked_cleanups() {
+    let f = linked_fixture();
+    let out = virtwork(&f.path, &["audit", "show", &f.run_a.to_string()]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let field = |key: &str| -> Option<String> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}:")))
+            .map(|v| v.trim().to_string())
+    };
+    let run_a = f.run_a.to_string();
+    for (key, value) in [
+        ("Run ID", run_a.as_str()),
+        ("Command", "run"),
+        ("Status", "success"),
+        ("Namespace", "shared"),
+        ("Cluster context", "kind-test"),
+        ("Kubeconfig", "/home/op/.kube/config"),
+        ("Image", "quay.io/containerdisks/fedora:42"),
+        ("Defaults", "2 CPU, 2Gi memory, 10Gi data disk"),
+        ("Workloads", "cpu"),
+        ("Planned VMs", "1"),
+        ("Dry run", "no"),
+        ("Wait for ready", "yes (timeout 600s)"),
+        ("SSH access", "none"),
+    ] {
+        assert_eq!(field(key).as_deref(), Some(value), "{key} in:\n{text}");
+    }
+    // Values start in one column.
+    let value_starts: BTreeSet<usize> = text
+        .lines()
+        .take(5)
+        .map(|l| {
+            let colon = l.find(':').unwrap() + 1;
+            colon + (l[colon..].len() - l[colon..].trim_start().len())
+        })
+        .collect();
+    assert_eq!(value_starts.len(), 1, "aligned values:\n{text}");
+    let vm_line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("virtwork-cpu-0 "))
+        .unwrap_or_else(|| panic!("VM row in:\n{text}"));
+    let vm_cells: Vec<&str> = vm_line.split_whitespace().collect();
+    assert_eq!(
+        &vm_cells[..5],
+        ["virtwork-cpu-0", "cpu", "-", "-", "deleted"],
+        "{vm_line}"
+    );
+    let cleanups = text
+        .split("Cleaned up by:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("linked cleanups in:\n{text}"));
+    assert!(
+        cleanups
+            .lines()
+            .nth(1)
+            .unwrap()
+            .trim_start()
+            .starts_with(&f.cleanup.to_string()),
+        "{text}"
+    );
+    assert!(
+        !text.lines().any(|l| l.ends_with(' ')),
+        "no trailing spaces:\n{text}"
+    );
+
+    let out = virtwork(&f.path, &["audit", "show", &f.failed.to_string()]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(text.contains("Events:"), "{text}");
+    assert!(
+        text.contains("vm_failed")
+            && text.contains(
+                "Failed to create VM virtwork-cpu-1: admission webhook denied the request"
+            ),
+        "{text}"
+    );
+    assert!(text.contains("Error:"), "{text}");
+
+    let out = virtwork(&f.path, &["audit", "show", &f.cancelled.to_string()]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(
+        text.contains("cancelled") && text.contains("interrupted by signal"),
+        "{text}"
+    );
+}
+
+#[test]
+fn audit_show_json_is_the_documented_document() {
+    let f = linked_fixture();
+    let out = virtwork(
+        &f.path,
+        &["--output", "json", "audit", "show", &f.run_b.to_string()],
+    );
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let keys: Vec<&str> = doc
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        BTreeSet::from_iter(keys),
+        BTreeSet::from([
+            "execution",
+            "workloads",
+            "vms",
+            "resources",
+            "events",
+            "linked_cleanups"
+        ])
+    );
+    let e = &doc["execution"];
+    assert_eq!(e["run_id"], f.run_b.to_string());
+    assert_eq!(e["command"], "run");
+    assert_eq!(e["status"], "success");
+    assert_eq!(e["namespace"], "shared");
+    assert_eq!(e["workloads"], serde_json::json!(["disk"]));
+    assert_eq!(e["total_vm_count"], 1);
+    assert_eq!(e["wait_for_ready"], true);
+    assert_eq!(e["ssh_auth_configured"], false);
+    assert_eq!(doc["workloads"][0]["workload_type"], "disk");
+    assert_eq!(doc["workloads"][0]["has_data_disk"], true);
+    assert_eq!(doc["vms"][0]["vm_name"], "virtwork-disk-0");
+    assert_eq!(doc["vms"][0]["status"], "deleted");
+    assert_eq!(
+        doc["resources"][0]["resource_name"],
+        "virtwork-disk-0-cloudinit"
+    );
+    assert_eq!(doc["linked_cleanups"][0]["run_id"], f.cleanup.to_string());
+    assert_eq!(doc["linked_cleanups"][0]["deleted"]["vms"], 2);
+    assert_eq!(doc["linked_cleanups"][0]["deleted"]["namespace"], true);
+
+    let out = virtwork(
+        &f.path,
+        &["--output", "json", "audit", "show", &f.cleanup.to_string()],
+    );
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut linked = vec![f.run_a.to_string(), f.run_b.to_string()];
+    linked.sort();
+    assert_eq!(
+        doc["execution"]["linked_run_ids"],
+        serde_json::json!(linked)
+    );
+    let events: Vec<&str> = doc["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["cleanup_started", "cleanup_completed"]);
+}
+
+#[test]
+fn audit_show_unknown_run_id_exits_2_suggesting_list() {
+    let f = linked_fixture();
+    let unknown = Uuid::new_v4().to_string();
+    let out = virtwork(&f.path, &["audit", "show", &unknown]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&unknown) && err.contains("virtwork audit list"),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty());
+}
+
+#[test]
+fn audit_list_invalid_status_exits_2_listing_accepted_statuses() {
+    let f = linked_fixture();
+    let out = virtwork(&f.path, &["audit", "list", "--status", "done"]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("in_progress, success, failed, aborted, cancelled") && err.contains("done"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_database_is_no_history_for_list_and_an_input_error_for_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none").join("virtwork.db");
+    let out = virtwork(&missing, &["audit", "list"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        stdout(&out),
+        format!("no audit database at {}\n", missing.display())
+    );
+    let out = virtwork(&missing, &["--output", "json", "audit", "list"]);
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc, serde_json::json!({ "executions": [] }));
+    assert!(!missing.exists(), "listing never creates a database");
+
+    let out = virtwork(&missing, &["audit", "show", &Uuid::new_v4().to_string()]);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("no audit database at"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!missing.exists());
 }

@@ -64,7 +64,14 @@ fn cases() -> Vec<Bad> {
         // Flags.
         bad(&["run", "--cpu-cores", "0"], &["--cpu-cores", "at least 1"]),
         bad(&["run", "--cpu-cores", "two"], &["--cpu-cores", "\"two\""]),
-        bad(&["run", "--vm-count=-1"], &["--vm-count", "at least 1"]),
+        bad(
+            &["run", "--vm-count=-1"],
+            &["--vm-count", "from 1 to 10000"],
+        ),
+        bad(
+            &["run", "--vm-count", "4000000000"],
+            &["--vm-count", "from 1 to 10000"],
+        ),
         bad(
             &["run", "--memory", "2GB"],
             &["--memory", "Kubernetes quantity"],
@@ -84,12 +91,17 @@ fn cases() -> Vec<Bad> {
         ),
         bad(&["run", "--namespace", ""], &["--namespace", "DNS-1123"]),
         bad(&["run", "--timeout", "0"], &["--timeout", "at least 1"]),
+        bad(
+            &["run", "--timeout", "18446744073709551615"],
+            &["--timeout", "7 days"],
+        ),
         bad(&["run", "--timeout", "soon"], &["--timeout", "seconds"]),
-        bad(&["run", "--qps", "0"], &["--qps", "at least 1"]),
+        bad(&["run", "--qps", "0"], &["--qps", "from 1 to"]),
+        bad(&["run", "--qps", "1e300"], &["--qps", "from 1 to"]),
         bad(&["run", "--burst", "many"], &["--burst", "whole number"]),
         bad(
             &["run", "--vm-concurrency", "0"],
-            &["--vm-concurrency", "at least 1"],
+            &["--vm-concurrency", "from 1 to 1000"],
         ),
         bad(
             &["run", "--container-disk-image", ""],
@@ -551,4 +563,42 @@ fn unimplemented_commands_fail_loudly_not_silently() {
             assert!(out.stdout.is_empty(), "{args:?}");
         }
     }
+}
+
+#[test]
+fn json_logs_go_to_stderr_one_object_per_line_and_stdout_keeps_only_the_product() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = virtwork(
+        dir.path(),
+        &["run", "--dry-run", "--workloads", "cpu", "--no-audit"],
+        &[("VIRTWORK_LOG_FORMAT", "json")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(!stderr.is_empty(), "a dry run logs at least its mode");
+    for line in stderr.lines() {
+        let object: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        for key in ["time", "level", "msg"] {
+            assert!(object.get(key).is_some(), "{key} missing: {line}");
+        }
+        assert!(line.starts_with("{\"time\":"), "{line}");
+    }
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("kind: VirtualMachine"), "{stdout}");
+    assert!(!stdout.contains("\"msg\""), "log line on stdout: {stdout}");
+}
+
+#[test]
+fn text_logs_are_not_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = virtwork(
+        dir.path(),
+        &["run", "--dry-run", "--workloads", "cpu", "--no-audit"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("INFO"), "{stderr}");
+    assert!(!stderr.contains("\"msg\""), "{stderr}");
 }

@@ -716,3 +716,21 @@ fn run_without_waiting_accepts_a_zero_timeout() {
     let message = input_error(Config::load(&GlobalArgs::default(), &waiting, &env(&[])));
     assert!(message.contains("--timeout"), "{message}");
 }
+
+#[test]
+fn builtin_names_match_the_registry() {
+    let registry = virtwork::workloads::Registry::builtin();
+    assert_eq!(registry.names(), BUILTIN_WORKLOADS.to_vec());
+}
+
+#[test]
+fn explicit_empty_workloads_with_catalog_entries_run_only_the_catalog() {
+    let run = RunArgs {
+        workloads: Some(vec![String::new()]),
+        from_catalog: Some(vec!["redis-bench".into()]),
+        ..RunArgs::default()
+    };
+    let config = load(&GlobalArgs::default(), &run, &[]);
+    assert!(config.workloads.is_empty() && config.workloads_explicit);
+    assert_eq!(config.from_catalog, vec!["redis-bench"]);
+}

@@ -869,14 +869,16 @@ impl Execution {
     }
 
     /// Finishes the execution. The first completion wins: later calls (e.g. an error path
-    /// after an interrupt was already recorded) change nothing. `error_summary` defaults to
-    /// [`SUMMARY_INTERRUPTED`] for `Cancelled` and [`SUMMARY_DECLINED`] for `Aborted`.
+    /// after an interrupt was already recorded) change nothing. `Cancelled` always records
+    /// [`SUMMARY_INTERRUPTED`]; `Aborted` defaults to [`SUMMARY_DECLINED`].
     pub fn complete_execution(&self, status: ExecutionStatus, error_summary: Option<&str>) {
-        let summary = error_summary.filter(|s| !s.is_empty()).or(match status {
+        let given = error_summary.filter(|s| !s.is_empty());
+        let summary = match status {
+            // The reference's fixed text, whatever error the interrupt surfaced as.
             ExecutionStatus::Cancelled => Some(SUMMARY_INTERRUPTED),
-            ExecutionStatus::Aborted => Some(SUMMARY_DECLINED),
-            _ => None,
-        });
+            ExecutionStatus::Aborted => given.or(Some(SUMMARY_DECLINED)),
+            _ => given,
+        };
         self.write("CompleteExecution", |tx, id| {
             tx.execute(
                 "UPDATE audit_log SET status = ?2, completed_at = ?3, error_summary = ?4
@@ -1080,7 +1082,7 @@ mod tests {
     fn first_completion_wins_and_cancelled_gets_the_interrupt_summary() {
         let (_dir, auditor) = open();
         let exec = auditor.start_execution(Uuid::new_v4(), &params(CommandKind::Run));
-        exec.complete_execution(ExecutionStatus::Cancelled, None);
+        exec.complete_execution(ExecutionStatus::Cancelled, Some("interrupted"));
         exec.complete_execution(ExecutionStatus::Failed, Some("later error"));
         let status: String = one(&auditor, "SELECT status FROM audit_log");
         let summary: String = one(&auditor, "SELECT error_summary FROM audit_log");
@@ -1142,6 +1144,49 @@ mod tests {
         assert!(matches!(err, Error::Audit(_)));
         assert!(err.to_string().contains("/dev/null/sub"), "{err}");
         assert_eq!(err.exit_code(), 1);
+    }
+
+    /// Captures what the recorder logs while `f` runs.
+    fn captured_logs(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn write_failures_after_open_warn_with_the_operation_and_carry_on() {
+        let (_dir, auditor) = open();
+        let exec = auditor.start_execution(Uuid::new_v4(), &params(CommandKind::Run));
+        let Auditor::Sqlite(s) = &auditor else {
+            panic!("disabled")
+        };
+        s.store.lock().execute_batch("DROP TABLE events").unwrap();
+        let logs = captured_logs(|| {
+            exec.record_event(&Event::vm_ready("virtwork-cpu-0"));
+            exec.complete_execution(ExecutionStatus::Success, None);
+        });
+        assert!(logs.contains("WARN"), "{logs}");
+        assert!(logs.contains("audit record failed"), "{logs}");
+        assert!(logs.contains("op=\"RecordEvent\""), "{logs}");
+        assert!(logs.contains("no such table: events"), "{logs}");
+        let status: String = one(&auditor, "SELECT status FROM audit_log");
+        assert_eq!(status, "success", "later writes still land");
     }
 
     #[test]

@@ -178,9 +178,16 @@ fn summary_of_objects(e: &ExecutionRecord) -> String {
             d.vms, d.services, d.secrets
         );
     }
+    let vms = |n: i64| {
+        if n == 1 {
+            "1 VM".to_string()
+        } else {
+            format!("{n} VMs")
+        }
+    };
     match (e.total_vm_count, e.workloads.is_empty()) {
-        (Some(vms), false) => format!("{vms} VMs: {}", e.workloads.join(",")),
-        (Some(vms), true) => format!("{vms} VMs"),
+        (Some(n), false) => format!("{}: {}", vms(n), e.workloads.join(",")),
+        (Some(n), true) => vms(n),
         (None, false) => e.workloads.join(","),
         (None, true) => "-".to_string(),
     }

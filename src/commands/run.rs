@@ -1,13 +1,466 @@
 //! `virtwork run`: plan the fleet from the Config, apply it to the cluster, wait and report.
+//!
+//! [`run`] plans (pure, exits 2 on bad input before any cluster call), opens the audit
+//! database, then either renders the plan (`--dry-run`, no cluster contacted) or takes the
+//! real-run path ([`run_on_cluster`]): connect (rate-limited client), start the audit
+//! record, preflight, apply (namespace, Services, Secrets + VMs), wait for readiness over one
+//! watch, then print the summary (text or `--output json`) on stdout. `--dry-run=server` goes
+//! the same way with `dryRun=All` and no wait. The first SIGINT/SIGTERM cancels whatever is
+//! in flight, records the run as `cancelled`, prints what exists and the cleanup command and
+//! exits 130; a second one exits 130 at once.
 
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::audit::recorder::{
+    Auditor, CommandKind, Event, ExecutionParams, ExecutionStatus, ResourceKind, VmRecord,
+    WorkloadStatus,
+};
+use crate::cli::{DryRunMode, LogFormat, OutputFormat, ReadyCondition};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::k8s::apply::{Applied, ApplyEvent, ApplyOptions, apply_plan};
+use crate::k8s::client::{Cluster, connect_with_config};
+use crate::k8s::preflight::{PreflightNeeds, preflight};
+use crate::k8s::ready::{ReadinessTracker, WaitOutcome, wait_for_ready};
+use crate::k8s::retry::RetryPolicy;
+use crate::plan::{Plan, build_plan};
+use crate::report::{self, KindCounts, RunProgress, RunStatus, RunSummary, VmSummary};
+use crate::workloads::Registry;
 
 /// Runs `virtwork run` with an already loaded and validated configuration.
 pub async fn run(config: &Config) -> Result<()> {
-    let _ = config;
-    Err(Error::NotImplemented {
-        command: "run",
-        issue: 4,
-    })
+    let run_id = Uuid::new_v4().to_string();
+    let registry = Registry::with_catalog(&config.catalog_dir, &config.from_catalog)?;
+    let plan = build_plan(config, &registry, &run_id)?;
+    for skipped in &plan.skipped {
+        tracing::info!(workload = %skipped, reason = "disabled in config", "workload skipped");
+    }
+    let auditor = Auditor::open(&config.audit)?;
+    match config.dry_run {
+        Some(DryRunMode::Client) => dry_run_client(config, &plan, &auditor),
+        Some(DryRunMode::Server) | None => run_on_cluster(config, &plan, &auditor).await,
+    }
+}
+
+/// `--dry-run`: print the plan (YAML stream, or the JSON plan document); no cluster call.
+fn dry_run_client(config: &Config, plan: &Plan, auditor: &Auditor) -> Result<()> {
+    let run_uuid = Uuid::parse_str(&plan.run_id)
+        .map_err(|e| Error::runtime(format!("run id {:?} is not a UUID: {e}", plan.run_id)))?;
+    let params = ExecutionParams::from_config(CommandKind::DryRun, config).with_plan(plan);
+    let execution = auditor.start_execution(run_uuid, &params);
+    execution.record_event(&Event::execution_started(CommandKind::DryRun, run_uuid));
+    execution.record_workloads(plan);
+    tracing::info!(total_vms = plan.vms.len(), "dry run mode");
+    let text = match config.output {
+        OutputFormat::Json => {
+            let doc = crate::render::plan_json(plan, "client")?;
+            let mut text = serde_json::to_string_pretty(&doc)
+                .map_err(|e| Error::runtime(format!("rendering the plan as JSON: {e}")))?;
+            text.push('\n');
+            text
+        }
+        OutputFormat::Text => crate::render::dry_run_yaml(plan)?,
+    };
+    write_stdout(&text)?;
+    execution.complete_execution(ExecutionStatus::Success, None);
+    Ok(())
+}
+
+fn write_stdout(text: &str) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(super::write_failed)
+}
+
+/// Applies `plan` to the cluster named by `config` (a real run or `--dry-run=server`),
+/// recording it through `auditor`, and prints the outcome on stdout.
+pub async fn run_on_cluster(config: &Config, plan: &Plan, auditor: &Auditor) -> Result<()> {
+    let server_dry_run = config.dry_run == Some(DryRunMode::Server);
+    let cancel = CancellationToken::new();
+    install_interrupt_handler(cancel.clone());
+
+    let cluster = connect_with_config(config).await?;
+    let run_uuid = Uuid::parse_str(&plan.run_id)
+        .map_err(|e| Error::runtime(format!("run id {:?} is not a UUID: {e}", plan.run_id)))?;
+    let command = if server_dry_run {
+        CommandKind::DryRun
+    } else {
+        CommandKind::Run
+    };
+    let mut params = ExecutionParams::from_config(command, config).with_plan(plan);
+    params.cluster_context = Some(cluster.context.clone());
+    let execution = auditor.start_execution(run_uuid, &params);
+    execution.record_event(&Event::execution_started(command, run_uuid));
+    for skipped in &plan.skipped {
+        execution.record_event(&Event::workload_skipped(skipped));
+    }
+    execution.record_workloads(plan);
+    execution.record_event(&Event::planned(
+        plan.vms.len(),
+        plan.workloads.len() + plan.skipped.len(),
+    ));
+
+    let (summary, result) = drive(config, plan, &cluster, &execution, &cancel).await;
+
+    let status = match &result {
+        Ok(()) => ExecutionStatus::Success,
+        Err(Error::Interrupted) => ExecutionStatus::Cancelled,
+        Err(_) => ExecutionStatus::Failed,
+    };
+    let workload_status = if status == ExecutionStatus::Success {
+        WorkloadStatus::Created
+    } else {
+        WorkloadStatus::Failed
+    };
+    if !server_dry_run {
+        for workload in &plan.workloads {
+            let vms_ok = summary
+                .vms
+                .iter()
+                .filter(|vm| vm.workload == workload.name)
+                .all(|vm| vm.created && (summary.wait_duration.is_none() || vm.ready_at.is_some()));
+            let status = if vms_ok && result.is_ok() {
+                WorkloadStatus::Created
+            } else {
+                workload_status
+            };
+            execution.set_workload_status(&workload.name, status);
+        }
+    }
+    let error_text = result.as_ref().err().map(ToString::to_string);
+    execution.complete_execution(status, error_text.as_deref());
+
+    tracing::info!(
+        run_id = %summary.run_id,
+        namespace = %summary.namespace,
+        vms_created = summary.created.vms,
+        services_created = summary.created.services,
+        secrets_created = summary.created.secrets,
+        container_image = %summary.container_image,
+        dry_run = server_dry_run,
+        status = summary.status.as_str(),
+        "deployment summary"
+    );
+    print_summary(config, &summary)?;
+    result
+}
+
+/// Everything after the audit start; returns the summary in every case.
+async fn drive(
+    config: &Config,
+    plan: &Plan,
+    cluster: &Cluster,
+    execution: &crate::audit::recorder::Execution,
+    cancel: &CancellationToken,
+) -> (RunSummary, Result<()>) {
+    let server_dry_run = config.dry_run == Some(DryRunMode::Server);
+    let wait = config.wait_for_ready && !server_dry_run;
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(config.timeout_secs.max(1));
+    let mut summary = empty_summary(config, plan, server_dry_run);
+
+    let finish = |mut summary: RunSummary, result: Result<()>| {
+        summary.status = match &result {
+            Ok(()) => RunStatus::Success,
+            Err(Error::Interrupted) => RunStatus::Cancelled,
+            Err(_) => RunStatus::Failed,
+        };
+        summary.error = result.as_ref().err().map(|e| match e {
+            Error::Interrupted => "interrupted by signal".to_string(),
+            other => other.to_string(),
+        });
+        summary.api_requests = cluster.gate.requests_sent();
+        (summary, result)
+    };
+
+    let needs = PreflightNeeds::from_plan(plan, wait);
+    match preflight(cluster, &needs, deadline, cancel).await {
+        Ok(report) => {
+            for warning in report.warnings {
+                tracing::warn!(warning = %warning, "preflight warning");
+            }
+            if server_dry_run && !report.namespace_exists {
+                // The server dry-runs namespaced objects only inside an existing namespace.
+                let error = Error::runtime(format!(
+                    "--dry-run=server needs namespace {} to exist (the API server validates \
+                     namespaced objects only in an existing namespace): create it first, or use \
+                     --dry-run to render the objects locally",
+                    plan.namespace
+                ));
+                return finish(summary, Err(error));
+            }
+        }
+        Err(e) => {
+            summary.create_duration = started.elapsed();
+            return finish(summary, Err(e));
+        }
+    }
+
+    let options = ApplyOptions {
+        run_id: plan.run_id.clone(),
+        namespace: plan.namespace.clone(),
+        policy: RetryPolicy::until(deadline),
+        cancel: cancel.clone(),
+        vm_concurrency: config.vm_concurrency,
+        server_dry_run,
+    };
+    let namespace = plan.namespace.clone();
+    let image = config.container_disk_image.clone();
+    let mut on_event =
+        |event: ApplyEvent| record_apply_event(&event, plan, &namespace, &image, execution);
+    let applied = apply_plan(&cluster.client, plan, &options, &mut on_event).await;
+    summary.create_duration = started.elapsed();
+    match applied {
+        Ok(applied) => fill_created(&mut summary, plan, &applied, server_dry_run),
+        Err((error, applied)) => {
+            fill_created(&mut summary, plan, &applied, server_dry_run);
+            return finish(summary, Err(error));
+        }
+    }
+
+    if !wait {
+        return finish(summary, Ok(()));
+    }
+
+    let timeout = Duration::from_secs(config.timeout_secs);
+    tracing::info!(
+        vm_count = plan.vms.len(),
+        timeout = timeout.as_nanos() as u64,
+        "waiting for VMs to become ready"
+    );
+    let wait_started = Instant::now();
+    let mut tracker = ReadinessTracker::new(
+        plan.vms.iter().map(|v| v.name.clone()),
+        config.ready_condition,
+    );
+    let live = std::io::stderr().is_terminal() && config.log_format == LogFormat::Text;
+    let mut progress = RunProgress::new(plan.vms.len(), live);
+    let (outcome, stats) = wait_for_ready(
+        cluster.client.clone(),
+        &plan.namespace,
+        &plan.run_id,
+        &mut tracker,
+        timeout,
+        cancel,
+        &mut progress,
+    )
+    .await;
+    progress.finish();
+    summary.wait_duration = Some(wait_started.elapsed());
+    summary.vms_ready = tracker.ready_count();
+    tracing::debug!(reconnects = stats.reconnects, "readiness watch finished");
+
+    for state in tracker.vms() {
+        if let Some(vm) = summary.vms.iter_mut().find(|v| v.name == state.name) {
+            vm.phase = Some(state.phase.clone());
+            vm.ready_at = state.ready_at;
+        }
+        match state.ready_at {
+            Some(at) => {
+                execution.update_vm_ready(&state.name, &state.phase, at);
+                execution.record_event(&Event::vm_ready(&state.name));
+            }
+            None if outcome == WaitOutcome::Cancelled => {
+                execution.update_vm_phase(&state.name, &state.phase);
+            }
+            None => {
+                execution.update_vm_failed(&state.name, Some(&state.phase));
+                let why = state.failure.clone().unwrap_or_else(|| match &outcome {
+                    WaitOutcome::TimedOut => format!(
+                        "not {} after {}s (last phase {})",
+                        condition_name(config.ready_condition),
+                        config.timeout_secs,
+                        state.phase
+                    ),
+                    _ => format!("not ready (last phase {})", state.phase),
+                });
+                execution.record_event(&Event::vm_timeout(&state.name, &why));
+            }
+        }
+    }
+
+    let result = match outcome {
+        WaitOutcome::AllReady => {
+            tracing::info!(vm_count = plan.vms.len(), "all VMs ready");
+            Ok(())
+        }
+        WaitOutcome::Cancelled => Err(Error::Interrupted),
+        WaitOutcome::Failed { vm, reason } => Err(Error::runtime(format!(
+            "VM {}/{vm} failed: its VirtualMachineInstance reached phase Failed ({reason})",
+            plan.namespace
+        ))),
+        WaitOutcome::WatchFailed(message) => Err(Error::runtime(message)),
+        WaitOutcome::TimedOut => {
+            let pending: Vec<String> = tracker
+                .not_ready()
+                .iter()
+                .map(|v| format!("{} ({})", v.name, v.phase))
+                .collect();
+            Err(Error::runtime(format!(
+                "readiness timeout after {}s: {} of {} VMs not {}: {}",
+                config.timeout_secs,
+                pending.len(),
+                tracker.total(),
+                condition_name(config.ready_condition),
+                pending.join(", ")
+            )))
+        }
+    };
+    finish(summary, result)
+}
+
+fn condition_name(condition: ReadyCondition) -> &'static str {
+    match condition {
+        ReadyCondition::Running => "running",
+        ReadyCondition::Ready => "ready",
+        ReadyCondition::AgentConnected => "agent-connected",
+    }
+}
+
+fn empty_summary(config: &Config, plan: &Plan, server_dry_run: bool) -> RunSummary {
+    RunSummary {
+        status: RunStatus::Failed,
+        run_id: plan.run_id.clone(),
+        namespace: plan.namespace.clone(),
+        server_dry_run,
+        container_image: config.container_disk_image.clone(),
+        ready_condition: condition_name(config.ready_condition).to_string(),
+        planned: KindCounts {
+            services: plan.services.len(),
+            secrets: plan.vms.len(),
+            vms: plan.vms.len(),
+            data_volumes: plan.data_volume_count(),
+        },
+        created: KindCounts::default(),
+        create_duration: Duration::ZERO,
+        wait_duration: None,
+        vms_ready: 0,
+        vms: plan
+            .vms
+            .iter()
+            .map(|vm| VmSummary {
+                name: vm.name.clone(),
+                workload: vm.workload.clone(),
+                role: vm.role.clone(),
+                created: false,
+                phase: None,
+                ready_at: None,
+            })
+            .collect(),
+        api_requests: 0,
+        error: None,
+    }
+}
+
+fn fill_created(summary: &mut RunSummary, plan: &Plan, applied: &Applied, server_dry_run: bool) {
+    if server_dry_run {
+        // Nothing persisted: "created" stays zero; the summary reports what was validated.
+        return;
+    }
+    summary.created = KindCounts {
+        services: applied.services.len(),
+        secrets: applied.secrets.len(),
+        vms: applied.vms.len(),
+        data_volumes: plan
+            .vms
+            .iter()
+            .filter(|vm| applied.vms.binary_search(&vm.name).is_ok())
+            .map(|vm| vm.data_volumes.len())
+            .sum(),
+    };
+    for vm in &mut summary.vms {
+        vm.created = applied.vms.binary_search(&vm.name).is_ok();
+    }
+}
+
+/// Logs and audits one apply step.
+fn record_apply_event(
+    event: &ApplyEvent,
+    plan: &Plan,
+    namespace: &str,
+    image: &str,
+    execution: &crate::audit::recorder::Execution,
+) {
+    match event {
+        ApplyEvent::NamespaceEnsured { namespace, created } => {
+            tracing::info!(namespace = %namespace, created = *created, "namespace ensured");
+        }
+        ApplyEvent::ServiceCreated { name, workload } => {
+            tracing::info!(service_name = %name, namespace = %namespace, "service created");
+            execution.record_resource(ResourceKind::Service, name, namespace);
+            execution.record_event(&Event::service_created(name, workload));
+        }
+        ApplyEvent::SecretCreated { name, .. } => {
+            tracing::info!(secret_name = %name, namespace = %namespace, "secret created");
+            execution.record_resource(ResourceKind::Secret, name, namespace);
+        }
+        ApplyEvent::VmCreated { name, workload } => {
+            tracing::info!(vm_name = %name, namespace = %namespace, workload = %workload, "vm created");
+            let planned_vm = plan.vms.iter().find(|v| &v.name == name);
+            let planned_workload = plan.workloads.iter().find(|w| &w.name == workload);
+            if let (Some(vm), Some(w)) = (planned_vm, planned_workload) {
+                execution.record_vm(&VmRecord::from_planned(vm, w, namespace, image));
+            }
+            execution.record_event(&Event::vm_created(name));
+        }
+        ApplyEvent::VmFailed { name, error } => {
+            tracing::error!(vm_name = %name, error = %error, "vm creation failed");
+            execution.record_event(&Event::vm_failed(name, error));
+        }
+    }
+}
+
+fn print_summary(config: &Config, summary: &RunSummary) -> Result<()> {
+    let text = match config.output {
+        OutputFormat::Json => {
+            let mut doc = serde_json::to_string_pretty(&report::run_summary_json(summary))
+                .map_err(|e| Error::runtime(format!("rendering the run summary: {e}")))?;
+            doc.push('\n');
+            doc
+        }
+        OutputFormat::Text => {
+            // Nothing happened on the cluster: the error line on stderr says it all.
+            let touched = summary.created.vms + summary.created.secrets + summary.created.services;
+            if summary.status != RunStatus::Success && touched == 0 {
+                return Ok(());
+            }
+            report::run_summary_text(summary)
+        }
+    };
+    write_stdout(&text)
+}
+
+/// First SIGINT/SIGTERM: cancel `cancel` (the run winds down and exits 130). Second: exit
+/// 130 immediately.
+fn install_interrupt_handler(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        next_signal(term.as_mut()).await;
+        tracing::warn!("interrupt received: stopping (press Ctrl-C again to exit immediately)");
+        cancel.cancel();
+        next_signal(term.as_mut()).await;
+        std::process::exit(130);
+    });
+}
+
+async fn next_signal(term: Option<&mut tokio::signal::unix::Signal>) {
+    match term {
+        Some(term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }

@@ -30,7 +30,7 @@ use crate::labels;
 use crate::plan::Plan;
 
 /// How long we keep trying to reach an unresponsive API server before giving up.
-const REACH_BUDGET: Duration = Duration::from_secs(10);
+const REACH_BUDGET: Duration = Duration::from_secs(3);
 /// The annotation marking the default StorageClass (and its deprecated beta form).
 const DEFAULT_CLASS_ANNOTATIONS: [&str; 2] = [
     "storageclass.kubernetes.io/is-default-class",
@@ -115,6 +115,18 @@ pub fn unreachable_error(cluster: &Cluster, err: &kube::Error) -> Error {
     Error::runtime(format!("cannot reach {place}: {detail}; {hint}"))
 }
 
+/// A failed preflight request as a crate error; 401 becomes the credentials message
+/// (some servers let `/version` through unauthenticated, so it can surface here).
+fn failed(cluster: &Cluster, err: RetryError, context: String) -> Error {
+    match err {
+        RetryError::Failed {
+            error: kube::Error::Api(status),
+            ..
+        } if status.code == 401 => unreachable_error(cluster, &kube::Error::Api(status)),
+        other => other.into_error(context),
+    }
+}
+
 /// Runs every check; `Ok` means the run may start writing.
 pub async fn preflight(
     cluster: &Cluster,
@@ -185,7 +197,7 @@ pub async fn preflight(
                     "{missing}: the API server does not serve {group_version}"
                 ));
             }
-            Err(err) => return Err(err.into_error(format!("discovering {group_version}"))),
+            Err(err) => return Err(failed(cluster, err, format!("discovering {group_version}"))),
         }
     }
 
@@ -200,7 +212,13 @@ pub async fn preflight(
         Err(RetryError::Cancelled) => return Err(Error::Interrupted),
         // Forbidden to read it: the access review below says so precisely.
         Err(err) if err.failure() == Some(Failure::Permanent) => None,
-        Err(err) => return Err(err.into_error(format!("reading namespace {}", needs.namespace))),
+        Err(err) => {
+            return Err(failed(
+                cluster,
+                err,
+                format!("reading namespace {}", needs.namespace),
+            ));
+        }
     };
     let namespace_exists = matches!(namespace_state, Some(Some(_)));
 
@@ -265,7 +283,11 @@ pub async fn preflight(
             Ok(done) => done.status,
             Err(RetryError::Cancelled) => return Err(Error::Interrupted),
             Err(err) => {
-                return Err(err.into_error("checking permissions (SelfSubjectAccessReview)"));
+                return Err(failed(
+                    cluster,
+                    err,
+                    "checking permissions (SelfSubjectAccessReview)".to_string(),
+                ));
             }
         };
         let allowed = status

@@ -60,8 +60,11 @@ pub fn classify(err: &kube::Error) -> Failure {
             if status.code == 404 {
                 return Failure::NotFound;
             }
+            // A client error (4xx other than 429) is final whatever its reason says; for
+            // other codes a transient reason is enough (client-go decides by reason too).
+            let client_error = (400..500).contains(&status.code) && status.code != 429;
             if TRANSIENT_CODES.contains(&status.code)
-                || TRANSIENT_REASONS.contains(&status.reason.as_str())
+                || (!client_error && TRANSIENT_REASONS.contains(&status.reason.as_str()))
             {
                 let retry_after = status
                     .details
@@ -340,11 +343,13 @@ mod tests {
                 "{code} {reason}"
             );
         }
-        // A reason alone is enough (the server may send it with an unusual code).
+        // A reason alone is enough for non-client-error codes...
         assert!(matches!(
-            classify(&api(400, "ServerTimeout")),
+            classify(&api(520, "ServerTimeout")),
             Failure::Transient { .. }
         ));
+        // ...but a 4xx stays final whatever its reason claims.
+        assert_eq!(classify(&api(403, "InternalError")), Failure::Permanent);
     }
 
     #[test]

@@ -1,0 +1,670 @@
+//! Simulated cluster controllers: KubeVirt's VM controller (VM → VMI with phases Pending →
+//! Scheduling → Scheduled → Running, VM printableStatus/ready), CDI (DataVolume → PVC,
+//! phase Succeeded), the garbage collector (ownerReferences, Background and Foreground
+//! propagation) and the namespace lifecycle (Terminating, contents removed, then the
+//! namespace). They react to store events on the server's runtime with configurable delays.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::http::Shared;
+use super::resources::{self, RESOURCES};
+use super::store::{EventType, Key, Store, StoreEvent, meta_str, owner_uids};
+
+/// Timing and behaviour of the simulated controllers.
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    /// Controllers on at all (off: objects just sit in the store).
+    pub enabled: bool,
+    /// VMI Pending → Scheduling.
+    pub pending_delay: Duration,
+    /// VMI Scheduling → Scheduled (once its DataVolumes and cloud-init Secret are ready).
+    pub scheduling_delay: Duration,
+    /// VMI Scheduled → Running (or Failed).
+    pub scheduled_delay: Duration,
+    /// DataVolume created → Succeeded (and its PVC Bound).
+    pub datavolume_delay: Duration,
+    /// Owner deleted → dependents garbage-collected (Background propagation).
+    pub gc_delay: Duration,
+    /// Namespace marked Terminating → contents removed → namespace removed.
+    pub namespace_delete_delay: Duration,
+    /// VMs whose containerDisk image contains this substring fail (VMI Failed, VM
+    /// printableStatus CrashLoopBackOff).
+    pub fail_image_pattern: Option<String>,
+    /// VMs whose image contains this substring never schedule (VMI Scheduling, VM
+    /// printableStatus ErrorUnschedulable).
+    pub unschedulable_image_pattern: Option<String>,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            enabled: true,
+            pending_delay: Duration::from_millis(20),
+            scheduling_delay: Duration::from_millis(20),
+            scheduled_delay: Duration::from_millis(20),
+            datavolume_delay: Duration::from_millis(30),
+            gc_delay: Duration::from_millis(20),
+            namespace_delete_delay: Duration::from_millis(50),
+            fail_image_pattern: Some("fail".into()),
+            unschedulable_image_pattern: Some("unschedulable".into()),
+        }
+    }
+}
+
+const NS: usize = 0;
+const SECRET: usize = 1;
+const PVC: usize = 3;
+const VM: usize = 4;
+const VMI: usize = 5;
+const DV: usize = 6;
+
+fn idx(plural: &str) -> usize {
+    resources::lookup(plural).unwrap()
+}
+
+fn owner_ref(owner: &Value) -> Value {
+    json!({
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta_str(owner, "name"),
+        "uid": meta_str(owner, "uid"),
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+fn terminating(obj: &Value) -> bool {
+    !meta_str(obj, "deletionTimestamp").is_empty()
+}
+
+fn images(vm_or_vmi_spec: &Value) -> Vec<String> {
+    vm_or_vmi_spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .map(|vols| {
+            vols.iter()
+                .filter_map(|v| v.pointer("/containerDisk/image").and_then(Value::as_str))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn matches_pattern(images: &[String], pattern: &Option<String>) -> bool {
+    pattern
+        .as_deref()
+        .is_some_and(|p| !p.is_empty() && images.iter().any(|i| i.contains(p)))
+}
+
+fn wants_running(vm: &Value) -> bool {
+    match vm.pointer("/spec/runStrategy").and_then(Value::as_str) {
+        Some(s) => matches!(s, "Always" | "RerunOnFailure" | "Once"),
+        None => vm
+            .pointer("/spec/running")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    }
+}
+
+/// Runs until the server stops, reacting to every committed change.
+pub async fn run(shared: Arc<Shared>) {
+    let mut changes = shared.changes.clone();
+    let mut cursor = 0usize;
+    let mut namespaces_in_progress: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let events: Vec<StoreEvent> = {
+            let store = shared.store.lock().unwrap();
+            let evs = store.event_log[cursor..].to_vec();
+            cursor = store.event_log.len();
+            evs
+        };
+        let opts = shared.controller.lock().unwrap().clone();
+        if opts.enabled {
+            for ev in &events {
+                react(&shared, &opts, ev, &mut namespaces_in_progress);
+            }
+            foreground_pass(&shared);
+        }
+        if changes.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn react(
+    shared: &Arc<Shared>,
+    opts: &ControllerOptions,
+    ev: &StoreEvent,
+    ns_in_progress: &mut BTreeSet<String>,
+) {
+    let key: Key = (ev.res, ev.namespace.clone(), ev.name.clone());
+    match (ev.res, ev.event_type) {
+        (_, EventType::Deleted) => {
+            let uid = meta_str(&ev.object, "uid").to_string();
+            schedule_gc(shared, opts.gc_delay, uid);
+        }
+        (NS, _) if terminating(&ev.object) => {
+            let uid = meta_str(&ev.object, "uid").to_string();
+            if ns_in_progress.insert(uid) {
+                schedule_namespace_deletion(shared, opts.namespace_delete_delay, ev.name.clone());
+            }
+        }
+        (VM, _) => {
+            let mut store = shared.store.lock().unwrap();
+            reconcile_vm(&mut store, &key, opts);
+        }
+        (VMI, EventType::Added) => {
+            spawn_vmi_progress(shared, key, meta_str(&ev.object, "uid").to_string());
+        }
+        (DV, EventType::Added) => {
+            {
+                let mut store = shared.store.lock().unwrap();
+                ensure_pvc_for_dv(&mut store, &ev.object);
+            }
+            spawn_dv_progress(
+                shared,
+                key,
+                meta_str(&ev.object, "uid").to_string(),
+                opts.datavolume_delay,
+            );
+        }
+        _ => {}
+    }
+    if ev.res == VMI || ev.res == DV {
+        // The owning VM's status follows its VMI and volumes.
+        let owners: Vec<String> = ev
+            .object
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .map(|refs| {
+                refs.iter()
+                    .filter(|r| r["kind"] == "VirtualMachine")
+                    .filter_map(|r| r["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut store = shared.store.lock().unwrap();
+        for vm in owners {
+            refresh_vm_status(&mut store, &(VM, ev.namespace.clone(), vm), opts);
+        }
+    }
+}
+
+/// Creates missing DataVolumes and the VMI for a VM, deletes the VMI of a stopped VM, and
+/// recomputes the VM's status.
+fn reconcile_vm(store: &mut Store, key: &Key, opts: &ControllerOptions) {
+    let Some(vm) = store.objects.get(key).cloned() else {
+        return;
+    };
+    if terminating(&vm) {
+        return;
+    }
+    let ns = key.1.clone();
+    let vm_uid = meta_str(&vm, "uid").to_string();
+    for tmpl in vm
+        .pointer("/spec/dataVolumeTemplates")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+    {
+        let dv_name = tmpl
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if dv_name.is_empty()
+            || store
+                .objects
+                .contains_key(&(DV, ns.clone(), dv_name.clone()))
+        {
+            continue;
+        }
+        let mut metadata = tmpl.get("metadata").cloned().unwrap_or(json!({}));
+        metadata["namespace"] = json!(ns);
+        metadata["ownerReferences"] = json!([owner_ref(&vm)]);
+        let dv = json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1",
+            "kind": "DataVolume",
+            "metadata": metadata,
+            "spec": tmpl.get("spec").cloned().unwrap_or(json!({})),
+            "status": { "phase": "Pending", "progress": "N/A" },
+        });
+        store.upsert(DV, dv);
+    }
+    let vmi_key = (VMI, ns.clone(), key.2.clone());
+    let existing = store.objects.get(&vmi_key).cloned();
+    if wants_running(&vm) {
+        if existing.is_none() {
+            let template = vm.pointer("/spec/template").cloned().unwrap_or(json!({}));
+            let mut metadata = template.get("metadata").cloned().unwrap_or(json!({}));
+            if !metadata.is_object() {
+                metadata = json!({});
+            }
+            metadata["name"] = json!(key.2);
+            metadata["namespace"] = json!(ns);
+            metadata["ownerReferences"] = json!([owner_ref(&vm)]);
+            let labels = metadata
+                .as_object_mut()
+                .unwrap()
+                .entry("labels")
+                .or_insert(json!({}));
+            labels["kubevirt.io/vm"] = json!(key.2);
+            let vmi = json!({
+                "apiVersion": "kubevirt.io/v1",
+                "kind": "VirtualMachineInstance",
+                "metadata": metadata,
+                "spec": template.get("spec").cloned().unwrap_or(json!({})),
+                "status": { "phase": "Pending" },
+            });
+            store.upsert(VMI, vmi);
+        }
+    } else if let Some(vmi) = existing
+        && owner_uids(&vmi).contains(&vm_uid)
+    {
+        store.remove_now(&vmi_key);
+    }
+    refresh_vm_status(store, key, opts);
+}
+
+fn dv_names(vm_spec_template_spec: &Value, vm: &Value) -> Vec<String> {
+    let mut names: Vec<String> = vm
+        .pointer("/spec/dataVolumeTemplates")
+        .and_then(Value::as_array)
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| t.pointer("/metadata/name").and_then(Value::as_str))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    for v in vm_spec_template_spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+    {
+        if let Some(n) = v.pointer("/dataVolume/name").and_then(Value::as_str)
+            && !names.iter().any(|x| x == n)
+        {
+            names.push(n.to_string());
+        }
+    }
+    names
+}
+
+fn volumes_ready(store: &Store, ns: &str, names: &[String]) -> bool {
+    names.iter().all(|n| {
+        store
+            .objects
+            .get(&(DV, ns.to_string(), n.clone()))
+            .and_then(|dv| dv.pointer("/status/phase"))
+            .and_then(Value::as_str)
+            == Some("Succeeded")
+    })
+}
+
+fn cloud_init_secrets(spec: &Value) -> Vec<String> {
+    spec.get("volumes")
+        .and_then(Value::as_array)
+        .map(|vols| {
+            vols.iter()
+                .flat_map(|v| {
+                    [
+                        "/cloudInitNoCloud/secretRef/name",
+                        "/cloudInitNoCloud/networkDataSecretRef/name",
+                        "/cloudInitConfigDrive/secretRef/name",
+                    ]
+                    .into_iter()
+                    .filter_map(move |p| v.pointer(p).and_then(Value::as_str).map(String::from))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn refresh_vm_status(store: &mut Store, key: &Key, opts: &ControllerOptions) {
+    let Some(mut vm) = store.objects.get(key).cloned() else {
+        return;
+    };
+    let ns = &key.1;
+    let spec = vm
+        .pointer("/spec/template/spec")
+        .cloned()
+        .unwrap_or(json!({}));
+    let vmi = store
+        .objects
+        .get(&(VMI, ns.clone(), key.2.clone()))
+        .cloned();
+    let dvs = dv_names(&spec, &vm);
+    let phase = vmi
+        .as_ref()
+        .and_then(|v| v.pointer("/status/phase"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let printable = if terminating(&vm) {
+        "Terminating"
+    } else if !wants_running(&vm) {
+        if vmi.is_some() { "Stopping" } else { "Stopped" }
+    } else if !volumes_ready(store, ns, &dvs) {
+        "Provisioning"
+    } else {
+        match phase {
+            "Running" => "Running",
+            "Failed" => "CrashLoopBackOff",
+            "Scheduling" if matches_pattern(&images(&spec), &opts.unschedulable_image_pattern) => {
+                "ErrorUnschedulable"
+            }
+            _ => "Starting",
+        }
+    };
+    let ready = phase == "Running";
+    let mut status = json!({
+        "printableStatus": printable,
+        "ready": ready,
+        "created": vmi.is_some(),
+        "conditions": [{
+            "type": "Ready",
+            "status": if ready { "True" } else { "False" },
+            "reason": if ready { "" } else { printable },
+        }],
+    });
+    if wants_running(&vm) {
+        status["runStrategy"] = vm
+            .pointer("/spec/runStrategy")
+            .cloned()
+            .unwrap_or(json!("Always"));
+    }
+    if vm.get("status") != Some(&status) {
+        vm["status"] = status;
+        store.put(key, vm);
+    }
+}
+
+fn ensure_pvc_for_dv(store: &mut Store, dv: &Value) {
+    let ns = meta_str(dv, "namespace").to_string();
+    let name = meta_str(dv, "name").to_string();
+    if store.objects.contains_key(&(PVC, ns.clone(), name.clone())) {
+        return;
+    }
+    let size = dv
+        .pointer("/spec/storage/resources/requests/storage")
+        .or_else(|| dv.pointer("/spec/pvc/resources/requests/storage"))
+        .cloned()
+        .unwrap_or(json!("1Gi"));
+    let mut metadata = json!({ "name": name, "namespace": ns, "ownerReferences": [owner_ref(dv)] });
+    if let Some(l) = dv.pointer("/metadata/labels") {
+        metadata["labels"] = l.clone();
+    }
+    store.upsert(
+        PVC,
+        json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": metadata,
+            "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": size } }, "volumeMode": "Filesystem" },
+            "status": { "phase": "Pending" },
+        }),
+    );
+}
+
+fn spawn_dv_progress(shared: &Arc<Shared>, key: Key, uid: String, delay: Duration) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let mut store = shared.store.lock().unwrap();
+        let Some(mut dv) = store.objects.get(&key).cloned() else {
+            return;
+        };
+        if meta_str(&dv, "uid") != uid || terminating(&dv) {
+            return;
+        }
+        dv["status"] = json!({
+            "phase": "Succeeded",
+            "progress": "100.0%",
+            "conditions": [
+                { "type": "Bound", "status": "True", "reason": "Bound" },
+                { "type": "Ready", "status": "True" },
+            ],
+        });
+        store.put(&key, dv);
+        let pvc_key = (PVC, key.1.clone(), key.2.clone());
+        if let Some(mut pvc) = store.objects.get(&pvc_key).cloned() {
+            let size = pvc
+                .pointer("/spec/resources/requests/storage")
+                .cloned()
+                .unwrap_or(json!("1Gi"));
+            pvc["spec"]["volumeName"] = json!(format!("pvc-{}", meta_str(&pvc, "uid")));
+            pvc["status"] = json!({ "phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": { "storage": size } });
+            store.put(&pvc_key, pvc);
+        }
+    });
+}
+
+/// Drives one VMI through its phases; each step is a committed change (a watch event).
+fn spawn_vmi_progress(shared: &Arc<Shared>, key: Key, uid: String) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let mut changes = shared.changes.clone();
+        loop {
+            let opts = shared.controller.lock().unwrap().clone();
+            let phase = {
+                let store = shared.store.lock().unwrap();
+                match store.objects.get(&key) {
+                    Some(v) if meta_str(v, "uid") == uid && !terminating(v) => v
+                        .pointer("/status/phase")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Pending")
+                        .to_string(),
+                    _ => return,
+                }
+            };
+            let delay = match phase.as_str() {
+                "Pending" => opts.pending_delay,
+                "Scheduling" => opts.scheduling_delay,
+                "Scheduled" => opts.scheduled_delay,
+                _ => return,
+            };
+            tokio::time::sleep(delay).await;
+            let advanced = {
+                let mut store = shared.store.lock().unwrap();
+                advance_vmi(&mut store, &key, &uid, &opts)
+            };
+            if !advanced {
+                // Blocked (volumes, Secret, unschedulable): wait for any change, re-check.
+                let _ = tokio::time::timeout(Duration::from_millis(200), changes.changed()).await;
+            }
+        }
+    });
+}
+
+fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions) -> bool {
+    let Some(mut vmi) = store.objects.get(key).cloned() else {
+        return false;
+    };
+    if meta_str(&vmi, "uid") != uid {
+        return false;
+    }
+    let ns = key.1.clone();
+    let spec = vmi.get("spec").cloned().unwrap_or(json!({}));
+    let phase = vmi
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending")
+        .to_string();
+    let next = match phase.as_str() {
+        "Pending" => {
+            vmi["status"] = json!({
+                "phase": "Scheduling",
+                "conditions": [{ "type": "Ready", "status": "False", "reason": "PodNotExists" }],
+            });
+            true
+        }
+        "Scheduling" => {
+            let dvs: Vec<String> = spec
+                .get("volumes")
+                .and_then(Value::as_array)
+                .map(|v| {
+                    v.iter()
+                        .filter_map(|x| x.pointer("/dataVolume/name").and_then(Value::as_str))
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let secrets_ready = cloud_init_secrets(&spec)
+                .iter()
+                .all(|s| store.objects.contains_key(&(SECRET, ns.clone(), s.clone())));
+            if matches_pattern(&images(&spec), &opts.unschedulable_image_pattern) {
+                let cond = json!([{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: 3 Insufficient devices.kubevirt.io/kvm.",
+                }]);
+                if vmi.pointer("/status/conditions") != Some(&cond) {
+                    vmi["status"]["conditions"] = cond;
+                    store.put(key, vmi);
+                    refresh_vm_status(store, &(VM, ns.clone(), key.2.clone()), opts);
+                }
+                return false;
+            }
+            if !secrets_ready || !volumes_ready(store, &ns, &dvs) {
+                return false;
+            }
+            vmi["status"] = json!({
+                "phase": "Scheduled",
+                "nodeName": "fake-node-0",
+                "conditions": [{ "type": "Ready", "status": "False", "reason": "GuestNotRunning" }],
+            });
+            true
+        }
+        "Scheduled" => {
+            if matches_pattern(&images(&spec), &opts.fail_image_pattern) {
+                vmi["status"] = json!({
+                    "phase": "Failed",
+                    "nodeName": "fake-node-0",
+                    "reason": "ImagePullBackOff",
+                    "conditions": [{ "type": "Ready", "status": "False", "reason": "GuestFailed" }],
+                });
+            } else {
+                let n = store.rv % 250 + 2;
+                vmi["status"] = json!({
+                    "phase": "Running",
+                    "nodeName": "fake-node-0",
+                    "interfaces": [{ "name": "default", "ipAddress": format!("10.244.0.{n}") }],
+                    "conditions": [{ "type": "Ready", "status": "True" }],
+                });
+            }
+            true
+        }
+        _ => false,
+    };
+    if next {
+        store.put(key, vmi);
+        refresh_vm_status(store, &(VM, ns, key.2.clone()), opts);
+    }
+    next
+}
+
+/// Background garbage collection: after `delay`, removes objects all of whose owners are gone.
+fn schedule_gc(shared: &Arc<Shared>, delay: Duration, owner_uid: String) {
+    if owner_uid.is_empty() {
+        return;
+    }
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let mut store = shared.store.lock().unwrap();
+        let live: BTreeSet<String> = store
+            .objects
+            .values()
+            .map(|o| meta_str(o, "uid").to_string())
+            .collect();
+        for dep in store.dependents_of(&owner_uid) {
+            let Some(obj) = store.objects.get(&dep) else {
+                continue;
+            };
+            if owner_uids(obj).iter().all(|u| !live.contains(u)) {
+                store.remove_now(&dep);
+            }
+        }
+    });
+}
+
+/// Foreground deletion: owners marked with the `foregroundDeletion` finalizer lose their
+/// dependents first, then disappear.
+fn foreground_pass(shared: &Arc<Shared>) {
+    let mut store = shared.store.lock().unwrap();
+    let owners: Vec<Key> = store
+        .objects
+        .iter()
+        .filter(|(_, o)| {
+            terminating(o)
+                && o.pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| f.iter().any(|x| x == "foregroundDeletion"))
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    for key in owners {
+        let uid = meta_str(&store.objects[&key], "uid").to_string();
+        let deps = store.dependents_of(&uid);
+        if deps.is_empty() {
+            let mut obj = store.objects[&key].clone();
+            let fins = obj["metadata"]["finalizers"].as_array_mut().unwrap();
+            fins.retain(|f| f != "foregroundDeletion");
+            if fins.is_empty() {
+                store.remove_now(&key);
+            } else {
+                store.put(&key, obj);
+            }
+        } else {
+            for d in deps {
+                let dep_uid = meta_str(&store.objects[&d], "uid").to_string();
+                if store.dependents_of(&dep_uid).is_empty() {
+                    store.remove_now(&d);
+                } else if !terminating(&store.objects[&d]) {
+                    let mut o = store.objects[&d].clone();
+                    o["metadata"]["deletionTimestamp"] = json!(
+                        jiff::Timestamp::now()
+                            .round(jiff::Unit::Second)
+                            .unwrap()
+                            .to_string()
+                    );
+                    o["metadata"]["finalizers"] = json!(["foregroundDeletion"]);
+                    store.put(&d, o);
+                }
+            }
+        }
+    }
+}
+
+/// Namespace lifecycle: after `delay`, remove everything in the namespace, then the namespace.
+fn schedule_namespace_deletion(shared: &Arc<Shared>, delay: Duration, ns: String) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let mut store = shared.store.lock().unwrap();
+        // Dependents first so owners never vanish before what they own.
+        let mut keys: Vec<Key> = store
+            .objects
+            .keys()
+            .filter(|k| k.1 == ns && RESOURCES[k.0].namespaced)
+            .cloned()
+            .collect();
+        keys.sort_by_key(|k| std::cmp::Reverse(depth_rank(k.0)));
+        for k in keys {
+            store.remove_now(&k);
+        }
+        store.remove_now(&(NS, String::new(), ns));
+    });
+}
+
+fn depth_rank(res: usize) -> usize {
+    match res {
+        r if r == idx("persistentvolumeclaims") => 3,
+        r if r == idx("virtualmachineinstances") || r == idx("datavolumes") => 2,
+        _ => 1,
+    }
+}
