@@ -495,7 +495,7 @@ fn an_interrupt_stops_issuing_deletes_and_exits_130() {
     // Slow requests and a tight rate limit keep the deletion going long enough to interrupt.
     c.server
         .update_faults(|f| f.latency = Duration::from_millis(50));
-    let mut child = c
+    let child = c
         .command(&[
             "--namespace",
             NS,
