@@ -735,6 +735,11 @@ fn load_yaml_file(path: &Path) -> Result<FileSource> {
             .iter()
             .find(|s| s.key == canonical && !FLAG_OR_ENV_ONLY.contains(&s.key))
         else {
+            if canonical == "params" {
+                return Err(Error::input(format!(
+                    "{shown}: \"{spelled}\" is not a top-level key; put params under workloads.<name>.params (e.g. \"workloads: {{cpu: {{params: {{cpu-load-percent: 50}}}}}}\")"
+                )));
+            }
             return Err(unknown_key_error(&spelled, &shown, "", &accepted));
         };
         let source = format!("{spelled} in {shown}");
@@ -1584,6 +1589,86 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env_pairs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn each_layer_names_values_the_way_the_user_wrote_them() {
+        let mut file = Layer::new("config file f.yaml");
+        file.set_text("cpu-cores", "1", "cpu_cores in f.yaml");
+        file.set_text("memory", "1Gi", "memory in f.yaml");
+        let env = env_layer(&EnvView::new(&env_pairs(&[("VIRTWORK_MEMORY", "2Gi")])));
+        let run = RunArgs {
+            vm_count: Some("3".into()),
+            ..RunArgs::default()
+        };
+        let flags = flag_layer(&GlobalArgs::default(), CommandFlags::Run(&run)).unwrap();
+        let resolved = Resolved {
+            figment: Figment::new().merge(file).merge(env).merge(flags),
+        };
+        assert_eq!(
+            resolved.get("cpu-cores").unwrap().source,
+            "cpu_cores in f.yaml"
+        );
+        assert_eq!(resolved.get("memory").unwrap().source, "VIRTWORK_MEMORY");
+        assert_eq!(resolved.get("vm-count").unwrap().source, "--vm-count");
+        assert!(resolved.get("timeout").is_none());
+    }
+
+    #[test]
+    fn env_aliases_are_named_as_given() {
+        let env = env_layer(&EnvView::new(&env_pairs(&[
+            ("VIRTWORK_DATA_DISK_SIZE", "0"),
+            ("VIRTWORK_VERBOSE", ""),
+        ])));
+        let resolved = Resolved {
+            figment: Figment::new().merge(env),
+        };
+        assert_eq!(
+            resolved.get("disk-size").unwrap().source,
+            "VIRTWORK_DATA_DISK_SIZE"
+        );
+        assert!(resolved.get("verbose").is_none(), "empty values are unset");
+    }
+
+    #[test]
+    fn booleans_accept_the_usual_words_only() {
+        for yes in ["true", "TRUE", "t", "1", "yes", "On"] {
+            assert_eq!(bool_word(yes), Some(true), "{yes}");
+        }
+        for no in ["false", "F", "0", "no", "off"] {
+            assert_eq!(bool_word(no), Some(false), "{no}");
+        }
+        for bad in ["", "maybe", "2", "y"] {
+            assert_eq!(bool_word(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn counts_are_bounded() {
+        assert_eq!(
+            parse_count("10000", "--vm-count", MAX_VM_COUNT).unwrap(),
+            10_000
+        );
+        for bad in ["0", "10001", "-1", "1.5", "0x10", ""] {
+            let err = parse_count(bad, "--vm-count", MAX_VM_COUNT).unwrap_err();
+            assert!(err.to_string().contains("from 1 to 10000"), "{bad}: {err}");
+        }
+        assert!(parse_count("4000000", "--cpu-cores", u32::MAX).is_ok());
+    }
+
+    #[test]
+    fn home_is_expanded_in_paths() {
+        let env = EnvView::new(&env_pairs(&[("HOME", "/home/u")]));
+        assert_eq!(expand_home("~/cat", &env), PathBuf::from("/home/u/cat"));
+        assert_eq!(expand_home("/abs", &env), PathBuf::from("/abs"));
+        assert_eq!(expand_home("~", &env), PathBuf::from("/home/u"));
+    }
 
     #[test]
     fn quantities_follow_the_kubernetes_grammar() {

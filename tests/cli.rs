@@ -297,6 +297,10 @@ fn cases() -> Vec<Bad> {
             &["timeout in virtwork.yaml", "mapping"],
         ),
         bad_yaml(
+            "params: cpu.x=1\n",
+            &["virtwork.yaml", "workloads.<name>.params"],
+        ),
+        bad_yaml(
             "dry-run: later\n",
             &["dry-run in virtwork.yaml", "client, server"],
         ),
