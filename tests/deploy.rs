@@ -573,30 +573,44 @@ fn required(record: &support::RequestRecord) -> Option<(String, String, String)>
     Some((group.to_string(), resource, verb.to_string()))
 }
 
-/// Runs the real binary against the fake server; the bound only guards against a hang.
+/// Runs `cmd` to completion with stdout/stderr captured in files (no pipe can fill up and
+/// block the child); the bound only guards against a hang.
+fn output_bounded(mut cmd: Command, what: &str) -> std::process::Output {
+    let capture = tempfile::tempdir().unwrap();
+    let out_path = capture.path().join("stdout");
+    let err_path = capture.path().join("stderr");
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    for _ in 0..1200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return std::process::Output {
+                status,
+                stdout: std::fs::read(&out_path).unwrap(),
+                stderr: std::fs::read(&err_path).unwrap(),
+            };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    panic!("{what} did not finish");
+}
+
+/// Runs the real binary against the fake server.
 fn virtwork(kubeconfig: &Path, home: &Path, args: &[&str]) -> std::process::Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_virtwork"))
-        .arg("--kubeconfig")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
+    cmd.arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--no-audit")
         .args(args)
         .env_clear()
         .env("HOME", home)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .current_dir(home)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    for _ in 0..1200 {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    panic!("virtwork {args:?} did not finish");
+        .current_dir(home);
+    output_bounded(cmd, &format!("virtwork {args:?}"))
 }
 
 /// Every request `run` (fresh and pre-existing namespace, server dry run), `status` and
@@ -752,4 +766,47 @@ fn cluster_role_covers_exactly_the_requests_virtwork_makes() {
         unused.is_empty(),
         "deploy/rbac.yaml grants {unused:?}, which no run/status/cleanup used: remove them"
     );
+}
+
+/// The shipped Job examples, run for real: the entrypoint (as in the image) with the Job's
+/// environment in front of the real binary, against the fake API server. The run Job creates
+/// its VMs and prints one JSON document; the cleanup Job deletes them again, without a prompt.
+#[test]
+fn job_examples_work_end_to_end_through_the_entrypoint() {
+    let server = support::FakeApiServer::start(support::Options::default());
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    for (file, expect_vms) in [("job-run.yaml", true), ("job-cleanup.yaml", false)] {
+        let job = example(file);
+        let container = &pod_spec(&job)["containers"][0];
+        let mut cmd = Command::new("sh");
+        cmd.arg(repo().join("entrypoint.sh"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", dir.path())
+            .env("KUBECONFIG", &kubeconfig)
+            // As in the image: the binary and the audit database under the working directory.
+            .env("VIRTWORK_BIN", env!("CARGO_BIN_EXE_virtwork"))
+            .env("VIRTWORK_AUDIT_DB", dir.path().join("virtwork.db"))
+            .current_dir(dir.path());
+        for name in ["VIRTWORK_COMMAND", "VIRTWORK_ARGS", "VIRTWORK_AFTER_RUN"] {
+            cmd.env(name, env_value(container, name).unwrap());
+        }
+        let out = output_bounded(cmd, file);
+        assert!(
+            out.status.success(),
+            "{file} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{file}: stdout is not one JSON document ({e})"));
+        assert!(doc.is_object(), "{file}: {doc}");
+        let vms = server.objects("virtualmachines", None).len();
+        if expect_vms {
+            assert!(vms >= 2, "{file} created {vms} VMs");
+        } else {
+            assert_eq!(vms, 0, "{file} left VMs behind");
+        }
+    }
 }
