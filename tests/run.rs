@@ -724,6 +724,20 @@ fn preflight_refuses_objects_of_another_run_with_our_names() {
 }
 
 #[test]
+fn preflight_requires_a_default_storage_class_only_for_data_disks() {
+    let server = fast_server();
+    server
+        .remove("storageclasses", "", "standard")
+        .expect("the fake seeds a default class");
+    let env = Env::new(&server);
+    let out = env.run(&["--workloads", "disk"]);
+    assert_preflight_refused(&server, &out, "no default StorageClass");
+    // Without a data disk the class does not matter.
+    let out = env.run(&["--workloads", "cpu", "--timeout", "60"]);
+    assert_success(&out);
+}
+
+#[test]
 fn preflight_names_an_unreachable_server_and_the_kubeconfig() {
     // A port nobody listens on: bind, learn the port, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
