@@ -49,6 +49,12 @@ pub const DEFAULT_VM_CONCURRENCY: usize = 10;
 pub const DEFAULT_QPS: f64 = 50.0;
 /// Default client-side burst.
 pub const DEFAULT_BURST: u32 = 100;
+/// Upper bounds that keep a typo from planning millions of VMs or overflowing a deadline.
+pub const MAX_VM_COUNT: u32 = 10_000;
+pub const MAX_VM_CONCURRENCY: u32 = 1_000;
+pub const MAX_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
+pub const MAX_QPS: f64 = 100_000.0;
+pub const MAX_BURST: u32 = 100_000;
 /// Catalog directory below `$HOME` when none is configured.
 pub const DEFAULT_CATALOG_SUBDIR: &str = ".virtwork/catalog";
 
@@ -729,6 +735,11 @@ fn load_yaml_file(path: &Path) -> Result<FileSource> {
             .iter()
             .find(|s| s.key == canonical && !FLAG_OR_ENV_ONLY.contains(&s.key))
         else {
+            if canonical == "params" {
+                return Err(Error::input(format!(
+                    "{shown}: \"{spelled}\" is not a top-level key; put params under workloads.<name>.params (e.g. \"workloads: {{cpu: {{params: {{cpu-load-percent: 50}}}}}}\")"
+                )));
+            }
             return Err(unknown_key_error(&spelled, &shown, "", &accepted));
         };
         let source = format!("{spelled} in {shown}");
@@ -864,10 +875,15 @@ fn parse_workload_sections(
             match canonical.as_str() {
                 "enabled" => parsed.enabled = Some(parse_bool(&scalar(&value, &source)?, &source)?),
                 "vm-count" => {
-                    parsed.vm_count = Some(parse_count(&scalar(&value, &source)?, &source)?)
+                    parsed.vm_count = Some(parse_count(
+                        &scalar(&value, &source)?,
+                        &source,
+                        MAX_VM_COUNT,
+                    )?)
                 }
                 "cpu-cores" => {
-                    parsed.cpu_cores = Some(parse_count(&scalar(&value, &source)?, &source)?)
+                    parsed.cpu_cores =
+                        Some(parse_count(&scalar(&value, &source)?, &source, u32::MAX)?)
                 }
                 "memory" => {
                     let text = scalar(&value, &source)?;
@@ -997,7 +1013,7 @@ fn build_config(
         Some(v) => parse_rate(v.text()?, &v.source)?,
         None => DEFAULT_QPS,
     };
-    let burst = count_key(layers, "burst", DEFAULT_BURST)?;
+    let burst = count_key(layers, "burst", DEFAULT_BURST, MAX_BURST)?;
 
     let container_disk_image = match layers.get("container-disk-image") {
         Some(v) => {
@@ -1009,10 +1025,14 @@ fn build_config(
     };
     let disk_size = quantity_key(layers, "disk-size", DEFAULT_DISK_SIZE)?;
     let memory = quantity_key(layers, "memory", DEFAULT_MEMORY)?;
-    let cpu_cores = count_key(layers, "cpu-cores", DEFAULT_CPU_CORES)?;
-    let vm_count = count_key(layers, "vm-count", DEFAULT_VM_COUNT)?;
-    let vm_concurrency =
-        count_key(layers, "vm-concurrency", DEFAULT_VM_CONCURRENCY as u32)? as usize;
+    let cpu_cores = count_key(layers, "cpu-cores", DEFAULT_CPU_CORES, u32::MAX)?;
+    let vm_count = count_key(layers, "vm-count", DEFAULT_VM_COUNT, MAX_VM_COUNT)?;
+    let vm_concurrency = count_key(
+        layers,
+        "vm-concurrency",
+        DEFAULT_VM_CONCURRENCY as u32,
+        MAX_VM_CONCURRENCY,
+    )? as usize;
 
     let wait_for_ready = match flags {
         CommandFlags::Cleanup(cleanup) => {
@@ -1025,15 +1045,19 @@ fn build_config(
     let timeout_secs = match layers.get("timeout") {
         Some(v) => {
             let text = v.text()?.trim();
-            let value: u64 = text.parse().map_err(|_| {
-                Error::input(format!(
-                    "invalid value {text:?} for {}: expected a whole number of seconds (at least 1)",
-                    v.source
-                ))
-            })?;
+            let value = text
+                .parse::<u64>()
+                .ok()
+                .filter(|secs| *secs <= MAX_TIMEOUT_SECS)
+                .ok_or_else(|| {
+                    Error::input(format!(
+                        "invalid value {text:?} for {}: expected a whole number of seconds from 1 to {MAX_TIMEOUT_SECS} (7 days)",
+                        v.source
+                    ))
+                })?;
             if value < 1 && wait_for_ready {
                 return Err(Error::input(format!(
-                    "invalid value {text:?} for {}: expected a whole number of seconds (at least 1) when waiting for readiness",
+                    "invalid value {text:?} for {}: expected a whole number of seconds, at least 1 when waiting (--wait, or run without --no-wait)",
                     v.source
                 )));
             }
@@ -1251,9 +1275,9 @@ fn bool_key(layers: &Resolved, key: &str, default: bool) -> Result<bool> {
     }
 }
 
-fn count_key(layers: &Resolved, key: &str, default: u32) -> Result<u32> {
+fn count_key(layers: &Resolved, key: &str, default: u32, max: u32) -> Result<u32> {
     match layers.get(key) {
-        Some(v) => parse_count(v.text()?, &v.source),
+        Some(v) => parse_count(v.text()?, &v.source, max),
         None => Ok(default),
     }
 }
@@ -1288,21 +1312,24 @@ fn parse_bool(text: &str, source: &str) -> Result<bool> {
     })
 }
 
-/// A whole number of at least 1 (VM counts, cores, concurrency, burst).
-fn parse_count(text: &str, source: &str) -> Result<u32> {
+/// A whole number from 1 to `max` (VM counts, cores, concurrency, burst).
+fn parse_count(text: &str, source: &str, max: u32) -> Result<u32> {
     match text.trim().parse::<u32>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(Error::input(format!(
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ if max == u32::MAX => Err(Error::input(format!(
             "invalid value {text:?} for {source}: expected a whole number of at least 1"
+        ))),
+        _ => Err(Error::input(format!(
+            "invalid value {text:?} for {source}: expected a whole number from 1 to {max}"
         ))),
     }
 }
 
 fn parse_rate(text: &str, source: &str) -> Result<f64> {
     match text.trim().parse::<f64>() {
-        Ok(n) if n.is_finite() && n >= 1.0 => Ok(n),
+        Ok(n) if n.is_finite() && (1.0..=MAX_QPS).contains(&n) => Ok(n),
         _ => Err(Error::input(format!(
-            "invalid value {text:?} for {source}: expected a number of requests per second of at least 1"
+            "invalid value {text:?} for {source}: expected a number of requests per second from 1 to {MAX_QPS}"
         ))),
     }
 }
@@ -1562,6 +1589,86 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env_pairs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn each_layer_names_values_the_way_the_user_wrote_them() {
+        let mut file = Layer::new("config file f.yaml");
+        file.set_text("cpu-cores", "1", "cpu_cores in f.yaml");
+        file.set_text("memory", "1Gi", "memory in f.yaml");
+        let env = env_layer(&EnvView::new(&env_pairs(&[("VIRTWORK_MEMORY", "2Gi")])));
+        let run = RunArgs {
+            vm_count: Some("3".into()),
+            ..RunArgs::default()
+        };
+        let flags = flag_layer(&GlobalArgs::default(), CommandFlags::Run(&run)).unwrap();
+        let resolved = Resolved {
+            figment: Figment::new().merge(file).merge(env).merge(flags),
+        };
+        assert_eq!(
+            resolved.get("cpu-cores").unwrap().source,
+            "cpu_cores in f.yaml"
+        );
+        assert_eq!(resolved.get("memory").unwrap().source, "VIRTWORK_MEMORY");
+        assert_eq!(resolved.get("vm-count").unwrap().source, "--vm-count");
+        assert!(resolved.get("timeout").is_none());
+    }
+
+    #[test]
+    fn env_aliases_are_named_as_given() {
+        let env = env_layer(&EnvView::new(&env_pairs(&[
+            ("VIRTWORK_DATA_DISK_SIZE", "0"),
+            ("VIRTWORK_VERBOSE", ""),
+        ])));
+        let resolved = Resolved {
+            figment: Figment::new().merge(env),
+        };
+        assert_eq!(
+            resolved.get("disk-size").unwrap().source,
+            "VIRTWORK_DATA_DISK_SIZE"
+        );
+        assert!(resolved.get("verbose").is_none(), "empty values are unset");
+    }
+
+    #[test]
+    fn booleans_accept_the_usual_words_only() {
+        for yes in ["true", "TRUE", "t", "1", "yes", "On"] {
+            assert_eq!(bool_word(yes), Some(true), "{yes}");
+        }
+        for no in ["false", "F", "0", "no", "off"] {
+            assert_eq!(bool_word(no), Some(false), "{no}");
+        }
+        for bad in ["", "maybe", "2", "y"] {
+            assert_eq!(bool_word(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn counts_are_bounded() {
+        assert_eq!(
+            parse_count("10000", "--vm-count", MAX_VM_COUNT).unwrap(),
+            10_000
+        );
+        for bad in ["0", "10001", "-1", "1.5", "0x10", ""] {
+            let err = parse_count(bad, "--vm-count", MAX_VM_COUNT).unwrap_err();
+            assert!(err.to_string().contains("from 1 to 10000"), "{bad}: {err}");
+        }
+        assert!(parse_count("4000000", "--cpu-cores", u32::MAX).is_ok());
+    }
+
+    #[test]
+    fn home_is_expanded_in_paths() {
+        let env = EnvView::new(&env_pairs(&[("HOME", "/home/u")]));
+        assert_eq!(expand_home("~/cat", &env), PathBuf::from("/home/u/cat"));
+        assert_eq!(expand_home("/abs", &env), PathBuf::from("/abs"));
+        assert_eq!(expand_home("~", &env), PathBuf::from("/home/u"));
+    }
 
     #[test]
     fn quantities_follow_the_kubernetes_grammar() {

@@ -64,7 +64,14 @@ fn cases() -> Vec<Bad> {
         // Flags.
         bad(&["run", "--cpu-cores", "0"], &["--cpu-cores", "at least 1"]),
         bad(&["run", "--cpu-cores", "two"], &["--cpu-cores", "\"two\""]),
-        bad(&["run", "--vm-count=-1"], &["--vm-count", "at least 1"]),
+        bad(
+            &["run", "--vm-count=-1"],
+            &["--vm-count", "from 1 to 10000"],
+        ),
+        bad(
+            &["run", "--vm-count", "4000000000"],
+            &["--vm-count", "from 1 to 10000"],
+        ),
         bad(
             &["run", "--memory", "2GB"],
             &["--memory", "Kubernetes quantity"],
@@ -84,12 +91,17 @@ fn cases() -> Vec<Bad> {
         ),
         bad(&["run", "--namespace", ""], &["--namespace", "DNS-1123"]),
         bad(&["run", "--timeout", "0"], &["--timeout", "at least 1"]),
+        bad(
+            &["run", "--timeout", "18446744073709551615"],
+            &["--timeout", "7 days"],
+        ),
         bad(&["run", "--timeout", "soon"], &["--timeout", "seconds"]),
-        bad(&["run", "--qps", "0"], &["--qps", "at least 1"]),
+        bad(&["run", "--qps", "0"], &["--qps", "from 1 to"]),
+        bad(&["run", "--qps", "1e300"], &["--qps", "from 1 to"]),
         bad(&["run", "--burst", "many"], &["--burst", "whole number"]),
         bad(
             &["run", "--vm-concurrency", "0"],
-            &["--vm-concurrency", "at least 1"],
+            &["--vm-concurrency", "from 1 to 1000"],
         ),
         bad(
             &["run", "--container-disk-image", ""],
@@ -283,6 +295,10 @@ fn cases() -> Vec<Bad> {
         bad_yaml(
             "timeout: {a: 1}\n",
             &["timeout in virtwork.yaml", "mapping"],
+        ),
+        bad_yaml(
+            "params: cpu.x=1\n",
+            &["virtwork.yaml", "workloads.<name>.params"],
         ),
         bad_yaml(
             "dry-run: later\n",

@@ -5,8 +5,10 @@
 //! tool's Secret and audit PVC), the restricted pod security settings with writable /data and
 //! /tmp, that every `VIRTWORK_*` key the manifests set is one the binary reads (from
 //! `virtwork::config::env_keys()`) and that the binary accepts the shipped values, and the Job
-//! examples. kubectl is at /usr/bin/kubectl on the dev machines; the tests skip
-//! with a notice without it and fail instead when `VIRTWORK_REQUIRE_KUBECTL=1`.
+//! examples. Finally the ClusterRole is checked against the requests the real binary sends to
+//! the fake API server (tests/support) during run, status and cleanup: everything it sends is
+//! granted and everything granted is sent. kubectl is at /usr/bin/kubectl on the dev machines;
+//! the tests skip with a notice without it and fail instead when `VIRTWORK_REQUIRE_KUBECTL=1`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -14,6 +16,8 @@ use std::process::Command;
 
 use serde::Deserialize;
 use serde_yaml::Value;
+
+mod support;
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -496,5 +500,313 @@ fn the_binary_accepts_the_shipped_configuration() {
             serde_json::from_str::<serde_json::Value>(line).is_ok(),
             "not a JSON log line: {line}"
         );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RBAC against the requests the binary really makes
+
+/// (API group, resource, verb) triples the ClusterRole grants.
+fn granted(docs: &[Value]) -> BTreeSet<(String, String, String)> {
+    let role = find(docs, "ClusterRole", "virtwork");
+    let mut out = BTreeSet::new();
+    for rule in s(role, &["rules"]).as_sequence().unwrap() {
+        let list = |key: &str| -> Vec<String> {
+            s(rule, &[key])
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
+        for group in list("apiGroups") {
+            for resource in list("resources") {
+                for verb in list("verbs") {
+                    assert!(
+                        verb != "*" && resource != "*",
+                        "no wildcards in the ClusterRole"
+                    );
+                    out.insert((group.clone(), resource.clone(), verb));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The (group, resource, verb) a logged request needs, or None for discovery and other
+/// non-resource paths (`/api`, `/apis/...` without a resource, `/version`, `/openapi/...`),
+/// which every authenticated user may read.
+fn required(record: &support::RequestRecord) -> Option<(String, String, String)> {
+    let segments: Vec<&str> = record.path.trim_matches('/').split('/').collect();
+    let (group, rest) = match segments.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    // rest: [resource, name?, sub?] or ["namespaces", ns, resource, name?, sub?];
+    // ["namespaces"] / ["namespaces", name] address namespaces themselves.
+    let (resource, name, sub) = match rest {
+        [] => return None,
+        ["namespaces", _ns, resource, tail @ ..] => (*resource, tail.first(), tail.get(1)),
+        [resource, tail @ ..] => (*resource, tail.first(), tail.get(1)),
+    };
+    let resource = match sub {
+        Some(sub) => format!("{resource}/{sub}"),
+        None => resource.to_string(),
+    };
+    let watch = record
+        .query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1");
+    let verb = match (record.method.as_str(), name.is_some()) {
+        ("GET", _) if watch => "watch",
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        (other, _) => panic!("unexpected method {other} {}", record.path),
+    };
+    Some((group.to_string(), resource, verb.to_string()))
+}
+
+/// Runs `cmd` to completion with stdout/stderr captured in files (no pipe can fill up and
+/// block the child); the bound only guards against a hang.
+fn output_bounded(mut cmd: Command, what: &str) -> std::process::Output {
+    let capture = tempfile::tempdir().unwrap();
+    let out_path = capture.path().join("stdout");
+    let err_path = capture.path().join("stderr");
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    for _ in 0..1200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return std::process::Output {
+                status,
+                stdout: std::fs::read(&out_path).unwrap(),
+                stderr: std::fs::read(&err_path).unwrap(),
+            };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    panic!("{what} did not finish");
+}
+
+/// Runs the real binary against the fake server.
+fn virtwork(kubeconfig: &Path, home: &Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
+    cmd.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--no-audit")
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(home);
+    output_bounded(cmd, &format!("virtwork {args:?}"))
+}
+
+/// Every request `run` (fresh and pre-existing namespace, server dry run), `status` and
+/// `cleanup` (with --wait, --delete-namespace, -A) send is allowed by the shipped ClusterRole,
+/// and every grant is used by one of them: the role is exactly what the tool needs.
+#[test]
+fn cluster_role_covers_exactly_the_requests_virtwork_makes() {
+    let Some(docs) = rendered() else { return };
+    let granted = granted(&docs);
+    let server = support::FakeApiServer::start(support::Options {
+        namespaces: vec!["existing".into()],
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let home = dir.path();
+    let workloads = ["--workloads", "cpu,disk,network"];
+    let scenarios: Vec<(&str, Vec<&str>)> = vec![
+        // A fresh namespace: created; readiness watch; data disks (StorageClass preflight).
+        (
+            "fresh namespace",
+            [
+                &["run", "--namespace", "fresh", "--timeout", "120"][..],
+                &workloads[..],
+            ]
+            .concat(),
+        ),
+        // An existing namespace without our label: merge-patched.
+        (
+            "existing namespace",
+            [
+                &["run", "--namespace", "existing", "--timeout", "120"][..],
+                &workloads[..],
+            ]
+            .concat(),
+        ),
+        // Creates whose responses are lost: the retry meets AlreadyExists and reads the object
+        // to see whether it is ours.
+        (
+            "lost responses",
+            vec![
+                "run",
+                "--namespace",
+                "lossy",
+                "--no-wait",
+                "--workloads",
+                "network",
+            ],
+        ),
+        // Server-side dry run into the existing namespace, with a workload not yet there.
+        (
+            "server dry run",
+            vec![
+                "run",
+                "--namespace",
+                "existing",
+                "--dry-run=server",
+                "--workloads",
+                "memory",
+            ],
+        ),
+        ("status", vec!["status", "--namespace", "fresh"]),
+        ("status -A", vec!["status", "--all-namespaces"]),
+        (
+            "cleanup preview",
+            vec!["cleanup", "--namespace", "fresh", "--dry-run"],
+        ),
+        // With an orphaned VMI (its VM deleted with orphan propagation): deleted by label.
+        (
+            "cleanup one namespace",
+            vec![
+                "cleanup",
+                "--namespace",
+                "fresh",
+                "--yes",
+                "--wait",
+                "--delete-namespace",
+            ],
+        ),
+        (
+            "cleanup -A",
+            vec!["cleanup", "--all-namespaces", "--yes", "--wait"],
+        ),
+    ];
+    let mut used: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for (label, args) in &scenarios {
+        match *label {
+            "lost responses" => server.update_faults(|f| {
+                for resource in ["services", "secrets", "virtualmachines"] {
+                    f.scripted.push(support::ScriptedFault::new(
+                        "create",
+                        resource,
+                        support::FaultAction::DropAfterCommit,
+                    ));
+                }
+            }),
+            "cleanup one namespace" => {
+                server.insert(serde_json::json!({
+                    "apiVersion": "kubevirt.io/v1",
+                    "kind": "VirtualMachineInstance",
+                    "metadata": {
+                        "name": "orphan",
+                        "namespace": "fresh",
+                        "labels": {
+                            "app.kubernetes.io/managed-by": "virtwork",
+                            "app.kubernetes.io/component": "cpu",
+                            "virtwork/run-id": "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f"
+                        }
+                    },
+                    "spec": {"domain": {"devices": {}}}
+                }));
+            }
+            _ => {}
+        }
+        server.clear_request_log();
+        let out = virtwork(&kubeconfig, home, args);
+        server.set_faults(support::Faults::default());
+        // Every scenario must succeed, or its requests prove nothing.
+        assert!(
+            out.status.success(),
+            "{label}: virtwork {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let log = server.request_log();
+        assert!(!log.is_empty(), "{label}: no requests");
+        for record in &log {
+            let Some(need) = required(record) else {
+                continue;
+            };
+            assert!(
+                granted.contains(&need),
+                "{label}: virtwork {args:?} sent {} {}?{} needing {need:?}, which deploy/rbac.yaml does not grant",
+                record.method,
+                record.path,
+                record.query
+            );
+            used.insert(need);
+        }
+        if *label == "lost responses" {
+            let reads = log
+                .iter()
+                .filter(|r| r.method == "GET" && !r.name.is_empty())
+                .count();
+            assert!(
+                reads >= 3,
+                "{label}: the retries read the existing objects: {log:?}"
+            );
+        }
+    }
+    let unused: Vec<&(String, String, String)> = granted.difference(&used).collect();
+    assert!(
+        unused.is_empty(),
+        "deploy/rbac.yaml grants {unused:?}, which no run/status/cleanup used: remove them"
+    );
+}
+
+/// The shipped Job examples, run for real: the entrypoint (as in the image) with the Job's
+/// environment in front of the real binary, against the fake API server. The run Job creates
+/// its VMs and prints one JSON document; the cleanup Job deletes them again, without a prompt.
+#[test]
+fn job_examples_work_end_to_end_through_the_entrypoint() {
+    let server = support::FakeApiServer::start(support::Options::default());
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    for (file, expect_vms) in [("job-run.yaml", true), ("job-cleanup.yaml", false)] {
+        let job = example(file);
+        let container = &pod_spec(&job)["containers"][0];
+        let mut cmd = Command::new("sh");
+        cmd.arg(repo().join("entrypoint.sh"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", dir.path())
+            .env("KUBECONFIG", &kubeconfig)
+            // As in the image: the binary and the audit database under the working directory.
+            .env("VIRTWORK_BIN", env!("CARGO_BIN_EXE_virtwork"))
+            .env("VIRTWORK_AUDIT_DB", dir.path().join("virtwork.db"))
+            .current_dir(dir.path());
+        for name in ["VIRTWORK_COMMAND", "VIRTWORK_ARGS", "VIRTWORK_AFTER_RUN"] {
+            cmd.env(name, env_value(container, name).unwrap());
+        }
+        let out = output_bounded(cmd, file);
+        assert!(
+            out.status.success(),
+            "{file} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{file}: stdout is not one JSON document ({e})"));
+        assert!(doc.is_object(), "{file}: {doc}");
+        let vms = server.objects("virtualmachines", None).len();
+        if expect_vms {
+            assert!(vms >= 2, "{file} created {vms} VMs");
+        } else {
+            assert_eq!(vms, 0, "{file} left VMs behind");
+        }
     }
 }

@@ -1451,7 +1451,12 @@ async fn discovery_and_the_kubevirt_switch() {
         .collect();
     assert_eq!(
         groups,
-        ["kubevirt.io", "cdi.kubevirt.io", "authorization.k8s.io"]
+        [
+            "kubevirt.io",
+            "cdi.kubevirt.io",
+            "storage.k8s.io",
+            "authorization.k8s.io"
+        ]
     );
     let (_, kv) = get(&c, "/apis/kubevirt.io/v1").await;
     assert_eq!(kv["kind"], "APIResourceList");
@@ -1471,7 +1476,11 @@ async fn discovery_and_the_kubevirt_switch() {
 
     server.set_virtualization_installed(false);
     let (_, apis) = get(&c, "/apis").await;
-    assert_eq!(apis["groups"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        apis["groups"].as_array().unwrap().len(),
+        2,
+        "storage.k8s.io and authorization.k8s.io"
+    );
     let (s, b) = get(&c, "/apis/kubevirt.io/v1").await;
     assert_eq!(s, 404);
     assert_status(&b, 404, "NotFound");

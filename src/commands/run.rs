@@ -68,6 +68,17 @@ fn dry_run_client(config: &Config, plan: &Plan, auditor: &Auditor) -> Result<()>
     };
     write_stdout(&text)?;
     execution.complete_execution(ExecutionStatus::Success, None);
+    // The reference logs the summary after a dry-run too (counts of what would be created).
+    tracing::info!(
+        run_id = %plan.run_id,
+        namespace = %plan.namespace,
+        vms_created = plan.vms.len(),
+        services_created = plan.services.len(),
+        secrets_created = plan.vms.len(),
+        container_image = %config.container_disk_image,
+        dry_run = true,
+        "deployment summary"
+    );
     Ok(())
 }
 

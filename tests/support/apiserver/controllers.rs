@@ -58,12 +58,35 @@ impl Default for ControllerOptions {
     }
 }
 
+// Positions in RESOURCES, checked at compile time so a reordering cannot silently break
+// the controllers.
 const NS: usize = 0;
 const SECRET: usize = 1;
 const PVC: usize = 3;
 const VM: usize = 4;
 const VMI: usize = 5;
 const DV: usize = 6;
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+const _: () = assert!(same(RESOURCES[NS].plural, "namespaces"));
+const _: () = assert!(same(RESOURCES[SECRET].plural, "secrets"));
+const _: () = assert!(same(RESOURCES[PVC].plural, "persistentvolumeclaims"));
+const _: () = assert!(same(RESOURCES[VM].plural, "virtualmachines"));
+const _: () = assert!(same(RESOURCES[VMI].plural, "virtualmachineinstances"));
+const _: () = assert!(same(RESOURCES[DV].plural, "datavolumes"));
 
 fn idx(plural: &str) -> usize {
     resources::lookup(plural).unwrap()

@@ -114,6 +114,19 @@ impl FakeApiServer {
         for ns in std::iter::once("default".to_string()).chain(options.namespaces.iter().cloned()) {
             store.upsert(0, serde_json::json!({ "metadata": { "name": ns } }));
         }
+        // Like most clusters, one default StorageClass; remove it to test its absence.
+        if let Some(classes) = resources::find("storage.k8s.io", "v1", "storageclasses") {
+            store.upsert(
+                classes,
+                serde_json::json!({
+                    "metadata": {
+                        "name": "standard",
+                        "annotations": { "storageclass.kubernetes.io/is-default-class": "true" }
+                    },
+                    "provisioner": "fake.virtwork.test/hostpath"
+                }),
+            );
+        }
         let seed = options.faults.seed;
         let shared = Arc::new(Shared {
             store: Mutex::new(store),

