@@ -117,7 +117,14 @@ fn main() {
                 "--output",
                 "json",
             ])
-            .args(["--log-format", "json", "--verbose", "cleanup", "--yes", "--wait"])
+            .args([
+                "--log-format",
+                "json",
+                "--verbose",
+                "cleanup",
+                "--yes",
+                "--wait",
+            ])
             .output()
             .unwrap();
         let wall = started.elapsed();
@@ -138,10 +145,17 @@ fn main() {
         };
         let log = server.request_log();
         let deletes: Vec<_> = log.iter().filter(|r| r.verb == "delete").collect();
-        let mean_ms = deletes.iter().map(|r| r.duration.as_secs_f64()).sum::<f64>()
+        let mean_ms = deletes
+            .iter()
+            .map(|r| r.duration.as_secs_f64())
+            .sum::<f64>()
             / deletes.len().max(1) as f64
             * 1000.0;
-        let max_inflight = deletes.iter().map(|r| r.inflight_at_start).max().unwrap_or(0);
+        let max_inflight = deletes
+            .iter()
+            .map(|r| r.inflight_at_start)
+            .max()
+            .unwrap_or(0);
         println!(
             "  server: {} deletes, mean {mean_ms:.1} ms each, at most {max_inflight} in flight",
             deletes.len()
