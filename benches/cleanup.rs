@@ -138,7 +138,11 @@ fn main() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let at = |needle: &str, last: bool| {
             let mut lines = stderr.lines().filter(|l| l.contains(needle));
-            let line = if last { lines.last() } else { lines.next() };
+            let line = if last {
+                lines.next_back()
+            } else {
+                lines.next()
+            };
             line.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
                 .and_then(|v| v["time"].as_str().map(String::from))
                 .unwrap_or_default()
