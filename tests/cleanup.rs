@@ -620,3 +620,30 @@ fn a_real_run_then_cleanup_leaves_no_managed_object_and_marks_the_audit() {
     let row = c.cleanup_audit().pop().unwrap();
     assert_eq!(row.linked_run_ids, Some(format!("[\"{run_id}\"]")));
 }
+
+#[test]
+fn run_id_with_delete_namespace_still_asks() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.seed_run(NS, RUN_B, "cpu-b", 1);
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "cleanup",
+            "--run-id",
+            RUN_A,
+            "--delete-namespace",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("and the namespace"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(c.server.get("namespaces", "", NS).is_some());
+    assert_eq!(c.managed("virtualmachines", NS, None).len(), 2);
+}
