@@ -1582,8 +1582,9 @@ fn kubectl_creates_gets_watches_and_deletes_against_the_fixture() {
     )
     .unwrap();
 
-    // Watch first (bounded by --request-timeout), so it sees the creation.
-    let watch = std::process::Command::new("kubectl")
+    // Watch first, so it sees the creation; a reader thread forwards its lines, and the
+    // watch is stopped once it has shown the object (the timeout is only a hang guard).
+    let mut watch = std::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(&kc)
         .args([
@@ -1594,12 +1595,25 @@ fn kubectl_creates_gets_watches_and_deletes_against_the_fixture() {
             "--watch",
             "-o",
             "name",
-            "--request-timeout=3s",
+            "--request-timeout=60s",
         ])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let watch_out = watch.stdout.take().unwrap();
+    let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(watch_out)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
     assert!(server.wait_until(PATIENCE, |s| s.count("watch", "virtualmachines") >= 1));
 
     let (ok, out, err) = kubectl(
@@ -1673,13 +1687,23 @@ fn kubectl_creates_gets_watches_and_deletes_against_the_fixture() {
         "{err}"
     );
 
-    let watched = watch.wait_with_output().unwrap();
-    let lines = String::from_utf8_lossy(&watched.stdout);
+    let mut watched = Vec::new();
+    while !watched
+        .iter()
+        .any(|l| l == "virtualmachine.kubevirt.io/kc-vm")
+    {
+        match line_rx.recv_timeout(PATIENCE) {
+            Ok(line) => watched.push(line),
+            Err(_) => break,
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
     assert!(
-        lines
-            .lines()
+        watched
+            .iter()
             .any(|l| l == "virtualmachine.kubevirt.io/kc-vm"),
-        "watch output: {lines}"
+        "watch output: {watched:?}"
     );
 }
 
