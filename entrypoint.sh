@@ -52,13 +52,22 @@ run_virtwork() {
             # a background job of a non-interactive shell starts with SIGINT ignored (POSIX);
             # virtwork treats both alike. A signal that arrives before virtwork started ends the
             # shell the way the signal would have.
+            # A signal can also land between starting virtwork and `child=$!`: it is remembered
+            # in `pending` and forwarded as soon as the child's PID is known.
             child=''
-            trap 'if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; else exit 143; fi' TERM
-            trap 'if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; else exit 130; fi' INT
+            pending=''
+            trap 'if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; else pending=143; fi' TERM
+            trap 'if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; else pending=130; fi' INT
+            if [ -n "$pending" ]; then
+                exit "$pending"
+            fi
             exec 3<&0
             "$VIRTWORK_BIN" "$@" <&3 3<&- &
             child=$!
             exec 3<&-
+            if [ -n "$pending" ]; then
+                kill -TERM "$child" 2>/dev/null || true
+            fi
             status=0
             while :; do
                 status=0

@@ -97,6 +97,7 @@ fn main() {
             ..Faults::default()
         });
         let before = total_requests(&server);
+        server.clear_request_log();
         let started = Instant::now();
         let out = Command::new(env!("CARGO_BIN_EXE_virtwork"))
             .env_clear()
@@ -116,7 +117,14 @@ fn main() {
                 "--output",
                 "json",
             ])
-            .args(["cleanup", "--yes", "--wait"])
+            .args([
+                "--log-format",
+                "json",
+                "--verbose",
+                "cleanup",
+                "--yes",
+                "--wait",
+            ])
             .output()
             .unwrap();
         let wall = started.elapsed();
@@ -127,6 +135,42 @@ fn main() {
         );
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let requests = total_requests(&server) - before;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let at = |needle: &str, last: bool| {
+            let mut lines = stderr.lines().filter(|l| l.contains(needle));
+            let line = if last {
+                lines.next_back()
+            } else {
+                lines.next()
+            };
+            line.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .and_then(|v| v["time"].as_str().map(String::from))
+                .unwrap_or_default()
+        };
+        let log = server.request_log();
+        let deletes: Vec<_> = log.iter().filter(|r| r.verb == "delete").collect();
+        let mean_ms = deletes
+            .iter()
+            .map(|r| r.duration.as_secs_f64())
+            .sum::<f64>()
+            / deletes.len().max(1) as f64
+            * 1000.0;
+        let max_inflight = deletes
+            .iter()
+            .map(|r| r.inflight_at_start)
+            .max()
+            .unwrap_or(0);
+        println!(
+            "  server: {} deletes, mean {mean_ms:.1} ms each, at most {max_inflight} in flight",
+            deletes.len()
+        );
+        println!(
+            "  discovered {} | first delete {} | last delete {} | complete {}",
+            at("resources to be deleted", false),
+            at("\"msg\":\"delete\"", false),
+            at("\"msg\":\"delete\"", true),
+            at("cleanup complete", false)
+        );
         let bound = (requests.saturating_sub(u64::from(BURST))) as f64 / qps;
         println!(
             "qps {qps:>5} burst {BURST}: {requests} requests ({} deleted, {} already gone), \

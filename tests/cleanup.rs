@@ -490,6 +490,19 @@ fn wait_times_out_naming_what_remains() {
 
 #[test]
 fn an_interrupt_stops_issuing_deletes_and_exits_130() {
+    // SIGINT is sent with kill(1) (Debian package procps).
+    if std::process::Command::new("kill")
+        .arg("-l")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var("VIRTWORK_REQUIRE_KILL").as_deref() != Ok("1"),
+            "kill(1) required (VIRTWORK_REQUIRE_KILL=1) but not found"
+        );
+        eprintln!("skipping: kill(1) not found (install procps)");
+        return;
+    }
     let c = Cluster::start();
     c.seed_run(NS, RUN_A, "cpu", 30);
     // Slow requests and a tight rate limit keep the deletion going long enough to interrupt.
@@ -537,4 +550,100 @@ fn an_interrupt_stops_issuing_deletes_and_exits_130() {
         "secrets are deleted after VMs"
     );
     assert_eq!(c.cleanup_audit()[0].status, "cancelled");
+}
+
+#[test]
+fn a_real_run_then_cleanup_leaves_no_managed_object_and_marks_the_audit() {
+    let c = Cluster::start();
+    c.seed_foreign(NS);
+    let run = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "run",
+            "--workloads",
+            "cpu,disk,network",
+            "--no-wait",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let run_id = json_doc(&run)["run_id"].as_str().unwrap().to_string();
+    let vms = c.managed("virtualmachines", NS, Some(&run_id));
+    assert_eq!(vms.len(), 4, "cpu, disk, network server + client: {vms:?}");
+
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--log-format",
+            "json",
+            "cleanup",
+            "--yes",
+            "--wait",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("\"vms_deleted\":4"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(c.managed_total(NS, None), 0);
+    assert!(c.foreign_present(NS));
+
+    // The run's audit rows are marked deleted and the cleanup links to the run.
+    let conn = rusqlite::Connection::open(c.db()).unwrap();
+    let deleted: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM vm_details v JOIN audit_log a ON v.audit_id = a.id
+             WHERE a.run_id = ?1 AND v.status = 'deleted' AND v.deleted_at IS NOT NULL",
+            [&run_id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(deleted, 4);
+    let secrets_deleted: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM resource_details r JOIN audit_log a ON r.audit_id = a.id
+             WHERE a.run_id = ?1 AND r.resource_type = 'Secret' AND r.status = 'deleted'",
+            [&run_id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(secrets_deleted, 4);
+    let row = c.cleanup_audit().pop().unwrap();
+    assert_eq!(row.linked_run_ids, Some(format!("[\"{run_id}\"]")));
+}
+
+#[test]
+fn run_id_with_delete_namespace_still_asks() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.seed_run(NS, RUN_B, "cpu-b", 1);
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "cleanup",
+            "--run-id",
+            RUN_A,
+            "--delete-namespace",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("and the namespace"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(c.server.get("namespaces", "", NS).is_some());
+    assert_eq!(c.managed("virtualmachines", NS, None).len(), 2);
 }

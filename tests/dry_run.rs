@@ -3,7 +3,10 @@
 //! needed, that counts and labels are right for the default fleet and for per-workload
 //! settings, and that hostile param values are refused with exit 2 before any output.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -552,5 +555,69 @@ fn unknown_workloads_and_params_are_input_errors() {
         &["run", "--dry-run", "--workloads", "cpu,cpu"],
         &[],
         "duplicate workload",
+    );
+}
+
+/// The YAML stream is what `kubectl apply -f -` accepts: piped into a real kubectl against
+/// the fake API server (strict field validation, KubeVirt schema on), every document is
+/// created and nothing is pruned or rejected.
+#[test]
+fn kubectl_applies_the_dry_run_stream() {
+    let kubectl_found = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !kubectl_found {
+        assert!(
+            std::env::var("VIRTWORK_REQUIRE_KUBECTL").as_deref() != Ok("1"),
+            "kubectl required (VIRTWORK_REQUIRE_KUBECTL=1) but not found"
+        );
+        eprintln!("SKIPPED: kubectl not installed");
+        return;
+    }
+    let (docs, stream, _) = dry_run(&[]);
+    let server = support::FakeApiServer::start(support::Options {
+        namespaces: vec!["virtwork".into()],
+        ..support::Options::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--request-timeout=30s", "apply", "-f", "-", "-o", "name"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stream.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kubectl apply failed: {stderr}");
+    let applied: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(applied.len(), docs.len(), "{applied:#?}");
+    assert_eq!(applied[0], "service/virtwork-iperf3-server");
+    assert!(applied.contains(&"virtualmachine.kubevirt.io/virtwork-cpu-0".to_string()));
+    assert!(applied.contains(&"secret/virtwork-cpu-0-cloudinit".to_string()));
+    assert_eq!(
+        server.objects("virtualmachines", Some("virtwork")).len(),
+        11
+    );
+    assert_eq!(server.objects("secrets", Some("virtwork")).len(), 11);
+    assert_eq!(server.objects("services", Some("virtwork")).len(), 2);
+    assert!(
+        server.schema_violations().is_empty(),
+        "{:#?}",
+        server.schema_violations()
     );
 }

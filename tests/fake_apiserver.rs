@@ -649,14 +649,6 @@ async fn failures_after_commit_persist_the_write() {
             .collect::<Vec<_>>(),
         [("a", 500, true), ("b", 0, true), ("c", 0, false)]
     );
-    // The same fault knobs, seeded, give the same decisions on a replay.
-    let draws = |seed| {
-        let mut rng = support::apiserver::faults::Rng::new(seed);
-        (0..20).map(|_| rng.chance(0.5)).collect::<Vec<_>>()
-    };
-    assert_eq!(draws(42), draws(42));
-    assert_ne!(draws(42), draws(43));
-    let _ = AfterCommit::Drop;
 }
 
 // --------------------------------------------------------------- lists, selectors, pages
@@ -1392,7 +1384,14 @@ async fn failing_and_unschedulable_images() {
     )
     .await;
     assert!(eventually(&server, |s| printable(s, "vw", "bad") == "CrashLoopBackOff").await);
-    assert_eq!(phase_of(&server.get("vmi", "vw", "bad").unwrap()), "Failed");
+    let failed = server.get("vmi", "vw", "bad").unwrap();
+    assert_eq!(phase_of(&failed), "Failed");
+    assert!(
+        failed["status"]["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("registry/broken:1")
+    );
     assert!(
         eventually(&server, |s| printable(s, "vw", "big")
             == "ErrorUnschedulable")
@@ -1583,8 +1582,9 @@ fn kubectl_creates_gets_watches_and_deletes_against_the_fixture() {
     )
     .unwrap();
 
-    // Watch first (bounded by --request-timeout), so it sees the creation.
-    let watch = std::process::Command::new("kubectl")
+    // Watch first, so it sees the creation; a reader thread forwards its lines, and the
+    // watch is stopped once it has shown the object (the timeout is only a hang guard).
+    let mut watch = std::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(&kc)
         .args([
@@ -1595,12 +1595,25 @@ fn kubectl_creates_gets_watches_and_deletes_against_the_fixture() {
             "--watch",
             "-o",
             "name",
-            "--request-timeout=3s",
+            "--request-timeout=60s",
         ])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let watch_out = watch.stdout.take().unwrap();
+    let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(watch_out)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
     assert!(server.wait_until(PATIENCE, |s| s.count("watch", "virtualmachines") >= 1));
 
     let (ok, out, err) = kubectl(
@@ -1674,13 +1687,23 @@ fn kubectl_creates_gets_watches_and_deletes_against_the_fixture() {
         "{err}"
     );
 
-    let watched = watch.wait_with_output().unwrap();
-    let lines = String::from_utf8_lossy(&watched.stdout);
+    let mut watched = Vec::new();
+    while !watched
+        .iter()
+        .any(|l| l == "virtualmachine.kubevirt.io/kc-vm")
+    {
+        match line_rx.recv_timeout(PATIENCE) {
+            Ok(line) => watched.push(line),
+            Err(_) => break,
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
     assert!(
-        lines
-            .lines()
+        watched
+            .iter()
             .any(|l| l == "virtualmachine.kubevirt.io/kc-vm"),
-        "watch output: {lines}"
+        "watch output: {watched:?}"
     );
 }
 
@@ -1922,4 +1945,42 @@ async fn next_label(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> St
         .await
         .expect("watcher event")
         .expect("watcher running")
+}
+
+#[tokio::test]
+async fn seeded_random_faults_replay_identically() {
+    async fn statuses(seed: u64) -> Vec<u16> {
+        let server = server();
+        server.set_faults(Faults {
+            error_rate: 0.3,
+            error_codes: vec![500, 503],
+            after_commit_rate: 0.3,
+            after_commit: AfterCommit::Status(504),
+            seed,
+            ..Default::default()
+        });
+        let c = server.client_without_retries().await;
+        let mut out = Vec::new();
+        for i in 0..30 {
+            out.push(
+                post(
+                    &c,
+                    "/api/v1/namespaces/vw/secrets",
+                    &secret_json(&format!("r{i}"), json!({})),
+                )
+                .await
+                .0,
+            );
+        }
+        // Whatever the client saw, the store holds exactly the committed writes.
+        let committed = server.request_log().iter().filter(|r| r.committed).count();
+        assert_eq!(server.objects("secrets", Some("vw")).len(), committed);
+        out
+    }
+    let first = statuses(11).await;
+    assert_eq!(first, statuses(11).await, "same seed, same faults");
+    assert_ne!(first, statuses(12).await, "another seed, other faults");
+    for code in [201, 500, 503, 504] {
+        assert!(first.contains(&code), "{code} in {first:?}");
+    }
 }

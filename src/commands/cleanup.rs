@@ -50,9 +50,10 @@ pub enum Confirmation {
 }
 
 /// Decides whether to prompt. `--run-id` skips the prompt, as in the reference: naming one
-/// run is already a deliberate choice.
-pub fn confirmation(yes: bool, run_id_given: bool, stdin_is_terminal: bool) -> Confirmation {
-    if yes || run_id_given {
+/// run is already a deliberate choice (`run_scoped` is false when the namespace would be
+/// deleted too).
+pub fn confirmation(yes: bool, run_scoped: bool, stdin_is_terminal: bool) -> Confirmation {
+    if yes || run_scoped {
         Confirmation::NotNeeded
     } else if stdin_is_terminal {
         Confirmation::Ask
@@ -302,7 +303,10 @@ pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
         std::io::stdin().is_terminal(),
         std::env::var(ASSUME_TTY_ENV).ok().as_deref(),
     );
-    match confirmation(args.yes, scope.run_id.is_some(), stdin_tty) {
+    // Deleting the namespace reaches beyond the named run (other runs, foreign objects), so
+    // `--run-id` alone does not skip the prompt then.
+    let run_scoped = scope.run_id.is_some() && !discovery.deletes_namespace();
+    match confirmation(args.yes, run_scoped, stdin_tty) {
         Confirmation::NotNeeded => {}
         Confirmation::NoTerminal => {
             let err = Error::input(format!(

@@ -11,10 +11,11 @@
 //! assert_eq!(server.objects("virtualmachines", Some("virtwork")).len(), 3);
 //! assert_eq!(server.count("create", "virtualmachines"), 3);
 //! ```
-//! Async tests get a client with `server.client().await` (a `kube::Client`).
+//! Async tests get a client with `server.client().await` (a `kube::Client`; kube 5 retries
+//! 429/503/504 itself) or `server.client_without_retries().await` to see raw answers.
 //!
 //! Public API of the handle: `start(Options)`, `url()`, `write_kubeconfig(path)`,
-//! `kubeconfig_yaml(ns)`, `client()`, `request_log()` / `clear_request_log()`, `counters()` /
+//! `kubeconfig_yaml(ns)`, `client()`, `client_without_retries()`, `kube_config()`, `request_log()` / `clear_request_log()`, `counters()` /
 //! `count(verb, resource)`, `objects(resource, ns)`, `get(resource, ns, name)`,
 //! `insert(object)`, `remove(..)`, `events()`, `resource_version()`, `compact()`,
 //! `set_faults(Faults)` / `update_faults(|f| ..)`, `set_controllers(ControllerOptions)`,

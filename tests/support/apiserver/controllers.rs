@@ -31,6 +31,8 @@ pub struct ControllerOptions {
     pub gc_delay: Duration,
     /// Namespace marked Terminating → contents removed → namespace removed.
     pub namespace_delete_delay: Duration,
+    /// Running VMI → condition AgentConnected=True (a guest agent came up); None = no agent.
+    pub agent_connect_delay: Option<Duration>,
     /// VMs whose containerDisk image contains this substring fail (VMI Failed, VM
     /// printableStatus CrashLoopBackOff).
     pub fail_image_pattern: Option<String>,
@@ -47,6 +49,7 @@ impl Default for ControllerOptions {
             scheduling_delay: Duration::from_millis(20),
             scheduled_delay: Duration::from_millis(20),
             datavolume_delay: Duration::from_millis(30),
+            agent_connect_delay: Some(Duration::from_millis(20)),
             gc_delay: Duration::from_millis(20),
             namespace_delete_delay: Duration::from_millis(50),
             fail_image_pattern: Some("fail".into()),
@@ -55,12 +58,35 @@ impl Default for ControllerOptions {
     }
 }
 
+// Positions in RESOURCES, checked at compile time so a reordering cannot silently break
+// the controllers.
 const NS: usize = 0;
 const SECRET: usize = 1;
 const PVC: usize = 3;
 const VM: usize = 4;
 const VMI: usize = 5;
 const DV: usize = 6;
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+const _: () = assert!(same(RESOURCES[NS].plural, "namespaces"));
+const _: () = assert!(same(RESOURCES[SECRET].plural, "secrets"));
+const _: () = assert!(same(RESOURCES[PVC].plural, "persistentvolumeclaims"));
+const _: () = assert!(same(RESOURCES[VM].plural, "virtualmachines"));
+const _: () = assert!(same(RESOURCES[VMI].plural, "virtualmachineinstances"));
+const _: () = assert!(same(RESOURCES[DV].plural, "datavolumes"));
 
 fn idx(plural: &str) -> usize {
     resources::lookup(plural).unwrap()
@@ -466,6 +492,10 @@ fn spawn_vmi_progress(shared: &Arc<Shared>, key: Key, uid: String) {
                 "Pending" => opts.pending_delay,
                 "Scheduling" => opts.scheduling_delay,
                 "Scheduled" => opts.scheduled_delay,
+                "Running" if !agent_connected(&shared, &key) => match opts.agent_connect_delay {
+                    Some(d) => d,
+                    None => return,
+                },
                 _ => return,
             };
             tokio::time::sleep(delay).await;
@@ -479,6 +509,16 @@ fn spawn_vmi_progress(shared: &Arc<Shared>, key: Key, uid: String) {
             }
         }
     });
+}
+
+fn agent_connected(shared: &Shared, key: &Key) -> bool {
+    let store = shared.store.lock().unwrap();
+    store
+        .objects
+        .get(key)
+        .and_then(|v| v.pointer("/status/conditions"))
+        .and_then(Value::as_array)
+        .is_some_and(|c| c.iter().any(|x| x["type"] == "AgentConnected"))
 }
 
 fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions) -> bool {
@@ -539,13 +579,32 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
             });
             true
         }
+        "Running" => {
+            let conditions = vmi["status"]["conditions"].as_array_mut();
+            match conditions {
+                Some(c)
+                    if opts.agent_connect_delay.is_some()
+                        && !c.iter().any(|x| x["type"] == "AgentConnected") =>
+                {
+                    c.push(json!({ "type": "AgentConnected", "status": "True" }));
+                    true
+                }
+                _ => false,
+            }
+        }
         "Scheduled" => {
             if matches_pattern(&images(&spec), &opts.fail_image_pattern) {
+                let image = images(&spec).join(", ");
                 vmi["status"] = json!({
                     "phase": "Failed",
                     "nodeName": "fake-node-0",
-                    "reason": "ImagePullBackOff",
-                    "conditions": [{ "type": "Ready", "status": "False", "reason": "GuestFailed" }],
+                    "reason": "PodFailed",
+                    "conditions": [{
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "GuestFailed",
+                        "message": format!("virt-launcher failed: the guest of image {image} crashed while booting"),
+                    }],
                 });
             } else {
                 let n = store.rv % 250 + 2;
@@ -576,16 +635,11 @@ fn schedule_gc(shared: &Arc<Shared>, delay: Duration, owner_uid: String) {
     tokio::spawn(async move {
         tokio::time::sleep(delay).await;
         let mut store = shared.store.lock().unwrap();
-        let live: BTreeSet<String> = store
-            .objects
-            .values()
-            .map(|o| meta_str(o, "uid").to_string())
-            .collect();
         for dep in store.dependents_of(&owner_uid) {
             let Some(obj) = store.objects.get(&dep) else {
                 continue;
             };
-            if owner_uids(obj).iter().all(|u| !live.contains(u)) {
+            if owner_uids(obj).iter().all(|u| !store.uid_exists(u)) {
                 store.remove_now(&dep);
             }
         }

@@ -3,7 +3,7 @@
 //! resourceVersions answer 410), and the REST verbs' storage semantics (create, get, list with
 //! pagination, update with conflicts, patch, delete with propagation, deletecollection).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use base64::Engine;
@@ -96,6 +96,9 @@ pub struct Store {
     pub schema_mode: SchemaMode,
     pub violations: Vec<SchemaViolation>,
     notify: tokio::sync::watch::Sender<u64>,
+    /// uid → key, and owner uid → dependents: keep GC and propagation O(log n).
+    uid_index: HashMap<String, Key>,
+    owner_index: HashMap<String, BTreeSet<Key>>,
     name_counter: u64,
     ip_counter: u32,
 }
@@ -175,6 +178,8 @@ impl Store {
             schema_mode: SchemaMode::Strict,
             violations: Vec::new(),
             notify,
+            uid_index: HashMap::new(),
+            owner_index: HashMap::new(),
             name_counter: 0,
             ip_counter: 0,
         }
@@ -365,7 +370,7 @@ impl Store {
         }
         let rv = self.next_rv();
         ensure_metadata(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
-        self.objects.insert(key.clone(), obj.clone());
+        self.set_object(key.clone(), obj.clone());
         self.emit(EventType::Added, &key, obj.clone(), None);
         Ok(WriteResult {
             code: 201,
@@ -615,10 +620,10 @@ impl Store {
         let rv = self.next_rv();
         ensure_metadata(&mut next).insert("resourceVersion".into(), json!(rv.to_string()));
         if finalized {
-            self.objects.remove(&key);
+            self.take_object(&key);
             self.emit(EventType::Deleted, &key, next.clone(), Some(current));
         } else {
-            self.objects.insert(key.clone(), next.clone());
+            self.set_object(key.clone(), next.clone());
             self.emit(EventType::Modified, &key, next.clone(), Some(current));
         }
         Ok(WriteResult {
@@ -735,16 +740,51 @@ impl Store {
 
     /// Keys of objects with an ownerReference to `uid`.
     pub fn dependents_of(&self, uid: &str) -> Vec<Key> {
-        self.objects
-            .iter()
-            .filter(|(_, o)| owner_uids(o).iter().any(|u| u == uid))
-            .map(|(k, _)| k.clone())
-            .collect()
+        self.owner_index
+            .get(uid)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether any stored object has this uid.
+    pub fn uid_exists(&self, uid: &str) -> bool {
+        self.uid_index.contains_key(uid)
+    }
+
+    /// The only way objects enter the map: keeps the indexes in step.
+    fn set_object(&mut self, key: Key, obj: Value) {
+        self.take_object(&key);
+        let uid = meta_str(&obj, "uid").to_string();
+        if !uid.is_empty() {
+            self.uid_index.insert(uid, key.clone());
+        }
+        for owner in owner_uids(&obj) {
+            self.owner_index
+                .entry(owner)
+                .or_default()
+                .insert(key.clone());
+        }
+        self.objects.insert(key, obj);
+    }
+
+    /// The only way objects leave the map.
+    fn take_object(&mut self, key: &Key) -> Option<Value> {
+        let old = self.objects.remove(key)?;
+        self.uid_index.remove(meta_str(&old, "uid"));
+        for owner in owner_uids(&old) {
+            if let Some(set) = self.owner_index.get_mut(&owner) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.owner_index.remove(&owner);
+                }
+            }
+        }
+        Some(old)
     }
 
     /// Removes an object now (no checks), emitting DELETED. Returns its final state.
     pub fn remove_now(&mut self, key: &Key) -> Option<Value> {
-        let old = self.objects.remove(key)?;
+        let old = self.take_object(key)?;
         let mut last = old.clone();
         let rv = self.next_rv();
         ensure_metadata(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
@@ -760,7 +800,7 @@ impl Store {
         }
         let rv = self.next_rv();
         ensure_metadata(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
-        self.objects.insert(key.clone(), obj.clone());
+        self.set_object(key.clone(), obj.clone());
         self.emit(EventType::Modified, key, obj.clone(), Some(old));
         Some(obj)
     }
@@ -799,7 +839,7 @@ impl Store {
                 }
                 let rv = self.next_rv();
                 ensure_metadata(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
-                self.objects.insert(key.clone(), obj.clone());
+                self.set_object(key.clone(), obj.clone());
                 self.emit(EventType::Added, &key, obj.clone(), None);
                 obj
             }
