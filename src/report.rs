@@ -102,15 +102,26 @@ fn seconds(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
 }
 
+/// `1 VM`, `2 VMs`: the summary reads as English for any count.
+fn count_of(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 fn counts_line(c: &KindCounts) -> String {
     let mut line = format!(
-        "{} VMs, {} Secrets, {} Services",
-        c.vms, c.secrets, c.services
+        "{}, {}, {}",
+        count_of(c.vms, "VM"),
+        count_of(c.secrets, "Secret"),
+        count_of(c.services, "Service")
     );
     if c.data_volumes > 0 {
         line.push_str(&format!(
-            ", {} DataVolumes (created by the VMs' templates)",
-            c.data_volumes
+            ", {} (created by the VMs' templates)",
+            count_of(c.data_volumes, "DataVolume")
         ));
     }
     line
@@ -338,6 +349,22 @@ mod tests {
             api_requests: 42,
             error: None,
         }
+    }
+
+    #[test]
+    fn counts_use_singular_for_one() {
+        let mut s = summary(RunStatus::Success, false);
+        s.created = KindCounts {
+            services: 1,
+            secrets: 1,
+            vms: 1,
+            data_volumes: 1,
+        };
+        let text = run_summary_text(&s);
+        assert!(
+            text.contains("1 VM, 1 Secret, 1 Service, 1 DataVolume (created"),
+            "{text}"
+        );
     }
 
     #[test]
