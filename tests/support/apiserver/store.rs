@@ -792,6 +792,22 @@ impl Store {
         Some(last)
     }
 
+    /// Answers a delete that leaves the object in place, marked for deletion (a terminating
+    /// namespace, or an object held by finalizers): stored unless it is a dry run.
+    fn keep_terminating(&mut self, key: &Key, marked: Value, dry_run: bool) -> WriteResult {
+        let body = if dry_run {
+            marked
+        } else {
+            self.put(key, marked)
+                .expect("object exists: it was just read")
+        };
+        WriteResult {
+            code: 200,
+            body,
+            warnings: vec![],
+        }
+    }
+
     /// Replaces an object (controller writes), bumping RV and emitting MODIFIED.
     pub fn put(&mut self, key: &Key, mut obj: Value) -> Option<Value> {
         let old = self.objects.get(key)?.clone();
@@ -905,19 +921,7 @@ impl Store {
         }
         if ri.plural == "namespaces" {
             marked["status"] = json!({ "phase": "Terminating" });
-            if opts.dry_run {
-                return Ok(WriteResult {
-                    code: 200,
-                    body: marked,
-                    warnings: vec![],
-                });
-            }
-            let body = self.put(&key, marked).unwrap();
-            return Ok(WriteResult {
-                code: 200,
-                body,
-                warnings: vec![],
-            });
+            return Ok(self.keep_terminating(&key, marked, opts.dry_run));
         }
         let has_dependents = !self.dependents_of(&uid).is_empty();
         let propagation = propagation.unwrap_or(Propagation::Background);
@@ -931,19 +935,7 @@ impl Store {
         }
         if !finalizers.is_empty() {
             ensure_metadata(&mut marked).insert("finalizers".into(), json!(finalizers));
-            if opts.dry_run {
-                return Ok(WriteResult {
-                    code: 200,
-                    body: marked,
-                    warnings: vec![],
-                });
-            }
-            let body = self.put(&key, marked).unwrap();
-            return Ok(WriteResult {
-                code: 200,
-                body,
-                warnings: vec![],
-            });
+            return Ok(self.keep_terminating(&key, marked, opts.dry_run));
         }
         let returns_object = matches!(ri.plural, "services" | "persistentvolumeclaims");
         if opts.dry_run {
