@@ -26,7 +26,7 @@ use crate::k8s::kubevirt::{
     VirtualMachineInstanceTemplateSpec, VirtualMachineSpec, Volume,
 };
 use crate::labels;
-use crate::workloads::{Registry, Workload, WorkloadOptions, WorkloadSettings};
+use crate::workloads::{GuestOs, Registry, Workload, WorkloadOptions, WorkloadSettings};
 
 /// Kubernetes rejects Secrets whose data exceeds 1 MiB.
 pub const MAX_SECRET_BYTES: usize = 1024 * 1024;
@@ -55,6 +55,9 @@ pub struct Plan {
     pub workloads: Vec<PlannedWorkload>,
     /// Workloads skipped because their YAML section says `enabled: false`.
     pub skipped: Vec<String>,
+    /// Things the user should know that do not stop the run (e.g. a guest OS family that
+    /// had to be guessed); the command logs them as warnings.
+    pub warnings: Vec<String>,
     /// Services, sorted by name.
     pub services: Vec<PlannedService>,
     /// VMs in plan order (workload order, then role order, then index).
@@ -118,6 +121,8 @@ pub struct WorkloadRequest {
 pub struct Requests {
     pub planned: Vec<WorkloadRequest>,
     pub skipped: Vec<String>,
+    /// Warnings from resolving the requests (see [`Plan::warnings`]).
+    pub warnings: Vec<String>,
 }
 
 /// Plans a run: resolves the requested workloads, validates each one's params and builds
@@ -125,13 +130,16 @@ pub struct Requests {
 /// every object. Pure: the same inputs give the same plan.
 pub fn build_plan(config: &Config, registry: &Registry, run_id: &str) -> Result<Plan> {
     let requests = resolve_requests(config)?;
-    let options = workload_options(config);
+    let mut options = workload_options(config);
+    options.planned_workloads = requests.planned.iter().map(|r| r.name.clone()).collect();
     let workloads = requests
         .planned
         .iter()
         .map(|request| registry.create(&request.name, &request.settings, &options))
         .collect::<Result<Vec<_>>>()?;
-    plan_workloads(config, run_id, &workloads, requests.skipped)
+    let mut plan = plan_workloads(config, run_id, &workloads, requests.skipped)?;
+    plan.warnings = requests.warnings;
+    Ok(plan)
 }
 
 /// Resolves which workloads run and with which settings.
@@ -143,6 +151,10 @@ pub fn resolve_requests(config: &Config) -> Result<Requests> {
     let mut seen = BTreeSet::new();
     let mut planned = Vec::new();
     let mut skipped = Vec::new();
+    // Until the guest OS is configurable, every workload infers it from the image name
+    // (the behaviour of `--guest-os auto`).
+    let family = GuestOs::Auto.resolve(&config.container_disk_image);
+    let warnings: Vec<String> = family.warning.into_iter().collect();
     for name in config.workloads.iter().chain(&config.from_catalog) {
         if !seen.insert(name.as_str()) {
             let both = config.workloads.contains(name) && config.from_catalog.contains(name);
@@ -175,6 +187,7 @@ pub fn resolve_requests(config: &Config) -> Result<Requests> {
                 .and_then(|o| o.memory.clone())
                 .unwrap_or_else(|| config.memory.clone()),
             params: overrides.map(|o| o.params.clone()).unwrap_or_default(),
+            guest_family: family.family,
         };
         if settings.vm_count == 0 {
             return Err(Error::input(format!(
@@ -196,7 +209,11 @@ pub fn resolve_requests(config: &Config) -> Result<Requests> {
             "no workloads specified: use --workloads or --from-catalog",
         ));
     }
-    Ok(Requests { planned, skipped })
+    Ok(Requests {
+        planned,
+        skipped,
+        warnings,
+    })
 }
 
 /// The options every workload factory receives for this run.
@@ -206,6 +223,7 @@ pub fn workload_options(config: &Config) -> WorkloadOptions {
         data_disk_size: config.disk_size.clone(),
         ssh: config.ssh.clone(),
         catalog_dir: config.catalog_dir.clone(),
+        planned_workloads: Vec::new(),
     }
 }
 
@@ -230,6 +248,7 @@ pub fn plan_workloads(
         namespace: config.namespace.clone(),
         workloads: Vec::with_capacity(workloads.len()),
         skipped,
+        warnings: Vec::new(),
         services: Vec::new(),
         vms: Vec::new(),
     };

@@ -74,6 +74,9 @@ impl Workload for FakeWorkload {
         text.push_str(&"x".repeat(self.userdata_bytes));
         Ok(text)
     }
+    fn workload_units(&self, role: Option<&str>) -> Vec<String> {
+        vec![format!("{}-{}.service", self.name, role.unwrap_or("main"))]
+    }
     fn resources(&self) -> VmResources {
         VmResources {
             cpu_cores: self.settings.cpu_cores,

@@ -40,6 +40,9 @@ pub async fn run(config: &Config) -> Result<()> {
     for skipped in &plan.skipped {
         tracing::info!(workload = %skipped, reason = "disabled in config", "workload skipped");
     }
+    for warning in &plan.warnings {
+        tracing::warn!(warning = %warning, "plan warning");
+    }
     let auditor = Auditor::open(&config.audit)?;
     match config.dry_run {
         Some(DryRunMode::Client) => dry_run_client(config, &plan, &auditor),
