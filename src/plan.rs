@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    LocalObjectReference, Secret, Service, ServicePort, ServiceSpec as K8sServiceSpec,
+    ExecAction, LocalObjectReference, Secret, Service, ServicePort, ServiceSpec as K8sServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::k8s::kubevirt::{
     CloudInitNoCloudSource, ContainerDiskSource, Cpu, DataVolumeBlankImage, DataVolumeSource,
     DataVolumeSpec, DataVolumeTemplateSpec, DataVolumeVolumeSource, Devices, Disk, DiskTarget,
-    DomainSpec, Interface, InterfaceMasquerade, Network, PodNetwork, ResourceRequirements,
+    DomainSpec, Interface, InterfaceMasquerade, Network, PodNetwork, Probe, ResourceRequirements,
     StorageResources, StorageSpec, VirtualMachine, VirtualMachineInstanceSpec,
     VirtualMachineInstanceTemplateSpec, VirtualMachineSpec, Volume,
 };
@@ -309,6 +309,7 @@ fn plan_one(config: &Config, run_id: &str, workload: &dyn Workload, plan: &mut P
         if let Some(role) = role {
             validate_label_value(labels::ROLE, role, &format!("role of workload {name:?}"))?;
         }
+        let probe = workload_probe(name, &workload.workload_units(role))?;
         let userdata = workload
             .userdata(role)
             .map_err(|err| with_context(err, &cloud_init_context(name, role)))?;
@@ -359,6 +360,7 @@ fn plan_one(config: &Config, run_id: &str, workload: &dyn Workload, plan: &mut P
                 secret_name: &secret_name,
                 disks: &disks,
                 data_volumes: &data_volumes,
+                readiness_probe: &probe,
             });
             plan.vms.push(PlannedVm {
                 name: vm_name,
@@ -470,6 +472,54 @@ struct VmInputs<'a> {
     secret_name: &'a str,
     disks: &'a [crate::workloads::DataDisk],
     data_volumes: &'a [String],
+    readiness_probe: &'a Option<Probe>,
+}
+
+/// How often the readiness probe runs, how long one run may take and how many failures in
+/// a row make a ready VM unready. Generous: the guests are busy by design (a saturated CPU
+/// slows the guest agent), and a unit between restarts should not flap the condition.
+pub const PROBE_PERIOD_SECONDS: i32 = 15;
+pub const PROBE_TIMEOUT_SECONDS: i32 = 10;
+pub const PROBE_FAILURE_THRESHOLD: i32 = 3;
+
+/// The readiness probe of a VM whose workload runs as `units`: KubeVirt runs the command in
+/// the guest through the QEMU guest agent, so the VMI is Ready exactly while every unit is
+/// active. `systemctl is-active` succeeds when *any* unit it names is active, so each unit
+/// gets its own check; the agent execs without a shell, hence `/bin/sh -c`. `None` for a
+/// workload without units.
+pub fn workload_probe(workload: &str, units: &[String]) -> Result<Option<Probe>> {
+    if units.is_empty() {
+        return Ok(None);
+    }
+    for unit in units {
+        let safe = !unit.is_empty()
+            && unit.len() <= 256
+            && !unit.starts_with('-')
+            && unit.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b':' | b'_' | b'.' | b'@' | b'-')
+            });
+        if !safe {
+            return Err(Error::input(format!(
+                "unit name {unit:?} of workload {workload:?} cannot be checked by the readiness probe: \
+                 use letters, digits, ':', '_', '.', '@' and '-' (rename the catalog service file)"
+            )));
+        }
+    }
+    let check = units
+        .iter()
+        .map(|u| format!("systemctl is-active --quiet {u}"))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    Ok(Some(Probe {
+        exec: Some(ExecAction {
+            command: Some(vec!["/bin/sh".into(), "-c".into(), check]),
+        }),
+        period_seconds: Some(PROBE_PERIOD_SECONDS),
+        timeout_seconds: Some(PROBE_TIMEOUT_SECONDS),
+        failure_threshold: Some(PROBE_FAILURE_THRESHOLD),
+        success_threshold: Some(1),
+        initial_delay_seconds: None,
+    }))
 }
 
 /// The VirtualMachine shape of inventory §6, plus run labels on the DataVolume templates.
@@ -580,6 +630,7 @@ fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
                             ..Default::default()
                         }),
                     },
+                    readiness_probe: input.readiness_probe.clone(),
                     networks: vec![Network {
                         name: NETWORK_NAME.to_string(),
                         pod: Some(PodNetwork {}),
