@@ -703,3 +703,140 @@ unit_of() {
         "{out}"
     );
 }
+
+/// The victims-mode loop as shipped, against a stand-in for systemd: the script signals the
+/// victim unit's main process (a real `sleep`, which dies), logs `KILL n=1`, and once the unit
+/// reports a new main PID logs `RESTART n=1` with both PIDs.
+#[test]
+fn chaos_process_kills_a_victim_and_counts_its_restart() {
+    if !have("bash") {
+        return;
+    }
+    let w = Registry::builtin()
+        .create(
+            "chaos-process",
+            &settings(&[("victims", "1")]),
+            &options(false),
+        )
+        .unwrap();
+    let script = files(&w.userdata(None).unwrap())
+        .into_iter()
+        .find(|f| f.path == "/usr/local/bin/chaos-process.sh")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chaos-process.sh");
+    fs::write(&path, &script.content).unwrap();
+    let program = format!(
+        r#"source {script}
+set +e
+CHAOS_VICTIMS=1
+sleep 300 &
+VICTIM=$!
+MAIN_PID_FILE={dir}/main-pid
+echo "$VICTIM" > "$MAIN_PID_FILE"
+systemctl() {{
+  [ "$*" = "show -p MainPID --value virtwork-chaos-victim@1.service" ] || return 1
+  cat "$MAIN_PID_FILE"
+}}
+kill_victim
+wait "$VICTIM" 2>/dev/null
+echo "victim exit $?"
+check_restart
+echo 4242 > "$MAIN_PID_FILE"
+check_restart
+check_restart
+"#,
+        script = path.display(),
+        dir = dir.path().display(),
+    );
+    let (ok, out) = run(Command::new("bash").args(["-c", &program]));
+    assert!(ok, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[0].contains("] KILL n=1 signal=SIGTERM pid=")
+            && lines[0].ends_with(" victim=virtwork-chaos-victim@1.service"),
+        "{out}"
+    );
+    // 128 + SIGTERM: the victim really died of the signal.
+    assert_eq!(lines[1], "victim exit 143", "{out}");
+    assert!(
+        lines[2].contains("] RESTART n=1 victim=virtwork-chaos-victim@1.service old_pid=")
+            && lines[2].ends_with(" new_pid=4242"),
+        "{out}"
+    );
+}
+
+/// What keeps chaos-disk and fio off the root disk, run for real: the shipped chaos-disk
+/// loop pointed at a directory that is not a mount (as /mnt/data is when the data disk is
+/// missing) stops before allocating anything, and the guard names the reason; with the
+/// device missing too, it says so.
+#[test]
+fn chaos_disk_refuses_a_mount_point_that_is_not_its_data_disk() {
+    if !have("bash") || !have("findmnt") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("data");
+    fs::create_dir(&target).unwrap();
+    let w = Registry::builtin()
+        .create(
+            "chaos-disk",
+            &settings(&[("mount", "/mnt/data"), ("fill-sleep", "1")]),
+            &options(false),
+        )
+        .unwrap();
+    let guest = files(&w.userdata(None).unwrap());
+    let content = |path: &str| {
+        guest
+            .iter()
+            .find(|f| f.path == path)
+            .unwrap()
+            .content
+            .clone()
+    };
+    let guard = dir.path().join("virtwork-require-mount");
+    fs::write(&guard, content("/usr/local/bin/virtwork-require-mount")).unwrap();
+    fs::set_permissions(&guard, fs::Permissions::from_mode(0o755)).unwrap();
+    // The same script, pointed at the scratch directory and the scratch guard; the device is
+    // one that exists (so the mount-point check is what refuses).
+    let script = content("/usr/local/bin/chaos-disk.sh")
+        .replace("/mnt/data", &target.display().to_string())
+        .replace(
+            "/usr/local/bin/virtwork-require-mount",
+            &guard.display().to_string(),
+        )
+        .replace("/dev/disk/by-id/virtio-virtwork-chdisk", "/dev/null");
+    let path = dir.path().join("chaos-disk.sh");
+    fs::write(&path, script).unwrap();
+    let (ok, out) = run(Command::new("timeout").arg("20").arg("bash").arg(&path));
+    assert!(!ok, "the fill loop ran against a plain directory:\n{out}");
+    assert!(
+        out.contains(&format!(
+            "ERROR: {} is not a mount point; refusing to write to the root file system",
+            target.display()
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("filling"), "{out}");
+    assert_eq!(
+        fs::read_dir(&target).unwrap().count(),
+        0,
+        "nothing allocated"
+    );
+
+    // A real mount point, but of another device (the root file system): refused too.
+    let (ok, out) = run(Command::new(&guard).arg("/").arg("/dev/null"));
+    assert!(!ok, "{out}");
+    assert!(out.contains("ERROR: / is mounted from "), "{out}");
+    assert!(out.contains("not from the data disk /dev/null"), "{out}");
+
+    let (ok, out) = run(Command::new(&guard)
+        .arg(&target)
+        .arg("/dev/disk/by-id/virtio-absent"));
+    assert!(!ok);
+    assert!(
+        out.contains("ERROR: data disk /dev/disk/by-id/virtio-absent is missing"),
+        "{out}"
+    );
+}

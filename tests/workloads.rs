@@ -1038,7 +1038,9 @@ fn chaos_process_ships_and_targets_victim_services() {
     assert!(template.contains("Restart=always\nRestartSec=2\n"));
     assert!(template.contains("Nice=19\n"));
     let (victim, _) = file(&ud, "/usr/local/bin/chaos-victim");
-    assert!(victim.contains("echo \"chaos victim ${1:-?} started (pid $$)\""));
+    assert!(
+        victim.contains("echo \"chaos victim ${1:-?} started (pid $$)\"\nexec sleep infinity\n")
+    );
     let (script, _) = file(&ud, "/usr/local/bin/chaos-process.sh");
     assert!(script.contains("log \"KILL n=${KILLS} signal=${CHAOS_SIGNAL} pid=${pid} ${what}\""));
     assert!(script.contains("log \"RESTART n=${RESTARTS} victim=${PENDING_UNIT}"));
@@ -1107,7 +1109,10 @@ fn guest_family_is_inferred_from_the_image_name() {
         assert_eq!(inferred.family, GuestFamily::Fedora, "{image}");
         let warning = inferred.warning.expect(image);
         assert!(warning.contains(image), "{warning}");
-        assert!(warning.contains("--guest-os"), "{warning}");
+        assert!(
+            warning.contains("rendering payloads for fedora"),
+            "{warning}"
+        );
     }
 }
 

@@ -1,8 +1,8 @@
 //! `chaos-process`: every interval, sends a signal to one process; by default to one of the
 //! victim services the payload ships itself, so every kill has a visible effect.
 //!
-//! Victims are `victims` instances of `virtwork-chaos-victim@.service`: tiny workers (a
-//! shell sleeping in a loop) under `Restart=always`, so each kill is followed by a systemd
+//! Victims are `victims` instances of `virtwork-chaos-victim@.service`: idle workers (a
+//! logged start, then `sleep infinity`) under `Restart=always`, so each kill is followed by a systemd
 //! restart. The chaos script logs each kill (`KILL n=<count> ...`) and each restart it
 //! observes (`RESTART n=<count> ...`); each victim logs its own start, so both are countable
 //! in the journal. `mode=random` instead picks any eligible process (victims included).
@@ -123,15 +123,15 @@ pub fn schema() -> ParamSchema {
     )
 }
 
-/// The victim: logs its start (countable restarts), then idles in a loop.
+/// The victim: logs its start (countable restarts), then becomes a `sleep` that uses no CPU
+/// and dies of every terminating signal (a shell would survive SIGINT while it waits for a
+/// child).
 pub fn victim_script() -> String {
     r#"#!/bin/bash
-# virtwork chaos-process victim: a low-intensity worker for chaos-process to kill; systemd
-# restarts it (Restart=always), and each start is logged.
+# virtwork chaos-process victim: an idle worker for chaos-process to kill; systemd restarts
+# it (Restart=always), and each start is logged.
 echo "chaos victim ${1:-?} started (pid $$)"
-while true; do
-  sleep 5
-done
+exec sleep infinity
 "#
     .to_string()
 }

@@ -139,7 +139,7 @@ pub fn infer_family(image: &str) -> Inference {
     Inference {
         family: GuestFamily::Fedora,
         warning: Some(format!(
-            "cannot tell the guest OS family from container disk image {image:?}; rendering payloads for fedora (set --guest-os fedora or --guest-os debian to choose)"
+            "cannot tell the guest OS family from container disk image {image:?}; rendering payloads for fedora (an image whose repository name contains fedora, centos, rhel, alma, rocky, debian or ubuntu selects its family)"
         )),
     }
 }
