@@ -745,6 +745,10 @@ check_restart
 echo 4242 > "$MAIN_PID_FILE"
 check_restart
 check_restart
+# A victim that never runs again: after MAX_MISSING rounds the workload fails.
+echo 0 > "$MAIN_PID_FILE"
+( for _ in $(seq 1 "$MAX_MISSING"); do kill_victim; done ) >/dev/null
+echo "missing exit $?"
 "#,
         script = path.display(),
         dir = dir.path().display(),
@@ -752,7 +756,8 @@ check_restart
     let (ok, out) = run(Command::new("bash").args(["-c", &program]));
     assert!(ok, "{out}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines.len(), 4, "{out}");
+    assert_eq!(lines[3], "missing exit 1", "{out}");
     assert!(
         lines[0].contains("] KILL n=1 signal=SIGTERM pid=")
             && lines[0].ends_with(" victim=virtwork-chaos-victim@1.service"),

@@ -158,6 +158,10 @@ PROTECTED_PREFIXES="{prefixes}"
 
 KILLS=0
 RESTARTS=0
+# Rounds in a row whose victim had no process; too many means the victims are not running
+# and the workload would only pretend to work.
+MISSING=0
+MAX_MISSING=10
 PENDING_UNIT=""
 PENDING_PID=""
 
@@ -235,9 +239,15 @@ kill_victim() {{
   unit="virtwork-chaos-victim@$((RANDOM % CHAOS_VICTIMS + 1)).service"
   pid=$(systemctl show -p MainPID --value "$unit" 2>/dev/null || echo 0)
   if [ "${{pid:-0}}" = 0 ]; then
-    log "Victim ${{unit}} has no running process (restarting?); skipping this round"
+    MISSING=$((MISSING + 1))
+    log "Victim ${{unit}} has no running process (restarting?); skipping this round (${{MISSING}} in a row)"
+    if [ "$MISSING" -ge "$MAX_MISSING" ]; then
+      log "ERROR: no victim process found in ${{MAX_MISSING}} rounds in a row; the victims are not running"
+      exit 1
+    fi
     return 0
   fi
+  MISSING=0
   if signal_pid "$pid" "victim=${{unit}}"; then
     PENDING_UNIT="$unit"
     PENDING_PID="$pid"

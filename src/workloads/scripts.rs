@@ -370,3 +370,27 @@ impl DataMount {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_escape_like_systemd_escape() {
+        // Expected values are `systemd-escape --path` output.
+        for (path, unit) in [
+            ("/mnt/data", "mnt-data"),
+            ("/var/lib/my-chaos.d", "var-lib-my\\x2dchaos.d"),
+            ("/mnt/.hidden", "mnt-.hidden"),
+            ("/srv/a_b/c:d", "srv-a_b-c:d"),
+            ("/opt/x+y", "opt-x\\x2by"),
+            ("/mnt/data/", "mnt-data"),
+        ] {
+            assert_eq!(systemd_escape_path(path), unit, "{path}");
+        }
+        assert_eq!(
+            DataMount::new("s", "/var/lib/pgsql/data").mount_unit(),
+            "var-lib-pgsql-data.mount"
+        );
+    }
+}
