@@ -8,6 +8,7 @@
 
 mod support;
 
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -343,4 +344,53 @@ fn metrics_endpoint_follows_workloads_and_flattens_on_request() {
     let second = env.server.kubevirt_metrics();
     assert!(value(&second, "virtwork-cpu-0") > value(&first, "virtwork-cpu-0"));
     assert_eq!(value(&second, "virtwork-cpu-1"), value(&first, "virtwork-cpu-1"));
+}
+
+fn catalog_entry(dir: &Path, signals_yaml: &str) {
+    let entry = dir.join("web");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("web.service"),
+        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    std::fs::write(entry.join("workload.yaml"), format!("description: web\nsignals:\n{signals_yaml}")).unwrap();
+}
+
+#[test]
+fn catalog_signals_are_validated_recorded_and_verified() {
+    let env = Env::start();
+    let catalog = env.dir.path().join("catalog");
+    // validate rejects a template whose placeholder is not a whole quoted value.
+    catalog_entry(&catalog, "  - name: http-rx\n    query: 'rate(kubevirt_vmi_network_receive_bytes_total{namespace=~\"{{namespace}}.*\",name=\"{{name}}\"}[5m])'\n    threshold: 1\n");
+    let out = env.run(&["validate", "--catalog-dir", catalog.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("FAIL  web") && stdout.contains("signal \"http-rx\": query: placeholder {{namespace}}"), "{stdout}");
+
+    let query = "sum by (namespace, name) (rate(kubevirt_vmi_network_receive_bytes_total{namespace=\"{{namespace}}\",name=\"{{name}}\"}[{{window}}]))";
+    catalog_entry(&catalog, &format!("  - name: http-rx\n    query: '{query}'\n    threshold: 1024\n    description: requests reach the web server\n"));
+    let out = env.run(&["validate", "--catalog-dir", catalog.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+
+    // run records the entry's signals on its VMs; verify renders them for each VM.
+    let out = env.run(&["--namespace", NS, "run", "--from-catalog", "web", "--catalog-dir", catalog.to_str().unwrap(), "--timeout", "60"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let vm = env.server.get("virtualmachines", NS, "virtwork-web-0").unwrap();
+    let recorded: Value = serde_json::from_str(vm["metadata"]["annotations"]["virtwork/signals"].as_str().unwrap()).unwrap();
+    assert_eq!(recorded[0]["name"], "http-rx");
+    env.monitoring(Backend::Respond(
+        200,
+        r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"2048"]}]}}"#.into(),
+    ));
+    let out = env.run(&["--namespace", NS, "--output", "json", "verify", "--window", "2m"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    let signal = &doc["vms"][0]["signals"][0];
+    assert_eq!(signal["signal"], "http-rx");
+    assert_eq!(signal["status"], "pass");
+    assert_eq!(
+        signal["query"],
+        "sum by (namespace, name) (rate(kubevirt_vmi_network_receive_bytes_total{namespace=\"virtwork\",name=\"virtwork-web-0\"}[2m]))"
+    );
 }
