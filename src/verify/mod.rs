@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::labels;
-use contract::{CUSTOM_SIGNALS_ANNOTATION, Check, CustomSignal, SIGNAL_PARAMS_ANNOTATION, Unit, VmFacts};
+use contract::{CUSTOM_SIGNALS_ANNOTATION, Check, CustomSignal, SIGNAL_PARAMS_ANNOTATION, VmFacts};
 use evaluate::Verdict;
 use promql::Window;
 
@@ -272,6 +272,7 @@ pub fn json_report(
         })
         .collect();
     json!({
+        "format_version": 1,
         "command": "verify",
         "namespace": namespace,
         "run_id_filter": run_id_filter,
@@ -315,9 +316,4 @@ pub fn missing_message(results: &[VmResult]) -> Option<String> {
         "expected signal missing: VM {}/{} signal {} ({what}){more}",
         r.target.facts.namespace, r.target.facts.name, s.check.signal
     ))
-}
-
-/// Whether a unit is shown with a threshold at all (catalog signals are raw numbers).
-pub fn is_builtin_unit(unit: Unit) -> bool {
-    unit != Unit::Custom
 }
