@@ -40,8 +40,14 @@ fn check_generated(relative: &str, wanted: &str) {
 
 #[test]
 fn shipped_rule_and_dashboard_are_generated_from_the_contract() {
-    check_generated("deploy/monitoring/prometheusrule.yaml", &kit::prometheus_rule_yaml());
-    check_generated("deploy/monitoring/grafana-dashboard.json", &kit::grafana_dashboard_json());
+    check_generated(
+        "deploy/monitoring/prometheusrule.yaml",
+        &kit::prometheus_rule_yaml(),
+    );
+    check_generated(
+        "deploy/monitoring/grafana-dashboard.json",
+        &kit::grafana_dashboard_json(),
+    );
 }
 
 #[test]
@@ -50,7 +56,10 @@ fn workloads_md_lists_each_workloads_signals_from_the_contract() {
     let doc = std::fs::read_to_string(&path).unwrap();
     let begin = "<!-- BEGIN GENERATED signals -->\n";
     let end = "<!-- END GENERATED signals -->";
-    let start = doc.find(begin).expect("docs/workloads.md has the generated signals markers") + begin.len();
+    let start = doc
+        .find(begin)
+        .expect("docs/workloads.md has the generated signals markers")
+        + begin.len();
     let len = doc[start..].find(end).expect("end marker");
     let wanted = format!("\n{}\n", kit::signals_markdown().trim_end());
     if updating() {
@@ -66,7 +75,8 @@ fn workloads_md_lists_each_workloads_signals_from_the_contract() {
 
 /// The rule groups (`spec`) of the shipped PrometheusRule, as a plain Prometheus rule file.
 fn rule_file(dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join("deploy/monitoring/prometheusrule.yaml")).unwrap();
+    let text =
+        std::fs::read_to_string(repo().join("deploy/monitoring/prometheusrule.yaml")).unwrap();
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
     assert_eq!(doc["kind"].as_str(), Some("PrometheusRule"));
     let path = dir.join("rules.yaml");
@@ -76,10 +86,17 @@ fn rule_file(dir: &Path) -> PathBuf {
 
 #[test]
 fn promtool_accepts_the_shipped_rules() {
-    let Some(promtool) = support::prometheus::tool("promtool") else { return };
+    let Some(promtool) = support::prometheus::tool("promtool") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let rules = rule_file(dir.path());
-    let out = Command::new(promtool).arg("check").arg("rules").arg(&rules).output().unwrap();
+    let out = Command::new(promtool)
+        .arg("check")
+        .arg("rules")
+        .arg(&rules)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "promtool check rules failed:\n{}{}",
@@ -87,17 +104,30 @@ fn promtool_accepts_the_shipped_rules() {
         String::from_utf8_lossy(&out.stderr)
     );
     let expected = kit::alert_rules().len();
-    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("SUCCESS: {expected} rules found")));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("SUCCESS: {expected} rules found"))
+    );
 }
 
 /// Input series of one VMI as KubeVirt exports them, in promtool's expanding notation.
-fn vmi_series(name: &str, workload: &str, vcpu_per_minute: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+fn vmi_series(
+    name: &str,
+    workload: &str,
+    vcpu_per_minute: &str,
+    extra: &[(&str, &str)],
+) -> Vec<(String, String)> {
     let labels = format!(
         "namespace=\"virtwork\",name=\"{name}\",kubernetes_vmi_label_app_kubernetes_io_managed_by=\"virtwork\",kubernetes_vmi_label_app_kubernetes_io_component=\"{workload}\",kubernetes_vmi_label_virtwork_run_id=\"0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f\""
     );
     let mut out = vec![
-        (format!("kubevirt_vmi_vcpu_seconds_total{{{labels},id=\"0\"}}"), format!("0+{vcpu_per_minute}x30")),
-        (format!("kubevirt_vmi_vcpu_seconds_total{{{labels},id=\"1\"}}"), format!("0+{vcpu_per_minute}x30")),
+        (
+            format!("kubevirt_vmi_vcpu_seconds_total{{{labels},id=\"0\"}}"),
+            format!("0+{vcpu_per_minute}x30"),
+        ),
+        (
+            format!("kubevirt_vmi_vcpu_seconds_total{{{labels},id=\"1\"}}"),
+            format!("0+{vcpu_per_minute}x30"),
+        ),
     ];
     for (metric, values) in extra {
         let (name, more) = metric.split_once('|').unwrap_or((metric, ""));
@@ -109,7 +139,9 @@ fn vmi_series(name: &str, workload: &str, vcpu_per_minute: &str, extra: &[(&str,
 
 #[test]
 fn promtool_proves_the_alert_fires_for_the_flat_vm_only() {
-    let Some(promtool) = support::prometheus::tool("promtool") else { return };
+    let Some(promtool) = support::prometheus::tool("promtool") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let rules = rule_file(dir.path());
     // One-minute samples for 30 minutes: two loaded cpu VMs, one flat cpu VM (its counters
@@ -118,28 +150,53 @@ fn promtool_proves_the_alert_fires_for_the_flat_vm_only() {
     series.extend(vmi_series("virtwork-cpu-0", "cpu", "58", &[]));
     series.extend(vmi_series("virtwork-cpu-1", "cpu", "0", &[]));
     series.extend(vmi_series("virtwork-cpu-2", "cpu", "50", &[]));
-    series.extend(vmi_series("virtwork-memory-0", "memory", "30", &[
-        ("kubevirt_vmi_memory_available_bytes", "2000000000x30"),
-        ("kubevirt_vmi_memory_usable_bytes", "400000000x30"),
-    ]));
-    series.extend(vmi_series("virtwork-network-server-0", "network", "10", &[
-        ("kubevirt_vmi_network_receive_bytes_total|interface=\"default\"", "0+6000000000x30"),
-        ("kubevirt_vmi_network_transmit_bytes_total|interface=\"default\"", "0+6000000000x30"),
-    ]));
+    series.extend(vmi_series(
+        "virtwork-memory-0",
+        "memory",
+        "30",
+        &[
+            ("kubevirt_vmi_memory_available_bytes", "2000000000x30"),
+            ("kubevirt_vmi_memory_usable_bytes", "400000000x30"),
+        ],
+    ));
+    series.extend(vmi_series(
+        "virtwork-network-server-0",
+        "network",
+        "10",
+        &[
+            (
+                "kubevirt_vmi_network_receive_bytes_total|interface=\"default\"",
+                "0+6000000000x30",
+            ),
+            (
+                "kubevirt_vmi_network_transmit_bytes_total|interface=\"default\"",
+                "0+6000000000x30",
+            ),
+        ],
+    ));
     let mut input = String::new();
     for (name, values) in &series {
-        input.push_str(&format!("      - series: '{name}'\n        values: '{values}'\n"));
+        input.push_str(&format!(
+            "      - series: '{name}'\n        values: '{values}'\n"
+        ));
     }
     let test = format!(
         "rule_files:\n  - {}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    alert_rule_test:\n      - eval_time: 8m\n        alertname: {ALERT}\n        exp_alerts: []\n      - eval_time: 20m\n        alertname: {ALERT}\n        exp_alerts:\n          - exp_labels:\n              severity: warning\n              virtwork_workload: cpu\n              virtwork_signal: vcpu-busy\n              namespace: virtwork\n              name: virtwork-cpu-1\n              kubernetes_vmi_label_virtwork_run_id: 0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f\n            exp_annotations:\n              summary: {}\n              description: {}\n              runbook: {}\n",
         rules.display(),
         q("virtwork VM virtwork/virtwork-cpu-1 (cpu): signal vcpu-busy missing for 10m"),
-        q("The cpu workload of run 0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f should show vCPU time per second divided by the VMI's vCPU count in KubeVirt's per-VMI metrics, but it is absent or below the expected level. Check with `virtwork verify --run-id <run id>`."),
+        q(
+            "The cpu workload of run 0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f should show vCPU time per second divided by the VMI's vCPU count in KubeVirt's per-VMI metrics, but it is absent or below the expected level. Check with `virtwork verify --run-id <run id>`."
+        ),
         q(kit::RUNBOOK),
     );
     let test_path = dir.path().join("test.yaml");
     std::fs::write(&test_path, test).unwrap();
-    let out = Command::new(promtool).arg("test").arg("rules").arg(&test_path).output().unwrap();
+    let out = Command::new(promtool)
+        .arg("test")
+        .arg("rules")
+        .arg(&test_path)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "promtool test rules failed:\n{}{}",
@@ -157,10 +214,10 @@ fn exprs(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
             for (k, v) in map {
-                if k == "expr" || k == "definition" {
-                    if let Some(s) = v.as_str() {
-                        out.push(s.to_string());
-                    }
+                if (k == "expr" || k == "definition")
+                    && let Some(s) = v.as_str()
+                {
+                    out.push(s.to_string());
                 }
                 exprs(v, out);
             }
@@ -172,7 +229,8 @@ fn exprs(value: &Value, out: &mut Vec<String>) {
 
 #[test]
 fn dashboard_parses_and_uses_only_contract_metrics() {
-    let text = std::fs::read_to_string(repo().join("deploy/monitoring/grafana-dashboard.json")).unwrap();
+    let text =
+        std::fs::read_to_string(repo().join("deploy/monitoring/grafana-dashboard.json")).unwrap();
     let doc: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
     let mut found = Vec::new();
     exprs(&doc, &mut found);
@@ -180,15 +238,36 @@ fn dashboard_parses_and_uses_only_contract_metrics() {
     for expr in &found {
         for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
             if word.starts_with("kubevirt_") {
-                assert!(METRICS.contains(&word), "dashboard uses {word}, which the contract does not");
+                assert!(
+                    METRICS.contains(&word),
+                    "dashboard uses {word}, which the contract does not"
+                );
             }
         }
     }
     // One panel per built-in signal, and the run id is a dashboard variable.
-    let panels: Vec<&Value> = doc["panels"].as_array().unwrap().iter().filter(|p| p["type"] == "timeseries").collect();
-    let expected: usize = virtwork::verify::contract::WORKLOADS.iter().map(|w| builtin_signals(w).len()).sum();
+    let panels: Vec<&Value> = doc["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "timeseries")
+        .collect();
+    let expected: usize = virtwork::verify::contract::WORKLOADS
+        .iter()
+        .map(|w| builtin_signals(w).len())
+        .sum();
     assert_eq!(panels.len(), expected);
-    let vars: Vec<&str> = doc["templating"]["list"].as_array().unwrap().iter().filter_map(|v| v["name"].as_str()).collect();
+    let vars: Vec<&str> = doc["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
     assert!(vars.contains(&"run_id"));
-    assert!(panels.iter().all(|p| p["targets"][0]["expr"].as_str().unwrap().contains("kubernetes_vmi_label_virtwork_run_id=~\"$run_id\"")));
+    assert!(panels.iter().all(|p| {
+        p["targets"][0]["expr"]
+            .as_str()
+            .unwrap()
+            .contains("kubernetes_vmi_label_virtwork_run_id=~\"$run_id\"")
+    }));
 }

@@ -34,18 +34,34 @@ impl Env {
             ..Default::default()
         });
         let dir = tempfile::tempdir().unwrap();
-        server.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
+        server
+            .write_kubeconfig(dir.path().join("kubeconfig"))
+            .unwrap();
         // virt-handler's metrics behind the Service KubeVirt's ServiceMonitor scrapes.
-        server.insert(service("kubevirt", "kubevirt-prometheus-metrics", "metrics", 8443));
-        server.set_service_backend("kubevirt", "kubevirt-prometheus-metrics", "metrics", Backend::KubeVirtMetrics);
+        server.insert(service(
+            "kubevirt",
+            "kubevirt-prometheus-metrics",
+            "metrics",
+            8443,
+        ));
+        server.set_service_backend(
+            "kubevirt",
+            "kubevirt-prometheus-metrics",
+            "metrics",
+            Backend::KubeVirtMetrics,
+        );
         Env { server, dir }
     }
 
     /// kube-prometheus' Service, answered by `backend`.
     fn monitoring(&self, backend: Backend) {
-        self.server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}}));
-        self.server.insert(service("monitoring", "prometheus-k8s", "web", 9090));
-        self.server.set_service_backend("monitoring", "prometheus-k8s", "web", backend);
+        self.server.insert(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}}),
+        );
+        self.server
+            .insert(service("monitoring", "prometheus-k8s", "web", 9090));
+        self.server
+            .set_service_backend("monitoring", "prometheus-k8s", "web", backend);
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -85,8 +101,13 @@ fn text(bytes: &[u8]) -> String {
 }
 
 fn json_doc(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr)))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    })
 }
 
 /// Signals of VM `name` in a verify JSON document: signal → status.
@@ -100,7 +121,12 @@ fn statuses(doc: &Value, name: &str) -> Vec<(String, String)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["signal"].as_str().unwrap().to_string(), s["status"].as_str().unwrap().to_string()))
+        .map(|s| {
+            (
+                s["signal"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
 
@@ -124,67 +150,147 @@ fn with_prometheus(env: &Env) -> Option<Prometheus> {
 
 fn run_workloads(env: &Env) {
     let out = env.run(&[
-        "--namespace", NS, "run",
-        "--workloads", "cpu,memory,disk,network,chaos-disk",
-        "--vm-count", "2",
-        "--params", "chaos-disk.release-sleep=5",
-        "--timeout", "60",
+        "--namespace",
+        NS,
+        "run",
+        "--workloads",
+        "cpu,memory,disk,network,chaos-disk",
+        "--vm-count",
+        "2",
+        "--params",
+        "chaos-disk.release-sleep=5",
+        "--timeout",
+        "60",
     ]);
-    assert_eq!(out.status.code(), Some(0), "run failed:\n{}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "run failed:\n{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
 fn verify_passes_for_loaded_vms_and_names_the_flat_one() {
     let env = Env::start();
-    let Some(prometheus) = with_prometheus(&env) else { return };
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
     run_workloads(&env);
     env.server.set_metrics_flat(NS, "virtwork-cpu-1", true);
     // Every VMI is scraped (a hang guard, not a timing check).
     assert!(
-        prometheus.wait_for_series("count by (name) (kubevirt_vmi_vcpu_seconds_total)", 12, Duration::from_secs(60)),
+        prometheus.wait_for_series(
+            "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+            12,
+            Duration::from_secs(60)
+        ),
         "Prometheus never saw the 12 VMIs:\n{}",
         prometheus.log()
     );
 
-    let out = env.run(&["--namespace", NS, "--output", "json", "verify", "--window", "30s", "--wait", "--timeout", "25"]);
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "--output",
+        "json",
+        "verify",
+        "--window",
+        "30s",
+        "--wait",
+        "--timeout",
+        "25",
+    ]);
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}\n{}", text(&out.stdout));
-    let error = stderr.lines().find(|l| l.starts_with("Error: ")).unwrap_or_default();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stderr}\n{}",
+        text(&out.stdout)
+    );
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("Error: "))
+        .unwrap_or_default();
     assert!(
         error.contains("virtwork/virtwork-cpu-1") && error.contains("vcpu-busy"),
         "the error line names the flat VM and its signal: {error}"
     );
-    assert_eq!(stderr.lines().filter(|l| l.starts_with("Error: ")).count(), 1);
+    assert_eq!(
+        stderr.lines().filter(|l| l.starts_with("Error: ")).count(),
+        1
+    );
     let doc = json_doc(&out);
     assert_eq!(doc["command"], "verify");
     assert_eq!(doc["passed"], false);
     assert_eq!(doc["summary"]["vms"], 12);
     assert_eq!(doc["summary"]["missing"], 1, "{doc:#}");
     assert!(doc["rounds"].as_u64().unwrap() > 1, "--wait polled");
-    assert_eq!(statuses(&doc, "virtwork-cpu-1"), vec![("vcpu-busy".to_string(), "below".to_string())]);
-    let flat = &doc["vms"].as_array().unwrap().iter().find(|v| v["name"] == "virtwork-cpu-1").unwrap()["signals"][0];
+    assert_eq!(
+        statuses(&doc, "virtwork-cpu-1"),
+        vec![("vcpu-busy".to_string(), "below".to_string())]
+    );
+    let flat = &doc["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "virtwork-cpu-1")
+        .unwrap()["signals"][0];
     assert!(flat["observed"].as_f64().unwrap() < 0.05, "{flat}");
-    assert!(flat["query"].as_str().unwrap().contains(r#"name="virtwork-cpu-1""#));
+    assert!(
+        flat["query"]
+            .as_str()
+            .unwrap()
+            .contains(r#"name="virtwork-cpu-1""#)
+    );
     for (vm, expected) in [
         ("virtwork-cpu-0", vec![("vcpu-busy", "pass")]),
         ("virtwork-memory-0", vec![("memory-used", "pass")]),
-        ("virtwork-disk-1", vec![("disk-write", "pass"), ("disk-read", "not_expected"), ("disk-iops", "pass")]),
-        ("virtwork-network-server-0", vec![("net-rx", "pass"), ("net-tx", "pass")]),
-        ("virtwork-network-client-1", vec![("net-rx", "pass"), ("net-tx", "pass")]),
+        (
+            "virtwork-disk-1",
+            vec![
+                ("disk-write", "pass"),
+                ("disk-read", "not_expected"),
+                ("disk-iops", "pass"),
+            ],
+        ),
+        (
+            "virtwork-network-server-0",
+            vec![("net-rx", "pass"), ("net-tx", "pass")],
+        ),
+        (
+            "virtwork-network-client-1",
+            vec![("net-rx", "pass"), ("net-tx", "pass")],
+        ),
         ("virtwork-chaos-disk-0", vec![("fs-fill", "pass")]),
     ] {
-        let want: Vec<(String, String)> = expected.iter().map(|(s, v)| (s.to_string(), v.to_string())).collect();
+        let want: Vec<(String, String)> = expected
+            .iter()
+            .map(|(s, v)| (s.to_string(), v.to_string()))
+            .collect();
         assert_eq!(statuses(&doc, vm), want, "{vm}");
     }
 
     // Once the flat VM's load starts, --wait sees every signal appear and succeeds.
     env.server.set_metrics_flat(NS, "virtwork-cpu-1", false);
-    let out = env.run(&["--namespace", NS, "verify", "--window", "30s", "--wait", "--timeout", "90"]);
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "verify",
+        "--window",
+        "30s",
+        "--wait",
+        "--timeout",
+        "90",
+    ]);
     let table = text(&out.stdout);
     eprintln!("verify table from the test run:\n{table}");
     assert_eq!(out.status.code(), Some(0), "{}\n{table}", text(&out.stderr));
     let lines: Vec<&str> = table.lines().collect();
-    assert!(lines[0].starts_with("VM") && lines[0].contains("QUERY"), "{table}");
+    assert!(
+        lines[0].starts_with("VM") && lines[0].contains("QUERY"),
+        "{table}"
+    );
     assert!(table.contains("virtwork/virtwork-cpu-1") && table.contains("PASS"));
     assert!(
         lines.last().unwrap().starts_with("18 of 18 expected signal(s) present, 0 missing, 2 not expected in this window (12 VM(s), window 30s"),
@@ -195,28 +301,71 @@ fn verify_passes_for_loaded_vms_and_names_the_flat_one() {
 #[test]
 fn verify_reaches_a_prometheus_url_with_the_token_file_and_reports_refused_credentials() {
     let env = Env::start();
-    let Some(prometheus) = with_prometheus(&env) else { return };
-    let out = env.run(&["--namespace", NS, "run", "--workloads", "cpu", "--timeout", "60"]);
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "run",
+        "--workloads",
+        "cpu",
+        "--timeout",
+        "60",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(prometheus.wait_for_series("kubevirt_vmi_vcpu_seconds_total", 1, Duration::from_secs(60)));
+    assert!(prometheus.wait_for_series(
+        "kubevirt_vmi_vcpu_seconds_total",
+        1,
+        Duration::from_secs(60)
+    ));
     // The fake API server's proxy URL stands for a route that demands a bearer token: only
     // a request carrying the token file's token gets through, with its path prefix kept.
-    let url = format!("{}/api/v1/namespaces/monitoring/services/http:prometheus-k8s:web/proxy", env.server.url());
+    let url = format!(
+        "{}/api/v1/namespaces/monitoring/services/http:prometheus-k8s:web/proxy",
+        env.server.url()
+    );
     std::fs::write(env.path("token"), format!("{TOKEN}\n")).unwrap();
     let out = env.run(&[
-        "--namespace", NS, "--output", "json", "verify", "--window", "10s", "--wait", "--timeout", "60",
-        "--prometheus", &url, "--prometheus-token-file", &env.path("token"),
+        "--namespace",
+        NS,
+        "--output",
+        "json",
+        "verify",
+        "--window",
+        "10s",
+        "--wait",
+        "--timeout",
+        "60",
+        "--prometheus",
+        &url,
+        "--prometheus-token-file",
+        &env.path("token"),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = json_doc(&out);
     assert_eq!(doc["prometheus"], url);
-    assert_eq!(statuses(&doc, "virtwork-cpu-0"), vec![("vcpu-busy".to_string(), "pass".to_string())]);
+    assert_eq!(
+        statuses(&doc, "virtwork-cpu-0"),
+        vec![("vcpu-busy".to_string(), "pass".to_string())]
+    );
 
     std::fs::write(env.path("wrong"), "not-the-token").unwrap();
-    let out = env.run(&["--namespace", NS, "verify", "--prometheus", &url, "--prometheus-token-file", &env.path("wrong")]);
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "verify",
+        "--prometheus",
+        &url,
+        "--prometheus-token-file",
+        &env.path("wrong"),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("refused the credentials") && !stderr.contains("not-the-token"), "{stderr}");
+    assert!(
+        stderr.contains("refused the credentials") && !stderr.contains("not-the-token"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -228,12 +377,24 @@ fn verify_sends_only_label_selected_lists_and_proxy_gets() {
         200,
         r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.into(),
     ));
-    let out = env.run(&["--namespace", NS, "run", "--workloads", "cpu", "--timeout", "60"]);
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "run",
+        "--workloads",
+        "cpu",
+        "--timeout",
+        "60",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     env.server.clear_request_log();
     let out = env.run(&["--namespace", NS, "verify", "--window", "1m"]);
     assert_eq!(out.status.code(), Some(1), "no data means missing");
-    assert!(text(&out.stderr).contains("virtwork-cpu-0 signal vcpu-busy (no data)"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("virtwork-cpu-0 signal vcpu-busy (no data)"),
+        "{}",
+        text(&out.stderr)
+    );
     let mut seen: Vec<(String, String, String)> = env
         .server
         .request_log()
@@ -254,7 +415,12 @@ fn verify_sends_only_label_selected_lists_and_proxy_gets() {
     .collect();
     assert_eq!(seen, expected);
     for r in env.server.request_log().iter().filter(|r| r.verb == "list") {
-        assert!(r.query.contains("labelSelector=app.kubernetes.io%2Fmanaged-by%3Dvirtwork"), "{}", r.query);
+        assert!(
+            r.query
+                .contains("labelSelector=app.kubernetes.io%2Fmanaged-by%3Dvirtwork"),
+            "{}",
+            r.query
+        );
     }
 }
 
@@ -274,23 +440,41 @@ fn discovery_failures_name_every_candidate_and_the_way_out() {
     // OpenShift: thanos-querier's auth proxy refuses what the API server forwards without
     // credentials; the message says so and points at --prometheus.
     env.server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "openshift-monitoring"}}));
-    env.server.insert(service("openshift-monitoring", "thanos-querier", "web", 9091));
-    env.server.set_service_backend("openshift-monitoring", "thanos-querier", "web", Backend::Respond(401, "Unauthorized\n".into()));
+    env.server.insert(service(
+        "openshift-monitoring",
+        "thanos-querier",
+        "web",
+        9091,
+    ));
+    env.server.set_service_backend(
+        "openshift-monitoring",
+        "thanos-querier",
+        "web",
+        Backend::Respond(401, "Unauthorized\n".into()),
+    );
     let out = env.run(&["--namespace", NS, "verify"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("thanos-querier:web: answered HTTP 401") && stderr.contains("--prometheus with its route URL"),
+        stderr.contains("thanos-querier:web: answered HTTP 401")
+            && stderr.contains("--prometheus with its route URL"),
         "{stderr}"
     );
 
     // RBAC: a denied proxy is named with the grant it needs.
     env.monitoring(Backend::Respond(200, "{}".into()));
-    env.server.update_faults(|f| f.denials.push(Denial::new("get", "services/proxy").in_namespace("monitoring")));
+    env.server.update_faults(|f| {
+        f.denials
+            .push(Denial::new("get", "services/proxy").in_namespace("monitoring"))
+    });
     let out = env.run(&["--namespace", NS, "verify"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("forbidden") && stderr.contains("grant get on services/proxy in monitoring"), "{stderr}");
+    assert!(
+        stderr.contains("forbidden")
+            && stderr.contains("grant get on services/proxy in monitoring"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -305,11 +489,38 @@ fn bad_input_exits_2_before_any_request() {
         (vec!["verify", "--window", "0s"], "--window"),
         (vec!["verify", "--timeout", "30"], "--wait"),
         (vec!["verify", "--wait", "--timeout", "0"], "--timeout"),
-        (vec!["verify", "--prometheus", "ftp://prom.example"], "--prometheus"),
-        (vec!["verify", "--prometheus", "prometheus:9090"], "--prometheus"),
-        (vec!["verify", "--prometheus-token-file", &token], "--prometheus"),
-        (vec!["verify", "--prometheus", "https://p.example", "--prometheus-token-file", "/nonexistent/token"], "--prometheus-token-file"),
-        (vec!["verify", "--prometheus", "https://p.example", "--prometheus-token-file", &empty], "--prometheus-token-file"),
+        (
+            vec!["verify", "--prometheus", "ftp://prom.example"],
+            "--prometheus",
+        ),
+        (
+            vec!["verify", "--prometheus", "prometheus:9090"],
+            "--prometheus",
+        ),
+        (
+            vec!["verify", "--prometheus-token-file", &token],
+            "--prometheus",
+        ),
+        (
+            vec![
+                "verify",
+                "--prometheus",
+                "https://p.example",
+                "--prometheus-token-file",
+                "/nonexistent/token",
+            ],
+            "--prometheus-token-file",
+        ),
+        (
+            vec![
+                "verify",
+                "--prometheus",
+                "https://p.example",
+                "--prometheus-token-file",
+                &empty,
+            ],
+            "--prometheus-token-file",
+        ),
         (vec!["verify", "--run-id", "yesterday"], "--run-id"),
     ];
     for (args, names) in cases {
@@ -319,7 +530,10 @@ fn bad_input_exits_2_before_any_request() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
         assert!(stderr.contains(names), "{args:?} names {names}: {stderr}");
-        assert!(env.server.request_log().is_empty(), "{args:?} sent requests");
+        assert!(
+            env.server.request_log().is_empty(),
+            "{args:?} sent requests"
+        );
     }
 }
 
@@ -327,23 +541,42 @@ fn bad_input_exits_2_before_any_request() {
 fn metrics_endpoint_follows_workloads_and_flattens_on_request() {
     // The fixture itself: counters grow with load, a flat VMI's do not.
     let env = Env::start();
-    let out = env.run(&["--namespace", NS, "run", "--workloads", "cpu", "--vm-count", "2", "--timeout", "60"]);
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--timeout",
+        "60",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     env.server.set_metrics_flat(NS, "virtwork-cpu-1", true);
     let value = |body: &str, vm: &str| -> f64 {
         body.lines()
-            .find(|l| l.starts_with("kubevirt_vmi_vcpu_seconds_total{") && l.contains(&format!("name=\"{vm}\"")))
+            .find(|l| {
+                l.starts_with("kubevirt_vmi_vcpu_seconds_total{")
+                    && l.contains(&format!("name=\"{vm}\""))
+            })
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no vcpu series for {vm}:\n{body}"))
     };
     let first = env.server.kubevirt_metrics();
     assert!(first.contains("# TYPE kubevirt_vmi_vcpu_seconds_total counter"));
-    assert!(first.contains("kubernetes_vmi_label_app_kubernetes_io_component=\"cpu\""), "{first}");
+    assert!(
+        first.contains("kubernetes_vmi_label_app_kubernetes_io_component=\"cpu\""),
+        "{first}"
+    );
     std::thread::sleep(Duration::from_millis(300));
     let second = env.server.kubevirt_metrics();
     assert!(value(&second, "virtwork-cpu-0") > value(&first, "virtwork-cpu-0"));
-    assert_eq!(value(&second, "virtwork-cpu-1"), value(&first, "virtwork-cpu-1"));
+    assert_eq!(
+        value(&second, "virtwork-cpu-1"),
+        value(&first, "virtwork-cpu-1")
+    );
 }
 
 fn catalog_entry(dir: &Path, signals_yaml: &str) {
@@ -354,7 +587,11 @@ fn catalog_entry(dir: &Path, signals_yaml: &str) {
         "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
     )
     .unwrap();
-    std::fs::write(entry.join("workload.yaml"), format!("description: web\nsignals:\n{signals_yaml}")).unwrap();
+    std::fs::write(
+        entry.join("workload.yaml"),
+        format!("description: web\nsignals:\n{signals_yaml}"),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -362,28 +599,72 @@ fn catalog_signals_are_validated_recorded_and_verified() {
     let env = Env::start();
     let catalog = env.dir.path().join("catalog");
     // validate rejects a template whose placeholder is not a whole quoted value.
-    catalog_entry(&catalog, "  - name: http-rx\n    query: 'rate(kubevirt_vmi_network_receive_bytes_total{namespace=~\"{{namespace}}.*\",name=\"{{name}}\"}[5m])'\n    threshold: 1\n");
+    catalog_entry(
+        &catalog,
+        "  - name: http-rx\n    query: 'rate(kubevirt_vmi_network_receive_bytes_total{namespace=~\"{{namespace}}.*\",name=\"{{name}}\"}[5m])'\n    threshold: 1\n",
+    );
     let out = env.run(&["validate", "--catalog-dir", catalog.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("FAIL  web") && stdout.contains("signal \"http-rx\": query: placeholder {{namespace}}"), "{stdout}");
+    assert!(
+        stdout.contains("FAIL  web")
+            && stdout.contains("signal \"http-rx\": query: placeholder {{namespace}}"),
+        "{stdout}"
+    );
 
     let query = "sum by (namespace, name) (rate(kubevirt_vmi_network_receive_bytes_total{namespace=\"{{namespace}}\",name=\"{{name}}\"}[{{window}}]))";
-    catalog_entry(&catalog, &format!("  - name: http-rx\n    query: '{query}'\n    threshold: 1024\n    description: requests reach the web server\n"));
+    catalog_entry(
+        &catalog,
+        &format!(
+            "  - name: http-rx\n    query: '{query}'\n    threshold: 1024\n    description: requests reach the web server\n"
+        ),
+    );
     let out = env.run(&["validate", "--catalog-dir", catalog.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
 
     // run records the entry's signals on its VMs; verify renders them for each VM.
-    let out = env.run(&["--namespace", NS, "run", "--from-catalog", "web", "--catalog-dir", catalog.to_str().unwrap(), "--timeout", "60"]);
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "run",
+        "--from-catalog",
+        "web",
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--timeout",
+        "60",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let vm = env.server.get("virtualmachines", NS, "virtwork-web-0").unwrap();
-    let recorded: Value = serde_json::from_str(vm["metadata"]["annotations"]["virtwork/signals"].as_str().unwrap()).unwrap();
+    let vm = env
+        .server
+        .get("virtualmachines", NS, "virtwork-web-0")
+        .unwrap();
+    let recorded: Value = serde_json::from_str(
+        vm["metadata"]["annotations"]["virtwork/signals"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(recorded[0]["name"], "http-rx");
     env.monitoring(Backend::Respond(
         200,
         r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"2048"]}]}}"#.into(),
     ));
-    let out = env.run(&["--namespace", NS, "--output", "json", "verify", "--window", "2m"]);
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "--output",
+        "json",
+        "verify",
+        "--window",
+        "2m",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = json_doc(&out);
     let signal = &doc["vms"][0]["signals"][0];

@@ -24,7 +24,9 @@ use crate::verify::contract::checks;
 use crate::verify::evaluate::{QueryAnswer, Verdict, judge};
 use crate::verify::prometheus::{PrometheusApi, discover};
 use crate::verify::promql::Window;
-use crate::verify::{SignalResult, Target, VmResult, json_report, missing_message, targets, text_report};
+use crate::verify::{
+    SignalResult, Target, VmResult, json_report, missing_message, targets, text_report,
+};
 
 /// `--timeout` when `--wait` is given without it.
 const DEFAULT_WAIT_SECS: u64 = 600;
@@ -39,7 +41,10 @@ pub enum PrometheusTarget {
     /// Through the API server's service proxy (see verify/prometheus.rs for the order).
     Discover,
     /// At this URL, with this bearer token (None: the kubeconfig's credentials).
-    Url { url: http::Uri, token: Option<Secret> },
+    Url {
+        url: http::Uri,
+        token: Option<Secret>,
+    },
 }
 
 /// Everything verify needs, resolved from flags and configuration.
@@ -137,7 +142,8 @@ pub async fn verify(config: &Config, settings: &VerifySettings) -> Result<()> {
                 },
                 None => {
                     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-                    let (kube_config, _, _) = load_kube_config(&config.kubeconfig, in_cluster).await?;
+                    let (kube_config, _, _) =
+                        load_kube_config(&config.kubeconfig, in_cluster).await?;
                     bearer_only(kube_config.auth_info)
                 }
             };
@@ -151,7 +157,8 @@ pub async fn verify(config: &Config, settings: &VerifySettings) -> Result<()> {
     let results = loop {
         rounds += 1;
         let vms = list_in_scope(&ctx, &settings.scope, ManagedKind::VirtualMachine).await?;
-        let vmis = list_in_scope(&ctx, &settings.scope, ManagedKind::VirtualMachineInstance).await?;
+        let vmis =
+            list_in_scope(&ctx, &settings.scope, ManagedKind::VirtualMachineInstance).await?;
         let found = targets(&vms, &vmis);
         let results = if found.is_empty() {
             Vec::new()
@@ -187,7 +194,14 @@ pub async fn verify(config: &Config, settings: &VerifySettings) -> Result<()> {
     let text = match settings.output {
         OutputFormat::Json => format!(
             "{}\n",
-            json_report(namespace, run_id, &results, &api.describe, settings.window, rounds)
+            json_report(
+                namespace,
+                run_id,
+                &results,
+                &api.describe,
+                settings.window,
+                rounds
+            )
         ),
         OutputFormat::Text => text_report(&results, &api.describe, settings.window),
     };
@@ -227,19 +241,34 @@ async fn evaluate(
         .map(|(i, check)| async move {
             if check.threshold.is_none() {
                 let status = judge(&check, None);
-                return Ok((i, SignalResult { check, observed: None, status, error: None }));
+                return Ok((
+                    i,
+                    SignalResult {
+                        check,
+                        observed: None,
+                        status,
+                        error: None,
+                    },
+                ));
             }
             let answer = api.query(&check.query, policy, cancel).await?;
             let result = match answer {
                 QueryAnswer::Value(observed) => {
                     let status = judge(&check, observed);
-                    SignalResult { check, observed, status, error: None }
+                    SignalResult {
+                        check,
+                        observed,
+                        status,
+                        error: None,
+                    }
                 }
                 QueryAnswer::Rejected { error_type, error } => SignalResult {
                     check,
                     observed: None,
                     status: Verdict::Error,
-                    error: Some(format!("Prometheus rejected the query ({error_type}): {error}")),
+                    error: Some(format!(
+                        "Prometheus rejected the query ({error_type}): {error}"
+                    )),
                 },
             };
             Ok((i, result))
@@ -249,7 +278,10 @@ async fn evaluate(
         .await;
     let mut results: Vec<VmResult> = targets
         .into_iter()
-        .map(|target| VmResult { target, signals: Vec::new() })
+        .map(|target| VmResult {
+            target,
+            signals: Vec::new(),
+        })
         .collect();
     for answer in answers {
         let (i, signal) = answer?;

@@ -282,13 +282,17 @@ pub fn signal_params<'a>(
 }
 
 fn param<'a>(facts: &'a VmFacts, key: &str) -> &'a str {
-    facts.params.get(key).map(String::as_str).unwrap_or_else(|| {
-        signal_param_defaults(&facts.workload)
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| *v)
-            .unwrap_or("")
-    })
+    facts
+        .params
+        .get(key)
+        .map(String::as_str)
+        .unwrap_or_else(|| {
+            signal_param_defaults(&facts.workload)
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| *v)
+                .unwrap_or("")
+        })
 }
 
 fn int_param(facts: &VmFacts, key: &str) -> f64 {
@@ -371,7 +375,10 @@ fn threshold(def: &SignalDef, facts: &VmFacts, window: Window) -> (Option<f64>, 
         }
         (_, "memory-used") => {
             let percent = int_param(facts, "memory-percent").clamp(1.0, 100.0);
-            (Some((IDLE_MEMORY_RATIO + 0.5 * percent / 100.0).min(0.9)), None)
+            (
+                Some((IDLE_MEMORY_RATIO + 0.5 * percent / 100.0).min(0.9)),
+                None,
+            )
         }
         ("disk", name) => {
             let runtime = int_param(facts, "runtime");
@@ -381,10 +388,16 @@ fn threshold(def: &SignalDef, facts: &VmFacts, window: Window) -> (Option<f64>, 
                 "disk-read" if rwmixread <= 0.0 => {
                     return (None, Some("rwmixread is 0: the payload never reads".into()));
                 }
-                "disk-read" => (DISK_BYTES_FLOOR, runtime + 20.0, "reads happen only in the mixed fio job"),
-                "disk-write" if rwmixread >= 100.0 => {
-                    (DISK_BYTES_FLOOR, runtime + 20.0, "with rwmixread 100 writes happen only in the sequential job")
-                }
+                "disk-read" => (
+                    DISK_BYTES_FLOOR,
+                    runtime + 20.0,
+                    "reads happen only in the mixed fio job",
+                ),
+                "disk-write" if rwmixread >= 100.0 => (
+                    DISK_BYTES_FLOOR,
+                    runtime + 20.0,
+                    "with rwmixread 100 writes happen only in the sequential job",
+                ),
                 "disk-write" => (DISK_BYTES_FLOOR, 20.0, "fio pauses 10s between jobs"),
                 _ => (DISK_IOPS_FLOOR, 20.0, "fio pauses 10s between jobs"),
             };
@@ -405,7 +418,11 @@ fn threshold(def: &SignalDef, facts: &VmFacts, window: Window) -> (Option<f64>, 
                     );
                 }
             }
-            let floor = if name == "disk-write-iops" { DB_IOPS_FLOOR } else { DB_BYTES_FLOOR };
+            let floor = if name == "disk-write-iops" {
+                DB_IOPS_FLOOR
+            } else {
+                DB_BYTES_FLOOR
+            };
             match averaged(floor, window, gap) {
                 Some(t) => (Some(t), None),
                 None => too_short(gap, "pgbench pauses 10s between runs"),
@@ -459,16 +476,18 @@ pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
             }
         })
         .collect();
-    out.extend(facts.custom.iter().map(|custom| Check {
-        signal: custom.name.clone(),
-        description: custom
-            .description
-            .clone()
-            .unwrap_or_else(|| "catalog signal".into()),
-        query: render_template(&custom.query, &facts.namespace, &facts.name, window),
-        threshold: Some(custom.threshold),
-        unit: Unit::Custom,
-        note: None,
+    out.extend(facts.custom.iter().map(|custom| {
+        Check {
+            signal: custom.name.clone(),
+            description: custom
+                .description
+                .clone()
+                .unwrap_or_else(|| "catalog signal".into()),
+            query: render_template(&custom.query, &facts.namespace, &facts.name, window),
+            threshold: Some(custom.threshold),
+            unit: Unit::Custom,
+            note: None,
+        }
     }));
     out
 }
@@ -549,7 +568,13 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].signal, "vcpu-busy");
         assert_eq!(c[0].threshold, Some(0.5));
-        assert!(c[0].query.contains(r#"kubevirt_vmi_vcpu_seconds_total{namespace="virtwork",name="virtwork-cpu-0"}[5m]"#), "{}", c[0].query);
+        assert!(
+            c[0].query.contains(
+                r#"kubevirt_vmi_vcpu_seconds_total{namespace="virtwork",name="virtwork-cpu-0"}[5m]"#
+            ),
+            "{}",
+            c[0].query
+        );
         let mut f = facts("cpu");
         f.params.insert("cpu-load-percent".into(), "40".into());
         assert_eq!(checks(&f, Window::DEFAULT)[0].threshold, Some(0.2));
@@ -578,17 +603,29 @@ mod tests {
         assert!(write.query.contains(r#"drive="datadisk""#));
         let mut f = facts("disk");
         f.params.insert("rwmixread".into(), "0".into());
-        let read = checks(&f, window("1h")).into_iter().find(|c| c.signal == "disk-read").unwrap();
+        let read = checks(&f, window("1h"))
+            .into_iter()
+            .find(|c| c.signal == "disk-read")
+            .unwrap();
         assert_eq!(read.threshold, None);
     }
 
     #[test]
     fn database_reads_depend_on_data_size_versus_memory() {
         let c = checks(&facts("database"), Window::DEFAULT);
-        assert_eq!(c.iter().find(|c| c.signal == "disk-read").unwrap().threshold, None);
+        assert_eq!(
+            c.iter()
+                .find(|c| c.signal == "disk-read")
+                .unwrap()
+                .threshold,
+            None
+        );
         let mut f = facts("database");
         f.params.insert("scale-factor".into(), "1000".into());
-        let read = checks(&f, Window::DEFAULT).into_iter().find(|c| c.signal == "disk-read").unwrap();
+        let read = checks(&f, Window::DEFAULT)
+            .into_iter()
+            .find(|c| c.signal == "disk-read")
+            .unwrap();
         assert!(read.threshold.is_some());
     }
 
@@ -599,7 +636,11 @@ mod tests {
         f.params.insert("release-sleep".into(), "1".into());
         let c = checks(&f, window("10s"));
         assert_eq!(c[0].threshold, Some(0.81));
-        assert!(c[0].query.contains(r#"mount_point="/srv/fill \"x\"""#), "{}", c[0].query);
+        assert!(
+            c[0].query.contains(r#"mount_point="/srv/fill \"x\"""#),
+            "{}",
+            c[0].query
+        );
         f.params.insert("release-sleep".into(), "30".into());
         assert_eq!(checks(&f, window("10s"))[0].threshold, None);
     }
@@ -624,7 +665,10 @@ mod tests {
         });
         let c = checks(&f, window("2m"));
         assert_eq!(c.len(), 1);
-        assert_eq!(c[0].query, r#"sum(rate(kubevirt_vmi_network_receive_packets_total{namespace="virtwork",name="vm\"1"}[2m]))"#);
+        assert_eq!(
+            c[0].query,
+            r#"sum(rate(kubevirt_vmi_network_receive_packets_total{namespace="virtwork",name="vm\"1"}[2m]))"#
+        );
         assert_eq!(c[0].threshold, Some(3.0));
     }
 
@@ -632,7 +676,10 @@ mod tests {
     fn only_contract_params_are_recorded() {
         let resolved = [("cpu-load-percent", "60"), ("cpu-method", "fft")];
         let got = signal_params("cpu", resolved.iter().copied());
-        assert_eq!(got, BTreeMap::from([("cpu-load-percent".to_string(), "60".to_string())]));
+        assert_eq!(
+            got,
+            BTreeMap::from([("cpu-load-percent".to_string(), "60".to_string())])
+        );
         assert!(signal_params("my-entry", [("password", "hunter2")]).is_empty());
     }
 
@@ -643,14 +690,33 @@ mod tests {
         let signal = expression(def, &workload_matchers("cpu"), Window::DEFAULT, "");
         assert!(alert.contains(&format!("({signal} >= 0.5)")), "{alert}");
         assert!(alert.contains(r#"kubernetes_vmi_label_app_kubernetes_io_component="cpu""#));
-        assert!(alert.starts_with("group by (namespace, name, kubernetes_vmi_label_virtwork_run_id)"));
+        assert!(
+            alert.starts_with("group by (namespace, name, kubernetes_vmi_label_virtwork_run_id)")
+        );
+    }
+
+    #[test]
+    fn recorded_param_defaults_match_the_workload_schemas() {
+        let registry = crate::workloads::Registry::builtin();
+        for workload in WORKLOADS {
+            let schema = registry.schema(workload).unwrap();
+            for (key, default) in signal_param_defaults(workload) {
+                let def = schema
+                    .get(key)
+                    .unwrap_or_else(|| panic!("{workload} has no param {key}"));
+                assert_eq!(def.default, *default, "{workload}.{key}");
+            }
+        }
     }
 
     #[test]
     fn every_query_names_only_contract_metrics() {
         for workload in WORKLOADS {
             for c in checks(&facts(workload), window("1h")) {
-                for word in c.query.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_')) {
+                for word in c
+                    .query
+                    .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+                {
                     if word.starts_with("kubevirt_vmi_") {
                         assert!(METRICS.contains(&word), "{word} in {}", c.query);
                     }

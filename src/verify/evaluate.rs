@@ -24,7 +24,10 @@ pub fn parse_query_response(body: &str) -> Result<QueryAnswer, String> {
     let doc: Value = serde_json::from_str(body).map_err(|_| {
         format!(
             "the answer is not Prometheus API JSON: {}",
-            body.chars().take(160).collect::<String>().replace('\n', " ")
+            body.chars()
+                .take(160)
+                .collect::<String>()
+                .replace('\n', " ")
         )
     })?;
     match doc.get("status").and_then(Value::as_str) {
@@ -50,9 +53,15 @@ pub fn parse_query_response(body: &str) -> Result<QueryAnswer, String> {
             .ok_or("vector result is not a list")?
             .iter()
             .filter_map(|r| sample(&r["value"]))
-            .fold(None, |acc: Option<f64>, v| Some(acc.map_or(v, |a| a.max(v)))),
+            .fold(None, |acc: Option<f64>, v| {
+                Some(acc.map_or(v, |a| a.max(v)))
+            }),
         Some("scalar") => sample(&data["result"]),
-        Some(other) => return Err(format!("unexpected result type {other:?} (expected vector)")),
+        Some(other) => {
+            return Err(format!(
+                "unexpected result type {other:?} (expected vector)"
+            ));
+        }
         None => return Err("the answer has no resultType".into()),
     };
     Ok(QueryAnswer::Value(value))
@@ -180,23 +189,40 @@ mod tests {
             {"metric":{"name":"a"},"value":[1700000000.1,"0.25"]},
             {"metric":{"name":"b"},"value":[1700000000.1,"NaN"]},
             {"metric":{"name":"c"},"value":[1700000000.1,"0.75"]}]}}"#;
-        assert_eq!(parse_query_response(body).unwrap(), QueryAnswer::Value(Some(0.75)));
+        assert_eq!(
+            parse_query_response(body).unwrap(),
+            QueryAnswer::Value(Some(0.75))
+        );
         let empty = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
-        assert_eq!(parse_query_response(empty).unwrap(), QueryAnswer::Value(None));
+        assert_eq!(
+            parse_query_response(empty).unwrap(),
+            QueryAnswer::Value(None)
+        );
         let nan = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}}"#;
         assert_eq!(parse_query_response(nan).unwrap(), QueryAnswer::Value(None));
         let scalar = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#;
-        assert_eq!(parse_query_response(scalar).unwrap(), QueryAnswer::Value(Some(2.0)));
+        assert_eq!(
+            parse_query_response(scalar).unwrap(),
+            QueryAnswer::Value(Some(2.0))
+        );
     }
 
     #[test]
     fn errors_and_foreign_bodies_are_told_apart() {
-        let rejected = r#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#;
+        let rejected =
+            r#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#;
         assert_eq!(
             parse_query_response(rejected).unwrap(),
-            QueryAnswer::Rejected { error_type: "bad_data".into(), error: "parse error at char 5".into() }
+            QueryAnswer::Rejected {
+                error_type: "bad_data".into(),
+                error: "parse error at char 5".into()
+            }
         );
-        assert!(parse_query_response("<html>login</html>").unwrap_err().contains("not Prometheus"));
+        assert!(
+            parse_query_response("<html>login</html>")
+                .unwrap_err()
+                .contains("not Prometheus")
+        );
         let matrix = r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
         assert!(parse_query_response(matrix).is_err());
     }
@@ -218,11 +244,21 @@ mod tests {
         let missing = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"services \"thanos-querier\" not found","reason":"NotFound","code":404}"#;
         assert_eq!(classify_probe(404, missing), Probe::NoSuchService);
         let denied = r#"{"kind":"Status","status":"Failure","message":"services \"prometheus-k8s\" is forbidden: cannot get resource \"services/proxy\"","reason":"Forbidden","code":403}"#;
-        assert!(matches!(classify_probe(403, denied), Probe::Forbidden(m) if m.contains("services/proxy")));
-        assert_eq!(classify_probe(401, "Unauthorized\n"), Probe::BackendRefused(401));
+        assert!(
+            matches!(classify_probe(403, denied), Probe::Forbidden(m) if m.contains("services/proxy"))
+        );
+        assert_eq!(
+            classify_probe(401, "Unauthorized\n"),
+            Probe::BackendRefused(401)
+        );
         let no_endpoints = r#"{"kind":"Status","status":"Failure","message":"no endpoints available for service \"prometheus-k8s:web\"","reason":"ServiceUnavailable","code":503}"#;
-        assert!(matches!(classify_probe(503, no_endpoints), Probe::Unavailable(m) if m.contains("no endpoints")));
+        assert!(
+            matches!(classify_probe(503, no_endpoints), Probe::Unavailable(m) if m.contains("no endpoints"))
+        );
         assert!(matches!(classify_probe(200, "<html/>"), Probe::Other(_)));
-        assert!(matches!(classify_probe(404, "404 page not found"), Probe::Other(_)));
+        assert!(matches!(
+            classify_probe(404, "404 page not found"),
+            Probe::Other(_)
+        ));
     }
 }

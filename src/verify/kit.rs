@@ -212,7 +212,10 @@ pub fn signals_markdown() -> String {
         }
         out.push('\n');
         for check in &list {
-            out.push_str(&format!("`{}`:\n\n```promql\n{}\n```\n\n", check.signal, check.query));
+            out.push_str(&format!(
+                "`{}`:\n\n```promql\n{}\n```\n\n",
+                check.signal, check.query
+            ));
         }
     }
     out.trim_end().to_string() + "\n"

@@ -35,11 +35,22 @@ pub struct Target {
 }
 
 fn label(object: &DynamicObject, key: &str) -> Option<String> {
-    object.metadata.labels.as_ref()?.get(key).filter(|v| !v.is_empty()).cloned()
+    object
+        .metadata
+        .labels
+        .as_ref()?
+        .get(key)
+        .filter(|v| !v.is_empty())
+        .cloned()
 }
 
 fn annotation<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
-    object.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+    object
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 /// Builds the targets from listed VMs and VMIs (joined by namespace and name), sorted by
@@ -113,7 +124,9 @@ pub fn targets(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<Target> {
             }
         })
         .collect();
-    out.sort_by(|a, b| (&a.facts.namespace, &a.facts.name).cmp(&(&b.facts.namespace, &b.facts.name)));
+    out.sort_by(|a, b| {
+        (&a.facts.namespace, &a.facts.name).cmp(&(&b.facts.namespace, &b.facts.name))
+    });
     out
 }
 
@@ -170,12 +183,21 @@ fn threshold_text(s: &SignalResult) -> String {
 }
 
 fn observed_text(s: &SignalResult) -> String {
-    s.observed.map_or_else(|| "-".into(), |v| s.check.unit.format(v))
+    s.observed
+        .map_or_else(|| "-".into(), |v| s.check.unit.format(v))
 }
 
 /// The human table: one row per VM and signal, then notes and a summary line.
 pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> String {
-    let header = ["VM", "WORKLOAD", "SIGNAL", "OBSERVED", "THRESHOLD", "RESULT", "QUERY"];
+    let header = [
+        "VM",
+        "WORKLOAD",
+        "SIGNAL",
+        "OBSERVED",
+        "THRESHOLD",
+        "RESULT",
+        "QUERY",
+    ];
     let mut rows: Vec<[String; 7]> = Vec::new();
     let mut notes = Vec::new();
     for r in results {
@@ -189,8 +211,19 @@ pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> St
             notes.push(format!("{vm}: {note}"));
         }
         if r.signals.is_empty() {
-            rows.push([vm.clone(), workload.clone(), "-".into(), "-".into(), "-".into(), "no signals".into(), "-".into()]);
-            notes.push(format!("{vm}: workload {:?} declares no signals", t.facts.workload));
+            rows.push([
+                vm.clone(),
+                workload.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "no signals".into(),
+                "-".into(),
+            ]);
+            notes.push(format!(
+                "{vm}: workload {:?} declares no signals",
+                t.facts.workload
+            ));
         }
         for s in &r.signals {
             rows.push([

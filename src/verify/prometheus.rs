@@ -112,7 +112,11 @@ impl PrometheusApi {
 
     /// An endpoint at `url`; `auth` is the bearer-token part of the credentials (the
     /// caller strips everything else).
-    pub fn at_url(url: &http::Uri, auth: kube::config::AuthInfo, gate: Arc<RequestGate>) -> Result<Self> {
+    pub fn at_url(
+        url: &http::Uri,
+        auth: kube::config::AuthInfo,
+        gate: Arc<RequestGate>,
+    ) -> Result<Self> {
         let mut config = kube::Config::new(url.clone());
         config.auth_info = auth;
         config.default_retry = false;
@@ -128,7 +132,11 @@ impl PrometheusApi {
     }
 
     fn query_path(&self, promql: &str) -> String {
-        format!("{}/api/v1/query?query={}", self.base_path, url_encode(promql))
+        format!(
+            "{}/api/v1/query?query={}",
+            self.base_path,
+            url_encode(promql)
+        )
     }
 
     /// One instant query at the server's current time.
@@ -139,7 +147,14 @@ impl PrometheusApi {
         cancel: &CancellationToken,
     ) -> Result<QueryAnswer> {
         let what = format!("querying Prometheus ({})", self.describe);
-        let raw = get_retried(&self.client, &self.query_path(promql), policy, cancel, &what).await?;
+        let raw = get_retried(
+            &self.client,
+            &self.query_path(promql),
+            policy,
+            cancel,
+            &what,
+        )
+        .await?;
         if raw.code == 401 || raw.code == 403 {
             return Err(Error::runtime(format!(
                 "{what}: HTTP {}: Prometheus refused the credentials; check --prometheus-token-file \
@@ -155,7 +170,14 @@ impl PrometheusApi {
     async fn probe(&self, cancel: &CancellationToken) -> Result<Probe> {
         let policy = RetryPolicy::until(Instant::now() + PROBE_DEADLINE);
         let what = format!("probing {}", self.describe);
-        let raw = get_retried(&self.client, &self.query_path("vector(1)"), &policy, cancel, &what).await?;
+        let raw = get_retried(
+            &self.client,
+            &self.query_path("vector(1)"),
+            &policy,
+            cancel,
+            &what,
+        )
+        .await?;
         Ok(classify_probe(raw.code, &raw.body))
     }
 }

@@ -95,7 +95,13 @@ impl Window {
     /// `1h30m`, `2d`. Returns a message naming the accepted form on failure.
     pub fn parse(text: &str) -> Result<Self, String> {
         const FORM: &str = "a duration such as 30s, 5m or 1h30m (units s, m, h, d, w; at least 1s)";
-        let units: [(&str, u64); 5] = [("w", 604_800), ("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)];
+        let units: [(&str, u64); 5] = [
+            ("w", 604_800),
+            ("d", 86_400),
+            ("h", 3_600),
+            ("m", 60),
+            ("s", 1),
+        ];
         let mut rest = text.trim();
         if rest.is_empty() {
             return Err(FORM.to_string());
@@ -103,7 +109,9 @@ impl Window {
         let mut total: u64 = 0;
         let mut last_rank = usize::MAX;
         while !rest.is_empty() {
-            let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+            let digits = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
             if digits == 0 {
                 return Err(FORM.to_string());
             }
@@ -135,7 +143,13 @@ impl fmt::Display for Window {
     /// The shortest Prometheus spelling: `5m`, `90s` → `1m30s`, `3600` → `1h`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut left = self.0;
-        for (unit, secs) in [("w", 604_800u64), ("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] {
+        for (unit, secs) in [
+            ("w", 604_800u64),
+            ("d", 86_400),
+            ("h", 3_600),
+            ("m", 60),
+            ("s", 1),
+        ] {
             if left >= secs {
                 write!(f, "{}{unit}", left / secs)?;
                 left %= secs;
@@ -186,10 +200,7 @@ pub fn validate_template(template: &str) -> Result<(), String> {
                         _ => b'{',
                     };
                     if stack.pop() != Some(open) {
-                        return Err(format!(
-                            "unbalanced {:?} at byte {i}",
-                            char::from(c)
-                        ));
+                        return Err(format!("unbalanced {:?} at byte {i}", char::from(c)));
                     }
                 }
                 _ => {}
@@ -307,22 +318,29 @@ mod tests {
         assert_eq!(escape_label_value(r#"a"b\c"#), r#"a\"b\\c"#);
         assert_eq!(escape_label_value("x\ny\tz\u{1}"), "x\\ny\\tz\\x01");
         let m = Matchers::vmi("ns", "vm\"}) or vector(1) #");
+        assert_eq!(m.render(), r#"namespace="ns",name="vm\"}) or vector(1) #""#);
         assert_eq!(
-            m.render(),
-            r#"namespace="ns",name="vm\"}) or vector(1) #""#
-        );
-        assert_eq!(
-            Matchers::vmi("a", "b").with("mount_point", "/mnt/my data").to_string(),
+            Matchers::vmi("a", "b")
+                .with("mount_point", "/mnt/my data")
+                .to_string(),
             r#"namespace="a",name="b",mount_point="/mnt/my data""#
         );
     }
 
     #[test]
     fn windows_parse_like_prometheus_and_print_shortest() {
-        for (text, secs) in [("5m", 300), ("90s", 90), ("1h30m", 5400), ("2d", 172_800), ("1w", 604_800)] {
+        for (text, secs) in [
+            ("5m", 300),
+            ("90s", 90),
+            ("1h30m", 5400),
+            ("2d", 172_800),
+            ("1w", 604_800),
+        ] {
             assert_eq!(Window::parse(text).unwrap().as_secs(), secs, "{text}");
         }
-        for bad in ["", "5", "m", "0s", "5mm", "30s5m", "1.5m", "5ms", "-5m", "5 m", "5x"] {
+        for bad in [
+            "", "5", "m", "0s", "5mm", "30s5m", "1.5m", "5ms", "-5m", "5 m", "5x",
+        ] {
             assert!(Window::parse(bad).is_err(), "{bad:?}");
         }
         assert_eq!(Window::from_secs(90).unwrap().to_string(), "1m30s");
@@ -346,13 +364,34 @@ mod tests {
         let cases = [
             ("", "empty"),
             (r#"up{namespace="{{namespace}}"}"#, "name="),
-            (r#"up{namespace={{namespace}},name="{{name}}"}"#, "double-quoted"),
-            (r#"up{namespace="x{{namespace}}",name="{{name}}"}"#, "double-quoted"),
-            (r#"up{namespace="{{namespace}}",name="{{name}}",x="{{secret}}"}"#, "unknown placeholder"),
-            (r#"rate(up{namespace="{{namespace}}",name="{{name}}"}[5m]) offset {{window}}"#, "range selector"),
-            (r#"rate(up{namespace="{{namespace}}",name="{{name}}"}[5m]"#, "unclosed"),
-            (r#"up{namespace="{{namespace}}",name="{{name}}"})"#, "unbalanced"),
-            (r#"up{namespace="{{namespace}}",name="{{name}}"} or vector("x)"#, "unterminated string"),
+            (
+                r#"up{namespace={{namespace}},name="{{name}}"}"#,
+                "double-quoted",
+            ),
+            (
+                r#"up{namespace="x{{namespace}}",name="{{name}}"}"#,
+                "double-quoted",
+            ),
+            (
+                r#"up{namespace="{{namespace}}",name="{{name}}",x="{{secret}}"}"#,
+                "unknown placeholder",
+            ),
+            (
+                r#"rate(up{namespace="{{namespace}}",name="{{name}}"}[5m]) offset {{window}}"#,
+                "range selector",
+            ),
+            (
+                r#"rate(up{namespace="{{namespace}}",name="{{name}}"}[5m]"#,
+                "unclosed",
+            ),
+            (
+                r#"up{namespace="{{namespace}}",name="{{name}}"})"#,
+                "unbalanced",
+            ),
+            (
+                r#"up{namespace="{{namespace}}",name="{{name}}"} or vector("x)"#,
+                "unterminated string",
+            ),
         ];
         for (template, expected) in cases {
             let err = validate_template(template).unwrap_err();
@@ -362,6 +401,9 @@ mod tests {
 
     #[test]
     fn url_encoding_keeps_only_unreserved_bytes() {
-        assert_eq!(url_encode("rate(x{a=\"b c\"}[5m])"), "rate%28x%7Ba%3D%22b%20c%22%7D%5B5m%5D%29");
+        assert_eq!(
+            url_encode("rate(x{a=\"b c\"}[5m])"),
+            "rate%28x%7Ba%3D%22b%20c%22%7D%5B5m%5D%29"
+        );
     }
 }

@@ -44,21 +44,29 @@ pub struct Prometheus {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Prometheus {
     /// Starts `binary` scraping `jobs` every second and waits until it is ready.
     pub fn start(binary: &PathBuf, jobs: &[ScrapeJob]) -> Prometheus {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = String::from("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n");
+        let mut config = String::from(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n",
+        );
         for job in jobs {
             config.push_str(&format!(
                 "  - job_name: {}\n    honor_labels: true\n    metrics_path: '{}'\n    scheme: http\n    static_configs:\n      - targets: ['{}']\n",
                 job.name, job.path, job.address
             ));
             if let Some(token) = &job.bearer {
-                config.push_str(&format!("    authorization:\n      credentials: '{token}'\n"));
+                config.push_str(&format!(
+                    "    authorization:\n      credentials: '{token}'\n"
+                ));
             }
         }
         let config_path = dir.path().join("prometheus.yml");
@@ -67,7 +75,10 @@ impl Prometheus {
         let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
         let child = Command::new(binary)
             .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=warn")
             .stdout(Stdio::null())
@@ -82,7 +93,10 @@ impl Prometheus {
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if prometheus.get("/-/ready").is_some_and(|(code, _)| code == 200) {
+            if prometheus
+                .get("/-/ready")
+                .is_some_and(|(code, _)| code == 200)
+            {
                 return prometheus;
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -98,12 +112,21 @@ impl Prometheus {
     /// A plain HTTP/1.0 GET on Prometheus: (status, body), None when unreachable.
     pub fn get(&self, path_and_query: &str) -> Option<(u16, String)> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        write!(stream, "GET {path_and_query} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .ok()?;
+        write!(
+            stream,
+            "GET {path_and_query} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
+        )
+        .ok()?;
         let mut response = String::new();
         stream.read_to_string(&mut response).ok()?;
         let code = response.split_whitespace().nth(1)?.parse().ok()?;
-        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
         Some((code, body))
     }
 
@@ -111,13 +134,22 @@ impl Prometheus {
     pub fn wait_for_series(&self, promql: &str, series: usize, timeout: Duration) -> bool {
         let encoded: String = promql
             .bytes()
-            .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+            .map(|b| {
+                if b.is_ascii_alphanumeric() {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
             .collect();
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Some((200, body)) = self.get(&format!("/api/v1/query?query={encoded}")) {
                 let doc: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-                if doc["data"]["result"].as_array().is_some_and(|r| r.len() >= series) {
+                if doc["data"]["result"]
+                    .as_array()
+                    .is_some_and(|r| r.len() >= series)
+                {
                     return true;
                 }
             }

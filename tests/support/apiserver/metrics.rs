@@ -62,7 +62,10 @@ fn idle() -> Load {
 }
 
 fn param(params: &BTreeMap<String, String>, key: &str, default: f64) -> f64 {
-    params.get(key).and_then(|v| v.parse().ok()).unwrap_or(default)
+    params
+        .get(key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// What a healthy VM of `workload` shows, as virtwork's payloads load it.
@@ -76,7 +79,12 @@ fn load_for(workload: &str, params: &BTreeMap<String, String>) -> Load {
         }
         "disk" => {
             let read = param(params, "rwmixread", 70.0) / 100.0;
-            load.data_disk = [60.0 * MIB * read, 60.0 * MIB * (1.0 - read) + 20.0 * MIB, 900.0 * read, 900.0 * (1.0 - read) + 300.0];
+            load.data_disk = [
+                60.0 * MIB * read,
+                60.0 * MIB * (1.0 - read) + 20.0 * MIB,
+                900.0 * read,
+                900.0 * (1.0 - read) + 300.0,
+            ];
             load.vcpu_busy = 0.2;
         }
         "database" => {
@@ -86,7 +94,10 @@ fn load_for(workload: &str, params: &BTreeMap<String, String>) -> Load {
         "network" => load.net = [110.0 * MIB, 110.0 * MIB, 80_000.0, 80_000.0],
         "tps" => load.net = [2.0 * MIB, 2.0 * MIB, 9_000.0, 9_000.0],
         "chaos-disk" => {
-            let mount = params.get("mount").cloned().unwrap_or_else(|| "/mnt/data".into());
+            let mount = params
+                .get("mount")
+                .cloned()
+                .unwrap_or_else(|| "/mnt/data".into());
             let fill = param(params, "fill-percent", 90.0) / 100.0;
             load.fill = Some((mount, fill, 60.0, param(params, "release-sleep", 30.0)));
         }
@@ -96,7 +107,9 @@ fn load_for(workload: &str, params: &BTreeMap<String, String>) -> Load {
 }
 
 fn quantity_bytes(text: &str) -> Option<f64> {
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
     let (number, suffix) = text.split_at(split);
     let n: f64 = number.parse().ok()?;
     let factor = match suffix {
@@ -114,7 +127,10 @@ fn quantity_bytes(text: &str) -> Option<f64> {
 }
 
 fn escape(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// KubeVirt's rendering of a VMI label key as a metric label name.
@@ -170,13 +186,24 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
             .and_then(|vm| vm["metadata"]["annotations"]["virtwork/signal-params"].as_str())
             .and_then(|text| serde_json::from_str(text).ok())
             .unwrap_or_default();
-        let labels_obj = vmi["metadata"]["labels"].as_object().cloned().unwrap_or_default();
+        let labels_obj = vmi["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         let workload = labels_obj
             .get("app.kubernetes.io/component")
             .and_then(Value::as_str)
             .unwrap_or("");
         let flat = state.flat.contains(&key);
-        let load = if flat { Load { vcpu_busy: 0.0, net: [0.0; 4], ..idle() } } else { load_for(workload, &params) };
+        let load = if flat {
+            Load {
+                vcpu_busy: 0.0,
+                net: [0.0; 4],
+                ..idle()
+            }
+        } else {
+            load_for(workload, &params)
+        };
         let domain = &vmi["spec"]["domain"];
         let vcpus = domain["cpu"]["cores"].as_u64().unwrap_or(1).max(1) as usize;
         let memory = domain["resources"]["requests"]["memory"]
@@ -186,17 +213,27 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
             .unwrap_or(1024.0 * MIB);
         let drives: Vec<String> = domain["devices"]["disks"]
             .as_array()
-            .map(|d| d.iter().filter_map(|d| d["name"].as_str().map(String::from)).collect())
+            .map(|d| {
+                d.iter()
+                    .filter_map(|d| d["name"].as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default();
-        let interface = domain["devices"]["interfaces"][0]["name"].as_str().unwrap_or("default").to_string();
+        let interface = domain["devices"]["interfaces"][0]["name"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
 
-        let counters = state.counters.entry(key.clone()).or_insert_with(|| Counters {
-            first_seen: now,
-            last: now,
-            vcpu_seconds: vec![0.0; vcpus],
-            drives: BTreeMap::new(),
-            net: [0.0; 4],
-        });
+        let counters = state
+            .counters
+            .entry(key.clone())
+            .or_insert_with(|| Counters {
+                first_seen: now,
+                last: now,
+                vcpu_seconds: vec![0.0; vcpus],
+                drives: BTreeMap::new(),
+                net: [0.0; 4],
+            });
         let dt = now.saturating_duration_since(counters.last).as_secs_f64();
         counters.last = now;
         counters.vcpu_seconds.resize(vcpus, 0.0);
@@ -223,7 +260,10 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
         let mut base = vec![
             ("name".to_string(), name.clone()),
             ("namespace".to_string(), ns.clone()),
-            ("node".to_string(), vmi["status"]["nodeName"].as_str().unwrap_or("").to_string()),
+            (
+                "node".to_string(),
+                vmi["status"]["nodeName"].as_str().unwrap_or("").to_string(),
+            ),
         ];
         for (k, v) in &labels_obj {
             base.push((vmi_label(k), v.as_str().unwrap_or("").to_string()));
@@ -232,10 +272,17 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
             let mut all: Vec<(String, String)> = base.clone();
             all.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
             all.sort();
-            let parts: Vec<String> = all.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
+            let parts: Vec<String> = all
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+                .collect();
             format!("{{{}}}", parts.join(","))
         };
-        let state_label = if load.vcpu_busy >= 0.5 { "running" } else { "blocked" };
+        let state_label = if load.vcpu_busy >= 0.5 {
+            "running"
+        } else {
+            "blocked"
+        };
         for (id, seconds) in counters.vcpu_seconds.iter().enumerate() {
             push(
                 "kubevirt_vmi_vcpu_seconds_total",
@@ -246,37 +293,107 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
         let used = load.mem_used.min(0.98);
         let plain = render_labels(&[]);
         push("kubevirt_vmi_memory_available_bytes", plain.clone(), memory);
-        push("kubevirt_vmi_memory_usable_bytes", plain.clone(), (memory * (1.0 - used)).round());
-        push("kubevirt_vmi_memory_unused_bytes", plain.clone(), (memory * (1.0 - used) * 0.8).round());
+        push(
+            "kubevirt_vmi_memory_usable_bytes",
+            plain.clone(),
+            (memory * (1.0 - used)).round(),
+        );
+        push(
+            "kubevirt_vmi_memory_unused_bytes",
+            plain.clone(),
+            (memory * (1.0 - used) * 0.8).round(),
+        );
         push("kubevirt_vmi_memory_domain_bytes", plain, memory);
         for (drive, [rb, wb, ro, wo]) in &counters.drives {
             let l = render_labels(&[("drive", drive.clone())]);
-            push("kubevirt_vmi_storage_read_traffic_bytes_total", l.clone(), rb.floor());
-            push("kubevirt_vmi_storage_write_traffic_bytes_total", l.clone(), wb.floor());
-            push("kubevirt_vmi_storage_iops_read_total", l.clone(), ro.floor());
+            push(
+                "kubevirt_vmi_storage_read_traffic_bytes_total",
+                l.clone(),
+                rb.floor(),
+            );
+            push(
+                "kubevirt_vmi_storage_write_traffic_bytes_total",
+                l.clone(),
+                wb.floor(),
+            );
+            push(
+                "kubevirt_vmi_storage_iops_read_total",
+                l.clone(),
+                ro.floor(),
+            );
             push("kubevirt_vmi_storage_iops_write_total", l, wo.floor());
         }
-        let net = render_labels(&[("interface", interface.clone()), ("network", "default".into())]);
+        let net = render_labels(&[
+            ("interface", interface.clone()),
+            ("network", "default".into()),
+        ]);
         let [rxb, txb, rxp, txp] = counters.net;
-        push("kubevirt_vmi_network_receive_bytes_total", net.clone(), rxb.floor());
-        push("kubevirt_vmi_network_transmit_bytes_total", net.clone(), txb.floor());
-        push("kubevirt_vmi_network_receive_packets_total", net.clone(), rxp.floor());
-        push("kubevirt_vmi_network_transmit_packets_total", net, txp.floor());
-        let root = render_labels(&[("disk_name", "vda4".into()), ("file_system_type", "xfs".into()), ("mount_point", "/".into())]);
-        push("kubevirt_vmi_filesystem_capacity_bytes", root.clone(), 4.0 * 1024.0 * MIB);
-        push("kubevirt_vmi_filesystem_used_bytes", root, 1.6 * 1024.0 * MIB);
+        push(
+            "kubevirt_vmi_network_receive_bytes_total",
+            net.clone(),
+            rxb.floor(),
+        );
+        push(
+            "kubevirt_vmi_network_transmit_bytes_total",
+            net.clone(),
+            txb.floor(),
+        );
+        push(
+            "kubevirt_vmi_network_receive_packets_total",
+            net.clone(),
+            rxp.floor(),
+        );
+        push(
+            "kubevirt_vmi_network_transmit_packets_total",
+            net,
+            txp.floor(),
+        );
+        let root = render_labels(&[
+            ("disk_name", "vda4".into()),
+            ("file_system_type", "xfs".into()),
+            ("mount_point", "/".into()),
+        ]);
+        push(
+            "kubevirt_vmi_filesystem_capacity_bytes",
+            root.clone(),
+            4.0 * 1024.0 * MIB,
+        );
+        push(
+            "kubevirt_vmi_filesystem_used_bytes",
+            root,
+            1.6 * 1024.0 * MIB,
+        );
         if workload == "chaos-disk" {
-            let (mount, fill, full_secs, released_secs) = load_for(workload, &params).fill.expect("chaos-disk fills");
+            let (mount, fill, full_secs, released_secs) =
+                load_for(workload, &params).fill.expect("chaos-disk fills");
             let capacity = vm
-                .and_then(|vm| vm["spec"]["dataVolumeTemplates"][0]["spec"]["storage"]["resources"]["requests"]["storage"].as_str())
+                .and_then(|vm| {
+                    vm["spec"]["dataVolumeTemplates"][0]["spec"]["storage"]["resources"]["requests"]
+                        ["storage"]
+                        .as_str()
+                })
                 .and_then(quantity_bytes)
                 .unwrap_or(10.0 * 1024.0 * MIB);
-            let age = now.saturating_duration_since(counters.first_seen).as_secs_f64();
+            let age = now
+                .saturating_duration_since(counters.first_seen)
+                .as_secs_f64();
             let full = !flat && age % (full_secs + released_secs) < full_secs;
             let fraction = if full { fill } else { 0.01 };
-            let l = render_labels(&[("disk_name", "vdc".into()), ("file_system_type", "xfs".into()), ("mount_point", mount)]);
-            push("kubevirt_vmi_filesystem_capacity_bytes", l.clone(), capacity);
-            push("kubevirt_vmi_filesystem_used_bytes", l, (capacity * fraction).round());
+            let l = render_labels(&[
+                ("disk_name", "vdc".into()),
+                ("file_system_type", "xfs".into()),
+                ("mount_point", mount),
+            ]);
+            push(
+                "kubevirt_vmi_filesystem_capacity_bytes",
+                l.clone(),
+                capacity,
+            );
+            push(
+                "kubevirt_vmi_filesystem_used_bytes",
+                l,
+                (capacity * fraction).round(),
+            );
         }
     }
     state.counters.retain(|k, _| live.contains(k));

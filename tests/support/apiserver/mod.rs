@@ -376,7 +376,13 @@ impl FakeApiServer {
     /// Puts `backend` behind port `port` (name or number, "" for a reference without one)
     /// of Service `namespace/service` for the service proxy; the Service object itself
     /// must exist in the store for requests to reach it.
-    pub fn set_service_backend(&self, namespace: &str, service: &str, port: &str, backend: proxy::Backend) {
+    pub fn set_service_backend(
+        &self,
+        namespace: &str,
+        service: &str,
+        port: &str,
+        backend: proxy::Backend,
+    ) {
         self.shared
             .proxy
             .lock()

@@ -72,7 +72,11 @@ pub fn parse(path: &str) -> Option<ProxyTarget> {
         namespace: namespace.to_string(),
         service: service.to_string(),
         port: port.to_string(),
-        rest: if rest.is_empty() { "/".into() } else { rest.to_string() },
+        rest: if rest.is_empty() {
+            "/".into()
+        } else {
+            rest.to_string()
+        },
     })
 }
 
@@ -85,7 +89,13 @@ fn text(code: u16, body: impl Into<String>, content_type: &str) -> Response<Body
 }
 
 fn status(e: &ApiError) -> Response<Body> {
-    text(e.code, serde_json::to_vec(&e.to_status()).map(|v| String::from_utf8(v).unwrap()).unwrap(), "application/json")
+    text(
+        e.code,
+        serde_json::to_vec(&e.to_status())
+            .map(|v| String::from_utf8(v).unwrap())
+            .unwrap(),
+        "application/json",
+    )
 }
 
 /// Serves one proxy request (authentication already passed).
@@ -123,12 +133,19 @@ pub async fn serve(
         .get(services, &target.namespace, &target.service)
         .ok();
     let Some(service) = service else {
-        let mut e = ApiError::new(404, "NotFound", format!("services \"{}\" not found", target.service));
+        let mut e = ApiError::new(
+            404,
+            "NotFound",
+            format!("services \"{}\" not found", target.service),
+        );
         e.details = Some(json!({ "name": target.service, "kind": "services" }));
         return status(&e);
     };
     // The port reference must name (or number) one of the Service's ports.
-    let ports = service["spec"]["ports"].as_array().cloned().unwrap_or_default();
+    let ports = service["spec"]["ports"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let port_ok = target.port.is_empty()
         || ports.iter().any(|p| {
             p["name"].as_str() == Some(target.port.as_str())
@@ -139,7 +156,11 @@ pub async fn serve(
         .lock()
         .unwrap()
         .backends
-        .get(&(target.namespace.clone(), target.service.clone(), target.port.clone()))
+        .get(&(
+            target.namespace.clone(),
+            target.service.clone(),
+            target.port.clone(),
+        ))
         .cloned();
     let Some(backend) = backend.filter(|_| port_ok) else {
         return status(&ApiError::new(
@@ -163,19 +184,32 @@ pub async fn serve(
 }
 
 /// Forwards to a plain-HTTP upstream on this machine, without the caller's credentials.
-async fn forward(base: &str, target: &ProxyTarget, raw_query: &str, req: Request<Incoming>) -> Response<Body> {
+async fn forward(
+    base: &str,
+    target: &ProxyTarget,
+    raw_query: &str,
+    req: Request<Incoming>,
+) -> Response<Body> {
     let bad_gateway = |why: String| {
-        status(&ApiError::new(503, "ServiceUnavailable", format!("error trying to reach service: {why}")))
+        status(&ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("error trying to reach service: {why}"),
+        ))
     };
-    let authority = base.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let authority = base
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     let stream = match tokio::net::TcpStream::connect(&authority).await {
         Ok(s) => s,
         Err(e) => return bad_gateway(e.to_string()),
     };
-    let (mut sender, conn) = match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await {
-        Ok(pair) => pair,
-        Err(e) => return bad_gateway(e.to_string()),
-    };
+    let (mut sender, conn) =
+        match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await {
+            Ok(pair) => pair,
+            Err(e) => return bad_gateway(e.to_string()),
+        };
     tokio::spawn(conn);
     let uri = if raw_query.is_empty() {
         target.rest.clone()
@@ -187,7 +221,10 @@ async fn forward(base: &str, target: &ProxyTarget, raw_query: &str, req: Request
         Ok(b) => b.to_bytes(),
         Err(e) => return bad_gateway(e.to_string()),
     };
-    let mut upstream = Request::builder().method(parts.method).uri(uri).header("Host", &authority);
+    let mut upstream = Request::builder()
+        .method(parts.method)
+        .uri(uri)
+        .header("Host", &authority);
     for (name, value) in &parts.headers {
         if name != hyper::header::AUTHORIZATION && name != hyper::header::HOST {
             upstream = upstream.header(name, value);
@@ -198,7 +235,9 @@ async fn forward(base: &str, target: &ProxyTarget, raw_query: &str, req: Request
         Ok(response) => {
             let (parts, body) = response.into_parts();
             match body.collect().await {
-                Ok(bytes) => Response::from_parts(parts, http_body_util::Full::new(bytes.to_bytes()).boxed()),
+                Ok(bytes) => {
+                    Response::from_parts(parts, http_body_util::Full::new(bytes.to_bytes()).boxed())
+                }
                 Err(e) => bad_gateway(e.to_string()),
             }
         }
