@@ -27,7 +27,7 @@ pub mod apiserver;
 pub mod schema;
 
 pub use apiserver::{
-    AfterCommit, ApiError, ControllerOptions, Denial, EventType, FakeApiServer, FaultAction,
-    Faults, Options, RequestRecord, SchemaMode, SchemaReport, SchemaValidator, SchemaViolation,
-    ScriptedFault, StoreEvent,
+    AccessAttributes, AfterCommit, ApiError, Authorizer, ControllerOptions, Denial, EventType,
+    FakeApiServer, FaultAction, Faults, Options, RequestRecord, SchemaMode, SchemaReport,
+    SchemaValidator, SchemaViolation, ScriptedFault, StoreEvent,
 };
