@@ -899,8 +899,8 @@ fn rendered_namespaces(docs: &[Value]) -> Vec<String> {
 }
 
 /// Runs `cmd` to completion with stdout/stderr captured in files (no pipe can fill up and
-/// block the child); the bound only guards against a hang.
-fn output_bounded(mut cmd: Command, what: &str) -> std::process::Output {
+/// block the child); None when it had to be killed after the hang guard.
+fn output_within_guard(mut cmd: Command) -> Option<std::process::Output> {
     let capture = tempfile::tempdir().unwrap();
     let out_path = capture.path().join("stdout");
     let err_path = capture.path().join("stderr");
@@ -912,26 +912,35 @@ fn output_bounded(mut cmd: Command, what: &str) -> std::process::Output {
         .unwrap();
     for _ in 0..1200 {
         if let Some(status) = child.try_wait().unwrap() {
-            return std::process::Output {
+            return Some(std::process::Output {
                 status,
                 stdout: std::fs::read(&out_path).unwrap(),
                 stderr: std::fs::read(&err_path).unwrap(),
-            };
+            });
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let _ = child.kill();
-    panic!("{what} did not finish");
+    let _ = child.wait();
+    None
 }
 
+fn output_bounded(cmd: Command, what: &str) -> std::process::Output {
+    output_within_guard(cmd).unwrap_or_else(|| panic!("{what} did not finish"))
+}
+
+/// Seconds virtwork may wait in a scenario (VIRTWORK_TIMEOUT). The ConfigMap's 600 would
+/// outlast the hang guard when RBAC refuses a watch, which the watcher retries until then.
+const SCENARIO_TIMEOUT_SECS: &str = "60";
+
 /// The real binary against the fake server, with the pod's environment as the Deployment
-/// gives it (ConfigMap and Secret), no audit database.
+/// gives it (ConfigMap and Secret; the timeout shortened), no audit database. None: it hung.
 fn virtwork_in_pod(
     kubeconfig: &Path,
     home: &Path,
     env: &[(String, String)],
     args: &[String],
-) -> std::process::Output {
+) -> Option<std::process::Output> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
     cmd.arg("--kubeconfig")
         .arg(kubeconfig)
@@ -939,10 +948,11 @@ fn virtwork_in_pod(
         .args(args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("VIRTWORK_TIMEOUT", SCENARIO_TIMEOUT_SECS)
         .env("HOME", home)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .current_dir(home);
-    output_bounded(cmd, &format!("virtwork {args:?}"))
+    output_within_guard(cmd)
 }
 
 /// A test API server enforcing one layout's RBAC, with the layout's namespaces created.
@@ -982,8 +992,15 @@ impl Enforced {
         self.dir.path().join("kubeconfig")
     }
 
-    /// Runs one command as the pod would; returns its output and what RBAC refused.
-    fn run(&self, args: &[String]) -> (std::process::Output, Vec<(AccessAttributes, String)>) {
+    /// Runs one command as the pod would; returns its output (None: it hung and was killed)
+    /// and what RBAC refused.
+    fn run(
+        &self,
+        args: &[String],
+    ) -> (
+        Option<std::process::Output>,
+        Vec<(AccessAttributes, String)>,
+    ) {
         self.ledger.lock().unwrap().refused.clear();
         let out = virtwork_in_pod(
             &self.kubeconfig(),
@@ -1077,6 +1094,10 @@ fn assert_layout_grants_exactly(
         cluster.reset_faults();
         let label = scenario.label;
         let args = &scenario.args;
+        let stderr = out
+            .as_ref()
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .unwrap_or_else(|| "(virtwork hung and was killed)".into());
         if !refused.is_empty() {
             let mut needs: Vec<String> = refused
                 .iter()
@@ -1084,11 +1105,11 @@ fn assert_layout_grants_exactly(
                 .collect();
             needs.dedup();
             panic!(
-                "{file}: `{label}` (virtwork {args:?}) was refused what it needs; add to {file}:\n{}\nvirtwork's stderr:\n{}",
+                "{file}: `{label}` (virtwork {args:?}) was refused what it needs; add to {file}:\n{}\nvirtwork's stderr:\n{stderr}",
                 needs.join("\n"),
-                String::from_utf8_lossy(&out.stderr)
             );
         }
+        let out = out.unwrap_or_else(|| panic!("{file}: `{label}`: virtwork {args:?} hung"));
         // A failed scenario proves nothing about what the tool needs.
         assert!(
             out.status.success(),
@@ -1273,6 +1294,7 @@ fn namespaced_layout_keeps_virtwork_out_of_other_namespaces() {
         cluster.server.clear_request_log();
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let (out, refused) = cluster.run(&args);
+        let out = out.unwrap_or_else(|| panic!("{label}: virtwork hung"));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{label}: {stderr}");
         assert!(!refused.is_empty(), "{label}: RBAC refused nothing");
