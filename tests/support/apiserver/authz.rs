@@ -167,7 +167,10 @@ fn exact_name(selector: &str) -> Option<String> {
 /// and every access-review question, and with where they came from (`"GET /api/v1/...?..."` or
 /// `"SelfSubjectAccessReview"`); `true` allows. Denials in `Faults::denials` still apply.
 #[derive(Clone)]
-pub struct Authorizer(pub Arc<dyn Fn(&AccessAttributes, &str) -> bool + Send + Sync>);
+pub struct Authorizer(Arc<Decide>);
+
+/// The policy's decision: attributes and where they came from in, allowed out.
+type Decide = dyn Fn(&AccessAttributes, &str) -> bool + Send + Sync;
 
 impl Authorizer {
     pub fn new(decide: impl Fn(&AccessAttributes, &str) -> bool + Send + Sync + 'static) -> Self {
