@@ -72,6 +72,8 @@ pub struct Shared {
     pub config: Mutex<RuntimeConfig>,
     pub controller: Mutex<ControllerOptions>,
     pub address: String,
+    /// Service-proxy backends and the KubeVirt metrics state (proxy.rs, metrics.rs).
+    pub proxy: Mutex<super::proxy::ProxyState>,
 }
 
 /// Parsed Kubernetes request target.
@@ -388,9 +390,43 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         };
         if !authorizer.allows(&attributes, &via) {
             let user = shared.config.lock().unwrap().user.clone();
+            if record.resource.is_empty() {
+                // Not a path the fake routes as a resource (e.g. a service proxy): log what
+                // was refused.
+                record.verb = attributes.verb.clone();
+                record.resource = attributes.rbac_resource();
+                record.namespace = attributes.namespace.clone();
+                record.name = attributes.name.clone();
+            }
             finish(&shared, record, 403);
             return error_response(&authz::forbidden(&attributes, &user));
         }
+    }
+
+    if let Some(proxied) = super::proxy::parse(&path) {
+        record.verb = match method.as_str() {
+            "GET" | "HEAD" => "get",
+            "POST" => "create",
+            "PUT" => "update",
+            "PATCH" => "patch",
+            "DELETE" => "delete",
+            _ => "",
+        }
+        .to_string();
+        record.resource = "services/proxy".into();
+        record.namespace = proxied.namespace.clone();
+        record.name = proxied.service.clone();
+        *shared
+            .counters
+            .lock()
+            .unwrap()
+            .entry((record.verb.clone(), record.resource.clone()))
+            .or_insert(0) += 1;
+        let verb = record.verb.clone();
+        let resp = super::proxy::serve(&shared, &proxied, &verb, &raw_query, req).await;
+        let status = resp.status().as_u16();
+        finish(&shared, record, status);
+        return resp;
     }
 
     let t = match target {
