@@ -28,7 +28,7 @@ pub mod prometheus;
 pub mod schema;
 
 pub use apiserver::{
-    AfterCommit, ApiError, Backend, ControllerOptions, Denial, EventType, FakeApiServer,
-    FaultAction, Faults, Options, RequestRecord, SchemaMode, SchemaReport, SchemaValidator,
-    SchemaViolation, ScriptedFault, StoreEvent,
+    AccessAttributes, AfterCommit, ApiError, Authorizer, Backend, ControllerOptions, Denial,
+    EventType, FakeApiServer, FaultAction, Faults, Options, RequestRecord, SchemaMode,
+    SchemaReport, SchemaValidator, SchemaViolation, ScriptedFault, StoreEvent,
 };

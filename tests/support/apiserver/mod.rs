@@ -3,6 +3,7 @@
 //! its own tokio runtime so both sync tests (spawning the `virtwork` binary) and async tests
 //! (using `kube::Client`) can use it. See docs/fake-apiserver.md.
 
+pub mod authz;
 pub mod controllers;
 pub mod faults;
 pub mod http;
@@ -23,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use authz::{AccessAttributes, Authorizer};
 pub use controllers::ControllerOptions;
 pub use faults::{AfterCommit, Denial, FaultAction, Faults, ScriptedFault};
 pub use http::RequestRecord;
