@@ -381,6 +381,9 @@ pub enum ReadyCondition {
     Ready,
     /// The VMI reports condition AgentConnected=True (guest agent up)
     AgentConnected,
+    /// Every workload unit is active in the guest: the VMI's readiness probe (systemctl
+    /// is-active through the guest agent) passes, i.e. condition Ready=True
+    Workload,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

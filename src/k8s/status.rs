@@ -28,6 +28,9 @@ pub struct VmStatus {
     pub vmi_phase: Option<String>,
     /// The VMI's `status.nodeName`.
     pub node: Option<String>,
+    /// The VMI's condition Ready: with virtwork's readiness probe, whether every workload
+    /// unit is active in the guest. `None` when there is no VMI or no such condition.
+    pub ready: Option<bool>,
     /// The VM's `metadata.creationTimestamp`.
     pub created_at: Option<jiff::Timestamp>,
 }
@@ -61,6 +64,17 @@ fn status_str(object: &DynamicObject, field: &str) -> Option<String> {
         .map(String::from)
 }
 
+/// The VMI's `Ready` condition as a bool.
+fn ready_condition(vmi: &DynamicObject) -> Option<bool> {
+    vmi.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"))
+        .and_then(|c| c.get("status")?.as_str())
+        .map(|status| status == "True")
+}
+
 /// Joins VMs with their VMIs (same namespace and name) and groups them by run id; runs are
 /// sorted by id (runs without an id last), VMs by namespace then name.
 pub fn assemble(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<RunStatus> {
@@ -86,6 +100,7 @@ pub fn assemble(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<RunStatus>
                 printable_status: status_str(vm, "printableStatus"),
                 vmi_phase: vmi.and_then(|v| status_str(v, "phase")),
                 node: vmi.and_then(|v| status_str(v, "nodeName")),
+                ready: vmi.and_then(|v| ready_condition(v)),
                 created_at: vm.metadata.creation_timestamp.as_ref().map(|t| t.0),
                 namespace,
                 name,
@@ -177,7 +192,8 @@ mod tests {
             "virtwork-cpu-0",
             RUN_B,
             None,
-            json!({"phase": "Running", "nodeName": "worker-1"}),
+            json!({"phase": "Running", "nodeName": "worker-1",
+                   "conditions": [{"type": "Ready", "status": "False"}]}),
         )];
         let runs = assemble(&vms, &vmis);
         let ids: Vec<_> = runs.iter().map(|r| r.run_id.clone()).collect();
@@ -187,7 +203,9 @@ mod tests {
         assert_eq!(names, vec!["virtwork-cpu-0", "virtwork-cpu-1"]);
         assert_eq!(b.vms[0].vmi_phase.as_deref(), Some("Running"));
         assert_eq!(b.vms[0].node.as_deref(), Some("worker-1"));
+        assert_eq!(b.vms[0].ready, Some(false));
         assert_eq!(b.vms[1].vmi_phase, None);
+        assert_eq!(b.vms[1].ready, None);
         let a = &runs[0].vms[0];
         assert_eq!(a.role.as_deref(), Some("server"));
         assert_eq!(a.workload.as_deref(), Some("cpu"));
