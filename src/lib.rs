@@ -19,5 +19,6 @@ pub mod plan;
 pub mod render;
 pub mod report;
 pub mod usage;
+pub mod verify;
 pub mod workloads;
 pub mod yaml;

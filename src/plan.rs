@@ -301,6 +301,7 @@ fn plan_one(fleet: &Fleet<'_>, workload: &dyn Workload, plan: &mut Plan) -> Resu
     }
     let service = workload.service();
     let roles = workload.roles();
+    let vm_annotations = signal_annotations(workload);
 
     plan.workloads.push(PlannedWorkload {
         name: name.to_string(),
@@ -366,6 +367,7 @@ fn plan_one(fleet: &Fleet<'_>, workload: &dyn Workload, plan: &mut Plan) -> Resu
                 secret_name: &secret_name,
                 disks: &disks,
                 data_volumes: &data_volumes,
+                annotations: &vm_annotations,
             });
             plan.vms.push(PlannedVm {
                 name: vm_name,
@@ -477,6 +479,29 @@ struct VmInputs<'a> {
     secret_name: &'a str,
     disks: &'a [crate::workloads::DataDisk],
     data_volumes: &'a [String],
+    annotations: &'a BTreeMap<String, String>,
+}
+
+/// What `virtwork verify` reads back from each VM: the params its expected signals depend
+/// on and a catalog entry's own signals, as JSON annotations (none when there is nothing).
+fn signal_annotations(workload: &dyn Workload) -> BTreeMap<String, String> {
+    use crate::verify::contract::{CUSTOM_SIGNALS_ANNOTATION, SIGNAL_PARAMS_ANNOTATION};
+    let mut out = BTreeMap::new();
+    let params = workload.signal_params();
+    if !params.is_empty() {
+        out.insert(
+            SIGNAL_PARAMS_ANNOTATION.to_string(),
+            serde_json::to_string(&params).expect("a string map serializes"),
+        );
+    }
+    let custom = workload.custom_signals();
+    if !custom.is_empty() {
+        out.insert(
+            CUSTOM_SIGNALS_ANNOTATION.to_string(),
+            serde_json::to_string(&custom).expect("signals serialize"),
+        );
+    }
+    out
 }
 
 /// The VirtualMachine shape of inventory §6, plus run labels on the DataVolume templates.
@@ -558,6 +583,7 @@ fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
             name: Some(input.name.to_string()),
             namespace: Some(input.namespace.to_string()),
             labels: Some(input.labels.clone()),
+            annotations: (!input.annotations.is_empty()).then(|| input.annotations.clone()),
             ..Default::default()
         },
         spec: VirtualMachineSpec {

@@ -11,6 +11,7 @@ pub mod completion;
 pub mod run;
 pub mod status;
 pub mod validate;
+pub mod verify;
 pub mod version;
 
 use std::io::Write;
@@ -49,6 +50,12 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
             let settings = StatusSettings::resolve(&global, &args, env)?;
             start_logging(&settings.global);
             block_on(status::status(&settings))
+        }
+        Command::Verify(args) => {
+            let global = GlobalSettings::resolve(&global, env)?;
+            let settings = verify::resolve_settings(&global, &args)?;
+            start_logging(&global);
+            block_on(verify::verify(&global, &settings))
         }
         Command::Audit(command) => {
             let settings = AuditSettings::resolve(&global, &command, env)?;

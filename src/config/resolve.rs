@@ -65,7 +65,12 @@ fn required<'a, T>(slot: &'a Option<Sourced<T>>, key: &str) -> Result<&'a Source
 }
 
 impl GlobalSettings {
-    fn resolve(layers: &Layers) -> Result<GlobalSettings> {
+    /// The settings every command shares, for a command with only the global flags.
+    pub fn resolve(global: &GlobalArgs, env: &[(String, String)]) -> Result<GlobalSettings> {
+        GlobalSettings::from_layers(&Layers::load(global, flags::global(global), env)?)
+    }
+
+    fn from_layers(layers: &Layers) -> Result<GlobalSettings> {
         let p = &layers.merged;
         let (kubeconfig, kubeconfig_given) = match &p.kubeconfig {
             Some(given) if given.value.as_os_str().is_empty() => (Vec::new(), None),
@@ -137,7 +142,7 @@ impl RunSettings {
         if wait_for_ready {
             refuse_zero_timeout(timeout)?;
         }
-        let global_settings = GlobalSettings::resolve(&layers)?;
+        let global_settings = GlobalSettings::from_layers(&layers)?;
         let plan = PlanInput {
             namespace: global_settings.namespace.clone(),
             container_disk_image: required(&p.container_disk_image, "container-disk-image")?
@@ -179,7 +184,7 @@ impl CleanupSettings {
             refuse_zero_timeout(timeout)?;
         }
         Ok(CleanupSettings {
-            global: GlobalSettings::resolve(&layers)?,
+            global: GlobalSettings::from_layers(&layers)?,
             dry_run: required(&p.dry_run, "dry-run")?.value.is_some(),
             delete_namespace: args.delete_namespace,
             run_id: args.run_id,
@@ -200,7 +205,7 @@ impl StatusSettings {
     ) -> Result<StatusSettings> {
         let layers = Layers::load(global, flags::global(global), env)?;
         Ok(StatusSettings {
-            global: GlobalSettings::resolve(&layers)?,
+            global: GlobalSettings::from_layers(&layers)?,
             run_id: args.run_id,
             all_namespaces: args.all_namespaces,
         })
@@ -217,7 +222,7 @@ impl ValidateSettings {
         let layers = Layers::load(global, flags::global(global).or(flags::validate(args)), env)?;
         let defaults = defaults::layer()?;
         Ok(ValidateSettings {
-            global: GlobalSettings::resolve(&layers)?,
+            global: GlobalSettings::from_layers(&layers)?,
             catalog_dir: catalog_dir(&layers, true)?,
             entries: args.entries.clone(),
             sample: SampleBuild {
@@ -239,7 +244,7 @@ impl AuditSettings {
     ) -> Result<AuditSettings> {
         let layers = Layers::load(global, flags::global(global), env)?;
         Ok(AuditSettings {
-            global: GlobalSettings::resolve(&layers)?,
+            global: GlobalSettings::from_layers(&layers)?,
             command: command.clone(),
             namespace_filter: global.namespace.clone(),
         })

@@ -306,7 +306,31 @@ pub async fn connect(
     limit: RateLimit,
 ) -> Result<Cluster> {
     let gate = RequestGate::new(limit)?;
-    let (mut kube_config, context, source) = if kubeconfig.is_empty() && in_cluster {
+    let (mut kube_config, context, source) = load_kube_config(kubeconfig, in_cluster).await?;
+    // Retries are ours (deadline-, cancellation- and AlreadyExists-aware).
+    kube_config.default_retry = false;
+    let server_url = kube_config.cluster_url.to_string();
+    let builder = kube::client::ClientBuilder::try_from(kube_config)
+        .map_err(|e| Error::kube(format!("building a client for {server_url} ({source})"), e))?;
+    let client = builder
+        .with_layer(&RateLimitLayer::new(gate.clone()))
+        .build();
+    Ok(Cluster {
+        client,
+        context,
+        server_url: server_url.trim_end_matches('/').to_string(),
+        source,
+        gate,
+    })
+}
+
+/// Loads the credentials and server of a command (no client is built, no API call made):
+/// the same choice as [`connect`]. verify reuses the credentials for a Prometheus URL.
+pub async fn load_kube_config(
+    kubeconfig: &[PathBuf],
+    in_cluster: bool,
+) -> Result<(kube::Config, String, CredentialSource)> {
+    let loaded = if kubeconfig.is_empty() && in_cluster {
         let config = kube::Config::incluster().map_err(|e| {
             Error::runtime(format!(
                 "loading the in-cluster service account configuration: {e}"
@@ -335,21 +359,7 @@ pub async fn connect(
             .map_err(|e| Error::input(format!("{source} (context {context}): {e}")))?;
         (config, context, source)
     };
-    // Retries are ours (deadline-, cancellation- and AlreadyExists-aware).
-    kube_config.default_retry = false;
-    let server_url = kube_config.cluster_url.to_string();
-    let builder = kube::client::ClientBuilder::try_from(kube_config)
-        .map_err(|e| Error::kube(format!("building a client for {server_url} ({source})"), e))?;
-    let client = builder
-        .with_layer(&RateLimitLayer::new(gate.clone()))
-        .build();
-    Ok(Cluster {
-        client,
-        context,
-        server_url: server_url.trim_end_matches('/').to_string(),
-        source,
-        gate,
-    })
+    Ok(loaded)
 }
 
 fn default_kubeconfig_path() -> Result<PathBuf> {

@@ -30,6 +30,23 @@ impl Quantity {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The value in base units (bytes for memory and disks), as a float: for arithmetic and
+    /// display, where the exact decimal does not matter.
+    pub fn value(&self) -> f64 {
+        let Ok(parts) = split(&self.0) else {
+            return 0.0;
+        };
+        let mantissa: f64 = format!("0{}.{}0", parts.whole, parts.fraction)
+            .parse()
+            .unwrap_or(0.0);
+        let scale = match parts.scale {
+            Scale::Decimal(e) => 10f64.powi(e.clamp(-400, 400) as i32),
+            Scale::Binary(p) => 2f64.powi(p as i32),
+            Scale::HugeExponent { .. } => 0.0,
+        };
+        mantissa * scale
+    }
 }
 
 impl FromStr for Quantity {
@@ -58,13 +75,15 @@ impl Serialize for Quantity {
     }
 }
 
-/// What is wrong with `text` as a positive, representable quantity; `None` when nothing is.
-fn problem(text: &str) -> Option<String> {
-    if text.len() > MAX_QUANTITY_TEXT_LEN {
-        return Some(format!(
-            "it is longer than {MAX_QUANTITY_TEXT_LEN} characters"
-        ));
-    }
+/// A quantity's text split by the grammar.
+struct Parts<'a> {
+    negative: bool,
+    whole: &'a str,
+    fraction: &'a str,
+    scale: Scale,
+}
+
+fn split(text: &str) -> Result<Parts<'_>, String> {
     let (negative, rest) = match text.as_bytes().first() {
         Some(b'+') => (false, &text[1..]),
         Some(b'-') => (true, &text[1..]),
@@ -75,27 +94,42 @@ fn problem(text: &str) -> Option<String> {
         .unwrap_or(rest.len());
     let (number, suffix) = rest.split_at(number_len);
     if !number.bytes().any(|b| b.is_ascii_digit()) {
-        return Some("it does not start with a number".into());
+        return Err("it does not start with a number".into());
     }
     let (whole, fraction) = match number.split_once('.') {
         Some((_, fraction)) if fraction.contains('.') => {
-            return Some("the number has more than one decimal point".into());
+            return Err("the number has more than one decimal point".into());
         }
         Some((whole, fraction)) => (whole, fraction),
         None => (number, ""),
     };
-    let scale = match parse_suffix(suffix) {
-        Ok(scale) => scale,
+    Ok(Parts {
+        negative,
+        whole,
+        fraction,
+        scale: parse_suffix(suffix)?,
+    })
+}
+
+/// What is wrong with `text` as a positive, representable quantity; `None` when nothing is.
+fn problem(text: &str) -> Option<String> {
+    if text.len() > MAX_QUANTITY_TEXT_LEN {
+        return Some(format!(
+            "it is longer than {MAX_QUANTITY_TEXT_LEN} characters"
+        ));
+    }
+    let parts = match split(text) {
+        Ok(parts) => parts,
         Err(problem) => return Some(problem),
     };
     // value = digits × 10^(exp10) × 2^(pow2), digits without leading or trailing zeros.
-    let digits = format!("{whole}{fraction}");
+    let digits = format!("{}{}", parts.whole, parts.fraction);
     let digits = digits.trim_start_matches('0');
     let significant = digits.trim_end_matches('0');
-    if significant.is_empty() || negative {
+    if significant.is_empty() || parts.negative {
         return Some("it is not positive".into());
     }
-    let (exp10, pow2) = match scale {
+    let (exp10, pow2) = match parts.scale {
         Scale::Decimal(e) => (e, 0),
         Scale::Binary(p) => (0, p),
         // A positive exponent this long is far beyond 2^63; a negative one is a tiny positive
@@ -103,7 +137,7 @@ fn problem(text: &str) -> Option<String> {
         Scale::HugeExponent { negative: false } => return Some(too_large()),
         Scale::HugeExponent { negative: true } => return None,
     };
-    let exp10 = exp10 - fraction.len() as i64 + (digits.len() - significant.len()) as i64;
+    let exp10 = exp10 - parts.fraction.len() as i64 + (digits.len() - significant.len()) as i64;
     if exceeds_max(significant, exp10, pow2) {
         return Some(too_large());
     }
@@ -291,6 +325,11 @@ mod tests {
             assert!(!ok(bad), "{bad}");
         }
         assert_eq!(" 2Gi ".parse::<Quantity>().unwrap().as_str(), "2Gi");
+        let value = |text: &str| text.parse::<Quantity>().unwrap().value();
+        assert_eq!(value("2Gi"), 2.0 * 1024.0 * 1024.0 * 1024.0);
+        assert_eq!(value("1.5e3"), 1500.0);
+        assert_eq!(value(".5k"), 500.0);
+        assert_eq!(value("100m"), 0.1);
     }
 
     #[test]

@@ -42,6 +42,9 @@ struct Manifest {
     storage: Vec<ManifestStorage>,
     #[serde(default)]
     service: Option<ManifestService>,
+    /// Expected signals for `virtwork verify` (PromQL templates over one VMI).
+    #[serde(default)]
+    signals: Vec<crate::verify::contract::CustomSignal>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -354,6 +357,8 @@ impl CatalogEntry {
                 })
                 .collect::<Result<Vec<_>>>()?,
             service: self.service_spec(),
+            signal_params: BTreeMap::new(),
+            custom_signals: self.manifest.signals.clone(),
         })
     }
 
@@ -662,5 +667,34 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
             ));
         }
     }
+    validate_signals(&manifest.signals)?;
     Ok(ParamSchema::new(entry, defs))
+}
+
+/// Signal names are DNS-1123 labels, unique; thresholds finite and not negative; queries
+/// valid templates (see verify/promql.rs: only `{{namespace}}`, `{{name}}`, `{{window}}`).
+fn validate_signals(
+    signals: &[crate::verify::contract::CustomSignal],
+) -> std::result::Result<(), String> {
+    let mut names = BTreeSet::new();
+    for signal in signals {
+        if !DnsLabel::is_valid(&signal.name) {
+            return Err(format!(
+                "signal name {:?} must be lowercase letters, digits and '-' (e.g. http-requests)",
+                signal.name
+            ));
+        }
+        if !names.insert(signal.name.as_str()) {
+            return Err(format!("signal {:?} is declared twice", signal.name));
+        }
+        if !signal.threshold.is_finite() || signal.threshold < 0.0 {
+            return Err(format!(
+                "signal {:?}: threshold {} must be a number of at least 0",
+                signal.name, signal.threshold
+            ));
+        }
+        crate::verify::promql::validate_template(&signal.query)
+            .map_err(|e| format!("signal {:?}: query: {e}", signal.name))?;
+    }
+    Ok(())
 }

@@ -97,6 +97,15 @@ pub trait Workload: Send + Sync + std::fmt::Debug {
     fn vm_count(&self) -> u32 {
         self.roles().iter().map(|r| r.vm_count).sum()
     }
+    /// The params its expected signals depend on, recorded on each VM for `virtwork verify`
+    /// (only the keys the signal contract reads).
+    fn signal_params(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+    /// Signals a catalog entry declares in its manifest.
+    fn custom_signals(&self) -> Vec<crate::verify::contract::CustomSignal> {
+        Vec::new()
+    }
 }
 
 pub mod catalog;
@@ -337,6 +346,10 @@ pub struct RenderedWorkload {
     pub resources: VmResources,
     pub data_disks: Vec<DataDisk>,
     pub service: Option<ServiceSpec>,
+    /// See [`Workload::signal_params`].
+    pub signal_params: BTreeMap<String, String>,
+    /// See [`Workload::custom_signals`].
+    pub custom_signals: Vec<crate::verify::contract::CustomSignal>,
 }
 
 impl Workload for RenderedWorkload {
@@ -391,6 +404,14 @@ impl Workload for RenderedWorkload {
     fn service(&self) -> Option<ServiceSpec> {
         self.service.clone()
     }
+
+    fn signal_params(&self) -> BTreeMap<String, String> {
+        self.signal_params.clone()
+    }
+
+    fn custom_signals(&self) -> Vec<crate::verify::contract::CustomSignal> {
+        self.custom_signals.clone()
+    }
 }
 
 /// What every built-in needs while building: resolved params, the SSH account (password
@@ -404,6 +425,11 @@ pub(crate) struct BuildContext {
 }
 
 impl BuildContext {
+    /// The resolved params the signal contract reads.
+    fn signal_params(&self) -> BTreeMap<String, String> {
+        crate::verify::contract::signal_params(self.name, self.params.iter())
+    }
+
     pub(crate) fn new(
         name: &'static str,
         schema: &ParamSchema,
@@ -444,9 +470,11 @@ impl BuildContext {
                 },
                 userdata,
             )],
+            signal_params: self.signal_params(),
             resources: self.resources,
             data_disks: Vec::new(),
             service: None,
+            custom_signals: Vec::new(),
         })
     }
 }
@@ -473,9 +501,11 @@ impl BuildContext {
         Ok(RenderedWorkload {
             name: self.name.to_string(),
             roles,
+            signal_params: self.signal_params(),
             resources: self.resources,
             data_disks: Vec::new(),
             service: Some(service),
+            custom_signals: Vec::new(),
         })
     }
 }

@@ -24,10 +24,11 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod apiserver;
+pub mod prometheus;
 pub mod schema;
 
 pub use apiserver::{
-    AfterCommit, ApiError, ControllerOptions, Denial, EventType, FakeApiServer, FaultAction,
-    Faults, Options, RequestRecord, SchemaMode, SchemaReport, SchemaValidator, SchemaViolation,
-    ScriptedFault, StoreEvent,
+    AccessAttributes, AfterCommit, ApiError, Authorizer, Backend, ControllerOptions, Denial,
+    EventType, FakeApiServer, FaultAction, Faults, Options, RequestRecord, SchemaMode,
+    SchemaReport, SchemaValidator, SchemaViolation, ScriptedFault, StoreEvent,
 };
