@@ -1,8 +1,8 @@
 //! The one error type of virtwork and its mapping to process exit codes.
 //!
-//! Every failure a user can meet is a variant here. The variant decides the exit code
-//! (SPEC §1 item 12): 2 for bad input found before any cluster call, 1 for runtime
-//! failures, 130 for an interrupt. Messages are one line and name the offending input.
+//! Every failure a user can meet is a variant here. The variant decides the exit code:
+//! 2 for bad input found before any cluster call, 1 for runtime failures, 130 for an
+//! interrupt. Messages are one line and name the offending input.
 
 use std::path::PathBuf;
 
