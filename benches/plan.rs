@@ -12,15 +12,13 @@ mod test_config;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use virtwork::config::Config;
-use virtwork::plan::build_plan;
+use virtwork::plan::{PlanInput, build_plan};
 use virtwork::render::{dry_run_yaml, plan_json};
 use virtwork::workloads::Registry;
 
-const RUN_ID: &str = "3f1c7a2e-9b4d-4c1a-8e2f-0a9b8c7d6e5f";
-fn config(workloads: &[&str], vm_count: u32) -> Config {
+fn config(workloads: &[&str], vm_count: u32) -> PlanInput {
     // SSH on, for a realistic user-data size (users block with key and hashed password).
-    test_config::with_ssh(test_config::config(workloads, vm_count))
+    test_config::with_ssh(test_config::plan_input(workloads, vm_count))
 }
 
 struct Samples(Vec<Duration>);
@@ -74,7 +72,8 @@ fn main() {
         let mut yaml_bytes = 0;
         for i in 0..=iterations {
             let start = Instant::now();
-            let plan = build_plan(cfg, &registry, RUN_ID).expect("plan");
+            let plan =
+                build_plan(cfg, &registry, test_config::RUN_ID.parse().unwrap()).expect("plan");
             let planned = start.elapsed();
             let yaml = dry_run_yaml(&plan).expect("yaml");
             let rendered = start.elapsed();

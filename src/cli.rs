@@ -1,12 +1,21 @@
 //! The command-line surface, as clap derive definitions only.
 //!
 //! Every flag that maps to a configuration key is an `Option` so that "not given" is
-//! distinguishable from "given with the default value": config.rs layers explicitly given
-//! flags over `VIRTWORK_*` env, the YAML file and defaults. No logic lives here.
+//! distinguishable from "given with the default value": the configuration layers explicitly
+//! given flags over `VIRTWORK_*` env, the YAML file and defaults. Values are parsed into their
+//! model types by clap itself (`FromStr`, `ValueEnum`), so a bad flag fails with the same
+//! "expected ..." reason as a bad variable or YAML key. No logic lives here.
+//!
+//! Must not: depend on anything but the model.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::model::{
+    Burst, CpuCores, DnsLabel, DryRunMode, ImageRef, LogFormat, OutputFormat, PublicKey, Qps,
+    Quantity, ReadyCondition, RunId, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
+};
 
 /// Create VMs on OpenShift Virtualization / KubeVirt with continuous workloads.
 #[derive(Debug, Parser)]
@@ -33,7 +42,7 @@ pub struct Cli {
 pub struct GlobalArgs {
     /// Kubernetes namespace for VMs [env: VIRTWORK_NAMESPACE] [default: virtwork]
     #[arg(long, global = true, value_name = "NAME")]
-    pub namespace: Option<String>,
+    pub namespace: Option<DnsLabel>,
 
     /// Path to kubeconfig file [env: VIRTWORK_KUBECONFIG, KUBECONFIG]
     #[arg(long, global = true, value_name = "PATH")]
@@ -69,11 +78,11 @@ pub struct GlobalArgs {
 
     /// Client-side API request rate limit, requests per second [env: VIRTWORK_QPS] [default: 50]
     #[arg(long, global = true, value_name = "N")]
-    pub qps: Option<String>,
+    pub qps: Option<Qps>,
 
     /// Client-side API request burst above --qps [env: VIRTWORK_BURST] [default: 100]
     #[arg(long, global = true, value_name = "N")]
-    pub burst: Option<String>,
+    pub burst: Option<Burst>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,24 +152,24 @@ pub struct RunArgs {
 
     /// Number of VMs per workload [env: VIRTWORK_VM_COUNT] [default: 1]
     #[arg(long, value_name = "N")]
-    pub vm_count: Option<String>,
+    pub vm_count: Option<VmCount>,
 
     /// CPU cores per VM [env: VIRTWORK_CPU_CORES] [default: 2]
     #[arg(long, value_name = "N")]
-    pub cpu_cores: Option<String>,
+    pub cpu_cores: Option<CpuCores>,
 
     /// Memory per VM, a Kubernetes quantity (e.g. 2Gi) [env: VIRTWORK_MEMORY] [default: 2Gi]
     #[arg(long, value_name = "QUANTITY")]
-    pub memory: Option<String>,
+    pub memory: Option<Quantity>,
 
     /// Data disk size for disk-backed workloads [env: VIRTWORK_DISK_SIZE] [default: 10Gi]
     #[arg(long, visible_alias = "data-disk-size", value_name = "QUANTITY")]
-    pub disk_size: Option<String>,
+    pub disk_size: Option<Quantity>,
 
     /// Container disk image for VMs [env: VIRTWORK_CONTAINER_DISK_IMAGE]
     /// [default: quay.io/containerdisks/fedora:42]
     #[arg(long, value_name = "IMAGE")]
-    pub container_disk_image: Option<String>,
+    pub container_disk_image: Option<ImageRef>,
 
     /// Print the objects without creating them (client), or submit them with dryRun=All (server)
     #[arg(
@@ -179,7 +188,7 @@ pub struct RunArgs {
 
     /// Readiness timeout in seconds [env: VIRTWORK_TIMEOUT] [default: 600]
     #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<String>,
+    pub timeout: Option<TimeoutSecs>,
 
     /// What "ready" means [env: VIRTWORK_READY_CONDITION] [default: running]
     #[arg(long, value_enum, value_name = "CONDITION")]
@@ -187,16 +196,23 @@ pub struct RunArgs {
 
     /// SSH user for VMs; an empty value creates no user [env: VIRTWORK_SSH_USER] [default: virtwork]
     #[arg(long, value_name = "USER")]
-    pub ssh_user: Option<String>,
+    pub ssh_user: Option<SshUser>,
 
     /// SSH password for VMs (stored in cloud-init only as a SHA-512 crypt hash)
     /// [env: VIRTWORK_SSH_PASSWORD]
     #[arg(long, value_name = "PASSWORD")]
-    pub ssh_password: Option<String>,
+    pub ssh_password: Option<Secret>,
 
     /// SSH authorized key (repeatable, or comma-separated) [env: VIRTWORK_SSH_AUTHORIZED_KEYS]
-    #[arg(long, value_delimiter = ',', value_name = "KEY")]
-    pub ssh_key: Vec<String>,
+    // A value starting with '-' (a pasted `-----BEGIN ... PRIVATE KEY-----`) must reach the
+    // key parser, which refuses it without echoing it, instead of clap's "unexpected argument".
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "KEY",
+        allow_hyphen_values = true
+    )]
+    pub ssh_key: Vec<PublicKey>,
 
     /// SSH public key file path (repeatable)
     #[arg(long, value_delimiter = ',', value_name = "PATH")]
@@ -204,7 +220,7 @@ pub struct RunArgs {
 
     /// Max concurrent VM creation operations [env: VIRTWORK_VM_CONCURRENCY] [default: 10]
     #[arg(long, value_name = "N")]
-    pub vm_concurrency: Option<String>,
+    pub vm_concurrency: Option<VmConcurrency>,
 
     /// Per-workload params (comma-separated workload.key=value pairs) [env: VIRTWORK_PARAMS]
     #[arg(long, value_name = "PAIRS")]
@@ -216,19 +232,19 @@ pub struct RunArgs {
 
     /// Catalog entries to load (comma-separated) [env: VIRTWORK_FROM_CATALOG]
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    pub from_catalog: Option<Vec<String>>,
+    pub from_catalog: Option<Vec<DnsLabel>>,
 }
 
 /// Flags of `virtwork cleanup`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct CleanupArgs {
     /// Also delete the namespace
-    #[arg(long)]
+    #[arg(long, conflicts_with = "all_namespaces")]
     pub delete_namespace: bool,
 
     /// Only delete resources from this specific run (UUID)
     #[arg(long, value_name = "UUID")]
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
 
     /// Print intent without destroying resources
     #[arg(long)]
@@ -244,7 +260,7 @@ pub struct CleanupArgs {
 
     /// Timeout in seconds for --wait [env: VIRTWORK_TIMEOUT] [default: 600]
     #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<String>,
+    pub timeout: Option<TimeoutSecs>,
 
     /// Look in every namespace instead of --namespace
     #[arg(long, short = 'A')]
@@ -267,7 +283,7 @@ pub struct ValidateArgs {
 pub struct StatusArgs {
     /// Only show this run (UUID)
     #[arg(long, value_name = "UUID")]
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
 
     /// Look in every namespace instead of --namespace
     #[arg(long, short = 'A')]
@@ -280,7 +296,7 @@ pub struct StatusArgs {
 pub struct VerifyArgs {
     /// Only verify this run (UUID)
     #[arg(long, value_name = "UUID")]
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
 
     /// Look in every namespace instead of --namespace
     #[arg(long, short = 'A')]
@@ -336,54 +352,8 @@ pub enum AuditCommand {
     /// Show one execution: parameters, workloads, VMs, events and linked cleanups
     Show {
         /// The run id (UUID) to show
-        run_id: String,
+        run_id: RunId,
     },
-}
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    #[default]
-    Text,
-    Json,
-}
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum OutputFormat {
-    #[default]
-    Text,
-    Json,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DryRunMode {
-    /// Render every object locally; no cluster is contacted
-    Client,
-    /// Submit every object with dryRun=All; nothing is persisted
-    Server,
-}
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReadyCondition {
-    /// The VMI reached phase Running
-    #[default]
-    Running,
-    /// The VMI reports condition Ready=True
-    Ready,
-    /// The VMI reports condition AgentConnected=True (guest agent up)
-    AgentConnected,
-    /// Every workload unit is active in the guest: the VMI's readiness probe (systemctl
-    /// is-active through the guest agent) passes, i.e. condition Ready=True
-    Workload,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,8 +1,8 @@
 //! The one error type of virtwork and its mapping to process exit codes.
 //!
-//! Every failure a user can meet is a variant here. The variant decides the exit code
-//! (SPEC §1 item 12): 2 for bad input found before any cluster call, 1 for runtime
-//! failures, 130 for an interrupt. Messages are one line and name the offending input.
+//! Every failure a user can meet is a variant here. The variant decides the exit code:
+//! 2 for bad input found before any cluster call, 1 for runtime failures, 130 for an
+//! interrupt. Messages are one line and name the offending input.
 
 use std::path::PathBuf;
 
@@ -68,8 +68,8 @@ impl Error {
         }
     }
 
-    /// The process exit code for this error (SPEC §1 item 12).
-    pub fn exit_code(&self) -> i32 {
+    /// The process exit code for this error: 2 input, 1 runtime, 130 interrupted.
+    pub fn exit_code(&self) -> u8 {
         match self {
             Error::Input(_) => 2,
             Error::Interrupted => 130,
@@ -79,5 +79,16 @@ impl Error {
             | Error::Audit(_)
             | Error::Runtime(_) => 1,
         }
+    }
+
+    /// Whether this is a write to stdout whose reader went away (`virtwork ... | head -1`):
+    /// not a failure of the command, so it exits 0 without a message.
+    pub fn is_closed_stdout(&self) -> bool {
+        matches!(
+            self,
+            Error::Io { path, source, .. }
+                if path.as_os_str() == "stdout"
+                    && source.kind() == std::io::ErrorKind::BrokenPipe
+        )
     }
 }

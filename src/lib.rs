@@ -1,7 +1,9 @@
 //! virtwork: creates VMs on OpenShift Virtualization / KubeVirt running continuous workloads.
 //!
-//! Data flows one way: input (cli) -> [`config::Config`] -> [`plan`] -> cluster ([`k8s`]) ->
-//! report. The binary in main.rs only parses arguments, dispatches and maps errors to exit codes.
+//! Data flows one way: input (cli, env, YAML) -> per-command settings ([`config`]) ->
+//! [`plan`] -> cluster ([`k8s`]) -> report. Values are parsed once, at the edge, into the
+//! types of [`model`]. The binary in main.rs only parses arguments, dispatches and maps
+//! errors to exit codes.
 
 pub mod audit;
 pub mod cli;
@@ -12,8 +14,11 @@ pub mod error;
 pub mod k8s;
 pub mod labels;
 pub mod logging;
+pub mod model;
 pub mod plan;
 pub mod render;
 pub mod report;
+pub mod usage;
 pub mod verify;
 pub mod workloads;
+pub mod yaml;

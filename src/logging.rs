@@ -17,7 +17,7 @@ use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter}
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::cli::LogFormat;
+use crate::model::LogFormat;
 
 /// Installs the global subscriber writing to stderr. Later calls are ignored.
 pub fn init(format: LogFormat, verbose: bool) {

@@ -1,29 +1,17 @@
 //! The virtwork binary: parse arguments, dispatch, map errors to exit codes. Nothing else.
 
+use std::ffi::OsString;
+use std::process::ExitCode;
+
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
+use virtwork::cli::Cli;
 
-fn main() {
-    let cli = match virtwork::cli::Cli::try_parse() {
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        // Bare `virtwork` prints help and succeeds, as the reference does.
-        Err(err) if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = virtwork::cli::Cli::command().print_help();
-            std::process::exit(0);
-        }
-        Err(err)
-            if matches!(
-                err.kind(),
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
-            ) =>
-        {
-            err.exit()
-        }
-        // Usage errors exit 2 with one line, like every other bad input.
-        Err(err) => {
-            eprintln!("Error: {}", one_line_usage_error(&err));
-            std::process::exit(2);
-        }
+        Err(err) => return usage_error(&err, &args),
     };
     let env: Vec<(String, String)> = std::env::vars_os()
         .map(|(k, v)| {
@@ -33,28 +21,34 @@ fn main() {
             )
         })
         .collect();
-    if let Err(err) = virtwork::commands::dispatch(cli, &env) {
-        // One line, always: a multi-line cause must not break log scrapers.
-        let message = err.to_string().replace(['\n', '\r'], " ");
-        eprintln!("Error: {message}");
-        std::process::exit(err.exit_code());
+    match virtwork::commands::dispatch(cli, &env) {
+        Ok(()) => ExitCode::SUCCESS,
+        // `virtwork ... | head -1`: the reader has what it wanted.
+        Err(err) if err.is_closed_stdout() => ExitCode::SUCCESS,
+        Err(err) => {
+            // One line, always: a multi-line cause must not break log scrapers.
+            let message = err.to_string().replace(['\n', '\r'], " ");
+            eprintln!("Error: {message}");
+            ExitCode::from(err.exit_code())
+        }
     }
 }
 
-/// clap's multi-line usage error folded into one line: the problem, any tip or accepted
-/// values, and where to look next.
-fn one_line_usage_error(err: &clap::Error) -> String {
-    let rendered = err.render().to_string();
-    let parts: Vec<&str> = rendered
-        .lines()
-        .map(str::trim)
-        .filter(|line| {
-            !line.is_empty()
-                && !line.starts_with("Usage:")
-                && !line.starts_with("For more information")
-        })
-        .collect();
-    let message = parts.join(" ");
-    let message = message.strip_prefix("error: ").unwrap_or(&message);
-    format!("{message} (see --help)")
+/// Help and version succeed; every other usage error exits 2 with one line.
+fn usage_error(err: &clap::Error, args: &[OsString]) -> ExitCode {
+    match err.kind() {
+        // Bare `virtwork` prints help and succeeds, as the Go tool does.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = Cli::command().print_help();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("Error: {}", virtwork::usage::one_line(err, args));
+            ExitCode::from(2)
+        }
+    }
 }

@@ -1590,52 +1590,43 @@ const PASSWORD: &str = "Tr0ub4dor&3-never-stored";
 const KEY: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyMaterialNeverStored0123456789 op@laptop";
 
-fn config_with_credentials(db_path: &Path) -> virtwork::config::Config {
-    use virtwork::config::*;
-    Config {
-        namespace: "vw-secret".into(),
-        kubeconfig: vec![PathBuf::from("/home/op/.kube/config")],
-        kubeconfig_given: Some("/home/op/.kube/config".into()),
-        container_disk_image: DEFAULT_IMAGE.into(),
-        disk_size: DEFAULT_DISK_SIZE.into(),
-        cpu_cores: DEFAULT_CPU_CORES,
-        memory: DEFAULT_MEMORY.into(),
-        wait_for_ready: true,
-        timeout_secs: DEFAULT_TIMEOUT_SECS,
-        ready_condition: Default::default(),
-        dry_run: None,
-        verbose: false,
-        log_format: Default::default(),
-        output: Default::default(),
-        ssh: SshConfig {
-            user: Some("virtwork".into()),
-            password: Some(Secret::new(PASSWORD)),
-            authorized_keys: vec![KEY.into()],
-        },
-        audit: AuditSettings {
-            enabled: true,
-            db_path: db_path.to_path_buf(),
-        },
-        vm_concurrency: DEFAULT_VM_CONCURRENCY,
-        qps: DEFAULT_QPS,
-        burst: DEFAULT_BURST,
-        catalog_dir: PathBuf::from("/nonexistent/catalog"),
-        from_catalog: Vec::new(),
-        workloads: vec!["cpu".into()],
-        workloads_explicit: true,
-        vm_count: 1,
-        workload_overrides: Default::default(),
-    }
+/// The settings of a `run` given a password and a key, through the real command-line parser
+/// and configuration.
+fn settings_with_credentials(db_path: &Path) -> virtwork::config::RunSettings {
+    use clap::Parser;
+    let db = db_path.display().to_string();
+    let cli = virtwork::cli::Cli::try_parse_from([
+        "virtwork",
+        "run",
+        "--namespace",
+        "vw-secret",
+        "--kubeconfig",
+        "/home/op/.kube/config",
+        "--audit-db",
+        &db,
+        "--workloads",
+        "cpu",
+        "--ssh-password",
+        PASSWORD,
+        "--ssh-key",
+        KEY,
+    ])
+    .unwrap();
+    let virtwork::cli::Command::Run(args) = cli.command else {
+        unreachable!()
+    };
+    let env = [("HOME".to_string(), "/nonexistent".to_string())];
+    virtwork::config::RunSettings::resolve(&cli.global, &args, &env).unwrap()
 }
 
 #[test]
 fn no_row_contains_an_ssh_key_or_password() {
     let (_dir, path) = temp_db();
-    let config = config_with_credentials(&path);
-    let auditor = Auditor::open(&config.audit).unwrap();
+    let settings = settings_with_credentials(&path);
+    let auditor = Auditor::open(settings.global.audit.recording_path()).unwrap();
     let run_id = Uuid::new_v4();
-    let mut params = ExecutionParams::from_config(CommandKind::Run, &config);
-    params.workloads = config.workloads.clone();
+    let mut params = virtwork::commands::run::execution_params(&settings, CommandKind::Run);
+    params.workloads = settings.plan.workloads.clone();
     let exec = auditor.start_execution(run_id, &params);
     exec.record_event(&Event::execution_started(CommandKind::Run, run_id));
     exec.record_workload(&workload("cpu", 1, false));

@@ -5,12 +5,23 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use virtwork::cli::ValidateArgs;
+use virtwork::cli::{GlobalArgs, ValidateArgs};
 use virtwork::commands::validate;
-use virtwork::config::SshConfig;
+use virtwork::config::ValidateSettings;
 use virtwork::error::Error;
+use virtwork::model::SshAccess;
 use virtwork::workloads::params::validate_params;
 use virtwork::workloads::{GuestFamily, Registry, Workload, WorkloadOptions, WorkloadSettings};
+
+/// `virtwork validate` with these flags and environment, its report written to `out`.
+fn run_validate(
+    args: &ValidateArgs,
+    env: &[(String, String)],
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
+    let settings = ValidateSettings::resolve(&GlobalArgs::default(), args, env)?;
+    validate::run(&settings, out)
+}
 
 fn shipped() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog")
@@ -18,9 +29,9 @@ fn shipped() -> PathBuf {
 
 fn options(dir: &Path) -> WorkloadOptions {
     WorkloadOptions {
-        namespace: "virtwork".into(),
-        data_disk_size: "10Gi".into(),
-        ssh: SshConfig::default(),
+        namespace: "virtwork".parse().unwrap(),
+        data_disk_size: "10Gi".parse().unwrap(),
+        ssh: SshAccess::default(),
         catalog_dir: dir.to_path_buf(),
         planned_workloads: Vec::new(),
     }
@@ -30,7 +41,7 @@ fn settings(vm_count: u32, params: &[(&str, &str)]) -> WorkloadSettings {
     WorkloadSettings {
         vm_count,
         cpu_cores: 2,
-        memory: "2Gi".into(),
+        memory: "2Gi".parse().unwrap(),
         params: params
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -369,7 +380,7 @@ fn undeclared_placeholders_fail_the_run_and_validate() {
         catalog_dir: Some(tmp.path().to_path_buf()),
     };
     let mut out = Vec::new();
-    let err = validate::run(&args, &[], &mut out).unwrap_err();
+    let err = run_validate(&args, &[], &mut out).unwrap_err();
     assert_eq!(err.exit_code(), 2);
     assert_eq!(err.to_string(), "1 of 2 entries: catalog validation failed");
     assert_eq!(
@@ -391,7 +402,7 @@ fn validate_accepts_the_shipped_catalog_and_resolves_the_dir() {
         shipped().display().to_string(),
     )];
     let mut out = Vec::new();
-    validate::run(&args, &env, &mut out).unwrap();
+    run_validate(&args, &env, &mut out).unwrap();
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "OK    redis-bench\nOK    sysbench\n"
@@ -400,10 +411,12 @@ fn validate_accepts_the_shipped_catalog_and_resolves_the_dir() {
     let home = tempfile::tempdir().unwrap();
     let env = vec![("HOME".to_string(), home.path().display().to_string())];
     assert_eq!(
-        validate::catalog_dir(&args, &env).unwrap(),
+        ValidateSettings::resolve(&GlobalArgs::default(), &args, &env)
+            .unwrap()
+            .catalog_dir,
         home.path().join(".virtwork/catalog")
     );
-    let err = validate::run(&args, &env, &mut Vec::new()).unwrap_err();
+    let err = run_validate(&args, &env, &mut Vec::new()).unwrap_err();
     assert_eq!(err.exit_code(), 2);
     assert!(
         err.to_string().starts_with("reading catalog directory"),
@@ -415,7 +428,7 @@ fn validate_accepts_the_shipped_catalog_and_resolves_the_dir() {
         entries: vec![],
         catalog_dir: Some(empty.path().to_path_buf()),
     };
-    let err = validate::run(&args, &[], &mut Vec::new()).unwrap_err();
+    let err = run_validate(&args, &[], &mut Vec::new()).unwrap_err();
     assert!(
         err.to_string().ends_with(": no catalog entries found"),
         "{err}"
@@ -426,7 +439,7 @@ fn validate_accepts_the_shipped_catalog_and_resolves_the_dir() {
         catalog_dir: Some(shipped()),
     };
     let mut out = Vec::new();
-    let err = validate::run(&args, &[], &mut out).unwrap_err();
+    let err = run_validate(&args, &[], &mut out).unwrap_err();
     assert_eq!(err.to_string(), "1 of 2 entries: catalog validation failed");
     let out = String::from_utf8(out).unwrap();
     assert!(

@@ -77,6 +77,27 @@ fn cases() -> Vec<Bad> {
             &["--memory", "Kubernetes quantity"],
         ),
         bad(&["run", "--memory", "0"], &["--memory", "positive"]),
+        // Bounded to what Kubernetes can represent (2^63-1), with the same one-line error.
+        bad(
+            &["run", "--memory", "1e999"],
+            &[
+                r#"invalid value "1e999" for --memory: expected a positive Kubernetes quantity"#,
+                "largest value Kubernetes can represent",
+            ],
+        ),
+        bad(
+            &["run", "--disk-size", "99999999999999999999Ei"],
+            &[
+                "--disk-size",
+                "positive Kubernetes quantity",
+                "largest value",
+            ],
+        ),
+        bad(&["run", "--memory", "8Ei"], &["--memory", "largest value"]),
+        bad(
+            &["run", "--memory", "9223372036854775808"],
+            &["--memory", "largest value"],
+        ),
         bad(
             &["run", "--disk-size", "lots"],
             &["--disk-size", "quantity"],
@@ -197,6 +218,11 @@ fn cases() -> Vec<Bad> {
         ),
         bad_env("VIRTWORK_MEMORY", "2 Gi", &["VIRTWORK_MEMORY", "quantity"]),
         bad_env(
+            "VIRTWORK_MEMORY",
+            "1e999",
+            &["VIRTWORK_MEMORY", "largest value Kubernetes can represent"],
+        ),
+        bad_env(
             "VIRTWORK_DATA_DISK_SIZE",
             "0",
             &["VIRTWORK_DATA_DISK_SIZE", "positive"],
@@ -267,6 +293,14 @@ fn cases() -> Vec<Bad> {
             ],
         ),
         bad_yaml("memory: 2GB\n", &["memory in virtwork.yaml", "quantity"]),
+        bad_yaml(
+            "disk_size: 99999999999999999999Ei\n",
+            &["disk_size in virtwork.yaml", "largest value"],
+        ),
+        bad_yaml(
+            "workloads:\n  cpu:\n    memory: 1e999\n",
+            &["workloads.cpu.memory in virtwork.yaml", "largest value"],
+        ),
         bad_yaml(
             "cpu_cores: two\n",
             &["cpu_cores in virtwork.yaml", "whole number"],
@@ -409,6 +443,145 @@ fn params_errors_are_exactly_the_reference_lines() {
             format!("Error: parsing --params: {reference}\n")
         );
     }
+}
+
+/// A realistic OpenSSH private key, as `"$(cat ~/.ssh/id_ed25519)"` pastes it.
+const PRIVATE_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY-----
+b3BlbnNzaC1rZXktdjEAbjQLnP+zepicpUTmu3gKLHiQHT+zNzh2hRGjBhevoB1L9RIvNE
+VUxTveLruM0rfj0WAK1jHDhaXXzOI8d4VFmtvBtMkA/+SNV1tdpcY4BAEl9l2w/j4kSUt2
+6phkV9mGCE/tCLl4r019GWp0RqhrWACeY2thHbFiEbZamq3/KcXlLZxQjFAjRzRNjAetkc
+vWBor8df9ikvBioJyjgcieced7mprp4wsNvbb1EKJk753ngVAde2uSronrBZxat0PbZ1hu
+mPrSfaC5lovAOaHvNMk5ubjlI6i++J1HhgjF7PbKNYdY9tJ+bPRScpN5d6dI/Yg5HbZ5zt
+p9x78fAF7oeb7q13mUz1czQewXtYu/frNNJxHJk8HZdrEosxiNwYKaK0w0L1Qz6+WRodp3
+4BPRtyR1Vi1IV43Ki4S6xmUcPLkBukcZyAtv6RGwkafAUSS2Tu7Olk4JwFjvj5gF2spUa+
+fPRqB4/tT6/QteOv8USAK4U/iuRZpPDBSt0zFLfMOm
+-----END OPENSSH PRIVATE KEY-----
+";
+
+/// Whether `text` shows any part of [`PRIVATE_KEY`] (its armour or any line of its body).
+fn shows_key_material(text: &str) -> bool {
+    PRIVATE_KEY.lines().any(|line| {
+        let line = line.trim_matches('-');
+        // Any 12-character window of a body line is enough to identify it.
+        line.as_bytes()
+            .windows(12)
+            .any(|w| text.contains(std::str::from_utf8(w).unwrap()))
+    }) || text.contains("BEGIN OPENSSH")
+}
+
+#[test]
+fn a_pasted_private_key_is_never_echoed_from_any_source() {
+    let unquoted: Vec<&str> = PRIVATE_KEY.split_whitespace().collect();
+    let with = |flag: &'static str| [vec!["run", flag], unquoted.clone()].concat();
+    let key_eq = format!("--ssh-key={PRIVATE_KEY}");
+    let password_eq = format!("--ssh-password={PRIVATE_KEY}");
+    let indented: String = PRIVATE_KEY.lines().map(|l| format!("  {l}\n")).collect();
+    let yaml = |content: String, expect: &[&str]| Bad {
+        files: vec![("virtwork.yaml", content)],
+        ..bad(&["run", "--config", "virtwork.yaml"], expect)
+    };
+    let private_key_error = "holds a private key; give the public key";
+    let cases = vec![
+        bad(
+            &["run", "--ssh-key", PRIVATE_KEY],
+            &["--ssh-key", private_key_error],
+        ),
+        bad(&["run", &key_eq], &["--ssh-key", private_key_error]),
+        bad(
+            &[
+                "run",
+                "--workloads",
+                "cpu",
+                "--ssh-key",
+                PRIVATE_KEY,
+                "--no-wait",
+            ],
+            &["--ssh-key holds a private key"],
+        ),
+        // An unquoted `$(cat key)`: the shell splits the key into many arguments.
+        bad(&with("--ssh-key"), &["<redacted>"]),
+        bad(&["run", "--ssh-password", PRIVATE_KEY], &["<redacted>"]),
+        bad(
+            &["run", &password_eq],
+            &["invalid value for --ssh-password"],
+        ),
+        bad(&with("--ssh-password"), &["<redacted>"]),
+        bad(&["run", PRIVATE_KEY], &["<redacted>"]),
+        bad_env(
+            "VIRTWORK_SSH_AUTHORIZED_KEYS",
+            PRIVATE_KEY,
+            &["VIRTWORK_SSH_AUTHORIZED_KEYS", private_key_error],
+        ),
+        bad_env(
+            "VIRTWORK_SSH_PASSWORD",
+            PRIVATE_KEY,
+            &["invalid value for VIRTWORK_SSH_PASSWORD"],
+        ),
+        yaml(
+            format!("ssh-authorized-keys:\n- |\n{indented}"),
+            &["ssh-authorized-keys in virtwork.yaml", private_key_error],
+        ),
+        yaml(
+            format!("ssh-password: |\n{indented}"),
+            &["invalid value for ssh-password in virtwork.yaml"],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for case in &cases {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, content) in &case.files {
+            std::fs::write(dir.path().join(name), content).unwrap();
+        }
+        let args: Vec<&str> = case.args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = case.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let out = virtwork(dir.path(), &args, &env);
+        let stderr = text(&out.stderr);
+        let ok = out.status.code() == Some(2)
+            && out.stdout.is_empty()
+            && stderr.lines().count() == 1
+            && stderr.starts_with("Error: ")
+            && case.expect.iter().all(|e| stderr.contains(e.as_str()))
+            && !shows_key_material(&stderr);
+        if !ok {
+            // The arguments hold the key: name the case by its first words only.
+            let shown: Vec<&str> = args.iter().map(|a| &a[..a.len().min(16)]).collect();
+            let vars: Vec<&str> = env.iter().map(|(k, _)| *k).collect();
+            failures.push(format!(
+                "{shown:?} env {vars:?}: exit {:?}, stderr {stderr:?}, expected {:?}",
+                out.status.code(),
+                case.expect
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_closed_stdout_pipe_exits_0_without_an_error() {
+    // `virtwork run --dry-run | head -1`: read one line, then close the pipe while the dry
+    // run still writes (the stream is far larger than a pipe buffer).
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["run", "--dry-run", "--no-audit", "--vm-count", "40"])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("HOME", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run virtwork");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped here: the pipe is closed.
+    assert!(!first.is_empty(), "the dry run wrote its first line");
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("Error"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 #[test]

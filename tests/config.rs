@@ -1,16 +1,17 @@
-//! Configuration layering through the public loader: precedence of every key (flag > env >
-//! file > default), both YAML spellings, per-workload sections, params merging, aliases, list
-//! variables, kubeconfig and SSH key resolution, and the cleanup loader.
+//! Configuration layering through the real command-line parser and the per-command settings:
+//! precedence of every key (flag > env > file > default), both YAML spellings, per-workload
+//! sections, params merging, aliases, list variables, kubeconfig and SSH key resolution, and
+//! the cleanup and status settings.
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use virtwork::cli::{
-    CleanupArgs, DryRunMode, GlobalArgs, LogFormat, OutputFormat, ReadyCondition, RunArgs,
-    StatusArgs,
-};
-use virtwork::config::{BUILTIN_WORKLOADS, CommandFlags, Config};
+use clap::Parser;
+use virtwork::cli::{Cli, Command};
+use virtwork::config::{CleanupSettings, RunSettings, StatusSettings};
 use virtwork::error::Error;
+use virtwork::model::DryRunMode;
+use virtwork::workloads::BUILTIN_NAMES;
 
 const KEY_A: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAaaaaaaaaaaaaaaaaaaaaaaaaaaa a@host";
 const KEY_B: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBbbbbbbbbbbbbbbbbbbbbbbbbbbb b@host";
@@ -28,31 +29,73 @@ fn yaml_file(content: &str) -> tempfile::NamedTempFile {
     file
 }
 
-fn load(global: &GlobalArgs, run: &RunArgs, pairs: &[(&str, &str)]) -> Config {
-    Config::load(global, run, &env(pairs)).unwrap_or_else(|e| panic!("load failed: {e}"))
+/// `virtwork <args>` parsed by the real command-line definition.
+fn parse<S: AsRef<str>>(args: &[S]) -> Cli {
+    let argv = std::iter::once("virtwork").chain(args.iter().map(AsRef::as_ref));
+    Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn input_error(result: Result<Config, Error>) -> String {
+/// The settings of `virtwork run <args>` in environment `pairs` (plus HOME).
+fn try_run<S: AsRef<str>>(args: &[S], pairs: &[(&str, &str)]) -> Result<RunSettings, Error> {
+    let mut argv = vec!["run".to_string()];
+    argv.extend(args.iter().map(|a| a.as_ref().to_string()));
+    let cli = parse(&argv);
+    let Command::Run(run) = cli.command else {
+        unreachable!()
+    };
+    RunSettings::resolve(&cli.global, &run, &env(pairs))
+}
+
+fn run<S: AsRef<str>>(args: &[S], pairs: &[(&str, &str)]) -> RunSettings {
+    try_run(args, pairs).unwrap_or_else(|e| panic!("resolve failed: {e}"))
+}
+
+fn try_cleanup(args: &[&str], pairs: &[(&str, &str)]) -> Result<CleanupSettings, Error> {
+    let mut argv = vec!["cleanup"];
+    argv.extend(args);
+    let cli = parse(&argv);
+    let Command::Cleanup(cleanup) = cli.command else {
+        unreachable!()
+    };
+    CleanupSettings::resolve(&cli.global, &cleanup, &env(pairs))
+}
+
+fn input_error<T: std::fmt::Debug>(result: Result<T, Error>) -> String {
     match result {
         Err(Error::Input(message)) => {
             assert!(!message.contains('\n'), "multi-line error: {message}");
             message
         }
         Err(other) => panic!("expected Error::Input, got {other:?}"),
-        Ok(config) => panic!("expected an error, got {config:?}"),
+        Ok(settings) => panic!("expected an error, got {settings:?}"),
     }
 }
 
 /// One key of the precedence table: how each source spells it, a distinct value per source,
-/// and how to read the effective value back from the Config.
+/// and how to read the effective value back from the run settings.
 struct Case {
     key: &'static str,
     env: &'static str,
     /// (file, env, flag) values as written in each source.
     values: [&'static str; 3],
     default: &'static str,
-    set_flag: fn(&mut GlobalArgs, &mut RunArgs, &str),
-    get: fn(&Config) -> String,
+    flag: Flag,
+    get: fn(&RunSettings) -> String,
+}
+
+/// How the flag is given: with the value, or as a switch that sets it.
+enum Flag {
+    Value(&'static str),
+    Switch(&'static str),
+}
+
+impl Flag {
+    fn args(&self, value: &str) -> Vec<String> {
+        match self {
+            Flag::Value(name) => vec![name.to_string(), value.to_string()],
+            Flag::Switch(name) => vec![name.to_string()],
+        }
+    }
 }
 
 fn cases() -> Vec<Case> {
@@ -62,21 +105,18 @@ fn cases() -> Vec<Case> {
             env: "VIRTWORK_NAMESPACE",
             values: ["from-file", "from-env", "from-flag"],
             default: "virtwork",
-            set_flag: |g, _, v| g.namespace = Some(v.into()),
-            get: |c| c.namespace.clone(),
+            flag: Flag::Value("--namespace"),
+            get: |s| s.global.namespace.to_string(),
         },
         Case {
             key: "kubeconfig",
             env: "VIRTWORK_KUBECONFIG",
             values: ["/file/kc", "/env/kc", "/flag/kc"],
             default: "[]",
-            set_flag: |g, _, v| g.kubeconfig = Some(v.into()),
-            get: |c| {
-                if c.kubeconfig.is_empty() {
-                    "[]".into()
-                } else {
-                    c.kubeconfig[0].display().to_string()
-                }
+            flag: Flag::Value("--kubeconfig"),
+            get: |s| match s.global.cluster.kubeconfig.first() {
+                None => "[]".into(),
+                Some(path) => path.display().to_string(),
             },
         },
         Case {
@@ -84,145 +124,145 @@ fn cases() -> Vec<Case> {
             env: "VIRTWORK_VERBOSE",
             values: ["true", "false", "true"],
             default: "false",
-            set_flag: |g, _, _| g.verbose = true,
-            get: |c| c.verbose.to_string(),
+            flag: Flag::Switch("--verbose"),
+            get: |s| s.global.verbose.to_string(),
         },
         Case {
             key: "audit",
             env: "VIRTWORK_AUDIT",
             values: ["false", "true", "false"],
             default: "true",
-            set_flag: |g, _, _| g.no_audit = true,
-            get: |c| c.audit.enabled.to_string(),
+            flag: Flag::Switch("--no-audit"),
+            get: |s| s.global.audit.enabled.to_string(),
         },
         Case {
             key: "audit-db",
             env: "VIRTWORK_AUDIT_DB",
             values: ["file.db", "env.db", "flag.db"],
             default: "virtwork.db",
-            set_flag: |g, _, v| g.audit_db = Some(v.into()),
-            get: |c| c.audit.db_path.display().to_string(),
+            flag: Flag::Value("--audit-db"),
+            get: |s| s.global.audit.path.display().to_string(),
         },
         Case {
             key: "log-format",
             env: "VIRTWORK_LOG_FORMAT",
             values: ["json", "text", "json"],
             default: "text",
-            set_flag: |g, _, _| g.log_format = Some(LogFormat::Json),
-            get: |c| format!("{:?}", c.log_format).to_lowercase(),
+            flag: Flag::Value("--log-format"),
+            get: |s| s.global.log_format.to_string(),
         },
         Case {
             key: "output",
             env: "VIRTWORK_OUTPUT",
             values: ["json", "text", "json"],
             default: "text",
-            set_flag: |g, _, _| g.output = Some(OutputFormat::Json),
-            get: |c| format!("{:?}", c.output).to_lowercase(),
+            flag: Flag::Value("--output"),
+            get: |s| s.global.output.to_string(),
         },
         Case {
             key: "qps",
             env: "VIRTWORK_QPS",
             values: ["10", "20.5", "30"],
             default: "50",
-            set_flag: |g, _, v| g.qps = Some(v.into()),
-            get: |c| c.qps.to_string(),
+            flag: Flag::Value("--qps"),
+            get: |s| s.global.cluster.rate_limit.qps.to_string(),
         },
         Case {
             key: "burst",
             env: "VIRTWORK_BURST",
             values: ["11", "22", "33"],
             default: "100",
-            set_flag: |g, _, v| g.burst = Some(v.into()),
-            get: |c| c.burst.to_string(),
+            flag: Flag::Value("--burst"),
+            get: |s| s.global.cluster.rate_limit.burst.to_string(),
         },
         Case {
             key: "container-disk-image",
             env: "VIRTWORK_CONTAINER_DISK_IMAGE",
             values: ["file/img:1", "env/img:2", "flag/img:3"],
             default: "quay.io/containerdisks/fedora:42",
-            set_flag: |_, r, v| r.container_disk_image = Some(v.into()),
-            get: |c| c.container_disk_image.clone(),
+            flag: Flag::Value("--container-disk-image"),
+            get: |s| s.plan.container_disk_image.to_string(),
         },
         Case {
             key: "disk-size",
             env: "VIRTWORK_DISK_SIZE",
             values: ["11Gi", "12Gi", "13Gi"],
             default: "10Gi",
-            set_flag: |_, r, v| r.disk_size = Some(v.into()),
-            get: |c| c.disk_size.clone(),
+            flag: Flag::Value("--disk-size"),
+            get: |s| s.plan.disk_size.to_string(),
         },
         Case {
             key: "cpu-cores",
             env: "VIRTWORK_CPU_CORES",
             values: ["3", "4", "5"],
             default: "2",
-            set_flag: |_, r, v| r.cpu_cores = Some(v.into()),
-            get: |c| c.cpu_cores.to_string(),
+            flag: Flag::Value("--cpu-cores"),
+            get: |s| s.plan.cpu_cores.to_string(),
         },
         Case {
             key: "memory",
             env: "VIRTWORK_MEMORY",
             values: ["3Gi", "4Gi", "5Gi"],
             default: "2Gi",
-            set_flag: |_, r, v| r.memory = Some(v.into()),
-            get: |c| c.memory.clone(),
+            flag: Flag::Value("--memory"),
+            get: |s| s.plan.memory.to_string(),
         },
         Case {
             key: "wait-for-ready",
             env: "VIRTWORK_WAIT_FOR_READY",
             values: ["false", "true", "false"],
             default: "true",
-            set_flag: |_, r, _| r.no_wait = true,
-            get: |c| c.wait_for_ready.to_string(),
+            flag: Flag::Switch("--no-wait"),
+            get: |s| s.wait_for_ready.to_string(),
         },
         Case {
             key: "timeout",
             env: "VIRTWORK_TIMEOUT",
             values: ["100", "200", "300"],
             default: "600",
-            set_flag: |_, r, v| r.timeout = Some(v.into()),
-            get: |c| c.timeout_secs.to_string(),
+            flag: Flag::Value("--timeout"),
+            get: |s| s.timeout.to_string(),
         },
         Case {
             key: "ready-condition",
             env: "VIRTWORK_READY_CONDITION",
             values: ["ready", "agent-connected", "ready"],
             default: "running",
-            set_flag: |_, r, _| r.ready_condition = Some(ReadyCondition::Ready),
-            get: |c| match c.ready_condition {
-                ReadyCondition::Running => "running".into(),
-                ReadyCondition::Ready => "ready".into(),
-                ReadyCondition::AgentConnected => "agent-connected".into(),
-                ReadyCondition::Workload => "workload".into(),
-            },
+            flag: Flag::Value("--ready-condition"),
+            get: |s| s.ready_condition.to_string(),
         },
         Case {
             key: "dry-run",
             env: "VIRTWORK_DRY_RUN",
             values: ["client", "server", "client"],
             default: "off",
-            set_flag: |_, r, _| r.dry_run = Some(DryRunMode::Client),
-            get: |c| {
-                c.dry_run
-                    .map_or("off".into(), |m| format!("{m:?}").to_lowercase())
-            },
+            flag: Flag::Switch("--dry-run"),
+            get: |s| s.dry_run.map_or("off".into(), |m| m.to_string()),
         },
         Case {
             key: "ssh-user",
             env: "VIRTWORK_SSH_USER",
             values: ["fileuser", "envuser", "flaguser"],
             default: "virtwork",
-            set_flag: |_, r, v| r.ssh_user = Some(v.into()),
-            get: |c| c.ssh.user.clone().unwrap_or_default(),
+            flag: Flag::Value("--ssh-user"),
+            get: |s| {
+                s.plan
+                    .ssh
+                    .user
+                    .as_ref()
+                    .map(|u| u.to_string())
+                    .unwrap_or_default()
+            },
         },
         Case {
             key: "ssh-password",
             env: "VIRTWORK_SSH_PASSWORD",
             values: ["filepw", "envpw", "flagpw"],
             default: "-",
-            set_flag: |_, r, v| r.ssh_password = Some(v.into()),
-            get: |c| {
-                c.ssh
+            flag: Flag::Value("--ssh-password"),
+            get: |s| {
+                s.plan
+                    .ssh
                     .password
                     .as_ref()
                     .map_or("-".into(), |p| p.expose().to_string())
@@ -233,58 +273,77 @@ fn cases() -> Vec<Case> {
             env: "VIRTWORK_SSH_AUTHORIZED_KEYS",
             values: [KEY_A, KEY_B, KEY_C],
             default: "",
-            set_flag: |_, r, v| r.ssh_key = vec![v.into()],
-            get: |c| c.ssh.authorized_keys.join("|"),
+            flag: Flag::Value("--ssh-key"),
+            get: |s| keys(s).join("|"),
         },
         Case {
             key: "vm-concurrency",
             env: "VIRTWORK_VM_CONCURRENCY",
             values: ["4", "5", "6"],
             default: "10",
-            set_flag: |_, r, v| r.vm_concurrency = Some(v.into()),
-            get: |c| c.vm_concurrency.to_string(),
+            flag: Flag::Value("--vm-concurrency"),
+            get: |s| s.vm_concurrency.to_string(),
         },
         Case {
             key: "catalog-dir",
             env: "VIRTWORK_CATALOG_DIR",
             values: ["/file/cat", "/env/cat", "/flag/cat"],
             default: "/home/tester/.virtwork/catalog",
-            set_flag: |_, r, v| r.catalog_dir = Some(v.into()),
-            get: |c| c.catalog_dir.display().to_string(),
+            flag: Flag::Value("--catalog-dir"),
+            get: |s| s.plan.catalog_dir.display().to_string(),
         },
         Case {
             key: "from-catalog",
             env: "VIRTWORK_FROM_CATALOG",
             values: ["file-a", "env-a,env-b", "flag-a"],
             default: "",
-            set_flag: |_, r, v| r.from_catalog = Some(vec![v.into()]),
-            get: |c| c.from_catalog.join(","),
+            flag: Flag::Value("--from-catalog"),
+            get: |s| s.plan.from_catalog.join(","),
         },
         Case {
             key: "vm-count",
             env: "VIRTWORK_VM_COUNT",
             values: ["2", "3", "4"],
             default: "1",
-            set_flag: |_, r, v| r.vm_count = Some(v.into()),
-            get: |c| c.vm_count.to_string(),
+            flag: Flag::Value("--vm-count"),
+            get: |s| s.plan.vm_count.to_string(),
         },
     ]
 }
 
+fn keys(settings: &RunSettings) -> Vec<String> {
+    settings
+        .plan
+        .ssh
+        .authorized_keys
+        .iter()
+        .map(|k| k.to_string())
+        .collect()
+}
+
 #[test]
 fn every_key_follows_flag_env_file_default_precedence() {
-    for case in cases() {
+    let cases = cases();
+    // Every key of the table is covered, except the workload selection and params (their own
+    // tests below).
+    let covered: Vec<&str> = cases.iter().map(|c| c.key).collect();
+    for spec in virtwork::config::KEYS {
+        assert!(
+            covered.contains(&spec.key) || matches!(spec.key, "workloads" | "params"),
+            "{} has no precedence case",
+            spec.key
+        );
+    }
+    for case in cases {
         let [file_value, env_value, flag_value] = case.values;
         let file = yaml_file(&format!("{}: {:?}\n", case.key, file_value));
+        let config = file.path().display().to_string();
+        let none: [&str; 0] = [];
 
-        let none = load(&GlobalArgs::default(), &RunArgs::default(), &[]);
-        assert_eq!((case.get)(&none), case.default, "{}: default", case.key);
+        let defaults = run(&none, &[]);
+        assert_eq!((case.get)(&defaults), case.default, "{}: default", case.key);
 
-        let file_global = GlobalArgs {
-            config: Some(file.path().to_path_buf()),
-            ..GlobalArgs::default()
-        };
-        let from_file = load(&file_global, &RunArgs::default(), &[]);
+        let from_file = run(&["--config", &config], &[]);
         assert_eq!(
             (case.get)(&from_file),
             file_value,
@@ -292,7 +351,7 @@ fn every_key_follows_flag_env_file_default_precedence() {
             case.key
         );
 
-        let from_env = load(&file_global, &RunArgs::default(), &[(case.env, env_value)]);
+        let from_env = run(&["--config", &config], &[(case.env, env_value)]);
         assert_eq!(
             (case.get)(&from_env),
             env_value,
@@ -300,10 +359,9 @@ fn every_key_follows_flag_env_file_default_precedence() {
             case.key
         );
 
-        let mut global = file_global.clone();
-        let mut run = RunArgs::default();
-        (case.set_flag)(&mut global, &mut run, flag_value);
-        let from_flag = load(&global, &run, &[(case.env, env_value)]);
+        let mut args = vec!["--config".to_string(), config.clone()];
+        args.extend(case.flag.args(flag_value));
+        let from_flag = run(&args, &[(case.env, env_value)]);
         assert_eq!(
             (case.get)(&from_flag),
             flag_value,
@@ -326,50 +384,29 @@ fn every_key_follows_flag_env_file_default_precedence() {
 
 #[test]
 fn workloads_come_from_flag_then_env_then_all_builtins() {
-    let all = load(&GlobalArgs::default(), &RunArgs::default(), &[]);
-    assert_eq!(all.workloads, BUILTIN_WORKLOADS.to_vec());
-    assert!(!all.workloads_explicit);
-
-    let from_env = load(
-        &GlobalArgs::default(),
-        &RunArgs::default(),
-        &[("VIRTWORK_WORKLOADS", "tps, cpu")],
-    );
-    assert_eq!(from_env.workloads, vec!["tps", "cpu"]);
-    assert!(from_env.workloads_explicit);
-
-    let run = RunArgs {
-        workloads: Some(vec!["memory".into()]),
-        ..RunArgs::default()
-    };
-    let from_flag = load(
-        &GlobalArgs::default(),
-        &run,
-        &[("VIRTWORK_WORKLOADS", "tps")],
-    );
-    assert_eq!(from_flag.workloads, vec!["memory"]);
+    let none: [&str; 0] = [];
+    assert_eq!(run(&none, &[]).plan.workloads, BUILTIN_NAMES.to_vec());
+    let from_env = run(&none, &[("VIRTWORK_WORKLOADS", "tps, cpu")]);
+    assert_eq!(from_env.plan.workloads, vec!["tps", "cpu"]);
+    let from_flag = run(&["--workloads", "memory"], &[("VIRTWORK_WORKLOADS", "tps")]);
+    assert_eq!(from_flag.plan.workloads, vec!["memory"]);
 }
 
 #[test]
 fn catalog_entries_alone_clear_the_default_workloads() {
-    let only_catalog = load(
-        &GlobalArgs::default(),
-        &RunArgs::default(),
-        &[("VIRTWORK_FROM_CATALOG", "redis-bench,nginx")],
-    );
-    assert!(only_catalog.workloads.is_empty());
-    assert_eq!(only_catalog.from_catalog, vec!["redis-bench", "nginx"]);
+    let none: [&str; 0] = [];
+    let only_catalog = run(&none, &[("VIRTWORK_FROM_CATALOG", "redis-bench,nginx")]);
+    assert!(only_catalog.plan.workloads.is_empty());
+    assert_eq!(only_catalog.plan.from_catalog, vec!["redis-bench", "nginx"]);
 
-    let both = load(
-        &GlobalArgs::default(),
-        &RunArgs::default(),
+    let both = run(
+        &none,
         &[
             ("VIRTWORK_FROM_CATALOG", "redis-bench"),
             ("VIRTWORK_WORKLOADS", "cpu"),
         ],
     );
-    assert_eq!(both.workloads, vec!["cpu"]);
-    assert!(both.workloads_explicit);
+    assert_eq!(both.plan.workloads, vec!["cpu"]);
 }
 
 const HYPHENATED: &str = r#"
@@ -420,48 +457,37 @@ fn hyphen_and_underscore_yaml_spellings_load_identically() {
     assert!(underscored.contains("cpu_cores: 3") && underscored.contains("    vm_count: 4"));
     let a = yaml_file(HYPHENATED);
     let b = yaml_file(&underscored);
-    let load_file = |path: PathBuf| {
-        let global = GlobalArgs {
-            config: Some(path),
-            ..GlobalArgs::default()
-        };
-        load(&global, &RunArgs::default(), &[])
-    };
+    let load_file = |path: PathBuf| run(&["--config".to_string(), path.display().to_string()], &[]);
     let hyphen = load_file(a.path().to_path_buf());
     let underscore = load_file(b.path().to_path_buf());
     assert_eq!(format!("{hyphen:?}"), format!("{underscore:?}"));
-    assert_eq!(hyphen.cpu_cores, 3);
-    assert_eq!(hyphen.vm_count, 2);
+    assert_eq!(hyphen.plan.cpu_cores, 3);
+    assert_eq!(hyphen.plan.vm_count, 2);
     assert_eq!(hyphen.dry_run, Some(DryRunMode::Client));
-    let cpu = &hyphen.workload_overrides["cpu"];
+    let cpu = &hyphen.plan.workload_overrides["cpu"];
     assert_eq!(
         (
             cpu.vm_count,
             cpu.cpu_cores,
-            cpu.memory.as_deref(),
+            cpu.memory.as_ref().map(|m| m.as_str()),
             cpu.enabled
         ),
         (Some(4), Some(6), Some("1Gi"), Some(true))
     );
     assert_eq!(cpu.params["cpu-load-percent"], "50");
-    assert_eq!(hyphen.workload_overrides["disk"].enabled, Some(false));
+    assert_eq!(hyphen.plan.workload_overrides["disk"].enabled, Some(false));
 }
 
 #[test]
 fn per_workload_values_are_kept_beside_global_flags() {
     let file = yaml_file("workloads:\n  cpu:\n    cpu-cores: 8\n    vm-count: 3\n");
-    let global = GlobalArgs {
-        config: Some(file.path().to_path_buf()),
-        ..GlobalArgs::default()
-    };
-    let run = RunArgs {
-        cpu_cores: Some("4".into()),
-        vm_count: Some("5".into()),
-        ..RunArgs::default()
-    };
-    let config = load(&global, &run, &[]);
-    assert_eq!((config.cpu_cores, config.vm_count), (4, 5));
-    let cpu = &config.workload_overrides["cpu"];
+    let config = file.path().display().to_string();
+    let settings = run(
+        &["--config", &config, "--cpu-cores", "4", "--vm-count", "5"],
+        &[],
+    );
+    assert_eq!((settings.plan.cpu_cores, settings.plan.vm_count), (4, 5));
+    let cpu = &settings.plan.workload_overrides["cpu"];
     assert_eq!((cpu.cpu_cores, cpu.vm_count), (Some(8), Some(3)));
 }
 
@@ -470,129 +496,114 @@ fn params_flag_beats_env_and_merges_over_yaml_key_by_key() {
     let file = yaml_file(
         "workloads:\n  cpu:\n    params:\n      cpu-load-percent: 10\n      cpu-method: all\n",
     );
-    let global = GlobalArgs {
-        config: Some(file.path().to_path_buf()),
-        ..GlobalArgs::default()
-    };
-    let from_env = load(
-        &global,
-        &RunArgs::default(),
-        &[("VIRTWORK_PARAMS", "cpu.cpu-load-percent=20,disk.runtime=5")],
-    );
-    let cpu = &from_env.workload_overrides["cpu"].params;
+    let config = file.path().display().to_string();
+    let env_params = [("VIRTWORK_PARAMS", "cpu.cpu-load-percent=20,disk.runtime=5")];
+    let from_env = run(&["--config", &config], &env_params);
+    let cpu = &from_env.plan.workload_overrides["cpu"].params;
     assert_eq!(cpu["cpu-load-percent"], "20");
     assert_eq!(cpu["cpu-method"], "all");
-    assert_eq!(from_env.workload_overrides["disk"].params["runtime"], "5");
+    assert_eq!(
+        from_env.plan.workload_overrides["disk"].params["runtime"],
+        "5"
+    );
 
-    let run = RunArgs {
-        params: Some("cpu.cpu-load-percent=30".into()),
-        ..RunArgs::default()
-    };
-    let from_flag = load(
-        &global,
-        &run,
-        &[("VIRTWORK_PARAMS", "cpu.cpu-load-percent=20,disk.runtime=5")],
+    let from_flag = run(
+        &["--config", &config, "--params", "cpu.cpu-load-percent=30"],
+        &env_params,
     );
     assert_eq!(
-        from_flag.workload_overrides["cpu"].params["cpu-load-percent"],
+        from_flag.plan.workload_overrides["cpu"].params["cpu-load-percent"],
         "30"
     );
     assert!(
-        !from_flag.workload_overrides.contains_key("disk"),
+        !from_flag.plan.workload_overrides.contains_key("disk"),
         "env params ignored when the flag is given"
     );
 }
 
 #[test]
 fn params_errors_name_their_source() {
-    let run = RunArgs {
-        params: Some("cpu".into()),
-        ..RunArgs::default()
-    };
     assert_eq!(
-        input_error(Config::load(&GlobalArgs::default(), &run, &env(&[]))),
+        input_error(try_run(&["--params", "cpu"], &[])),
         r#"parsing --params: missing workload prefix (expected workload.key=value): "cpu""#
     );
+    let none: [&str; 0] = [];
     assert_eq!(
-        input_error(Config::load(
-            &GlobalArgs::default(),
-            &RunArgs::default(),
-            &env(&[("VIRTWORK_PARAMS", "cpu.x")])
-        )),
+        input_error(try_run(&none, &[("VIRTWORK_PARAMS", "cpu.x")])),
         r#"parsing VIRTWORK_PARAMS: missing '=' in param (expected workload.key=value): "cpu.x""#
     );
 }
 
 #[test]
 fn data_disk_size_is_an_alias_and_the_canonical_name_wins() {
-    let alias = load(
-        &GlobalArgs::default(),
-        &RunArgs::default(),
-        &[("VIRTWORK_DATA_DISK_SIZE", "7Gi")],
-    );
-    assert_eq!(alias.disk_size, "7Gi");
-    let both = load(
-        &GlobalArgs::default(),
-        &RunArgs::default(),
+    let none: [&str; 0] = [];
+    let alias = run(&none, &[("VIRTWORK_DATA_DISK_SIZE", "7Gi")]);
+    assert_eq!(alias.plan.disk_size.as_str(), "7Gi");
+    let both = run(
+        &none,
         &[
             ("VIRTWORK_DATA_DISK_SIZE", "7Gi"),
             ("VIRTWORK_DISK_SIZE", "8Gi"),
         ],
     );
-    assert_eq!(both.disk_size, "8Gi");
+    assert_eq!(both.plan.disk_size.as_str(), "8Gi");
+    let flag_alias = run(&["--data-disk-size", "9Gi"], &[]);
+    assert_eq!(flag_alias.plan.disk_size.as_str(), "9Gi");
 }
 
 #[test]
 fn empty_environment_values_count_as_unset() {
-    let config = load(
-        &GlobalArgs::default(),
-        &RunArgs::default(),
+    let none: [&str; 0] = [];
+    let settings = run(
+        &none,
         &[("VIRTWORK_CPU_CORES", ""), ("VIRTWORK_NAMESPACE", "")],
     );
     assert_eq!(
-        (config.cpu_cores, config.namespace.as_str()),
+        (settings.plan.cpu_cores, settings.global.namespace.as_str()),
         (2, "virtwork")
     );
 }
 
 #[test]
 fn audit_flags_both_work() {
-    let on = GlobalArgs {
-        audit: true,
-        ..GlobalArgs::default()
-    };
-    let config = load(&on, &RunArgs::default(), &[("VIRTWORK_AUDIT", "false")]);
-    assert!(config.audit.enabled, "--audit beats VIRTWORK_AUDIT=false");
-    let off = GlobalArgs {
-        no_audit: true,
-        ..GlobalArgs::default()
-    };
-    assert!(!load(&off, &RunArgs::default(), &[]).audit.enabled);
+    let on = run(&["--audit"], &[("VIRTWORK_AUDIT", "false")]);
+    assert!(
+        on.global.audit.enabled,
+        "--audit beats VIRTWORK_AUDIT=false"
+    );
+    assert!(!run(&["--no-audit"], &[]).global.audit.enabled);
+    assert_eq!(
+        run(&["--no-audit"], &[]).global.audit.recording_path(),
+        None
+    );
 }
 
 #[test]
 fn kubeconfig_list_is_split_like_kubectl_and_the_explicit_key_wins() {
-    let list = load(
-        &GlobalArgs::default(),
-        &RunArgs::default(),
-        &[("KUBECONFIG", "/a/one:/b/two::")],
-    );
+    let none: [&str; 0] = [];
+    let list = run(&none, &[("KUBECONFIG", "/a/one:/b/two::")]);
     assert_eq!(
-        list.kubeconfig,
+        list.global.cluster.kubeconfig,
         vec![PathBuf::from("/a/one"), PathBuf::from("/b/two")]
     );
-    assert_eq!(list.kubeconfig_given.as_deref(), Some("/a/one:/b/two::"));
-    let explicit = load(
-        &GlobalArgs::default(),
-        &RunArgs::default(),
+    assert_eq!(
+        list.global.cluster.kubeconfig_given.as_deref(),
+        Some("/a/one:/b/two::")
+    );
+    let explicit = run(
+        &none,
         &[
             ("KUBECONFIG", "/a/one:/b/two"),
             ("VIRTWORK_KUBECONFIG", "/c/three"),
         ],
     );
-    assert_eq!(explicit.kubeconfig, vec![PathBuf::from("/c/three")]);
-    let none = load(&GlobalArgs::default(), &RunArgs::default(), &[]);
-    assert!(none.kubeconfig.is_empty() && none.kubeconfig_given.is_none());
+    assert_eq!(
+        explicit.global.cluster.kubeconfig,
+        vec![PathBuf::from("/c/three")]
+    );
+    let unset = run(&none, &[]);
+    assert!(unset.global.cluster.kubeconfig.is_empty());
+    assert!(unset.global.cluster.kubeconfig_given.is_none());
 }
 
 #[test]
@@ -600,138 +611,109 @@ fn ssh_keys_resolve_flags_then_env_then_yaml() {
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("id.pub");
     std::fs::write(&key_file, format!("# my keys\n{KEY_B}\n\n{KEY_C}\n")).unwrap();
-    let run = RunArgs {
-        ssh_key: vec![KEY_A.into()],
-        ssh_key_file: vec![key_file],
-        ..RunArgs::default()
-    };
-    let config = load(
-        &GlobalArgs::default(),
-        &run,
+    let settings = run(
+        &[
+            "--ssh-key",
+            KEY_A,
+            "--ssh-key-file",
+            &key_file.display().to_string(),
+        ],
         &[("VIRTWORK_SSH_AUTHORIZED_KEYS", KEY_C)],
     );
-    assert_eq!(config.ssh.authorized_keys, vec![KEY_A, KEY_B, KEY_C]);
-    assert!(config.ssh.auth_configured());
+    assert_eq!(keys(&settings), vec![KEY_A, KEY_B, KEY_C]);
+    assert!(settings.plan.ssh.auth_configured());
 
     let env_list = format!("{KEY_A}, {KEY_B}");
-    let config = load(
-        &GlobalArgs::default(),
-        &RunArgs::default(),
+    let none: [&str; 0] = [];
+    let settings = run(
+        &none,
         &[("VIRTWORK_SSH_AUTHORIZED_KEYS", env_list.as_str())],
     );
-    assert_eq!(config.ssh.authorized_keys, vec![KEY_A, KEY_B]);
+    assert_eq!(keys(&settings), vec![KEY_A, KEY_B]);
 }
 
 #[test]
 fn empty_ssh_user_means_no_account_and_passwords_never_print() {
-    let run = RunArgs {
-        ssh_user: Some(String::new()),
-        ..RunArgs::default()
-    };
-    assert_eq!(load(&GlobalArgs::default(), &run, &[]).ssh.user, None);
-    let run = RunArgs {
-        ssh_password: Some("hunter2".into()),
-        ..RunArgs::default()
-    };
-    let config = load(&GlobalArgs::default(), &run, &[]);
-    assert!(!format!("{config:?}").contains("hunter2"));
+    assert_eq!(run(&["--ssh-user", ""], &[]).plan.ssh.user, None);
+    let settings = run(&["--ssh-password", "hunter2"], &[]);
+    assert!(!format!("{settings:?}").contains("hunter2"));
 }
 
 #[test]
-fn cleanup_loader_reads_preview_wait_and_run_id() {
-    let preview = Config::load_for_cleanup(
-        &GlobalArgs::default(),
-        &CleanupArgs::default(),
-        &env(&[("VIRTWORK_DRY_RUN", "true"), ("VIRTWORK_NAMESPACE", "ns1")]),
+fn cleanup_reads_preview_and_timeout_once() {
+    let preview = try_cleanup(
+        &[],
+        &[("VIRTWORK_DRY_RUN", "true"), ("VIRTWORK_NAMESPACE", "ns1")],
     )
     .unwrap();
-    assert!(preview.dry_run.is_some());
-    assert_eq!(preview.namespace, "ns1");
-    assert!(!preview.wait_for_ready, "cleanup waits only with --wait");
+    assert!(preview.dry_run);
+    assert_eq!(preview.global.namespace.as_str(), "ns1");
+    assert!(!preview.wait, "cleanup waits only with --wait");
+    assert!(try_cleanup(&["--dry-run"], &[]).unwrap().dry_run);
+    assert!(
+        !try_cleanup(&[], &[("VIRTWORK_DRY_RUN", "false")])
+            .unwrap()
+            .dry_run,
+        "an explicit false is no preview"
+    );
 
-    let zero_timeout = CleanupArgs {
-        timeout: Some("0".into()),
-        ..CleanupArgs::default()
-    };
-    assert!(Config::load_for_cleanup(&GlobalArgs::default(), &zero_timeout, &env(&[])).is_ok());
-    let waiting = CleanupArgs {
-        wait: true,
-        ..zero_timeout
-    };
-    let message = input_error(Config::load_for_cleanup(
-        &GlobalArgs::default(),
-        &waiting,
-        &env(&[]),
-    ));
+    assert!(try_cleanup(&["--timeout", "0"], &[]).is_ok());
+    let message = input_error(try_cleanup(&["--wait", "--timeout", "0"], &[]));
     assert!(message.contains("--timeout"), "{message}");
+    let message = input_error(try_cleanup(&["--wait"], &[("VIRTWORK_TIMEOUT", "0")]));
+    assert!(message.contains("VIRTWORK_TIMEOUT"), "{message}");
 
-    let bad_id = CleanupArgs {
-        run_id: Some("1234".into()),
-        ..CleanupArgs::default()
-    };
-    let message = input_error(Config::load_for_cleanup(
-        &GlobalArgs::default(),
-        &bad_id,
-        &env(&[]),
-    ));
-    assert!(message.contains("--run-id"), "{message}");
-    let good_id = CleanupArgs {
-        run_id: Some("0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f".into()),
-        ..CleanupArgs::default()
-    };
-    assert!(Config::load_for_cleanup(&GlobalArgs::default(), &good_id, &env(&[])).is_ok());
-}
-
-#[test]
-fn cleanup_and_status_do_not_require_workloads() {
-    let config = Config::load_for(
-        &GlobalArgs::default(),
-        CommandFlags::Status(&StatusArgs::default()),
-        &env(&[("VIRTWORK_WORKLOADS", ",")]),
-    )
-    .unwrap();
-    assert!(config.workloads.is_empty());
-    let message = input_error(Config::load(
-        &GlobalArgs::default(),
-        &RunArgs::default(),
-        &env(&[("VIRTWORK_WORKLOADS", ",")]),
-    ));
+    let good_id = try_cleanup(&["--run-id", "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f"], &[]).unwrap();
     assert_eq!(
-        message,
-        "no workloads specified: use --workloads or --from-catalog"
+        good_id.run_id.unwrap().to_string(),
+        "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f"
     );
 }
 
 #[test]
+fn status_does_not_require_workloads() {
+    let cli = parse(&["status"]);
+    let Command::Status(status) = cli.command else {
+        unreachable!()
+    };
+    // Run refuses an empty selection when it plans (tests/cli.rs, tests/plan.rs); status never
+    // plans, so the same environment is fine.
+    let settings =
+        StatusSettings::resolve(&cli.global, &status, &env(&[("VIRTWORK_WORKLOADS", ",")]));
+    assert!(settings.is_ok(), "{settings:?}");
+}
+
+#[test]
 fn run_without_waiting_accepts_a_zero_timeout() {
-    let run = RunArgs {
-        no_wait: true,
-        timeout: Some("0".into()),
-        ..RunArgs::default()
-    };
-    assert_eq!(load(&GlobalArgs::default(), &run, &[]).timeout_secs, 0);
-    let waiting = RunArgs {
-        timeout: Some("0".into()),
-        ..RunArgs::default()
-    };
-    let message = input_error(Config::load(&GlobalArgs::default(), &waiting, &env(&[])));
+    let settings = run(&["--no-wait", "--timeout", "0"], &[]);
+    assert_eq!(settings.timeout.get(), 0);
+    let message = input_error(try_run(&["--timeout", "0"], &[]));
     assert!(message.contains("--timeout"), "{message}");
 }
 
 #[test]
-fn builtin_names_match_the_registry() {
-    let registry = virtwork::workloads::Registry::builtin();
-    assert_eq!(registry.names(), BUILTIN_WORKLOADS.to_vec());
+fn explicit_empty_workloads_with_catalog_entries_run_only_the_catalog() {
+    let settings = run(&["--workloads", "", "--from-catalog", "redis-bench"], &[]);
+    assert!(settings.plan.workloads.is_empty());
+    assert_eq!(settings.plan.from_catalog, vec!["redis-bench"]);
 }
 
 #[test]
-fn explicit_empty_workloads_with_catalog_entries_run_only_the_catalog() {
-    let run = RunArgs {
-        workloads: Some(vec![String::new()]),
-        from_catalog: Some(vec!["redis-bench".into()]),
-        ..RunArgs::default()
-    };
-    let config = load(&GlobalArgs::default(), &run, &[]);
-    assert!(config.workloads.is_empty() && config.workloads_explicit);
-    assert_eq!(config.from_catalog, vec!["redis-bench"]);
+fn every_command_validates_every_key_the_same_way() {
+    // A bad value is reported by any command that reads the environment, not only by run.
+    for command in ["status", "cleanup"] {
+        let cli = parse(&[command]);
+        let env = env(&[("VIRTWORK_CPU_CORES", "abc")]);
+        let err = match cli.command {
+            Command::Status(args) => StatusSettings::resolve(&cli.global, &args, &env).unwrap_err(),
+            Command::Cleanup(args) => {
+                CleanupSettings::resolve(&cli.global, &args, &env).unwrap_err()
+            }
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            err.to_string(),
+            r#"invalid value "abc" for VIRTWORK_CPU_CORES: expected a whole number of at least 1"#
+        );
+    }
 }

@@ -21,7 +21,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use virtwork::config::{Secret, SshConfig};
+use virtwork::model::{Secret, SshAccess};
 use virtwork::workloads::{
     BUILTIN_NAMES, GuestFamily, Registry, WorkloadOptions, WorkloadSettings,
 };
@@ -59,18 +59,20 @@ fn have(tool: &str) -> bool {
 
 fn options(ssh: bool) -> WorkloadOptions {
     WorkloadOptions {
-        namespace: "virtwork".into(),
-        data_disk_size: "10Gi".into(),
+        namespace: "virtwork".parse().unwrap(),
+        data_disk_size: "10Gi".parse().unwrap(),
         ssh: if ssh {
-            SshConfig {
-                user: Some("virtwork".into()),
+            SshAccess {
+                user: Some("virtwork".parse().unwrap()),
                 password: Some(Secret::new("correct horse battery staple")),
                 authorized_keys: vec![
-                    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk4a2v5d0n3b7mN9ZQ0fake user@host".into(),
+                    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk4a2v5d0n3b7mN9ZQ0fake user@host"
+                        .parse()
+                        .unwrap(),
                 ],
             }
         } else {
-            SshConfig::default()
+            SshAccess::default()
         },
         catalog_dir: catalog_dir(),
         planned_workloads: Vec::new(),
@@ -89,7 +91,7 @@ fn settings_for(guest_family: GuestFamily, params: &[(&str, &str)]) -> WorkloadS
     WorkloadSettings {
         vm_count: 1,
         cpu_cores: 2,
-        memory: "2Gi".into(),
+        memory: "2Gi".parse().unwrap(),
         params: params
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

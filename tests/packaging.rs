@@ -567,7 +567,7 @@ fn blueprint_packages() -> BTreeSet<String> {
 /// `packages` of every role's rendered cloud-config, plus packages a `runcmd` installs with dnf
 /// (chaos-network's `kernel-modules-extra-$(uname -r)` becomes `kernel-modules-extra`).
 fn workload_packages() -> BTreeSet<String> {
-    use virtwork::config::SshConfig;
+    use virtwork::model::SshAccess;
     use virtwork::workloads::{Registry, WorkloadOptions, WorkloadSettings};
 
     let catalog_dir = repo().join("catalog");
@@ -583,14 +583,14 @@ fn workload_packages() -> BTreeSet<String> {
     let settings = WorkloadSettings {
         vm_count: 1,
         cpu_cores: 2,
-        memory: "2Gi".into(),
+        memory: "2Gi".parse().unwrap(),
         params: Default::default(),
         guest_family: Default::default(),
     };
     let options = WorkloadOptions {
-        namespace: "virtwork".into(),
-        data_disk_size: "10Gi".into(),
-        ssh: SshConfig::default(),
+        namespace: "virtwork".parse().unwrap(),
+        data_disk_size: "10Gi".parse().unwrap(),
+        ssh: SshAccess::default(),
         catalog_dir: catalog_dir.clone(),
         planned_workloads: Vec::new(),
     };

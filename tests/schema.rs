@@ -376,14 +376,13 @@ fn every_planned_vm_validates_against_kubevirt_schema() {
     let Some(doc) = schema::load_schema() else {
         return;
     };
-    let mut config = test_config::with_ssh(test_config::config(&test_config::ALL_BUILTINS, 2));
+    let mut config = test_config::with_ssh(test_config::plan_input(&test_config::ALL_BUILTINS, 2));
     config.from_catalog = vec!["sysbench".into(), "redis-bench".into()];
     let registry =
         virtwork::workloads::Registry::with_catalog(&config.catalog_dir, &config.from_catalog)
             .unwrap();
-    let plan =
-        virtwork::plan::build_plan(&config, &registry, "3f1c7a2e-9b4d-4c1a-8e2f-0a9b8c7d6e5f")
-            .unwrap();
+    let run_id = test_config::RUN_ID.parse().unwrap();
+    let plan = virtwork::plan::build_plan(&config, &registry, run_id).unwrap();
     // 7 single-role x2 + network/tps 2 roles x2 + sysbench x2 + redis-bench 1 server and
     // 2 clients (its server count is pinned, clients scale with vm-count).
     assert_eq!(plan.vms.len(), 7 * 2 + 2 * 4 + 2 + 3);

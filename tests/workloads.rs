@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use virtwork::config::{Secret, SshConfig};
 use virtwork::error::Error;
+use virtwork::model::{Secret, SshAccess};
 use virtwork::workloads::params::validate_params;
 use virtwork::workloads::{
     BUILTIN_NAMES, GuestFamily, Registry, Workload, WorkloadOptions, WorkloadSettings,
@@ -14,10 +14,10 @@ use virtwork::workloads::{
 
 fn options() -> WorkloadOptions {
     WorkloadOptions {
-        namespace: "virtwork".into(),
-        data_disk_size: "10Gi".into(),
-        ssh: SshConfig {
-            user: Some("virtwork".into()),
+        namespace: "virtwork".parse().unwrap(),
+        data_disk_size: "10Gi".parse().unwrap(),
+        ssh: SshAccess {
+            user: Some("virtwork".parse().unwrap()),
             password: None,
             authorized_keys: vec![],
         },
@@ -30,7 +30,7 @@ fn settings(vm_count: u32, params: &[(&str, &str)]) -> WorkloadSettings {
     WorkloadSettings {
         vm_count,
         cpu_cores: 2,
-        memory: "2Gi".into(),
+        memory: "2Gi".parse().unwrap(),
         params: params
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -463,7 +463,7 @@ fn disk_payload_fio_jobs_and_data_disk() {
         assert_eq!(disks[0].name, "datadisk");
         assert_eq!(disks[0].dv_base, "virtwork-disk-data");
         assert_eq!(disks[0].serial, "virtwork-disk");
-        assert_eq!(disks[0].size, "10Gi");
+        assert_eq!(disks[0].size.as_str(), "10Gi");
         let ud = w.userdata(None).unwrap();
         assert_data_disk(
             &ud,
@@ -515,7 +515,7 @@ fn disk_payload_fio_jobs_and_data_disk() {
 #[test]
 fn data_disk_size_follows_the_option() {
     let mut opts = options();
-    opts.data_disk_size = "25Gi".into();
+    opts.data_disk_size = "25Gi".parse().unwrap();
     for (name, base, serial) in [
         ("disk", "virtwork-disk-data", "virtwork-disk"),
         ("database", "virtwork-database-data", "virtwork-dbdisk"),
@@ -1003,7 +1003,7 @@ fn chaos_network_probe_target_defaults() {
     );
     // With the network workload in the same plan: its server Service.
     opts.planned_workloads.push("network".into());
-    opts.namespace = "load".into();
+    opts.namespace = "load".parse().unwrap();
     assert_eq!(
         probe_exec(&opts, &[]),
         "/usr/local/bin/virtwork-chaos-network-probe virtwork-iperf3-server.load.svc.cluster.local 5201 1"
@@ -1119,10 +1119,14 @@ fn guest_family_is_inferred_from_the_image_name() {
 #[test]
 fn ssh_block_in_every_workload() {
     let mut opts = options();
-    opts.ssh = SshConfig {
-        user: Some("ops".into()),
+    opts.ssh = SshAccess {
+        user: Some("ops".parse().unwrap()),
         password: Some(Secret::new("pa55-word!")),
-        authorized_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0 ops@laptop".into()],
+        authorized_keys: vec![
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0 ops@laptop"
+                .parse()
+                .unwrap(),
+        ],
     };
     for name in BUILTIN_NAMES {
         let w = Registry::builtin()
@@ -1146,7 +1150,7 @@ fn ssh_block_in_every_workload() {
         }
     }
     // No account at all when the user is explicitly empty.
-    opts.ssh = SshConfig::default();
+    opts.ssh = SshAccess::default();
     let ud = Registry::builtin()
         .create("cpu", &settings(1, &[]), &opts)
         .unwrap()
@@ -1162,15 +1166,14 @@ fn ssh_block_in_every_workload() {
 
 #[test]
 fn bad_ssh_inputs_are_rejected() {
-    let mut opts = options();
-    opts.ssh.user = Some("root;reboot".into());
-    let err = input_message(Registry::builtin().create("cpu", &settings(1, &[]), &opts));
-    assert!(err.contains("invalid SSH user"), "{err}");
-    let mut opts = options();
-    opts.ssh.authorized_keys =
-        vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0\nruncmd: [reboot]".into()];
-    let err = input_message(Registry::builtin().create("cpu", &settings(1, &[]), &opts));
-    assert!(err.contains("invalid SSH public key"), "{err}");
+    // Workloads receive the SSH account as types that refuse these values, so they cannot
+    // reach a guest's cloud-init.
+    assert!("root;reboot".parse::<virtwork::model::UserName>().is_err());
+    assert!(
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0\nruncmd: [reboot]"
+            .parse::<virtwork::model::PublicKey>()
+            .is_err()
+    );
 }
 
 #[test]

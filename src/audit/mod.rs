@@ -5,13 +5,10 @@
 //!
 //! ```no_run
 //! # use virtwork::audit::{Auditor, CommandKind, Event, ExecutionParams, ExecutionStatus};
-//! # fn demo(config: &virtwork::config::Config, plan: &virtwork::plan::Plan) -> virtwork::error::Result<()> {
-//! let auditor = Auditor::open(&config.audit)?; // the only fatal audit step
+//! # fn demo(params: ExecutionParams, plan: &virtwork::plan::Plan) -> virtwork::error::Result<()> {
+//! let auditor = Auditor::open(Some(std::path::Path::new("virtwork.db")))?; // the only fatal step
 //! let run_id = uuid::Uuid::new_v4(); // generated even with --no-audit
-//! let exec = auditor.start_execution(
-//!     run_id,
-//!     &ExecutionParams::from_config(CommandKind::Run, config).with_plan(plan),
-//! );
+//! let exec = auditor.start_execution(run_id, &params.with_plan(plan));
 //! exec.record_event(&Event::execution_started(CommandKind::Run, run_id));
 //! exec.record_workloads(plan);
 //! // ... record_resource / record_vm / record_event / update_vm_ready ...

@@ -22,7 +22,6 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use uuid::Uuid;
 
 use crate::audit::schema;
-use crate::config::{AuditSettings, Config};
 use crate::error::{Error, Result};
 use crate::plan::{Plan, PlannedVm, PlannedWorkload};
 
@@ -353,31 +352,6 @@ pub struct ExecutionParams {
 }
 
 impl ExecutionParams {
-    /// The parameters every command shares, taken from the effective configuration. Plan
-    /// totals, cluster context and cleanup mode are left for the caller (or
-    /// [`ExecutionParams::with_plan`]).
-    pub fn from_config(command: CommandKind, config: &Config) -> Self {
-        ExecutionParams {
-            command,
-            namespace: config.namespace.clone(),
-            kubeconfig_path: config.kubeconfig_given.clone(),
-            cluster_context: None,
-            container_disk_image: Some(config.container_disk_image.clone()),
-            default_cpu_cores: Some(config.cpu_cores),
-            default_memory: Some(config.memory.clone()),
-            data_disk_size: Some(config.disk_size.clone()),
-            workloads: Vec::new(),
-            total_vm_count: None,
-            total_workload_count: None,
-            dry_run: config.dry_run.is_some()
-                || matches!(command, CommandKind::DryRun | CommandKind::CleanupDryRun),
-            ssh_auth_configured: config.ssh.auth_configured(),
-            cleanup_mode: None,
-            wait_for_ready: config.wait_for_ready,
-            ready_timeout_seconds: Some(config.timeout_secs),
-        }
-    }
-
     /// Fills `workloads_csv` and the totals from the plan that will be applied.
     pub fn with_plan(mut self, plan: &Plan) -> Self {
         self.workloads = plan.workloads.iter().map(|w| w.name.clone()).collect();
@@ -502,12 +476,12 @@ impl fmt::Debug for Auditor {
 }
 
 impl Auditor {
-    /// Opens the database the settings name, or [`Auditor::Disabled`] when auditing is off.
-    pub fn open(settings: &AuditSettings) -> Result<Auditor> {
-        if settings.enabled {
-            Self::open_path(&settings.db_path)
-        } else {
-            Ok(Auditor::Disabled)
+    /// Opens the database at `path`, or gives [`Auditor::Disabled`] when auditing is off
+    /// (`None`).
+    pub fn open(path: Option<&Path>) -> Result<Auditor> {
+        match path {
+            Some(path) => Self::open_path(path),
+            None => Ok(Auditor::Disabled),
         }
     }
 

@@ -10,11 +10,12 @@ use std::path::{Path, PathBuf};
 
 use crate::audit::query::{self, ExecutionDetail, ExecutionRecord, ListFilter};
 use crate::audit::recorder::ExecutionStatus;
-use crate::cli::{AuditCommand, OutputFormat};
-use crate::config::Config;
+use crate::cli::AuditCommand;
+use crate::config::AuditSettings;
 use crate::error::{Error, Result};
+use crate::model::{OutputFormat, RunId};
 
-/// What `virtwork audit` needs from the configuration.
+/// What `virtwork audit` reads and how it prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditOptions {
     pub db_path: PathBuf,
@@ -24,27 +25,21 @@ pub struct AuditOptions {
 }
 
 impl AuditOptions {
-    /// Options from the loaded configuration. `namespace_filter` is the `--namespace` flag when
-    /// given explicitly: the configured default namespace must not hide other runs.
-    pub fn from_config(config: &Config, namespace_filter: Option<&str>) -> Self {
+    pub fn from_settings(settings: &AuditSettings) -> Self {
         AuditOptions {
-            db_path: config.audit.db_path.clone(),
-            output: config.output,
-            namespace: namespace_filter.map(str::to_string),
+            db_path: settings.global.audit.path.clone(),
+            output: settings.global.output,
+            namespace: settings.namespace_filter.as_ref().map(|ns| ns.to_string()),
         }
     }
 }
 
-/// Runs `virtwork audit` against `config.audit.db_path`, writing the product to stdout.
-pub fn audit(
-    config: &Config,
-    command: &AuditCommand,
-    namespace_filter: Option<&str>,
-) -> Result<()> {
-    let options = AuditOptions::from_config(config, namespace_filter);
+/// Runs `virtwork audit` against the configured database, writing the product to stdout.
+pub fn audit(settings: &AuditSettings) -> Result<()> {
+    let options = AuditOptions::from_settings(settings);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    run(command, &options, &mut out)
+    run(&settings.command, &options, &mut out)
 }
 
 /// Runs one `audit` subcommand, writing the product to `out`.
@@ -59,7 +54,7 @@ pub fn run(command: &AuditCommand, options: &AuditOptions, out: &mut dyn Write) 
             };
             list(options, &filter, out)
         }
-        AuditCommand::Show { run_id } => show(options, run_id, out),
+        AuditCommand::Show { run_id } => show(options, *run_id, out),
     }
 }
 
@@ -92,8 +87,7 @@ fn list(options: &AuditOptions, filter: &ListFilter, out: &mut dyn Write) -> Res
     emit(out, &text)
 }
 
-fn show(options: &AuditOptions, run_id: &str, out: &mut dyn Write) -> Result<()> {
-    let run_id = run_id.trim();
+fn show(options: &AuditOptions, run_id: RunId, out: &mut dyn Write) -> Result<()> {
     if !database_exists(&options.db_path) {
         return Err(Error::input(format!(
             "no audit database at {}: pass the file that recorded run {run_id} with --audit-db",
@@ -101,7 +95,7 @@ fn show(options: &AuditOptions, run_id: &str, out: &mut dyn Write) -> Result<()>
         )));
     }
     let conn = query::open_existing(&options.db_path)?;
-    let Some(detail) = query::show_execution(&conn, run_id)? else {
+    let Some(detail) = query::show_execution(&conn, &run_id.to_string())? else {
         return Err(Error::input(format!(
             "no execution with run id \"{run_id}\" in {}: list recorded runs with `virtwork audit list`",
             options.db_path.display()
@@ -128,11 +122,7 @@ fn json_document(value: &impl serde::Serialize) -> Result<String> {
 fn emit(out: &mut dyn Write, text: &str) -> Result<()> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|source| Error::Io {
-            context: "writing to",
-            path: PathBuf::from("stdout"),
-            source,
-        })
+        .map_err(super::write_failed)
 }
 
 /// The `audit list` table, newest first.

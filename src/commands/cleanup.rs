@@ -20,15 +20,15 @@ use crate::audit::recorder::{
     Auditor, CleanupCounts, CleanupMode, CommandKind, Event, ExecutionParams, ExecutionStatus,
     ResourceKind,
 };
-use crate::cli::{CleanupArgs, OutputFormat};
-use crate::config::Config;
+use crate::config::CleanupSettings;
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::{
     ApiContext, CleanupOutcome, Discovery, GoneTracker, KindCounts, ManagedKind, Scope, WaitResult,
     discover, execute, wait_until_gone,
 };
-use crate::k8s::client::connect_with_config;
+use crate::k8s::client::connect_from_env;
 use crate::k8s::retry::RetryPolicy;
+use crate::model::OutputFormat;
 use crate::report::cleanup::{
     CleanupStatus, CleanupSummary, Found, WaitReport, preview_text, summary_json, summary_text,
 };
@@ -127,20 +127,12 @@ pub fn cancel_on_signal(cancel: CancellationToken) {
 }
 
 /// Writes the summary to stdout in the configured format.
-fn print_summary(config: &Config, summary: &CleanupSummary) -> Result<()> {
-    let text = match config.output {
+fn print_summary(output: OutputFormat, summary: &CleanupSummary) -> Result<()> {
+    let text = match output {
         OutputFormat::Json => format!("{}\n", summary_json(summary)),
         OutputFormat::Text => summary_text(summary),
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|source| Error::Io {
-            context: "writing to",
-            path: "stdout".into(),
-            source,
-        })
+    super::write_stdout(&text)
 }
 
 /// Lists up to three items of a one-line error, then how many more.
@@ -218,44 +210,59 @@ fn audit_deletions(
     execution.record_event(&Event::cleanup_completed(&counts));
 }
 
-/// Runs `virtwork cleanup`; `config` is loaded by `Config::load_for_cleanup` (run id checked).
-pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
-    if args.delete_namespace && args.all_namespaces {
-        return Err(Error::input(
-            "--delete-namespace cannot be combined with --all-namespaces (-A): name the one \
-             namespace to delete with --namespace",
-        ));
-    }
-    let scope = Scope {
-        namespace: (!args.all_namespaces).then(|| config.namespace.clone()),
-        run_id: args.run_id.clone(),
-    };
-    let dry_run = config.dry_run.is_some() || args.dry_run;
-    let auditor = Auditor::open(&config.audit)?;
-    let cluster = connect_with_config(config).await?;
-
-    let run_id = uuid::Uuid::new_v4();
-    let mut params = ExecutionParams::from_config(
-        if dry_run {
+/// The audit record's parameters of a cleanup.
+fn execution_params(settings: &CleanupSettings, scope: &Scope, context: &str) -> ExecutionParams {
+    let dry_run = settings.dry_run;
+    ExecutionParams {
+        command: if dry_run {
             CommandKind::CleanupDryRun
         } else {
             CommandKind::Cleanup
         },
-        config,
+        namespace: settings.global.namespace.to_string(),
+        kubeconfig_path: settings.global.cluster.kubeconfig_given.clone(),
+        cluster_context: Some(context.to_string()),
+        // What a run creates; a cleanup creates nothing.
+        container_disk_image: None,
+        default_cpu_cores: None,
+        default_memory: None,
+        data_disk_size: None,
+        workloads: Vec::new(),
+        total_vm_count: None,
+        total_workload_count: None,
+        dry_run,
+        ssh_auth_configured: false,
+        cleanup_mode: Some(match (dry_run, &scope.run_id) {
+            (true, _) => CleanupMode::DryRun,
+            (false, Some(_)) => CleanupMode::RunId,
+            (false, None) => CleanupMode::All,
+        }),
+        wait_for_ready: settings.wait,
+        ready_timeout_seconds: Some(settings.timeout.get()),
+    }
+}
+
+/// Runs `virtwork cleanup` with its resolved settings.
+pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
+    let scope = Scope {
+        namespace: (!settings.all_namespaces).then(|| settings.global.namespace.to_string()),
+        run_id: settings.run_id.map(|id| id.to_string()),
+    };
+    let dry_run = settings.dry_run;
+    let output = settings.global.output;
+    let auditor = Auditor::open(settings.global.audit.recording_path())?;
+    let access = &settings.global.cluster;
+    let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
+
+    let run_id = uuid::Uuid::new_v4();
+    let execution = auditor.start_execution(
+        run_id,
+        &execution_params(settings, &scope, &cluster.context),
     );
-    params.dry_run = dry_run;
-    params.cluster_context = Some(cluster.context.clone());
-    params.cleanup_mode = Some(match (dry_run, &scope.run_id) {
-        (true, _) => CleanupMode::DryRun,
-        (false, Some(_)) => CleanupMode::RunId,
-        (false, None) => CleanupMode::All,
-    });
-    params.wait_for_ready = args.wait;
-    let execution = auditor.start_execution(run_id, &params);
 
     let cancel = CancellationToken::new();
     cancel_on_signal(cancel.clone());
-    let timeout = Duration::from_secs(config.timeout_secs.max(1));
+    let timeout = Duration::from_secs(settings.timeout.get().max(1));
     let ctx = ApiContext {
         client: cluster.client.clone(),
         policy: RetryPolicy::until(Instant::now() + timeout),
@@ -268,7 +275,7 @@ pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
     );
     summary.dry_run = dry_run;
 
-    let discovery = match discover(&ctx, &scope, args.delete_namespace).await {
+    let discovery = match discover(&ctx, &scope, settings.delete_namespace).await {
         Ok(d) => d,
         Err(err) => {
             let status = if matches!(err, Error::Interrupted) {
@@ -290,13 +297,13 @@ pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
     if discovery.is_empty() {
         execution.complete_execution(ExecutionStatus::Success, None);
         summary.status = CleanupStatus::NothingToCleanUp;
-        return print_summary(config, &summary);
+        return print_summary(output, &summary);
     }
     if dry_run {
         tracing::info!("dry-run mode — no resources were deleted");
         execution.complete_execution(ExecutionStatus::Success, None);
         summary.status = CleanupStatus::DryRun;
-        return print_summary(config, &summary);
+        return print_summary(output, &summary);
     }
 
     let stdin_tty = stdin_counts_as_terminal(
@@ -306,7 +313,7 @@ pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
     // Deleting the namespace reaches beyond the named run (other runs, foreign objects), so
     // `--run-id` alone does not skip the prompt then.
     let run_scoped = scope.run_id.is_some() && !discovery.deletes_namespace();
-    match confirmation(args.yes, run_scoped, stdin_tty) {
+    match confirmation(settings.yes, run_scoped, stdin_tty) {
         Confirmation::NotNeeded => {}
         Confirmation::NoTerminal => {
             let err = Error::input(format!(
@@ -337,7 +344,7 @@ pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
                     tracing::info!("cleanup aborted by user");
                     execution.complete_execution(ExecutionStatus::Aborted, None);
                     summary.status = CleanupStatus::Aborted;
-                    return print_summary(config, &summary);
+                    return print_summary(output, &summary);
                 }
                 Err(err) => {
                     let status = if matches!(err, Error::Interrupted) {
@@ -367,7 +374,7 @@ pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
     summary.failures = outcome.failures.clone();
 
     let mut remaining = Vec::new();
-    if args.wait && !outcome.interrupted {
+    if settings.wait && !outcome.interrupted {
         // Wait for what we deleted and for the VMIs garbage collection removes with their VMs.
         let deleted_vms: std::collections::BTreeSet<(&str, &str)> = outcome
             .deleted
@@ -459,7 +466,7 @@ pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
         audit_status,
         error.as_ref().map(ToString::to_string).as_deref(),
     );
-    print_summary(config, &summary)?;
+    print_summary(output, &summary)?;
     match error {
         Some(err) => Err(err),
         None => Ok(()),

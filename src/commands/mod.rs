@@ -1,8 +1,9 @@
-//! One module per subcommand: glue that turns a Config into a Plan, applies it and reports.
+//! One module per subcommand: glue that turns a command's settings into a plan, applies it
+//! and reports.
 //!
-//! [`dispatch`] loads and validates the configuration FIRST for every command that has one, so
-//! bad input exits 2 before any command-specific work, then installs logging and runs the
-//! command (async commands on a small multi-thread tokio runtime).
+//! [`dispatch`] resolves the command's settings FIRST for every command that has them, so bad
+//! input exits 2 before any command-specific work, then installs logging and runs the command
+//! (async commands on a small multi-thread tokio runtime).
 
 pub mod audit;
 pub mod cleanup;
@@ -13,8 +14,12 @@ pub mod validate;
 pub mod verify;
 pub mod version;
 
-use crate::cli::{AuditCommand, Cli, Command};
-use crate::config::{CommandFlags, Config, check_run_id};
+use std::io::Write;
+
+use crate::cli::{Cli, Command};
+use crate::config::{
+    AuditSettings, CleanupSettings, GlobalSettings, RunSettings, StatusSettings, ValidateSettings,
+};
 use crate::error::{Error, Result};
 
 /// Runs the parsed command line. `env` is the process environment as (name, value) pairs.
@@ -27,52 +32,41 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
         }
         Command::Man => completion::man(&mut std::io::stdout().lock()),
         Command::Run(args) => {
-            let config = Config::load(&global, &args, env)?;
-            start_logging(&config);
-            block_on(run::run(&config))
+            let settings = RunSettings::resolve(&global, &args, env)?;
+            start_logging(&settings.global);
+            block_on(run::run(&settings))
         }
         Command::Cleanup(args) => {
-            let config = Config::load_for_cleanup(&global, &args, env)?;
-            start_logging(&config);
-            block_on(cleanup::cleanup(&config, &args))
+            let settings = CleanupSettings::resolve(&global, &args, env)?;
+            start_logging(&settings.global);
+            block_on(cleanup::cleanup(&settings))
         }
         Command::Validate(args) => {
-            let config = Config::load_for(&global, CommandFlags::Validate(&args), env)?;
-            start_logging(&config);
-            // The resolved directory honours --catalog-dir > env > YAML > ~/.virtwork/catalog.
-            let args = crate::cli::ValidateArgs {
-                catalog_dir: Some(config.catalog_dir.clone()),
-                ..args
-            };
-            validate::run(&args, env, &mut std::io::stdout().lock())
+            let settings = ValidateSettings::resolve(&global, &args, env)?;
+            start_logging(&settings.global);
+            validate::run(&settings, &mut std::io::stdout().lock())
         }
         Command::Status(args) => {
-            let config = Config::load_for(&global, CommandFlags::Status(&args), env)?;
-            start_logging(&config);
-            block_on(status::status(&config, &args))
+            let settings = StatusSettings::resolve(&global, &args, env)?;
+            start_logging(&settings.global);
+            block_on(status::status(&settings))
         }
         Command::Verify(args) => {
-            let config = Config::load_for(&global, CommandFlags::GlobalOnly, env)?;
-            if let Some(run_id) = &args.run_id {
-                check_run_id(run_id, "--run-id")?;
-            }
-            let settings = verify::resolve_settings(&config, &args)?;
-            start_logging(&config);
-            block_on(verify::verify(&config, &settings))
+            let global = GlobalSettings::resolve(&global, env)?;
+            let settings = verify::resolve_settings(&global, &args)?;
+            start_logging(&global);
+            block_on(verify::verify(&global, &settings))
         }
         Command::Audit(command) => {
-            let config = Config::load_for(&global, CommandFlags::GlobalOnly, env)?;
-            if let AuditCommand::Show { run_id } = &command {
-                check_run_id(run_id, "audit show <RUN_ID>")?;
-            }
-            start_logging(&config);
-            audit::audit(&config, &command, global.namespace.as_deref())
+            let settings = AuditSettings::resolve(&global, &command, env)?;
+            start_logging(&settings.global);
+            audit::audit(&settings)
         }
     }
 }
 
-fn start_logging(config: &Config) {
-    crate::logging::init(config.log_format, config.verbose);
+fn start_logging(global: &GlobalSettings) {
+    crate::logging::init(global.log_format, global.verbose);
 }
 
 /// Runs an async command to completion on a two-worker runtime.
@@ -83,6 +77,19 @@ fn block_on<F: std::future::Future<Output = Result<()>>>(future: F) -> Result<()
         .build()
         .map_err(|err| Error::runtime(format!("cannot start the async runtime: {err}")))?;
     runtime.block_on(future)
+}
+
+/// Writes a command's product to stdout. A reader that went away (`virtwork run --dry-run |
+/// head -1`) is not an error: nobody wants the rest, and the command's outcome stands.
+pub(crate) fn write_stdout(text: &str) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(write_failed),
+    }
 }
 
 /// Maps a write failure on stdout to an error (a closed pipe is not worth a panic).

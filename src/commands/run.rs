@@ -1,4 +1,5 @@
-//! `virtwork run`: plan the fleet from the Config, apply it to the cluster, wait and report.
+//! `virtwork run`: plan the fleet from the run settings, apply it to the cluster, wait and
+//! report.
 //!
 //! [`run`] plans (pure, exits 2 on bad input before any cluster call), opens the audit
 //! database, then either renders the plan (`--dry-run`, no cluster contacted) or takes the
@@ -9,57 +10,78 @@
 //! in flight, records the run as `cancelled`, prints what exists and the cleanup command and
 //! exits 130; a second one exits 130 at once.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 use crate::audit::recorder::{
     Auditor, CommandKind, Event, ExecutionParams, ExecutionStatus, ResourceKind, VmRecord,
     WorkloadStatus,
 };
-use crate::cli::{DryRunMode, LogFormat, OutputFormat, ReadyCondition};
-use crate::config::Config;
+use crate::config::RunSettings;
 use crate::error::{Error, Result};
 use crate::k8s::apply::{Applied, ApplyEvent, ApplyOptions, apply_plan};
-use crate::k8s::client::{Cluster, connect_with_config};
+use crate::k8s::client::{Cluster, connect_from_env};
 use crate::k8s::preflight::{PreflightNeeds, preflight};
 use crate::k8s::ready::{ReadinessTracker, WaitOutcome, wait_for_ready};
 use crate::k8s::retry::RetryPolicy;
+use crate::model::{DryRunMode, LogFormat, OutputFormat, RunId};
 use crate::plan::{Plan, build_plan};
 use crate::report::{self, KindCounts, RunProgress, RunStatus, RunSummary, VmSummary};
 use crate::workloads::Registry;
 
-/// Runs `virtwork run` with an already loaded and validated configuration.
-pub async fn run(config: &Config) -> Result<()> {
-    let run_id = Uuid::new_v4().to_string();
-    let registry = Registry::with_catalog(&config.catalog_dir, &config.from_catalog)?;
-    let plan = build_plan(config, &registry, &run_id)?;
+/// Runs `virtwork run` with its resolved settings.
+pub async fn run(settings: &RunSettings) -> Result<()> {
+    let input = &settings.plan;
+    let registry = Registry::with_catalog(&input.catalog_dir, &input.from_catalog)?;
+    let plan = build_plan(input, &registry, RunId::new_v4())?;
     for skipped in &plan.skipped {
         tracing::info!(workload = %skipped, reason = "disabled in config", "workload skipped");
     }
     for warning in &plan.warnings {
         tracing::warn!(warning = %warning, "plan warning");
     }
-    let auditor = Auditor::open(&config.audit)?;
-    match config.dry_run {
-        Some(DryRunMode::Client) => dry_run_client(config, &plan, &auditor),
-        Some(DryRunMode::Server) | None => run_on_cluster(config, &plan, &auditor).await,
+    let auditor = Auditor::open(settings.global.audit.recording_path())?;
+    match settings.dry_run {
+        Some(DryRunMode::Client) => dry_run_client(settings, &plan, &auditor),
+        Some(DryRunMode::Server) | None => run_on_cluster(settings, &plan, &auditor).await,
+    }
+}
+
+/// The audit record's parameters of a run. Holds no credential: SSH access is only whether
+/// it was configured.
+pub fn execution_params(settings: &RunSettings, command: CommandKind) -> ExecutionParams {
+    ExecutionParams {
+        command,
+        namespace: settings.global.namespace.to_string(),
+        kubeconfig_path: settings.global.cluster.kubeconfig_given.clone(),
+        cluster_context: None,
+        container_disk_image: Some(settings.plan.container_disk_image.to_string()),
+        default_cpu_cores: Some(settings.plan.cpu_cores),
+        default_memory: Some(settings.plan.memory.to_string()),
+        data_disk_size: Some(settings.plan.disk_size.to_string()),
+        workloads: Vec::new(),
+        total_vm_count: None,
+        total_workload_count: None,
+        dry_run: settings.dry_run.is_some(),
+        ssh_auth_configured: settings.plan.ssh.auth_configured(),
+        cleanup_mode: None,
+        wait_for_ready: settings.wait_for_ready,
+        ready_timeout_seconds: Some(settings.timeout.get()),
     }
 }
 
 /// `--dry-run`: print the plan (YAML stream, or the JSON plan document); no cluster call.
-fn dry_run_client(config: &Config, plan: &Plan, auditor: &Auditor) -> Result<()> {
-    let run_uuid = Uuid::parse_str(&plan.run_id)
-        .map_err(|e| Error::runtime(format!("run id {:?} is not a UUID: {e}", plan.run_id)))?;
-    let params = ExecutionParams::from_config(CommandKind::DryRun, config).with_plan(plan);
+fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Result<()> {
+    let run_uuid = plan.run_id.as_uuid();
+    let params = execution_params(settings, CommandKind::DryRun).with_plan(plan);
     let execution = auditor.start_execution(run_uuid, &params);
     execution.record_event(&Event::execution_started(CommandKind::DryRun, run_uuid));
     execution.record_workloads(plan);
     tracing::info!(total_vms = plan.vms.len(), "dry run mode");
-    let text = match config.output {
+    let text = match settings.global.output {
         OutputFormat::Json => {
             let doc = crate::render::plan_json(plan, "client")?;
             let mut text = serde_json::to_string_pretty(&doc)
@@ -69,7 +91,7 @@ fn dry_run_client(config: &Config, plan: &Plan, auditor: &Auditor) -> Result<()>
         }
         OutputFormat::Text => crate::render::dry_run_yaml(plan)?,
     };
-    write_stdout(&text)?;
+    super::write_stdout(&text)?;
     execution.complete_execution(ExecutionStatus::Success, None);
     // The reference logs the summary after a dry-run too (counts of what would be created).
     tracing::info!(
@@ -78,37 +100,29 @@ fn dry_run_client(config: &Config, plan: &Plan, auditor: &Auditor) -> Result<()>
         vms_created = plan.vms.len(),
         services_created = plan.services.len(),
         secrets_created = plan.vms.len(),
-        container_image = %config.container_disk_image,
+        container_image = %settings.plan.container_disk_image,
         dry_run = true,
         "deployment summary"
     );
     Ok(())
 }
 
-fn write_stdout(text: &str) -> Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(super::write_failed)
-}
-
-/// Applies `plan` to the cluster named by `config` (a real run or `--dry-run=server`),
+/// Applies `plan` to the cluster the settings name (a real run or `--dry-run=server`),
 /// recording it through `auditor`, and prints the outcome on stdout.
-pub async fn run_on_cluster(config: &Config, plan: &Plan, auditor: &Auditor) -> Result<()> {
-    let server_dry_run = config.dry_run == Some(DryRunMode::Server);
+pub async fn run_on_cluster(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Result<()> {
+    let server_dry_run = settings.dry_run == Some(DryRunMode::Server);
     let cancel = CancellationToken::new();
     install_interrupt_handler(cancel.clone());
 
-    let cluster = connect_with_config(config).await?;
-    let run_uuid = Uuid::parse_str(&plan.run_id)
-        .map_err(|e| Error::runtime(format!("run id {:?} is not a UUID: {e}", plan.run_id)))?;
+    let cluster = &settings.global.cluster;
+    let cluster = connect_from_env(&cluster.kubeconfig, cluster.rate_limit).await?;
+    let run_uuid = plan.run_id.as_uuid();
     let command = if server_dry_run {
         CommandKind::DryRun
     } else {
         CommandKind::Run
     };
-    let mut params = ExecutionParams::from_config(command, config).with_plan(plan);
+    let mut params = execution_params(settings, command).with_plan(plan);
     params.cluster_context = Some(cluster.context.clone());
     let execution = auditor.start_execution(run_uuid, &params);
     execution.record_event(&Event::execution_started(command, run_uuid));
@@ -121,7 +135,7 @@ pub async fn run_on_cluster(config: &Config, plan: &Plan, auditor: &Auditor) -> 
         plan.workloads.len() + plan.skipped.len(),
     ));
 
-    let (summary, result) = drive(config, plan, &cluster, &execution, &cancel).await;
+    let (summary, result) = drive(settings, plan, &cluster, &execution, &cancel).await;
 
     let status = match &result {
         Ok(()) => ExecutionStatus::Success,
@@ -162,23 +176,23 @@ pub async fn run_on_cluster(config: &Config, plan: &Plan, auditor: &Auditor) -> 
         status = summary.status.as_str(),
         "deployment summary"
     );
-    print_summary(config, &summary)?;
+    print_summary(settings.global.output, &summary)?;
     result
 }
 
 /// Everything after the audit start; returns the summary in every case.
 async fn drive(
-    config: &Config,
+    settings: &RunSettings,
     plan: &Plan,
     cluster: &Cluster,
     execution: &crate::audit::recorder::Execution,
     cancel: &CancellationToken,
 ) -> (RunSummary, Result<()>) {
-    let server_dry_run = config.dry_run == Some(DryRunMode::Server);
-    let wait = config.wait_for_ready && !server_dry_run;
+    let server_dry_run = settings.dry_run == Some(DryRunMode::Server);
+    let wait = settings.wait_for_ready && !server_dry_run;
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(config.timeout_secs.max(1));
-    let mut summary = empty_summary(config, plan, server_dry_run);
+    let deadline = started + Duration::from_secs(settings.timeout.get().max(1));
+    let mut summary = empty_summary(settings, plan, server_dry_run);
 
     let finish = |mut summary: RunSummary, result: Result<()>| {
         summary.status = match &result {
@@ -218,15 +232,15 @@ async fn drive(
     }
 
     let options = ApplyOptions {
-        run_id: plan.run_id.clone(),
+        run_id: plan.run_id.to_string(),
         namespace: plan.namespace.clone(),
         policy: RetryPolicy::until(deadline),
         cancel: cancel.clone(),
-        vm_concurrency: config.vm_concurrency,
+        vm_concurrency: settings.vm_concurrency,
         server_dry_run,
     };
     let namespace = plan.namespace.clone();
-    let image = config.container_disk_image.clone();
+    let image = settings.plan.container_disk_image.to_string();
     let mut on_event =
         |event: ApplyEvent| record_apply_event(&event, plan, &namespace, &image, execution);
     let applied = apply_plan(&cluster.client, plan, &options, &mut on_event).await;
@@ -243,7 +257,7 @@ async fn drive(
         return finish(summary, Ok(()));
     }
 
-    let timeout = Duration::from_secs(config.timeout_secs);
+    let timeout = Duration::from_secs(settings.timeout.get());
     tracing::info!(
         vm_count = plan.vms.len(),
         timeout = timeout.as_nanos() as u64,
@@ -252,14 +266,14 @@ async fn drive(
     let wait_started = Instant::now();
     let mut tracker = ReadinessTracker::new(
         plan.vms.iter().map(|v| v.name.clone()),
-        config.ready_condition,
+        settings.ready_condition,
     );
-    let live = std::io::stderr().is_terminal() && config.log_format == LogFormat::Text;
+    let live = std::io::stderr().is_terminal() && settings.global.log_format == LogFormat::Text;
     let mut progress = RunProgress::new(plan.vms.len(), live);
     let (outcome, stats) = wait_for_ready(
         cluster.client.clone(),
         &plan.namespace,
-        &plan.run_id,
+        &plan.run_id.to_string(),
         &mut tracker,
         timeout,
         cancel,
@@ -289,8 +303,8 @@ async fn drive(
                 let why = state.failure.clone().unwrap_or_else(|| match &outcome {
                     WaitOutcome::TimedOut => format!(
                         "not {} after {}s (last phase {})",
-                        condition_phrase(config.ready_condition),
-                        config.timeout_secs,
+                        settings.ready_condition.unmet_phrase(),
+                        settings.timeout,
                         state.phase
                     ),
                     _ => format!("not ready (last phase {})", state.phase),
@@ -319,10 +333,10 @@ async fn drive(
                 .collect();
             Err(Error::runtime(format!(
                 "readiness timeout after {}s: {} of {} VMs not {}: {}",
-                config.timeout_secs,
+                settings.timeout,
                 pending.len(),
                 tracker.total(),
-                condition_phrase(config.ready_condition),
+                settings.ready_condition.unmet_phrase(),
                 pending.join(", ")
             )))
         }
@@ -330,31 +344,14 @@ async fn drive(
     finish(summary, result)
 }
 
-fn condition_name(condition: ReadyCondition) -> &'static str {
-    match condition {
-        ReadyCondition::Running => "running",
-        ReadyCondition::Ready => "ready",
-        ReadyCondition::AgentConnected => "agent-connected",
-        ReadyCondition::Workload => "workload",
-    }
-}
-
-/// What a VM that did not meet `condition` is not, for messages ("not <phrase>").
-fn condition_phrase(condition: ReadyCondition) -> &'static str {
-    match condition {
-        ReadyCondition::Workload => "running its workload (readiness probe not passing)",
-        other => condition_name(other),
-    }
-}
-
-fn empty_summary(config: &Config, plan: &Plan, server_dry_run: bool) -> RunSummary {
+fn empty_summary(settings: &RunSettings, plan: &Plan, server_dry_run: bool) -> RunSummary {
     RunSummary {
         status: RunStatus::Failed,
-        run_id: plan.run_id.clone(),
+        run_id: plan.run_id.to_string(),
         namespace: plan.namespace.clone(),
         server_dry_run,
-        container_image: config.container_disk_image.clone(),
-        ready_condition: condition_name(config.ready_condition).to_string(),
+        container_image: settings.plan.container_disk_image.to_string(),
+        ready_condition: settings.ready_condition.to_string(),
         planned: KindCounts {
             services: plan.services.len(),
             secrets: plan.vms.len(),
@@ -440,8 +437,8 @@ fn record_apply_event(
     }
 }
 
-fn print_summary(config: &Config, summary: &RunSummary) -> Result<()> {
-    let text = match config.output {
+fn print_summary(output: OutputFormat, summary: &RunSummary) -> Result<()> {
+    let text = match output {
         OutputFormat::Json => {
             let mut doc = serde_json::to_string_pretty(&report::run_summary_json(summary))
                 .map_err(|e| Error::runtime(format!("rendering the run summary: {e}")))?;
@@ -457,7 +454,7 @@ fn print_summary(config: &Config, summary: &RunSummary) -> Result<()> {
             report::run_summary_text(summary)
         }
     };
-    write_stdout(&text)
+    super::write_stdout(&text)
 }
 
 /// First SIGINT/SIGTERM: cancel `cancel` (the run winds down and exits 130). Second: exit

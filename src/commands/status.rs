@@ -3,31 +3,31 @@
 //! Read-only: lists label-selected VMs and VMIs (see k8s/status.rs) and prints a table or
 //! one JSON document on stdout. No runs is not an error.
 
-use std::io::Write;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{OutputFormat, StatusArgs};
-use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::config::StatusSettings;
+use crate::error::Result;
 use crate::k8s::cleanup::{ApiContext, Scope};
-use crate::k8s::client::connect_with_config;
+use crate::k8s::client::connect_from_env;
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::status::collect;
+use crate::model::OutputFormat;
 use crate::report::status::{status_json, status_text};
 
 /// How long transient API errors are retried before status gives up.
 const STATUS_RETRY_DEADLINE: Duration = Duration::from_secs(60);
 
-/// Runs `virtwork status` (`args.run_id`, when given, is already checked to be a UUID).
-pub async fn status(config: &Config, args: &StatusArgs) -> Result<()> {
+/// Runs `virtwork status` with its resolved settings.
+pub async fn status(settings: &StatusSettings) -> Result<()> {
     let scope = Scope {
-        namespace: (!args.all_namespaces).then(|| config.namespace.clone()),
-        run_id: args.run_id.clone(),
+        namespace: (!settings.all_namespaces).then(|| settings.global.namespace.to_string()),
+        run_id: settings.run_id.map(|id| id.to_string()),
     };
-    let cluster = connect_with_config(config).await?;
+    let access = &settings.global.cluster;
+    let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
     let cancel = CancellationToken::new();
     crate::commands::cleanup::cancel_on_signal(cancel.clone());
     let ctx = ApiContext {
@@ -39,17 +39,9 @@ pub async fn status(config: &Config, args: &StatusArgs) -> Result<()> {
     let now = jiff::Timestamp::now();
     let namespace = scope.namespace.as_deref();
     let run_id = scope.run_id.as_deref();
-    let text = match config.output {
+    let text = match settings.global.output {
         OutputFormat::Json => format!("{}\n", status_json(namespace, run_id, &runs, now)),
         OutputFormat::Text => status_text(namespace, run_id, &runs, now),
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|source| Error::Io {
-            context: "writing to",
-            path: "stdout".into(),
-            source,
-        })
+    super::write_stdout(&text)
 }

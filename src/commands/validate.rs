@@ -1,48 +1,27 @@
 //! `virtwork validate`: loads catalog entries and reports each one on stdout
 //! (`OK    <name>`, `WARN  <name>: ...`, `FAIL  <name>: ...`). Any failure is exit 2.
 //!
-//! The catalog directory is `--catalog-dir`, else `VIRTWORK_CATALOG_DIR`, else
-//! `~/.virtwork/catalog`. Entries are the positional names, else every sub-directory
-//! (sorted). Besides the manifest and placeholder checks, each entry is rendered once with
+//! The catalog directory is `--catalog-dir`, else `VIRTWORK_CATALOG_DIR`, else YAML
+//! `catalog-dir`, else `~/.virtwork/catalog` (resolved by the configuration). Entries are the
+//! positional names, else every sub-directory (sorted). Besides the manifest and placeholder checks, each entry is rendered once with
 //! its defaults, so an entry that validates also builds.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::Path;
 
-use crate::cli::ValidateArgs;
-use crate::config::SshConfig;
+use crate::config::{SampleBuild, ValidateSettings};
 use crate::error::{Error, Result};
+use crate::model::SshAccess;
 use crate::workloads::GuestFamily;
 use crate::workloads::catalog::CatalogEntry;
 use crate::workloads::{WorkloadOptions, WorkloadSettings};
 
-/// The catalog directory from the flag, the environment or the home directory.
-pub fn catalog_dir(args: &ValidateArgs, env: &[(String, String)]) -> Result<PathBuf> {
-    let var = |name: &str| {
-        env.iter()
-            .find(|(k, v)| k == name && !v.is_empty())
-            .map(|(_, v)| v.clone())
-    };
-    if let Some(dir) = &args.catalog_dir {
-        return Ok(dir.clone());
-    }
-    if let Some(dir) = var("VIRTWORK_CATALOG_DIR") {
-        return Ok(PathBuf::from(dir));
-    }
-    match var("HOME") {
-        Some(home) => Ok(PathBuf::from(home).join(".virtwork").join("catalog")),
-        None => Err(Error::input(
-            "resolving home directory: HOME is not set; pass --catalog-dir or set VIRTWORK_CATALOG_DIR",
-        )),
-    }
-}
-
 /// Runs `virtwork validate`, writing the per-entry report to `out`.
-pub fn run(args: &ValidateArgs, env: &[(String, String)], out: &mut dyn Write) -> Result<()> {
-    let dir = catalog_dir(args, env)?;
-    let entries = if args.entries.is_empty() {
-        let read = std::fs::read_dir(&dir).map_err(|e| {
+pub fn run(settings: &ValidateSettings, out: &mut dyn Write) -> Result<()> {
+    let dir = &settings.catalog_dir;
+    let entries = if settings.entries.is_empty() {
+        let read = std::fs::read_dir(dir).map_err(|e| {
             Error::input(format!("reading catalog directory {}: {e}", dir.display()))
         })?;
         let mut names = Vec::new();
@@ -63,7 +42,7 @@ pub fn run(args: &ValidateArgs, env: &[(String, String)], out: &mut dyn Write) -
                 dir.display()
             )));
         }
-        args.entries.clone()
+        settings.entries.clone()
     };
     if entries.is_empty() {
         return Err(Error::input(format!(
@@ -75,20 +54,15 @@ pub fn run(args: &ValidateArgs, env: &[(String, String)], out: &mut dyn Write) -
     let mut lines = Vec::new();
     let mut failed = 0;
     for name in &entries {
-        let ok = check_entry(&dir, name, &mut lines);
+        let ok = check_entry(dir, name, &settings.sample, &mut lines);
         if !ok {
             failed += 1;
         }
     }
-    let write_err = |e: std::io::Error| Error::Io {
-        context: "writing to",
-        path: PathBuf::from("stdout"),
-        source: e,
-    };
     for line in lines {
-        writeln!(out, "{line}").map_err(write_err)?;
+        writeln!(out, "{line}").map_err(super::write_failed)?;
     }
-    out.flush().map_err(write_err)?;
+    out.flush().map_err(super::write_failed)?;
     if failed > 0 {
         return Err(Error::input(format!(
             "{failed} of {} entries: catalog validation failed",
@@ -99,7 +73,7 @@ pub fn run(args: &ValidateArgs, env: &[(String, String)], out: &mut dyn Write) -
 }
 
 /// Appends the report lines of one entry; `false` when it failed.
-fn check_entry(dir: &std::path::Path, name: &str, lines: &mut Vec<String>) -> bool {
+fn check_entry(dir: &Path, name: &str, sample: &SampleBuild, lines: &mut Vec<String>) -> bool {
     let entry = match CatalogEntry::load(dir, name) {
         Ok(entry) => entry,
         Err(e) => {
@@ -118,9 +92,9 @@ fn check_entry(dir: &std::path::Path, name: &str, lines: &mut Vec<String>) -> bo
         return false;
     }
     let options = WorkloadOptions {
-        namespace: crate::config::DEFAULT_NAMESPACE.to_string(),
-        data_disk_size: crate::config::DEFAULT_DISK_SIZE.to_string(),
-        ssh: SshConfig::default(),
+        namespace: sample.namespace.clone(),
+        data_disk_size: sample.disk_size.clone(),
+        ssh: SshAccess::default(),
         catalog_dir: dir.to_path_buf(),
         planned_workloads: vec![name.to_string()],
     };
@@ -128,8 +102,8 @@ fn check_entry(dir: &std::path::Path, name: &str, lines: &mut Vec<String>) -> bo
     for guest_family in GuestFamily::ALL {
         let settings = WorkloadSettings {
             vm_count: 1,
-            cpu_cores: crate::config::DEFAULT_CPU_CORES,
-            memory: crate::config::DEFAULT_MEMORY.to_string(),
+            cpu_cores: sample.cpu_cores,
+            memory: sample.memory.clone(),
             params: BTreeMap::new(),
             guest_family,
         };

@@ -6,7 +6,6 @@
 //! and the signal), Prometheus or the cluster unreachable, or no VMs found; 2 bad input
 //! (flags are parsed and files read before any request). Read-only on the cluster.
 
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,12 +13,13 @@ use futures::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{OutputFormat, VerifyArgs};
-use crate::config::{Config, Secret};
+use crate::cli::VerifyArgs;
+use crate::config::GlobalSettings;
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, list_in_scope};
-use crate::k8s::client::{connect_with_config, load_kube_config};
+use crate::k8s::client::{connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
+use crate::model::{OutputFormat, Secret};
 use crate::verify::contract::checks;
 use crate::verify::evaluate::{QueryAnswer, Verdict, judge};
 use crate::verify::prometheus::{PrometheusApi, discover};
@@ -58,11 +58,11 @@ pub struct VerifySettings {
     pub output: OutputFormat,
 }
 
-// CONFIG-LAYER: verify's flags resolved against the loaded configuration. Move into the
-// configuration layer (src/config/) when the typed-model redesign lands; nothing else in
-// verify reads flags.
+// CONFIG-LAYER: verify's flags resolved against the shared settings. Move into the
+// configuration layer (a VerifySettings::resolve in src/config/resolve.rs, see "Adding a
+// configuration key" in docs/architecture.md); nothing else in verify reads flags.
 /// Resolves `virtwork verify`'s flags; reads `--prometheus-token-file` (bad input exit 2).
-pub fn resolve_settings(config: &Config, args: &VerifyArgs) -> Result<VerifySettings> {
+pub fn resolve_settings(global: &GlobalSettings, args: &VerifyArgs) -> Result<VerifySettings> {
     let prometheus = match &args.prometheus {
         None => PrometheusTarget::Discover,
         Some(url) => PrometheusTarget::Url {
@@ -76,15 +76,15 @@ pub fn resolve_settings(config: &Config, args: &VerifyArgs) -> Result<VerifySett
     };
     Ok(VerifySettings {
         scope: Scope {
-            namespace: (!args.all_namespaces).then(|| config.namespace.clone()),
-            run_id: args.run_id.clone(),
+            namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
+            run_id: args.run_id.map(|id| id.to_string()),
         },
         window: args.window.unwrap_or(Window::DEFAULT),
         wait: args
             .wait
             .then(|| Duration::from_secs(args.timeout.unwrap_or(DEFAULT_WAIT_SECS))),
         prometheus,
-        output: config.output,
+        output: global.output,
     })
 }
 
@@ -118,8 +118,9 @@ fn bearer_only(auth: kube::config::AuthInfo) -> kube::config::AuthInfo {
 }
 
 /// Runs `virtwork verify`.
-pub async fn verify(config: &Config, settings: &VerifySettings) -> Result<()> {
-    let cluster = connect_with_config(config).await?;
+pub async fn verify(global: &GlobalSettings, settings: &VerifySettings) -> Result<()> {
+    let access = &global.cluster;
+    let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
     let cancel = CancellationToken::new();
     crate::commands::cleanup::cancel_on_signal(cancel.clone());
     let started = Instant::now();
@@ -143,7 +144,7 @@ pub async fn verify(config: &Config, settings: &VerifySettings) -> Result<()> {
                 None => {
                     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
                     let (kube_config, _, _) =
-                        load_kube_config(&config.kubeconfig, in_cluster).await?;
+                        load_kube_config(&access.kubeconfig, in_cluster).await?;
                     bearer_only(kube_config.auth_info)
                 }
             };
@@ -205,11 +206,7 @@ pub async fn verify(config: &Config, settings: &VerifySettings) -> Result<()> {
         ),
         OutputFormat::Text => text_report(&results, &api.describe, settings.window),
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(crate::commands::write_failed)?;
+    super::write_stdout(&text)?;
     match missing_message(&results) {
         Some(message) => Err(Error::runtime(match settings.wait {
             Some(t) => format!("{message}; still missing after --timeout {}s", t.as_secs()),

@@ -28,7 +28,6 @@ use governor::{Quota, RateLimiter};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::time::Instant;
 
-use crate::config::Config;
 use crate::error::{Error, Result};
 
 /// Context name recorded for the audit when running with the pod's service account.
@@ -47,14 +46,6 @@ pub struct RateLimit {
 }
 
 impl RateLimit {
-    /// The limit a command was configured with.
-    pub fn from_config(config: &Config) -> Self {
-        RateLimit {
-            qps: config.qps,
-            burst: config.burst,
-        }
-    }
-
     fn quota(&self) -> Result<Quota> {
         let invalid = || {
             Error::input(format!(
@@ -295,16 +286,11 @@ impl Cluster {
     }
 }
 
-/// Connects using the command's configuration: `config.kubeconfig` paths, or in-cluster
-/// when none are given and the pod environment is present, or `~/.kube/config`.
-pub async fn connect_with_config(config: &Config) -> Result<Cluster> {
+/// Connects with the `kubeconfig` paths, or in-cluster when none are given and the pod
+/// environment is present, or `~/.kube/config`; every request passes `limit`.
+pub async fn connect_from_env(kubeconfig: &[PathBuf], limit: RateLimit) -> Result<Cluster> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    connect(
-        &config.kubeconfig,
-        in_cluster,
-        RateLimit::from_config(config),
-    )
-    .await
+    connect(kubeconfig, in_cluster, limit).await
 }
 
 /// Builds the client (no API call is made).

@@ -55,7 +55,7 @@ impl PreflightNeeds {
     pub fn from_plan(plan: &Plan, wait_for_ready: bool) -> Self {
         PreflightNeeds {
             namespace: plan.namespace.clone(),
-            run_id: plan.run_id.clone(),
+            run_id: plan.run_id.to_string(),
             services: plan.services.iter().map(|s| s.service.name_any()).collect(),
             secrets: plan.vms.iter().map(|v| v.secret.name_any()).collect(),
             vms: plan.vms.iter().map(|v| v.name.clone()).collect(),

@@ -19,10 +19,10 @@ use kube::runtime::watcher;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::ReadyCondition;
 use crate::k8s::kubevirt::VirtualMachineInstance;
 use crate::k8s::retry::{Backoff, Failure, classify};
 use crate::labels;
+use crate::model::ReadyCondition;
 
 /// Phase shown for a VM whose VMI does not exist (yet).
 pub const NO_VMI_PHASE: &str = "NoVMI";

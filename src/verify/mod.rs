@@ -105,7 +105,8 @@ pub fn targets(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<Target> {
             let memory_bytes = domain["resources"]["requests"]["memory"]
                 .as_str()
                 .or_else(|| domain["memory"]["guest"].as_str())
-                .and_then(|q| crate::config::parse_quantity(q).ok())
+                .and_then(|q| q.parse::<crate::model::Quantity>().ok())
+                .map(|q| q.value())
                 .filter(|b| *b > 0.0)
                 .map(|b| b as u64);
             Target {

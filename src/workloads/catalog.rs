@@ -20,6 +20,7 @@ use super::{
 };
 use crate::cloudinit::{CloudConfig, UserAccount, WriteFile};
 use crate::error::{Error, Result};
+use crate::model::{DnsLabel, Quantity};
 
 /// The manifest file name inside an entry directory.
 pub const MANIFEST: &str = "workload.yaml";
@@ -123,33 +124,6 @@ pub struct PlaceholderReport {
     pub warnings: Vec<String>,
 }
 
-/// Whether `name` is a DNS-1123 label (lowercase alphanumerics and `-`, ≤ 63).
-pub fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
-
-/// Whether `value` is a positive Kubernetes quantity like `10Gi`, `500M` or `1.5Ti`.
-pub fn is_quantity(value: &str) -> bool {
-    let split = value
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(value.len());
-    let (number, suffix) = value.split_at(split);
-    let number_ok = !number.is_empty()
-        && number.matches('.').count() <= 1
-        && number != "."
-        && number.bytes().any(|b| b.is_ascii_digit() && b != b'0');
-    const SUFFIXES: &[&str] = &[
-        "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E",
-    ];
-    number_ok && SUFFIXES.contains(&suffix)
-}
-
 impl CatalogEntry {
     /// Loads and validates `<catalog_dir>/<name>`. Placeholders are not checked here
     /// (see [`placeholder_report`](Self::placeholder_report)).
@@ -162,7 +136,7 @@ impl CatalogEntry {
                 dir.display()
             )));
         }
-        if !is_dns_label(name) {
+        if !DnsLabel::is_valid(name) {
             return Err(fail(
                 "entry name must be a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters); rename the directory".to_string(),
             ));
@@ -374,13 +348,19 @@ impl CatalogEntry {
                 .manifest
                 .storage
                 .iter()
-                .map(|s| DataDisk {
-                    name: s.name.clone(),
-                    dv_base: s.name.clone(),
-                    serial: s.serial.clone(),
-                    size: s.size.clone(),
+                .map(|s| {
+                    // Checked when the manifest was loaded; parsed into its type here.
+                    let size = s.size.parse().map_err(|e: crate::model::Invalid| {
+                        Error::input(e.message(&format!("storage {:?} size", s.name), &s.size))
+                    })?;
+                    Ok(DataDisk {
+                        name: s.name.clone(),
+                        dv_base: s.name.clone(),
+                        serial: s.serial.clone(),
+                        size,
+                    })
                 })
-                .collect(),
+                .collect::<Result<Vec<_>>>()?,
             service: self.service_spec(),
             signal_params: BTreeMap::new(),
             custom_signals: self.manifest.signals.clone(),
@@ -526,16 +506,6 @@ fn render_value(kind: ParamType, value: &str) -> String {
     }
 }
 
-fn yaml_scalar(value: &serde_yaml::Value) -> Option<String> {
-    match value {
-        serde_yaml::Value::String(s) => Some(s.clone()),
-        serde_yaml::Value::Number(n) => Some(n.to_string()),
-        serde_yaml::Value::Bool(b) => Some(b.to_string()),
-        serde_yaml::Value::Null => Some(String::new()),
-        _ => None,
-    }
-}
-
 fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<ParamSchema, String> {
     for package in &manifest.packages {
         let ok = !package.starts_with('-')
@@ -596,7 +566,7 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
         }
         let default = match &p.default {
             None => String::new(),
-            Some(v) => yaml_scalar(v)
+            Some(v) => crate::yaml::scalar_text(v)
                 .ok_or_else(|| format!("param {:?}: default must be a scalar value", p.key))?,
         };
         if default.is_empty() {
@@ -617,7 +587,7 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
 
     let mut role_names = BTreeSet::new();
     for role in &manifest.roles {
-        if !is_dns_label(&role.name) {
+        if !DnsLabel::is_valid(&role.name) {
             return Err(format!(
                 "role name {:?} must be a DNS-1123 label (lowercase letters, digits and '-')",
                 role.name
@@ -645,7 +615,7 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
                 s.name
             ));
         }
-        if !is_dns_label(&s.name) {
+        if !DnsLabel::is_valid(&s.name) {
             return Err(format!(
                 "{:?}: storage name must be a DNS-1123 label (lowercase letters, digits and '-')",
                 s.name
@@ -654,7 +624,7 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
         if !storage_names.insert(s.name.clone()) {
             return Err(format!("{:?}: duplicate storage name", s.name));
         }
-        if !is_quantity(&s.size) {
+        if s.size.parse::<Quantity>().is_err() {
             return Err(format!(
                 "{:?}: storage size must be a valid quantity (e.g. 10Gi, 500Mi)",
                 s.size
@@ -710,7 +680,7 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
                 ));
             }
             let name_ok = port.name.len() <= 15
-                && (port.name.is_empty() || is_dns_label(&port.name))
+                && (port.name.is_empty() || DnsLabel::is_valid(&port.name))
                 && (port.name.is_empty() || port.name.bytes().any(|b| b.is_ascii_lowercase()));
             if !name_ok {
                 return Err(format!(
@@ -742,7 +712,7 @@ fn validate_signals(
 ) -> std::result::Result<(), String> {
     let mut names = BTreeSet::new();
     for signal in signals {
-        if !is_dns_label(&signal.name) {
+        if !DnsLabel::is_valid(&signal.name) {
             return Err(format!(
                 "signal name {:?} must be lowercase letters, digits and '-' (e.g. http-requests)",
                 signal.name

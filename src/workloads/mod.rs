@@ -8,16 +8,16 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::config::SshConfig;
 use crate::error::Result;
+use crate::model::{DnsLabel, Quantity, SshAccess};
 pub use family::{GuestFamily, GuestOs};
 
 /// Settings every factory receives, shared by all workloads of a run.
 #[derive(Debug, Clone)]
 pub struct WorkloadOptions {
-    pub namespace: String,
-    pub data_disk_size: String,
-    pub ssh: SshConfig,
+    pub namespace: DnsLabel,
+    pub data_disk_size: Quantity,
+    pub ssh: SshAccess,
     pub catalog_dir: PathBuf,
     /// Names of every workload planned in this run (so a workload can aim at another's
     /// Service, e.g. chaos-network's probe at the network server).
@@ -30,7 +30,7 @@ pub struct WorkloadOptions {
 pub struct WorkloadSettings {
     pub vm_count: u32,
     pub cpu_cores: u32,
-    pub memory: String,
+    pub memory: Quantity,
     /// User-given param values (validated); absent keys take the schema default.
     pub params: BTreeMap<String, String>,
     /// The guest OS family the payload is rendered for.
@@ -48,7 +48,7 @@ pub struct RoleSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmResources {
     pub cpu_cores: u32,
-    pub memory: String,
+    pub memory: Quantity,
 }
 
 /// A blank data disk attached to every VM of a workload, backed by a DataVolumeTemplate.
@@ -60,8 +60,7 @@ pub struct DataDisk {
     pub dv_base: String,
     /// virtio serial, visible in the guest as `/dev/disk/by-id/virtio-<serial>`.
     pub serial: String,
-    /// Kubernetes quantity.
-    pub size: String,
+    pub size: Quantity,
 }
 
 /// A port of a workload Service.
@@ -325,18 +324,14 @@ impl Registry {
 }
 
 /// Checks `--workloads` names against the built-ins (reference §4.4 message, with a
-/// did-you-mean hint per unknown name).
+/// did-you-mean hint per unknown name). An empty list passes: the planner refuses a run with
+/// nothing to plan.
 pub fn check_builtin_names(names: &[String]) -> Result<()> {
     let available = BUILTIN_NAMES.join(", ");
-    if names.is_empty() {
-        return Err(Error::input(format!(
-            "no workloads specified; available: {available}; workload not found"
-        )));
-    }
     let unknown: Vec<String> = names
         .iter()
         .filter(|n| !BUILTIN_NAMES.contains(&n.as_str()))
-        .map(|n| match params::suggest(n, &BUILTIN_NAMES) {
+        .map(|n| match crate::model::suggest(n, &BUILTIN_NAMES) {
             Some(s) => format!("{n:?} (did you mean {s:?}?)"),
             None => format!("{n:?}"),
         })
@@ -498,13 +493,6 @@ impl BuildContext {
         settings: &WorkloadSettings,
         options: &WorkloadOptions,
     ) -> Result<Self> {
-        // Interpolated into client scripts; config validates it too (defence in depth).
-        if !catalog::is_dns_label(&options.namespace) {
-            return Err(Error::input(format!(
-                "invalid namespace {:?}: must be a DNS-1123 label",
-                options.namespace
-            )));
-        }
         Ok(BuildContext {
             name,
             params: schema.resolve(&settings.params)?,

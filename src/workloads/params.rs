@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::error::{Error, Result};
+use crate::model::suggest;
 
 /// How a string (or list/dict element) value must look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,20 +207,6 @@ fn unknown_param(schema: &ParamSchema, key: &str) -> Error {
         "invalid params for workload {workload:?}: unknown param {key:?}{hint}; known params: {}",
         known.join(", ")
     ))
-}
-
-/// The closest candidate by Levenshtein distance when it is below `len(input)/2 + 1`
-/// (the reference's rule); ties go to the first candidate in the given order.
-pub fn suggest<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let limit = input.chars().count() / 2 + 1;
-    let mut best: Option<(usize, &'a str)> = None;
-    for &candidate in candidates {
-        let distance = strsim::levenshtein(input, candidate);
-        if distance < limit && best.is_none_or(|(d, _)| distance < d) {
-            best = Some((distance, candidate));
-        }
-    }
-    best.map(|(_, c)| c)
 }
 
 /// Checks one non-empty value against a type; `Err` carries the accepted form.
@@ -593,14 +580,5 @@ mod tests {
         for bad in ["", "-1", "100.1", "5.", ".5", "1e2", "5%", "5.00001", "0x5"] {
             assert!(!is_percent(bad), "{bad}");
         }
-    }
-
-    #[test]
-    fn suggestions_follow_the_distance_rule() {
-        assert_eq!(
-            suggest("cpu-metod", &["cpu-load-percent", "cpu-method"]),
-            Some("cpu-method")
-        );
-        assert_eq!(suggest("zzzz", &["cpu-method"]), None);
     }
 }

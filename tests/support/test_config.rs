@@ -1,12 +1,12 @@
-//! A complete, valid [`Config`] for tests and benchmarks that plan without going through
-//! flag/env/YAML loading (the loader has its own tests). Included with `#[path]`.
+//! A complete, valid [`PlanInput`] for tests and benchmarks that plan without going through
+//! flag/env/YAML resolution (the configuration has its own tests). Included with `#[path]`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use virtwork::cli::{LogFormat, OutputFormat, ReadyCondition};
-use virtwork::config::{AuditSettings, Config, Secret, SshConfig};
+use virtwork::model::{Secret, SshAccess};
+use virtwork::plan::PlanInput;
 
 /// The nine built-ins, sorted (the `--workloads` default).
 pub const ALL_BUILTINS: [&str; 9] = [
@@ -21,51 +21,38 @@ pub const ALL_BUILTINS: [&str; 9] = [
     "tps",
 ];
 
-/// Reference defaults, the given built-ins, `vm_count` VMs each, no SSH credentials.
-pub fn config(workloads: &[&str], vm_count: u32) -> Config {
-    Config {
-        namespace: "virtwork".into(),
-        kubeconfig: Vec::new(),
-        kubeconfig_given: None,
-        container_disk_image: "quay.io/containerdisks/fedora:42".into(),
-        disk_size: "10Gi".into(),
+/// The run id of every planned test fleet.
+pub const RUN_ID: &str = "3f1c7a2e-9b4d-4c1a-8e2f-0a9b8c7d6e5f";
+
+/// The built-in defaults, the given built-ins, `vm_count` VMs each, no SSH credentials.
+pub fn plan_input(workloads: &[&str], vm_count: u32) -> PlanInput {
+    PlanInput {
+        namespace: "virtwork".parse().unwrap(),
+        container_disk_image: "quay.io/containerdisks/fedora:42".parse().unwrap(),
+        disk_size: "10Gi".parse().unwrap(),
         cpu_cores: 2,
-        memory: "2Gi".into(),
-        wait_for_ready: true,
-        timeout_secs: 600,
-        ready_condition: ReadyCondition::Running,
-        dry_run: None,
-        verbose: false,
-        log_format: LogFormat::Text,
-        output: OutputFormat::Text,
-        ssh: SshConfig::default(),
-        audit: AuditSettings {
-            enabled: false,
-            db_path: PathBuf::from("virtwork.db"),
-        },
-        vm_concurrency: 10,
-        qps: 50.0,
-        burst: 100,
-        catalog_dir: repo_catalog_dir(),
-        from_catalog: Vec::new(),
-        workloads: workloads.iter().map(|s| s.to_string()).collect(),
-        workloads_explicit: true,
+        memory: "2Gi".parse().unwrap(),
         vm_count,
+        workloads: workloads.iter().map(|s| s.to_string()).collect(),
+        from_catalog: Vec::new(),
         workload_overrides: BTreeMap::new(),
+        ssh: SshAccess::default(),
+        catalog_dir: repo_catalog_dir(),
     }
 }
 
 /// SSH fully on: a user with a password (hashed into the user-data) and a key.
-pub fn with_ssh(mut config: Config) -> Config {
-    config.ssh = SshConfig {
-        user: Some("virtwork".into()),
+pub fn with_ssh(mut input: PlanInput) -> PlanInput {
+    input.ssh = SshAccess {
+        user: Some("virtwork".parse().unwrap()),
         password: Some(Secret::new("s3cret-Passw0rd")),
         authorized_keys: vec![
             "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH1bS7gN0mS0bq0h7xv8C6w0yq9mJm8g5kPq3v6YF2aQ test@example"
-                .into(),
+                .parse()
+                .unwrap(),
         ],
     };
-    config
+    input
 }
 
 /// The example entries shipped in the repository's `catalog/`.

@@ -1,0 +1,133 @@
+//! The command line as a configuration layer: the flags the user gave, already parsed into
+//! their model types by clap, each named as typed (`--cpu-cores`).
+//!
+//! One line per flag. The only I/O: reading `--ssh-key-file`s.
+
+use std::path::PathBuf;
+
+use super::io_reason;
+use super::partial::Partial;
+use super::value::{Source, Sourced};
+use crate::cli::{CleanupArgs, GlobalArgs, RunArgs, ValidateArgs};
+use crate::error::{Error, Result};
+use crate::model::{DryRunMode, Invalid, PublicKey};
+
+/// `value` as given with `flag`, when it was.
+fn given<T: Clone>(value: &Option<T>, flag: &'static str) -> Option<Sourced<T>> {
+    value
+        .as_ref()
+        .map(|value| Sourced::new(value.clone(), Source::Flag(flag)))
+}
+
+/// `value` for a switch that was given.
+fn switch<T>(on: bool, value: T, flag: &'static str) -> Option<Sourced<T>> {
+    on.then(|| Sourced::new(value, Source::Flag(flag)))
+}
+
+/// The global flags.
+pub fn global(args: &GlobalArgs) -> Partial {
+    Partial {
+        namespace: given(&args.namespace, "--namespace"),
+        kubeconfig: given(&args.kubeconfig, "--kubeconfig"),
+        verbose: switch(args.verbose, true, "--verbose"),
+        audit: switch(args.no_audit, false, "--no-audit").or(switch(args.audit, true, "--audit")),
+        audit_db: given(&args.audit_db, "--audit-db"),
+        log_format: given(&args.log_format, "--log-format"),
+        output: given(&args.output, "--output"),
+        qps: given(&args.qps, "--qps"),
+        burst: given(&args.burst, "--burst"),
+        ..Partial::default()
+    }
+}
+
+/// The flags of `virtwork run`.
+pub fn run(args: &RunArgs) -> Result<Partial> {
+    Ok(Partial {
+        workloads: given(&args.workloads.as_deref().map(names), "--workloads"),
+        vm_count: given(&args.vm_count, "--vm-count"),
+        cpu_cores: given(&args.cpu_cores, "--cpu-cores"),
+        memory: given(&args.memory, "--memory"),
+        disk_size: given(&args.disk_size, "--disk-size"),
+        container_disk_image: given(&args.container_disk_image, "--container-disk-image"),
+        dry_run: given(&args.dry_run.map(Some), "--dry-run"),
+        wait_for_ready: switch(args.no_wait, false, "--no-wait"),
+        timeout: given(&args.timeout, "--timeout"),
+        ready_condition: given(&args.ready_condition, "--ready-condition"),
+        ssh_user: given(&args.ssh_user, "--ssh-user"),
+        ssh_password: given(&args.ssh_password, "--ssh-password"),
+        ssh_authorized_keys: authorized_keys(&args.ssh_key, &args.ssh_key_file)?,
+        vm_concurrency: given(&args.vm_concurrency, "--vm-concurrency"),
+        params: given(&args.params, "--params"),
+        catalog_dir: given(&args.catalog_dir, "--catalog-dir"),
+        from_catalog: given(&args.from_catalog, "--from-catalog"),
+        ..Partial::default()
+    })
+}
+
+/// The flags of `virtwork cleanup`.
+pub fn cleanup(args: &CleanupArgs) -> Partial {
+    Partial {
+        dry_run: switch(args.dry_run, Some(DryRunMode::Client), "--dry-run"),
+        timeout: given(&args.timeout, "--timeout"),
+        ..Partial::default()
+    }
+}
+
+/// The flags of `virtwork validate`.
+pub fn validate(args: &ValidateArgs) -> Partial {
+    Partial {
+        catalog_dir: given(&args.catalog_dir, "--catalog-dir"),
+        ..Partial::default()
+    }
+}
+
+/// A comma list from clap: items trimmed, empty items dropped.
+fn names(items: &[String]) -> Vec<String> {
+    items
+        .iter()
+        .map(|item| item.trim())
+        .filter(|item| !item.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Inline `--ssh-key` values followed by the keys in each `--ssh-key-file` (one per line,
+/// blank and `#` lines skipped). A key file's content is never echoed.
+fn authorized_keys(
+    inline: &[PublicKey],
+    files: &[PathBuf],
+) -> Result<Option<Sourced<Vec<PublicKey>>>> {
+    let mut keys = inline.to_vec();
+    for path in files {
+        let content = std::fs::read_to_string(path).map_err(|err| {
+            Error::input(format!(
+                "cannot read --ssh-key-file {}: {}",
+                path.display(),
+                io_reason(&err)
+            ))
+        })?;
+        if content.contains("PRIVATE KEY") {
+            return Err(Error::input(format!(
+                "--ssh-key-file {} holds a private key; give the public key file (usually ending in .pub)",
+                path.display()
+            )));
+        }
+        for (index, line) in content.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let key = line.parse().map_err(|why: Invalid| {
+                let input = format!("--ssh-key-file {} line {}", path.display(), index + 1);
+                Error::input(why.message(&input, line))
+            })?;
+            keys.push(key);
+        }
+    }
+    let flag = if inline.is_empty() {
+        "--ssh-key-file"
+    } else {
+        "--ssh-key"
+    };
+    Ok((!keys.is_empty()).then(|| Sourced::new(keys, Source::Flag(flag))))
+}

@@ -1,0 +1,393 @@
+//! From the merged layers to each command's settings.
+//!
+//! [`Layers::load`] parses every source (flags > environment > YAML file > defaults) and
+//! merges them key by key; each `XSettings::resolve` then takes what its command needs and
+//! applies the checks that involve more than one key (a password without a user, a zero
+//! timeout while waiting, catalog entries without a catalog directory).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::defaults::{self, CATALOG_SUBDIR};
+use super::env::{self, EnvView};
+use super::flags;
+use super::params::parse_params;
+use super::partial::Partial;
+use super::settings::{
+    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, RunSettings,
+    SampleBuild, StatusSettings, ValidateSettings,
+};
+use super::value::Sourced;
+use super::yaml::{self, FileLayer};
+use crate::cli::{AuditCommand, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs};
+use crate::error::{Error, Result};
+use crate::k8s::client::RateLimit;
+use crate::model::{DnsLabel, SshAccess, TimeoutSecs};
+use crate::plan::{PlanInput, WorkloadOverride};
+use crate::workloads::{BUILTIN_NAMES, check_builtin_names};
+
+/// Every source parsed and merged, plus what is not a key: the per-workload YAML sections
+/// and the environment (for `KUBECONFIG` and `HOME`).
+struct Layers {
+    merged: Partial,
+    sections: BTreeMap<String, WorkloadOverride>,
+    env: EnvView,
+}
+
+impl Layers {
+    /// `flags` are the command's flag layer; the file is `--config`'s. Every key of every
+    /// source is parsed whatever the command, so a bad value is reported the same way by all.
+    fn load(global: &GlobalArgs, flags: Partial, env: &[(String, String)]) -> Result<Layers> {
+        let env = EnvView::new(env);
+        let file = match &global.config {
+            Some(path) => yaml::load(path)?,
+            None => FileLayer::default(),
+        };
+        let merged = flags
+            .or(env::layer(&env)?)
+            .or(file.partial)
+            .or(defaults::layer()?);
+        Ok(Layers {
+            merged,
+            sections: file.sections,
+            env,
+        })
+    }
+}
+
+/// The value of a key that has a built-in default (so some layer always sets it).
+fn required<'a, T>(slot: &'a Option<Sourced<T>>, key: &str) -> Result<&'a Sourced<T>> {
+    slot.as_ref().ok_or_else(|| {
+        Error::runtime(format!(
+            "configuration key {key} has no value and no built-in default"
+        ))
+    })
+}
+
+impl GlobalSettings {
+    /// The settings every command shares, for a command with only the global flags.
+    pub fn resolve(global: &GlobalArgs, env: &[(String, String)]) -> Result<GlobalSettings> {
+        GlobalSettings::from_layers(&Layers::load(global, flags::global(global), env)?)
+    }
+
+    fn from_layers(layers: &Layers) -> Result<GlobalSettings> {
+        let p = &layers.merged;
+        let (kubeconfig, kubeconfig_given) = match &p.kubeconfig {
+            Some(given) if given.value.as_os_str().is_empty() => (Vec::new(), None),
+            Some(given) => (
+                vec![given.value.clone()],
+                Some(given.value.to_string_lossy().into_owned()),
+            ),
+            // kubectl's rule: a colon-separated list of files, merged in order.
+            None => match layers.env.get("KUBECONFIG") {
+                Some(list) => (
+                    list.split(':')
+                        .filter(|p| !p.is_empty())
+                        .map(PathBuf::from)
+                        .collect(),
+                    Some(list.to_string()),
+                ),
+                None => (Vec::new(), None),
+            },
+        };
+        let audit_db = required(&p.audit_db, "audit-db")?;
+        if audit_db.value.as_os_str().is_empty() {
+            return Err(Error::input(format!(
+                "invalid value \"\" for {}: expected a file path such as virtwork.db",
+                audit_db.source
+            )));
+        }
+        Ok(GlobalSettings {
+            namespace: required(&p.namespace, "namespace")?.value.clone(),
+            cluster: ClusterAccess {
+                kubeconfig,
+                kubeconfig_given,
+                rate_limit: RateLimit {
+                    qps: required(&p.qps, "qps")?.value.get(),
+                    burst: required(&p.burst, "burst")?.value.get(),
+                },
+            },
+            audit: AuditDb {
+                enabled: required(&p.audit, "audit")?.value,
+                path: audit_db.value.clone(),
+            },
+            log_format: required(&p.log_format, "log-format")?.value,
+            verbose: required(&p.verbose, "verbose")?.value,
+            output: required(&p.output, "output")?.value,
+        })
+    }
+}
+
+impl RunSettings {
+    /// The settings of `virtwork run`. `env` is the process environment as (name, value) pairs.
+    pub fn resolve(
+        global: &GlobalArgs,
+        args: &RunArgs,
+        env: &[(String, String)],
+    ) -> Result<RunSettings> {
+        let layers = Layers::load(global, flags::global(global).or(flags::run(args)?), env)?;
+        let p = &layers.merged;
+        let from_catalog = unique_catalog_entries(p)?;
+        let workloads = match &p.workloads {
+            Some(given) => {
+                check_workload_names(given)?;
+                given.value.clone()
+            }
+            // Catalog entries alone run alone; give --workloads too to run both.
+            None if !from_catalog.is_empty() => Vec::new(),
+            None => BUILTIN_NAMES.iter().map(|s| s.to_string()).collect(),
+        };
+        let wait_for_ready = required(&p.wait_for_ready, "wait-for-ready")?.value;
+        let timeout = required(&p.timeout, "timeout")?;
+        if wait_for_ready {
+            refuse_zero_timeout(timeout)?;
+        }
+        let global_settings = GlobalSettings::from_layers(&layers)?;
+        let plan = PlanInput {
+            namespace: global_settings.namespace.clone(),
+            container_disk_image: required(&p.container_disk_image, "container-disk-image")?
+                .value
+                .clone(),
+            disk_size: required(&p.disk_size, "disk-size")?.value.clone(),
+            cpu_cores: required(&p.cpu_cores, "cpu-cores")?.value.get(),
+            memory: required(&p.memory, "memory")?.value.clone(),
+            vm_count: required(&p.vm_count, "vm-count")?.value.get(),
+            catalog_dir: catalog_dir(&layers, !from_catalog.is_empty())?,
+            workloads,
+            from_catalog,
+            workload_overrides: workload_overrides(&layers)?,
+            ssh: ssh_access(p)?,
+        };
+        Ok(RunSettings {
+            global: global_settings,
+            plan,
+            dry_run: required(&p.dry_run, "dry-run")?.value,
+            wait_for_ready,
+            timeout: timeout.value,
+            ready_condition: required(&p.ready_condition, "ready-condition")?.value,
+            vm_concurrency: required(&p.vm_concurrency, "vm-concurrency")?.value.get() as usize,
+        })
+    }
+}
+
+impl CleanupSettings {
+    /// The settings of `virtwork cleanup`.
+    pub fn resolve(
+        global: &GlobalArgs,
+        args: &CleanupArgs,
+        env: &[(String, String)],
+    ) -> Result<CleanupSettings> {
+        let layers = Layers::load(global, flags::global(global).or(flags::cleanup(args)), env)?;
+        let p = &layers.merged;
+        let timeout = required(&p.timeout, "timeout")?;
+        if args.wait {
+            refuse_zero_timeout(timeout)?;
+        }
+        Ok(CleanupSettings {
+            global: GlobalSettings::from_layers(&layers)?,
+            dry_run: required(&p.dry_run, "dry-run")?.value.is_some(),
+            delete_namespace: args.delete_namespace,
+            run_id: args.run_id,
+            yes: args.yes,
+            wait: args.wait,
+            timeout: timeout.value,
+            all_namespaces: args.all_namespaces,
+        })
+    }
+}
+
+impl StatusSettings {
+    /// The settings of `virtwork status`.
+    pub fn resolve(
+        global: &GlobalArgs,
+        args: &StatusArgs,
+        env: &[(String, String)],
+    ) -> Result<StatusSettings> {
+        let layers = Layers::load(global, flags::global(global), env)?;
+        Ok(StatusSettings {
+            global: GlobalSettings::from_layers(&layers)?,
+            run_id: args.run_id,
+            all_namespaces: args.all_namespaces,
+        })
+    }
+}
+
+impl ValidateSettings {
+    /// The settings of `virtwork validate`.
+    pub fn resolve(
+        global: &GlobalArgs,
+        args: &ValidateArgs,
+        env: &[(String, String)],
+    ) -> Result<ValidateSettings> {
+        let layers = Layers::load(global, flags::global(global).or(flags::validate(args)), env)?;
+        let defaults = defaults::layer()?;
+        Ok(ValidateSettings {
+            global: GlobalSettings::from_layers(&layers)?,
+            catalog_dir: catalog_dir(&layers, true)?,
+            entries: args.entries.clone(),
+            sample: SampleBuild {
+                namespace: required(&defaults.namespace, "namespace")?.value.clone(),
+                cpu_cores: required(&defaults.cpu_cores, "cpu-cores")?.value.get(),
+                memory: required(&defaults.memory, "memory")?.value.clone(),
+                disk_size: required(&defaults.disk_size, "disk-size")?.value.clone(),
+            },
+        })
+    }
+}
+
+impl AuditSettings {
+    /// The settings of `virtwork audit`.
+    pub fn resolve(
+        global: &GlobalArgs,
+        command: &AuditCommand,
+        env: &[(String, String)],
+    ) -> Result<AuditSettings> {
+        let layers = Layers::load(global, flags::global(global), env)?;
+        Ok(AuditSettings {
+            global: GlobalSettings::from_layers(&layers)?,
+            command: command.clone(),
+            namespace_filter: global.namespace.clone(),
+        })
+    }
+}
+
+fn refuse_zero_timeout(timeout: &Sourced<TimeoutSecs>) -> Result<()> {
+    if timeout.value.get() == 0 {
+        return Err(Error::input(format!(
+            "invalid value \"0\" for {}: expected a whole number of seconds, at least 1 when waiting (--wait, or run without --no-wait)",
+            timeout.source
+        )));
+    }
+    Ok(())
+}
+
+/// Built-in workload names: each once, each known (with a did-you-mean hint).
+fn check_workload_names(given: &Sourced<Vec<String>>) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    for name in &given.value {
+        if BUILTIN_NAMES.contains(&name.as_str()) && !seen.insert(name) {
+            return Err(Error::input(format!(
+                "workload {name:?} is listed twice in {}; give each once",
+                given.source
+            )));
+        }
+    }
+    check_builtin_names(&given.value)
+        .map_err(|err| Error::input(format!("{}: {err}", given.source)))
+}
+
+/// The catalog entries to run, each once.
+fn unique_catalog_entries(p: &Partial) -> Result<Vec<String>> {
+    let Some(given) = &p.from_catalog else {
+        return Ok(Vec::new());
+    };
+    let mut seen = BTreeSet::new();
+    for name in &given.value {
+        if !seen.insert(name) {
+            return Err(Error::input(format!(
+                "catalog entry {:?} is listed twice in {}; give each once",
+                name.as_str(),
+                given.source
+            )));
+        }
+    }
+    Ok(given.value.iter().map(DnsLabel::to_string).collect())
+}
+
+/// The catalog directory: the key (with `~` expanded), else `$HOME/.virtwork/catalog`.
+/// Without HOME that default is an error only when a catalog is `needed`.
+fn catalog_dir(layers: &Layers, needed: bool) -> Result<PathBuf> {
+    let home = layers.env.get("HOME");
+    match &layers.merged.catalog_dir {
+        Some(given) if given.value.as_os_str().is_empty() => Err(Error::input(format!(
+            "invalid value \"\" for {}: expected a directory path",
+            given.source
+        ))),
+        Some(given) => Ok(expand_home(&given.value, home)),
+        None => match home {
+            Some(home) => Ok(Path::new(home).join(CATALOG_SUBDIR)),
+            None if needed => Err(Error::input(
+                "cannot find the catalog directory: HOME is not set; give --catalog-dir or VIRTWORK_CATALOG_DIR",
+            )),
+            None => Ok(PathBuf::from(CATALOG_SUBDIR)),
+        },
+    }
+}
+
+fn expand_home(path: &Path, home: Option<&str>) -> PathBuf {
+    match (path.strip_prefix("~"), home) {
+        (Ok(rest), Some(home)) => Path::new(home).join(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// The YAML sections with `--params` (else `VIRTWORK_PARAMS`) merged over them key by key.
+fn workload_overrides(layers: &Layers) -> Result<BTreeMap<String, WorkloadOverride>> {
+    let mut overrides = layers.sections.clone();
+    if let Some(given) = &layers.merged.params {
+        let parsed = parse_params(&given.value)
+            .map_err(|reason| Error::input(format!("parsing {}: {reason}", given.source)))?;
+        for (workload, params) in parsed {
+            overrides.entry(workload).or_default().params.extend(params);
+        }
+    }
+    Ok(overrides)
+}
+
+fn ssh_access(p: &Partial) -> Result<SshAccess> {
+    let user = required(&p.ssh_user, "ssh-user")?;
+    let password = p
+        .ssh_password
+        .as_ref()
+        .map(|given| given.value.clone())
+        .filter(|password| !password.is_empty());
+    let authorized_keys = p
+        .ssh_authorized_keys
+        .as_ref()
+        .map(|given| given.value.clone())
+        .unwrap_or_default();
+    if user.value.0.is_none() && (password.is_some() || !authorized_keys.is_empty()) {
+        return Err(Error::input(format!(
+            "an SSH password or key was given but {} is empty; give a user name such as virtwork",
+            user.source
+        )));
+    }
+    Ok(SshAccess {
+        user: user.value.0.clone(),
+        password,
+        authorized_keys,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_is_expanded_in_paths() {
+        let home = Some("/home/u");
+        assert_eq!(
+            expand_home(Path::new("~/cat"), home),
+            PathBuf::from("/home/u/cat")
+        );
+        assert_eq!(expand_home(Path::new("/abs"), home), PathBuf::from("/abs"));
+        assert_eq!(expand_home(Path::new("~"), home), PathBuf::from("/home/u"));
+        assert_eq!(expand_home(Path::new("~/x"), None), PathBuf::from("~/x"));
+    }
+
+    #[test]
+    fn every_command_resolves_from_defaults_alone() {
+        let env = [("HOME".to_string(), "/home/u".to_string())];
+        let global = GlobalArgs::default();
+        let run = RunSettings::resolve(&global, &RunArgs::default(), &env).unwrap();
+        assert_eq!(run.plan.workloads, BUILTIN_NAMES);
+        assert_eq!(run.plan.memory.as_str(), "2Gi");
+        CleanupSettings::resolve(&global, &CleanupArgs::default(), &env).unwrap();
+        StatusSettings::resolve(&global, &StatusArgs::default(), &env).unwrap();
+        let validate = ValidateSettings::resolve(&global, &ValidateArgs::default(), &env).unwrap();
+        assert_eq!(
+            validate.catalog_dir,
+            PathBuf::from("/home/u/.virtwork/catalog")
+        );
+    }
+}

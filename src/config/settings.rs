@@ -1,0 +1,119 @@
+//! The settings each command runs with. Every field means one thing, and each command gets
+//! only its own struct; the types say what was validated.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::AuditCommand;
+use crate::k8s::client::RateLimit;
+use crate::model::{
+    DnsLabel, DryRunMode, LogFormat, OutputFormat, Quantity, ReadyCondition, RunId, TimeoutSecs,
+};
+use crate::plan::PlanInput;
+
+/// What every command shares.
+#[derive(Debug, Clone)]
+pub struct GlobalSettings {
+    pub namespace: DnsLabel,
+    pub cluster: ClusterAccess,
+    pub audit: AuditDb,
+    pub log_format: LogFormat,
+    pub verbose: bool,
+    pub output: OutputFormat,
+}
+
+/// How to reach the API server.
+#[derive(Debug, Clone)]
+pub struct ClusterAccess {
+    /// Kubeconfig files in merge order (the explicit key, or the `KUBECONFIG` list); empty
+    /// means the in-cluster service account, then `~/.kube/config`.
+    pub kubeconfig: Vec<PathBuf>,
+    /// The kubeconfig value as the user gave it (key, else `KUBECONFIG`), for the audit record.
+    pub kubeconfig_given: Option<String>,
+    pub rate_limit: RateLimit,
+}
+
+/// The audit database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditDb {
+    /// Whether runs and cleanups are recorded (`--no-audit` clears it).
+    pub enabled: bool,
+    pub path: PathBuf,
+}
+
+impl AuditDb {
+    /// The database to record into, `None` when auditing is off.
+    pub fn recording_path(&self) -> Option<&Path> {
+        self.enabled.then_some(self.path.as_path())
+    }
+}
+
+/// `virtwork run`.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    pub global: GlobalSettings,
+    /// Everything the planner needs.
+    pub plan: PlanInput,
+    /// `None`: a real run.
+    pub dry_run: Option<DryRunMode>,
+    /// Wait for the VMs to become ready (`--no-wait` clears it).
+    pub wait_for_ready: bool,
+    /// Bounds the whole run; at least 1 when waiting.
+    pub timeout: TimeoutSecs,
+    pub ready_condition: ReadyCondition,
+    pub vm_concurrency: usize,
+}
+
+/// `virtwork cleanup`.
+#[derive(Debug, Clone)]
+pub struct CleanupSettings {
+    pub global: GlobalSettings,
+    /// Preview only (`--dry-run`, or `dry-run` from the environment or file).
+    pub dry_run: bool,
+    pub delete_namespace: bool,
+    pub run_id: Option<RunId>,
+    /// Delete without asking (`--yes`).
+    pub yes: bool,
+    /// Wait until every deleted object is gone (`--wait`).
+    pub wait: bool,
+    /// Bounds the whole cleanup, waiting included; at least 1 with `--wait`.
+    pub timeout: TimeoutSecs,
+    pub all_namespaces: bool,
+}
+
+/// `virtwork status`.
+#[derive(Debug, Clone)]
+pub struct StatusSettings {
+    pub global: GlobalSettings,
+    pub run_id: Option<RunId>,
+    pub all_namespaces: bool,
+}
+
+/// `virtwork validate`.
+#[derive(Debug, Clone)]
+pub struct ValidateSettings {
+    pub global: GlobalSettings,
+    pub catalog_dir: PathBuf,
+    /// Entries to check; empty: every entry in the directory.
+    pub entries: Vec<String>,
+    /// What each entry is test-built with: the built-in defaults.
+    pub sample: SampleBuild,
+}
+
+/// The built-in defaults a catalog entry is test-built with by `validate`.
+#[derive(Debug, Clone)]
+pub struct SampleBuild {
+    pub namespace: DnsLabel,
+    pub cpu_cores: u32,
+    pub memory: Quantity,
+    pub disk_size: Quantity,
+}
+
+/// `virtwork audit`.
+#[derive(Debug, Clone)]
+pub struct AuditSettings {
+    pub global: GlobalSettings,
+    pub command: AuditCommand,
+    /// Only executions in this namespace: `--namespace` when given on the command line (the
+    /// configured default namespace must not hide other runs).
+    pub namespace_filter: Option<DnsLabel>,
+}

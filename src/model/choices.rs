@@ -1,0 +1,134 @@
+//! The enumerated choices: log and output formats, dry-run modes, readiness conditions.
+//!
+//! Each is a clap `ValueEnum` (so flags list and complete their values, and help documents
+//! them) and parses from env/YAML text through the same names, case-insensitively.
+
+use std::fmt;
+use std::str::FromStr;
+
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+
+use super::Invalid;
+
+/// Parses `text` as one of `T`'s value names (any case), naming them all when it is none.
+fn choice<T: ValueEnum>(text: &str) -> Result<T, Invalid> {
+    T::from_str(text.trim(), true).map_err(|_| {
+        let names: Vec<String> = T::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .map(|v| v.get_name().to_string())
+            .collect();
+        Invalid::Expected(format!("expected one of {}", names.join(", ")))
+    })
+}
+
+/// The value name of `value` (what the flag and the variables accept).
+fn name<T: ValueEnum>(value: &T) -> String {
+    value
+        .to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default()
+}
+
+macro_rules! text_form {
+    ($($ty:ty),*) => {$(
+        impl FromStr for $ty {
+            type Err = Invalid;
+            fn from_str(text: &str) -> Result<Self, Invalid> {
+                choice(text)
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&name(self))
+            }
+        }
+    )*};
+}
+
+text_form!(LogFormat, OutputFormat, DryRunMode, ReadyCondition);
+
+impl ReadyCondition {
+    /// What a VM that has not met this condition is not, for "not <phrase>" messages.
+    pub fn unmet_phrase(self) -> &'static str {
+        match self {
+            ReadyCondition::Running => "running",
+            ReadyCondition::Ready => "ready",
+            ReadyCondition::AgentConnected => "agent-connected",
+            ReadyCondition::Workload => "running its workload (readiness probe not passing)",
+        }
+    }
+}
+
+/// Format of the logs on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Format of the product on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// How `run --dry-run` goes: locally, or through the API server without persisting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DryRunMode {
+    /// Render every object locally; no cluster is contacted
+    Client,
+    /// Submit every object with dryRun=All; nothing is persisted
+    Server,
+}
+
+/// What "ready" means for a VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadyCondition {
+    /// The VMI reached phase Running
+    #[default]
+    Running,
+    /// The VMI reports condition Ready=True
+    Ready,
+    /// The VMI reports condition AgentConnected=True (guest agent up)
+    AgentConnected,
+    /// Every workload unit is active in the guest: the VMI's readiness probe (systemctl
+    /// is-active through the guest agent) passes, i.e. condition Ready=True
+    Workload,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_parse_any_case_and_print_their_value_name() {
+        assert_eq!(
+            "Agent-Connected".parse::<ReadyCondition>(),
+            Ok(ReadyCondition::AgentConnected)
+        );
+        assert_eq!(
+            ReadyCondition::AgentConnected.to_string(),
+            "agent-connected"
+        );
+        assert_eq!(" JSON ".parse::<LogFormat>(), Ok(LogFormat::Json));
+        assert_eq!(DryRunMode::Server.to_string(), "server");
+        assert_eq!(
+            "xml".parse::<OutputFormat>().unwrap_err().to_string(),
+            "expected one of text, json"
+        );
+        assert_eq!(
+            "up".parse::<ReadyCondition>().unwrap_err().to_string(),
+            "expected one of running, ready, agent-connected, workload"
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! The domain vocabulary: values parsed once from user input into types that cannot hold an
+//! invalid value — names, quantities, counts, SSH access, run ids and the enumerated choices.
+//!
+//! A leaf module: it depends on std, serde, uuid, clap (for `ValueEnum`) and strsim only,
+//! never on another module of this crate. Every `FromStr` here fails with an [`Invalid`]
+//! whose text is the accepted form ("expected ..."), so the configuration layer (env, YAML)
+//! and clap (`value_parser`) reject a bad value with the same one-line message,
+//! `invalid value "x" for <input>: expected ...`. Types that can hold a credential never
+//! echo the rejected text.
+//!
+//! Must not: read files, the environment or flags; know about the cluster, plans or commands.
+
+mod choices;
+mod counts;
+mod names;
+mod quantity;
+mod ssh;
+mod suggest;
+
+pub use choices::{DryRunMode, LogFormat, OutputFormat, ReadyCondition};
+pub use counts::{
+    Burst, Count, CpuCores, MAX_BURST, MAX_QPS, MAX_TIMEOUT_SECS, MAX_VM_CONCURRENCY, MAX_VM_COUNT,
+    Qps, TimeoutSecs, VmConcurrency, VmCount,
+};
+pub use names::{DnsLabel, ImageRef, RunId, UserName};
+pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
+pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
+pub use suggest::suggest;
+
+use std::fmt;
+
+/// Why a text is not a valid value. The reason states the accepted form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalid {
+    /// Not of the accepted form; the reason starts with "expected".
+    Expected(String),
+    /// As [`Invalid::Expected`], for input that may hold a credential: the text is never shown.
+    Concealed(String),
+    /// A private key where a public key belongs; the text is never shown.
+    PrivateKey,
+}
+
+impl Invalid {
+    /// The one-line message for `text` given as `input` (`--memory`, `VIRTWORK_MEMORY`,
+    /// `memory in ./f.yaml`). Concealed variants leave the text out.
+    pub fn message(&self, input: &str, text: &str) -> String {
+        match self {
+            Invalid::Expected(reason) => format!("invalid value {text:?} for {input}: {reason}"),
+            Invalid::Concealed(reason) => format!("invalid value for {input}: {reason}"),
+            Invalid::PrivateKey => {
+                format!("{input} holds a private key; give the public key (the .pub file)")
+            }
+        }
+    }
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Invalid::Expected(reason) | Invalid::Concealed(reason) => f.write_str(reason),
+            Invalid::PrivateKey => f.write_str("holds a private key; give the public key"),
+        }
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_input_and_conceal_credentials() {
+        let plain = Invalid::Expected("expected a whole number of at least 1".into());
+        assert_eq!(
+            plain.message("--cpu-cores", "two"),
+            r#"invalid value "two" for --cpu-cores: expected a whole number of at least 1"#
+        );
+        let concealed = Invalid::Concealed("expected a password on one line".into());
+        assert_eq!(
+            concealed.message("--ssh-password", "hunter2\nx"),
+            "invalid value for --ssh-password: expected a password on one line"
+        );
+        assert_eq!(
+            Invalid::PrivateKey.message("VIRTWORK_SSH_AUTHORIZED_KEYS", "-----BEGIN"),
+            "VIRTWORK_SSH_AUTHORIZED_KEYS holds a private key; give the public key (the .pub file)"
+        );
+    }
+}

@@ -1,0 +1,270 @@
+//! Names and identities: DNS-1123 labels, container image references, Linux user names and
+//! run ids.
+
+use std::fmt;
+use std::ops::Deref;
+use std::str::FromStr;
+
+use serde::{Serialize, Serializer};
+use uuid::Uuid;
+
+use super::Invalid;
+
+/// A DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a
+/// letter or digit. What Kubernetes requires of namespace names and of every object name and
+/// label value built from one.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DnsLabel(String);
+
+impl DnsLabel {
+    /// The longest label Kubernetes accepts.
+    pub const MAX_LEN: usize = 63;
+
+    /// Whether `text` is a DNS-1123 label. The one check of the rule in this program; name
+    /// builders that only need a yes/no (generated VM, Service and disk names) call it too.
+    pub fn is_valid(text: &str) -> bool {
+        let bytes = text.as_bytes();
+        !bytes.is_empty()
+            && bytes.len() <= Self::MAX_LEN
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+            && bytes[0] != b'-'
+            && bytes[bytes.len() - 1] != b'-'
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for DnsLabel {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        let text = text.trim();
+        if Self::is_valid(text) {
+            Ok(DnsLabel(text.to_string()))
+        } else {
+            Err(Invalid::Expected(
+                "expected a DNS-1123 label (at most 63 lowercase letters, digits and '-', \
+                 starting and ending with a letter or digit)"
+                    .into(),
+            ))
+        }
+    }
+}
+
+impl Deref for DnsLabel {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DnsLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for DnsLabel {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// A container image reference (`quay.io/containerdisks/fedora:42`): non-empty, no whitespace
+/// or control characters. The registry resolves the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRef(String);
+
+impl ImageRef {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for ImageRef {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        let text = text.trim();
+        if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            Err(Invalid::Expected(
+                "expected a container image reference such as quay.io/containerdisks/fedora:42"
+                    .into(),
+            ))
+        } else {
+            Ok(ImageRef(text.to_string()))
+        }
+    }
+}
+
+impl fmt::Display for ImageRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A portable Linux login name: a lowercase letter or '_', then lowercase letters, digits,
+/// '_' or '-', at most 32 characters. It reaches the guest's cloud-init `users` block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserName(String);
+
+impl UserName {
+    /// The longest name `useradd` accepts everywhere.
+    pub const MAX_LEN: usize = 32;
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub(super) const EXPECTED: &'static str = "expected a Linux user name (at most 32 lowercase \
+         letters, digits, '_' or '-', starting with a letter or '_')";
+
+    fn is_valid(text: &str) -> bool {
+        let mut bytes = text.bytes();
+        let first_ok = bytes
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b == b'_');
+        first_ok
+            && text.len() <= Self::MAX_LEN
+            && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    }
+}
+
+impl FromStr for UserName {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        let text = text.trim();
+        if Self::is_valid(text) {
+            Ok(UserName(text.to_string()))
+        } else {
+            Err(Invalid::Expected(Self::EXPECTED.into()))
+        }
+    }
+}
+
+impl fmt::Display for UserName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The id of one `run` (a UUID v4): the `virtwork/run-id` label of every object it creates and
+/// the key of its audit record. Parsed only from the hyphenated form users copy from output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunId(Uuid);
+
+impl RunId {
+    /// A fresh random id.
+    pub fn new_v4() -> Self {
+        RunId(Uuid::new_v4())
+    }
+
+    pub fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+}
+
+impl From<Uuid> for RunId {
+    fn from(uuid: Uuid) -> Self {
+        RunId(uuid)
+    }
+}
+
+impl FromStr for RunId {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        let text = text.trim();
+        match Uuid::parse_str(text) {
+            // 36 characters: the hyphenated form only, as printed by `run` and `audit list`.
+            Ok(uuid) if text.len() == 36 => Ok(RunId(uuid)),
+            _ => Err(Invalid::Expected(
+                "expected a run id (UUID) such as 0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f".into(),
+            )),
+        }
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0.hyphenated(), f)
+    }
+}
+
+impl Serialize for RunId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_labels() {
+        for good in ["virtwork", "a-1", "a", &"a".repeat(63), " padded "] {
+            assert!(good.parse::<DnsLabel>().is_ok(), "{good:?}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "A",
+            "a_b",
+            "a.b",
+            "Bad Namespace",
+            &"a".repeat(64),
+        ] {
+            let err = bad.parse::<DnsLabel>().unwrap_err();
+            assert!(err.to_string().contains("DNS-1123"), "{bad:?}");
+        }
+        assert_eq!(&*"ns".parse::<DnsLabel>().unwrap(), "ns");
+    }
+
+    #[test]
+    fn image_references() {
+        assert!(
+            "quay.io/containerdisks/fedora:42"
+                .parse::<ImageRef>()
+                .is_ok()
+        );
+        for bad in ["", "  ", "a b", "img\n:1"] {
+            assert!(bad.parse::<ImageRef>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn user_names() {
+        for good in ["virtwork", "virt_work-1", "_svc", &"a".repeat(32)] {
+            assert!(good.parse::<UserName>().is_ok(), "{good:?}");
+        }
+        for bad in ["", "Root", "a b", "x;rm", "1abc", "-a", &"a".repeat(33)] {
+            assert!(bad.parse::<UserName>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn run_ids_are_hyphenated_uuids() {
+        let id: RunId = "0B6C4A8E-3F1D-4D2A-9C7E-5A1B2C3D4E5F".parse().unwrap();
+        assert_eq!(id.to_string(), "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f");
+        for bad in [
+            "1234",
+            "latest",
+            "0b6c4a8e3f1d4d2a9c7e5a1b2c3d4e5f",
+            "{0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f}",
+        ] {
+            let err = bad.parse::<RunId>().unwrap_err();
+            assert!(err.to_string().contains("UUID"), "{bad}");
+        }
+        assert_eq!(
+            serde_json::to_string(&id).unwrap(),
+            "\"0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f\""
+        );
+    }
+}
