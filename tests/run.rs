@@ -250,6 +250,123 @@ fn catalog_entries_are_created_like_built_ins() {
 }
 
 #[test]
+fn a_single_role_catalog_service_selects_only_this_runs_vms() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let catalog = env.dir.path().join("catalog");
+    let entry = catalog.join("webapp");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("webapp.service"),
+        "[Service]\nExecStart=/usr/bin/true\n",
+    )
+    .unwrap();
+    std::fs::write(
+        entry.join("workload.yaml"),
+        "service: {ports: [{name: http, port: 8080}]}\n",
+    )
+    .unwrap();
+    // Workloads that merely share the component label: a foreign VMI and another run's VMI.
+    let other_run = "7d3e2f10-8a4b-4c5d-9e6f-0a1b2c3d4e5f";
+    for (vmi, labels) in [
+        (
+            "foreign-webapp",
+            serde_json::json!({"app.kubernetes.io/component": "webapp"}),
+        ),
+        (
+            "virtwork-webapp-9",
+            serde_json::json!({
+                "app.kubernetes.io/component": "webapp",
+                "app.kubernetes.io/managed-by": "virtwork",
+                "virtwork/run-id": other_run,
+            }),
+        ),
+    ] {
+        server.insert(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": vmi, "namespace": NS, "labels": labels},
+            "spec": {"domain": {"devices": {}}},
+        }));
+    }
+
+    let dry = env.run(&[
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--from-catalog",
+        "webapp",
+        "--dry-run",
+        "--output",
+        "json",
+    ]);
+    assert_success(&dry);
+    let plan = json_output(&dry);
+    let planned_id = plan["run_id"].as_str().unwrap();
+    assert_eq!(
+        plan["services"][0]["spec"]["selector"],
+        serde_json::json!({
+            "app.kubernetes.io/component": "webapp",
+            "app.kubernetes.io/managed-by": "virtwork",
+            "virtwork/run-id": planned_id,
+        }),
+        "rendered selector"
+    );
+
+    let out = env.run(&[
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--from-catalog",
+        "webapp",
+        "--vm-count",
+        "2",
+        "--output",
+        "json",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    let run_id = json_output(&out)["run_id"].as_str().unwrap().to_string();
+    let service = server.get("services", NS, "virtwork-webapp").unwrap();
+    let selector: Vec<String> = service["spec"]["selector"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+        .collect();
+    // Ask the API server which VMIs the Service's selector matches.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let matched: Vec<String> = runtime.block_on(async {
+        let client = server.client().await;
+        let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+            client,
+            NS,
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance"),
+                "virtualmachineinstances",
+            ),
+        );
+        let params = kube::api::ListParams::default().labels(&selector.join(","));
+        let mut names: Vec<String> = api
+            .list(&params)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|o| o.metadata.name.unwrap_or_default())
+            .collect();
+        names.sort();
+        names
+    });
+    assert_eq!(matched, vec!["virtwork-webapp-0", "virtwork-webapp-1"]);
+    for vmi in &matched {
+        let object = server.get("virtualmachineinstances", NS, vmi).unwrap();
+        assert_eq!(label(&object, "virtwork/run-id"), Some(run_id.as_str()));
+    }
+}
+
+#[test]
 fn ssh_key_reaches_every_cloud_init_secret() {
     let server = fast_server();
     let env = Env::new(&server);
