@@ -295,8 +295,9 @@ impl Cluster {
     }
 }
 
-/// Connects using the command's configuration: `config.kubeconfig` paths, or in-cluster
-/// when none are given and the pod environment is present, or `~/.kube/config`.
+/// Connects using the command's configuration: `config.kubeconfig` paths (from
+/// `--kubeconfig` or `KUBECONFIG`), else `~/.kube/config` when it exists, else the pod's
+/// service account when the in-cluster environment is present (see [`choose_credentials`]).
 pub async fn connect_with_config(config: &Config) -> Result<Cluster> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     connect(
@@ -307,47 +308,82 @@ pub async fn connect_with_config(config: &Config) -> Result<Cluster> {
     .await
 }
 
-/// Builds the client (no API call is made).
-///
-/// * `kubeconfig` non-empty: those files merged in order as kubectl merges a `KUBECONFIG`
-///   list (first file to set a value wins; files that do not exist are skipped unless
-///   none exists), using the merged `current-context`.
-/// * empty and `in_cluster`: the pod's service account (context [`IN_CLUSTER_CONTEXT`]).
-/// * otherwise `~/.kube/config`.
+/// Which credentials a command uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialChoice {
+    /// These kubeconfig files, merged in order.
+    Kubeconfig(Vec<PathBuf>),
+    /// The pod's service account.
+    InCluster,
+}
+
+/// Decides where credentials come from, in client-go/kubectl order: kubeconfig files given
+/// explicitly (`--kubeconfig`, `KUBECONFIG`) win; then `~/.kube/config` when it exists; the
+/// in-cluster service account is only the fallback, so a user who runs virtwork inside a pod
+/// (a toolbox, a CI runner) with their own kubeconfig is not silently switched to the pod's
+/// identity. `home_kubeconfig` is `~/.kube/config` and whether it exists (None without HOME).
+pub fn choose_credentials(
+    explicit: &[PathBuf],
+    home_kubeconfig: Option<(PathBuf, bool)>,
+    in_cluster: bool,
+) -> Result<CredentialChoice> {
+    if !explicit.is_empty() {
+        return Ok(CredentialChoice::Kubeconfig(explicit.to_vec()));
+    }
+    match home_kubeconfig {
+        Some((path, true)) => Ok(CredentialChoice::Kubeconfig(vec![path])),
+        _ if in_cluster => Ok(CredentialChoice::InCluster),
+        // Reading it reports "no kubeconfig file found at ~/.kube/config".
+        Some((path, false)) => Ok(CredentialChoice::Kubeconfig(vec![path])),
+        None => Err(Error::input(
+            "no kubeconfig: pass --kubeconfig <path>, set KUBECONFIG, or run in a pod with a service account",
+        )),
+    }
+}
+
+/// Builds the client (no API call is made). Credentials are chosen by [`choose_credentials`]
+/// from `kubeconfig` (files merged in order as kubectl merges a `KUBECONFIG` list: first file
+/// to set a value wins; files that do not exist are skipped unless none exists; the merged
+/// `current-context` is used), `~/.kube/config`, and `in_cluster` (the pod environment is
+/// present; context [`IN_CLUSTER_CONTEXT`]).
 pub async fn connect(
     kubeconfig: &[PathBuf],
     in_cluster: bool,
     limit: RateLimit,
 ) -> Result<Cluster> {
     let gate = RequestGate::new(limit)?;
-    let (mut kube_config, context, source) = if kubeconfig.is_empty() && in_cluster {
-        let config = kube::Config::incluster().map_err(|e| {
-            Error::runtime(format!(
-                "loading the in-cluster service account configuration: {e}"
-            ))
-        })?;
-        (
-            config,
-            IN_CLUSTER_CONTEXT.to_string(),
-            CredentialSource::InCluster,
-        )
-    } else {
-        let paths = if kubeconfig.is_empty() {
-            vec![default_kubeconfig_path()?]
-        } else {
-            kubeconfig.to_vec()
-        };
-        let (merged, used) = read_merged_kubeconfig(&paths)?;
-        let source = CredentialSource::Kubeconfig(used);
-        let context = merged.current_context.clone().ok_or_else(|| {
-            Error::input(format!(
-                "{source} has no current-context: set one with `kubectl config use-context <name>`"
-            ))
-        })?;
-        let config = kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
-            .await
-            .map_err(|e| Error::input(format!("{source} (context {context}): {e}")))?;
-        (config, context, source)
+    let home_kubeconfig = default_kubeconfig_path().map(|p| {
+        let exists = p.exists();
+        (p, exists)
+    });
+    let choice = choose_credentials(kubeconfig, home_kubeconfig, in_cluster)?;
+    let (mut kube_config, context, source) = match choice {
+        CredentialChoice::InCluster => {
+            let config = kube::Config::incluster().map_err(|e| {
+                Error::runtime(format!(
+                    "loading the in-cluster service account configuration: {e}"
+                ))
+            })?;
+            (
+                config,
+                IN_CLUSTER_CONTEXT.to_string(),
+                CredentialSource::InCluster,
+            )
+        }
+        CredentialChoice::Kubeconfig(paths) => {
+            let (merged, used) = read_merged_kubeconfig(&paths)?;
+            let source = CredentialSource::Kubeconfig(used);
+            let context = merged.current_context.clone().ok_or_else(|| {
+                Error::input(format!(
+                    "{source} has no current-context: set one with `kubectl config use-context <name>`"
+                ))
+            })?;
+            let config =
+                kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| Error::input(format!("{source} (context {context}): {e}")))?;
+            (config, context, source)
+        }
     };
     // Retries are ours (deadline-, cancellation- and AlreadyExists-aware).
     kube_config.default_retry = false;
@@ -366,14 +402,11 @@ pub async fn connect(
     })
 }
 
-fn default_kubeconfig_path() -> Result<PathBuf> {
+/// `~/.kube/config`, or None without HOME.
+fn default_kubeconfig_path() -> Option<PathBuf> {
     std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
         .map(|home| Path::new(&home).join(".kube").join("config"))
-        .ok_or_else(|| {
-            Error::input(
-                "no kubeconfig: pass --kubeconfig <path>, set KUBECONFIG, or run in a pod with a service account",
-            )
-        })
 }
 
 /// Reads and merges kubeconfig files in order; returns the merged config and the files
@@ -471,6 +504,45 @@ mod tests {
         assert_eq!(cluster.context, "one");
         assert_eq!(cluster.server_url, "https://one.example:6443");
         assert_eq!(cluster.gate.requests_sent(), 0);
+    }
+
+    #[test]
+    fn explicit_files_then_home_kubeconfig_then_in_cluster() {
+        let home = PathBuf::from("/home/u/.kube/config");
+        let given = vec![PathBuf::from("/tmp/a"), PathBuf::from("/tmp/b")];
+        for in_cluster in [false, true] {
+            for home_state in [
+                None,
+                Some((home.clone(), true)),
+                Some((home.clone(), false)),
+            ] {
+                assert_eq!(
+                    choose_credentials(&given, home_state, in_cluster).unwrap(),
+                    CredentialChoice::Kubeconfig(given.clone()),
+                    "explicit files always win"
+                );
+            }
+            assert_eq!(
+                choose_credentials(&[], Some((home.clone(), true)), in_cluster).unwrap(),
+                CredentialChoice::Kubeconfig(vec![home.clone()]),
+                "an existing ~/.kube/config wins over the service account"
+            );
+        }
+        assert_eq!(
+            choose_credentials(&[], Some((home.clone(), false)), true).unwrap(),
+            CredentialChoice::InCluster
+        );
+        assert_eq!(
+            choose_credentials(&[], None, true).unwrap(),
+            CredentialChoice::InCluster
+        );
+        assert_eq!(
+            choose_credentials(&[], Some((home.clone(), false)), false).unwrap(),
+            CredentialChoice::Kubeconfig(vec![home])
+        );
+        let none = choose_credentials(&[], None, false).unwrap_err();
+        assert_eq!(none.exit_code(), 2);
+        assert!(none.to_string().contains("no kubeconfig"), "{none}");
     }
 
     #[test]
