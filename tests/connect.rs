@@ -129,3 +129,140 @@ fn the_in_cluster_service_account_is_the_fallback_without_any_kubeconfig() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains(".kube/config"), "{}", stderr(&out));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Exec credential plugins: their output can hold a token and is never shown
+// ---------------------------------------------------------------------------------------------
+
+const LEAK_STDOUT: &str = "LEAKED-STDOUT-TOKEN-1234";
+const LEAK_STDERR: &str = "LEAKED-STDERR-TOKEN-5678";
+
+/// A kubeconfig for `server` whose user runs `plugin` as an exec credential plugin.
+fn exec_kubeconfig(server: &FakeApiServer, plugin: &Path) -> String {
+    let doc = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": server.url()}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        "users": [{"name": "fake", "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": plugin.to_str().unwrap(),
+            "args": ["--profile", "ci"],
+            "interactiveMode": "IfAvailable",
+        }}}],
+    });
+    serde_yaml::to_string(&doc).unwrap()
+}
+
+/// Writes an executable shell script.
+fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn assert_no_plugin_output(what: &str, text: &str) {
+    assert!(
+        !text.contains(LEAK_STDOUT) && !text.contains(LEAK_STDERR),
+        "{what} shows the plugin's output: {text}"
+    );
+}
+
+#[test]
+fn a_failing_credential_plugin_is_named_but_its_output_never_shown() {
+    let server = FakeApiServer::start(Options::default());
+    let sandbox = Sandbox::new();
+    let plugin = sandbox.home().join("get-token");
+    script(
+        &plugin,
+        &format!("echo {LEAK_STDOUT}\necho {LEAK_STDERR} >&2\nexit 1\n"),
+    );
+    let kubeconfig = sandbox.home().join("kubeconfig");
+    std::fs::write(&kubeconfig, exec_kubeconfig(&server, &plugin)).unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    for args in [
+        vec!["--output", "json", "run", "--workloads", "cpu"],
+        vec!["--output", "json", "cleanup", "--yes"],
+        vec!["--output", "json", "status"],
+    ] {
+        let mut full = vec!["--kubeconfig", kubeconfig, "--namespace", NS];
+        full.extend(&args);
+        let out = sandbox.run(&full, &[]);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert_no_plugin_output("stderr", &stderr(&out));
+        assert_no_plugin_output("stdout", &stdout(&out));
+        let last = stderr(&out).lines().last().unwrap_or_default().to_string();
+        assert!(
+            last.contains(plugin.to_str().unwrap()) && last.contains("exit status: 1"),
+            "{args:?}: {last}"
+        );
+    }
+    assert_eq!(
+        server.request_log().len(),
+        0,
+        "no request without credentials"
+    );
+}
+
+#[test]
+fn a_credential_plugin_failing_on_refresh_stays_out_of_json_and_the_audit() {
+    let server = FakeApiServer::start(Options::default());
+    let sandbox = Sandbox::new();
+    let plugin = sandbox.home().join("get-token");
+    // The first call hands out a token that is already expired, so the first request runs
+    // the plugin again; from then on it fails, printing what could be a token.
+    script(
+        &plugin,
+        &format!(
+            r#"state="$(dirname "$0")/calls"
+n=$(cat "$state" 2>/dev/null || echo 0)
+echo $((n + 1)) > "$state"
+if [ "$n" -eq 0 ]; then
+  printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"first","expirationTimestamp":"2000-01-01T00:00:00Z"}}}}'
+  exit 0
+fi
+echo {LEAK_STDOUT}
+echo {LEAK_STDERR} >&2
+exit 1
+"#
+        ),
+    );
+    let kubeconfig = sandbox.home().join("kubeconfig");
+    std::fs::write(&kubeconfig, exec_kubeconfig(&server, &plugin)).unwrap();
+    let out = sandbox.run(
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "run",
+            "--workloads",
+            "cpu",
+            "--timeout",
+            "30",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_no_plugin_output("stderr", &stderr(&out));
+    assert_no_plugin_output("stdout", &stdout(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\n{}",
+            stdout(&out),
+            stderr(&out)
+        )
+    });
+    let error = doc["error"].as_str().unwrap();
+    assert!(
+        error.contains(plugin.to_str().unwrap()) && error.contains("exit status: 1"),
+        "{error}"
+    );
+    let conn = rusqlite::Connection::open(sandbox.db()).unwrap();
+    let summary: String = conn
+        .query_row("SELECT error_summary FROM audit_log", [], |r| r.get(0))
+        .unwrap();
+    assert_no_plugin_output("the audit error_summary", &summary);
+    assert!(summary.contains(plugin.to_str().unwrap()), "{summary}");
+}

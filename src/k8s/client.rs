@@ -15,6 +15,7 @@
 //! request (see preflight.rs for the friendly messages).
 
 use std::future::Future;
+use std::io::IsTerminal;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -25,7 +26,7 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{Quota, RateLimiter};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{ExecInteractiveMode, KubeConfigOptions, Kubeconfig};
 use tokio::time::Instant;
 
 use crate::config::Config;
@@ -243,6 +244,148 @@ where
     }
 }
 
+/// The interactive mode an exec credential plugin runs with. kube treats every mode but
+/// `Never` as interactive and lets the plugin write straight to our stderr (and read stdin);
+/// `IfAvailable` (and no mode) only means "interactive when a terminal is there", so without a
+/// terminal the plugin runs with its output captured, where a failing plugin's output (which
+/// can hold a token) is never shown (see [`credential_plugin_failure`]).
+pub fn exec_interactive_mode(
+    configured: Option<ExecInteractiveMode>,
+    stdin_is_terminal: bool,
+) -> ExecInteractiveMode {
+    match configured {
+        Some(ExecInteractiveMode::Always) => ExecInteractiveMode::Always,
+        Some(ExecInteractiveMode::Never) => ExecInteractiveMode::Never,
+        Some(ExecInteractiveMode::IfAvailable) | None if stdin_is_terminal => {
+            ExecInteractiveMode::IfAvailable
+        }
+        Some(ExecInteractiveMode::IfAvailable) | None => ExecInteractiveMode::Never,
+    }
+}
+
+/// A failed credential plugin, described without anything it printed: its stdout and stderr
+/// can hold a token, so only the command from the kubeconfig and how it ended are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialPluginFailed {
+    message: String,
+}
+
+impl std::fmt::Display for CredentialPluginFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CredentialPluginFailed {}
+
+/// The safe description of `error` when it (or its cause) is an exec credential plugin that
+/// failed or printed something that is not an ExecCredential; None for any other error.
+/// `plugin` is the kubeconfig's `users[].user.exec.command`.
+pub fn credential_plugin_failure(
+    error: &(dyn std::error::Error + 'static),
+    plugin: Option<&str>,
+) -> Option<CredentialPluginFailed> {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if let Some(auth) = e.downcast_ref::<kube::client::AuthError>() {
+            return plugin_failure_text(auth, plugin)
+                .map(|message| CredentialPluginFailed { message });
+        }
+        if let Some(kube::Error::Auth(auth)) = e.downcast_ref::<kube::Error>() {
+            return plugin_failure_text(auth, plugin)
+                .map(|message| CredentialPluginFailed { message });
+        }
+        current = e.source();
+    }
+    None
+}
+
+/// The [`CredentialPluginFailed`] somewhere in `error`'s source chain, if any.
+pub fn find_plugin_failure<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a CredentialPluginFailed> {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if let Some(found) = e.downcast_ref::<CredentialPluginFailed>() {
+            return Some(found);
+        }
+        current = e.source();
+    }
+    None
+}
+
+fn plugin_failure_text(error: &kube::client::AuthError, plugin: Option<&str>) -> Option<String> {
+    use kube::client::AuthError;
+    let command = plugin.filter(|c| !c.is_empty()).unwrap_or("<no command>");
+    let withheld = "its output is not shown because it can contain credentials";
+    match error {
+        AuthError::AuthExecRun { out, .. } => Some(format!(
+            "exec credential plugin {command:?} failed ({}); {withheld}; run it by hand to see why",
+            out.status
+        )),
+        AuthError::AuthExecParse(_) => Some(format!(
+            "exec credential plugin {command:?} printed something that is not an ExecCredential; \
+             {withheld}"
+        )),
+        AuthError::AuthExecStart(io) => Some(format!(
+            "cannot start exec credential plugin {command:?}: {io} (is it installed and on PATH?)"
+        )),
+        _ => None,
+    }
+}
+
+/// tower layer replacing a credential plugin's error (which carries everything the plugin
+/// printed) by [`CredentialPluginFailed`] before it reaches retry logic, logs or messages.
+#[derive(Clone)]
+pub struct RedactPluginOutputLayer {
+    plugin: Option<String>,
+}
+
+impl<S> tower::Layer<S> for RedactPluginOutputLayer {
+    type Service = RedactPluginOutput<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RedactPluginOutput {
+            inner,
+            plugin: self.plugin.clone(),
+        }
+    }
+}
+
+/// The service produced by [`RedactPluginOutputLayer`].
+#[derive(Clone)]
+pub struct RedactPluginOutput<S> {
+    inner: S,
+    plugin: Option<String>,
+}
+
+impl<S, Req> tower::Service<Req> for RedactPluginOutput<S>
+where
+    S: tower::Service<Req, Error = tower::BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, tower::BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let plugin = self.plugin.clone();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            response.await.map_err(|error| {
+                match credential_plugin_failure(error.as_ref(), plugin.as_deref()) {
+                    Some(safe) => Box::new(safe) as tower::BoxError,
+                    None => error,
+                }
+            })
+        })
+    }
+}
+
 /// Where the credentials came from, for error messages and the audit record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CredentialSource {
@@ -387,10 +530,23 @@ pub async fn connect(
     };
     // Retries are ours (deadline-, cancellation- and AlreadyExists-aware).
     kube_config.default_retry = false;
+    let plugin = kube_config.auth_info.exec.as_mut().map(|exec| {
+        exec.interactive_mode = Some(exec_interactive_mode(
+            exec.interactive_mode.clone(),
+            std::io::stdin().is_terminal(),
+        ));
+        exec.command.clone().unwrap_or_default()
+    });
     let server_url = kube_config.cluster_url.to_string();
-    let builder = kube::client::ClientBuilder::try_from(kube_config)
-        .map_err(|e| Error::kube(format!("building a client for {server_url} ({source})"), e))?;
+    let builder = kube::client::ClientBuilder::try_from(kube_config).map_err(|e| {
+        let context = format!("building a client for {server_url} ({source})");
+        match credential_plugin_failure(&e, plugin.as_deref()) {
+            Some(failure) => Error::runtime(format!("{context}: {failure}")),
+            None => Error::kube(context, e),
+        }
+    })?;
     let client = builder
+        .with_layer(&RedactPluginOutputLayer { plugin })
         .with_layer(&RateLimitLayer::new(gate.clone()))
         .build();
     Ok(Cluster {
@@ -543,6 +699,54 @@ mod tests {
         let none = choose_credentials(&[], None, false).unwrap_err();
         assert_eq!(none.exit_code(), 2);
         assert!(none.to_string().contains("no kubeconfig"), "{none}");
+    }
+
+    #[test]
+    fn exec_plugins_are_interactive_only_with_a_terminal_or_when_they_insist() {
+        use ExecInteractiveMode::*;
+        for (configured, terminal, expected) in [
+            (None, false, Never),
+            (Some(IfAvailable), false, Never),
+            (None, true, IfAvailable),
+            (Some(IfAvailable), true, IfAvailable),
+            (Some(Always), false, Always),
+            (Some(Never), true, Never),
+        ] {
+            assert_eq!(
+                exec_interactive_mode(configured.clone(), terminal),
+                expected,
+                "{configured:?} terminal={terminal}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_plugin_is_described_without_its_output() {
+        use std::os::unix::process::ExitStatusExt;
+        let failed = kube::Error::Auth(kube::client::AuthError::AuthExecRun {
+            cmd: "\"get-token\" \"--password=hunter2\"".into(),
+            out: Box::new(std::process::Output {
+                status: std::process::ExitStatus::from_raw(3 << 8),
+                stdout: b"token-from-stdout".to_vec(),
+                stderr: b"token-from-stderr".to_vec(),
+            }),
+        });
+        let text = credential_plugin_failure(&failed, Some("/usr/bin/get-token"))
+            .unwrap()
+            .to_string();
+        assert!(text.contains("\"/usr/bin/get-token\""), "{text}");
+        assert!(text.contains("exit status: 3"), "{text}");
+        for secret in ["token-from", "hunter2"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        // Behind a service error, as the request path sees it.
+        let wrapped = kube::Error::Service(Box::new(
+            credential_plugin_failure(&failed, Some("get-token")).unwrap(),
+        ));
+        assert!(find_plugin_failure(&wrapped).is_some());
+        // Other errors are left alone.
+        let other = kube::Error::Auth(kube::client::AuthError::MissingCommand);
+        assert!(credential_plugin_failure(&other, None).is_none());
     }
 
     #[test]

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::k8s::client::Cluster;
+use crate::k8s::client::{Cluster, find_plugin_failure};
 use crate::k8s::kubevirt::VirtualMachine;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, classify, retry};
 use crate::labels;
@@ -100,6 +100,12 @@ pub fn unreachable_error(cluster: &Cluster, err: &kube::Error) -> Error {
             "{place} rejected the credentials of context {:?} (401 Unauthorized: {}): \
              log in again or refresh the token in the kubeconfig",
             cluster.context, status.message
+        ));
+    }
+    if let Some(plugin) = find_plugin_failure(err) {
+        return Error::runtime(format!(
+            "{place}: the credentials of context {:?} could not be obtained: {plugin}",
+            cluster.context
         ));
     }
     let detail = error_chain(err);
