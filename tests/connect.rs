@@ -266,3 +266,222 @@ exit 1
     assert_no_plugin_output("the audit error_summary", &summary);
     assert!(summary.contains(plugin.to_str().unwrap()), "{summary}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Proxies: HTTPS_PROXY / HTTP_PROXY / NO_PROXY as kubectl reads them, and kubeconfig proxy-url
+// ---------------------------------------------------------------------------------------------
+
+use support::proxy::CountingProxy;
+
+/// A host name only the test proxy can reach (`.invalid` never resolves).
+const PROXIED_HOST: &str = "apiserver.virtwork.invalid";
+
+fn server_addr(server: &FakeApiServer) -> std::net::SocketAddr {
+    server.url().rsplit("://").next().unwrap().parse().unwrap()
+}
+
+/// `server`'s kubeconfig with the cluster URL's host replaced by `host` (TLS still verified:
+/// `tls-server-name` names the certificate's `localhost`) and optionally a `proxy-url`.
+fn kubeconfig_via(server: &FakeApiServer, host: &str, proxy_url: Option<&str>) -> String {
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(&server.kubeconfig_yaml(None)).unwrap();
+    let cluster = &mut doc["clusters"][0]["cluster"];
+    let port = server_addr(server).port();
+    let scheme = if server.url().starts_with("https") {
+        "https"
+    } else {
+        "http"
+    };
+    cluster["server"] = format!("{scheme}://{host}:{port}").into();
+    if scheme == "https" {
+        cluster["tls-server-name"] = "localhost".into();
+    }
+    if let Some(url) = proxy_url {
+        cluster["proxy-url"] = url.into();
+    }
+    serde_yaml::to_string(&doc).unwrap()
+}
+
+fn basic(userinfo: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(userinfo)
+    )
+}
+
+#[test]
+fn https_proxy_carries_every_request_and_no_proxy_bypasses_it() {
+    let server = FakeApiServer::start(Options::secure());
+    let proxy = CountingProxy::start(server_addr(&server));
+    let sandbox = Sandbox::new();
+    let kubeconfig = sandbox.home().join("kubeconfig");
+    std::fs::write(&kubeconfig, kubeconfig_via(&server, PROXIED_HOST, None)).unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let https_proxy = proxy.url().replace("http://", "http://alice:s3cret@");
+
+    let out = sandbox.run(
+        &["--kubeconfig", kubeconfig, "--namespace", NS, "status"],
+        &[("HTTPS_PROXY", https_proxy.as_str())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let seen = proxy.requests();
+    assert!(!seen.is_empty(), "nothing went through the proxy");
+    let port = server_addr(&server).port();
+    for request in &seen {
+        assert_eq!(request.method, "CONNECT");
+        assert_eq!(request.target, format!("{PROXIED_HOST}:{port}"));
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some(basic("alice:s3cret").as_str())
+        );
+    }
+    let served = server.count("list", "virtualmachines");
+    assert!(served >= 1);
+
+    // NO_PROXY naming the server's domain sends requests directly (and the made-up name
+    // then fails to resolve): the proxy sees nothing more.
+    let out = sandbox.run(
+        &[
+            "--kubeconfig",
+            kubeconfig,
+            "--namespace",
+            NS,
+            "run",
+            "--workloads",
+            "cpu",
+            "--timeout",
+            "5",
+        ],
+        &[
+            ("HTTPS_PROXY", https_proxy.as_str()),
+            ("NO_PROXY", "localhost,.virtwork.invalid"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(proxy.requests().len(), seen.len(), "NO_PROXY was ignored");
+    assert!(!stderr(&out).contains("via proxy"), "{}", stderr(&out));
+
+    // A loopback server is never proxied from the environment, as in kubectl.
+    let direct = sandbox.home().join("direct");
+    server.write_kubeconfig(&direct).unwrap();
+    let out = sandbox.run(
+        &[
+            "--kubeconfig",
+            direct.to_str().unwrap(),
+            "--namespace",
+            NS,
+            "status",
+        ],
+        &[("https_proxy", https_proxy.as_str())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(proxy.requests().len(), seen.len());
+}
+
+#[test]
+fn http_proxy_serves_an_http_server_and_kubeconfig_proxy_url_wins() {
+    let server = FakeApiServer::start(Options::default());
+    let env_proxy = CountingProxy::start(server_addr(&server));
+    let sandbox = Sandbox::new();
+    let kubeconfig = sandbox.home().join("kubeconfig");
+    std::fs::write(&kubeconfig, kubeconfig_via(&server, PROXIED_HOST, None)).unwrap();
+    let out = sandbox.run(
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--namespace",
+            NS,
+            "status",
+        ],
+        // HTTPS_PROXY does not apply to an http:// server; HTTP_PROXY does.
+        &[
+            ("HTTP_PROXY", env_proxy.url().as_str()),
+            ("HTTPS_PROXY", "http://127.0.0.1:9"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!env_proxy.requests().is_empty());
+
+    // The cluster's proxy-url is used even for a loopback server and over the environment.
+    let kubeconfig_proxy = CountingProxy::start(server_addr(&server));
+    let with_proxy_url = sandbox.home().join("with-proxy-url");
+    std::fs::write(
+        &with_proxy_url,
+        kubeconfig_via(&server, "127.0.0.1", Some(&kubeconfig_proxy.url())),
+    )
+    .unwrap();
+    let before = env_proxy.requests().len();
+    let out = sandbox.run(
+        &[
+            "--kubeconfig",
+            with_proxy_url.to_str().unwrap(),
+            "--namespace",
+            NS,
+            "cleanup",
+            "--dry-run",
+        ],
+        &[("HTTP_PROXY", env_proxy.url().as_str()), ("NO_PROXY", "*")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!kubeconfig_proxy.requests().is_empty());
+    assert_eq!(env_proxy.requests().len(), before);
+}
+
+#[test]
+fn proxy_credentials_never_appear_in_errors() {
+    let server = FakeApiServer::start(Options::secure());
+    let sandbox = Sandbox::new();
+    let kubeconfig = sandbox.home().join("kubeconfig");
+    std::fs::write(&kubeconfig, kubeconfig_via(&server, PROXIED_HOST, None)).unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let closed = closed_port();
+
+    // A proxy that refuses connections: the run names the proxy without its userinfo.
+    let refused = format!("http://alice:s3cret@127.0.0.1:{closed}");
+    let out = sandbox.run(
+        &[
+            "--kubeconfig",
+            kubeconfig,
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "run",
+            "--workloads",
+            "cpu",
+            "--timeout",
+            "5",
+        ],
+        &[("HTTPS_PROXY", refused.as_str())],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        text.contains(&format!(
+            "via proxy http://***@127.0.0.1:{closed}/ from HTTPS_PROXY"
+        )),
+        "{text}"
+    );
+
+    // An unusable proxy URL is bad input, named with its variable and without credentials.
+    for (var, value) in [
+        ("HTTPS_PROXY", "ftp://alice:s3cret@proxy.example:21"),
+        ("https_proxy", "http://alice:s3cret@bad host:1"),
+    ] {
+        let out = sandbox.run(
+            &["--kubeconfig", kubeconfig, "--namespace", NS, "status"],
+            &[(var, value)],
+        );
+        assert_eq!(out.status.code(), Some(2), "{var}: {}", stderr(&out));
+        assert!(stderr(&out).contains(var), "{}", stderr(&out));
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(
+            !text.contains("s3cret") && !text.contains("alice"),
+            "{text}"
+        );
+    }
+    assert!(
+        !text.contains("s3cret") && !text.contains("alice"),
+        "{text}"
+    );
+}

@@ -11,6 +11,9 @@
 //! kube's own transparent retry layer is switched off: retries are decided by
 //! [`crate::k8s::retry`], which knows the run deadline, cancellation and AlreadyExists.
 //!
+//! Requests go through a proxy when kubectl would use one (see [`crate::k8s::proxy`]); the
+//! proxy shows in [`Cluster::describe`] without its userinfo.
+//!
 //! This module performs no API call itself; connectivity problems surface on the first
 //! request (see preflight.rs for the friendly messages).
 
@@ -31,6 +34,7 @@ use tokio::time::Instant;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::k8s::proxy::{ProxyEnv, choose_proxy};
 
 /// Context name recorded for the audit when running with the pod's service account.
 pub const IN_CLUSTER_CONTEXT: &str = "in-cluster";
@@ -416,6 +420,8 @@ pub struct Cluster {
     /// The API server URL, for error messages.
     pub server_url: String,
     pub source: CredentialSource,
+    /// `via proxy <url without userinfo> from <setting>` when requests go through a proxy.
+    pub proxy: Option<String>,
     /// The shared admission gate (request counts for reports and benchmarks).
     pub gate: Arc<RequestGate>,
 }
@@ -426,6 +432,7 @@ impl std::fmt::Debug for Cluster {
             .field("context", &self.context)
             .field("server_url", &self.server_url)
             .field("source", &self.source)
+            .field("proxy", &self.proxy)
             .finish_non_exhaustive()
     }
 }
@@ -434,7 +441,10 @@ impl Cluster {
     /// "server <url> (<source>)": appended to connection errors so users know which
     /// cluster and which credentials were used.
     pub fn describe(&self) -> String {
-        format!("API server {} ({})", self.server_url, self.source)
+        match &self.proxy {
+            Some(proxy) => format!("API server {} ({}, {proxy})", self.server_url, self.source),
+            None => format!("API server {} ({})", self.server_url, self.source),
+        }
     }
 }
 
@@ -500,6 +510,8 @@ pub async fn connect(
         (p, exists)
     });
     let choice = choose_credentials(kubeconfig, home_kubeconfig, in_cluster)?;
+    let mut kubeconfig_proxy = None;
+    let proxy_env = ProxyEnv::from_process();
     let (mut kube_config, context, source) = match choice {
         CredentialChoice::InCluster => {
             let config = kube::Config::incluster().map_err(|e| {
@@ -521,10 +533,29 @@ pub async fn connect(
                     "{source} has no current-context: set one with `kubectl config use-context <name>`"
                 ))
             })?;
+            let cluster = current_cluster(&merged);
+            kubeconfig_proxy = cluster.and_then(|c| c.proxy_url.clone());
+            // kube's loader parses the proxy settings too, with less helpful messages:
+            // report a bad value first, naming the setting.
+            if let Some(server) = cluster
+                .and_then(|c| c.server.as_deref())
+                .and_then(|s| s.parse::<http::Uri>().ok())
+            {
+                choose_proxy(&server, kubeconfig_proxy.as_deref(), &proxy_env)
+                    .map_err(|e| Error::input(format!("{e} ({source})")))?;
+            }
             let config =
                 kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
                     .await
-                    .map_err(|e| Error::input(format!("{source} (context {context}): {e}")))?;
+                    .map_err(|e| match e {
+                        kube::config::KubeconfigError::ParseNoProxy(cause) => {
+                            Error::input(format!(
+                                "NO_PROXY/no_proxy: {cause}; the Kubernetes client rejects empty \
+                                 or malformed entries (e.g. a trailing comma): remove them"
+                            ))
+                        }
+                        other => Error::input(format!("{source} (context {context}): {other}")),
+                    })?;
             (config, context, source)
         }
     };
@@ -537,6 +568,15 @@ pub async fn connect(
         ));
         exec.command.clone().unwrap_or_default()
     });
+    // kube reads HTTPS_PROXY itself but not HTTP_PROXY, and checks NO_PROXY against the proxy
+    // instead of the server; the choice is made here the way kubectl makes it.
+    let proxy = choose_proxy(
+        &kube_config.cluster_url,
+        kubeconfig_proxy.as_deref(),
+        &proxy_env,
+    )
+    .map_err(|e| Error::input(format!("{e} ({source})")))?;
+    kube_config.proxy_url = proxy.as_ref().map(|p| p.uri.clone());
     let server_url = kube_config.cluster_url.to_string();
     let builder = kube::client::ClientBuilder::try_from(kube_config).map_err(|e| {
         let context = format!("building a client for {server_url} ({source})");
@@ -554,8 +594,26 @@ pub async fn connect(
         context,
         server_url: server_url.trim_end_matches('/').to_string(),
         source,
+        proxy: proxy.map(|p| p.to_string()),
         gate,
     })
+}
+
+/// The cluster the merged kubeconfig's current context uses.
+fn current_cluster(kubeconfig: &Kubeconfig) -> Option<&kube::config::Cluster> {
+    let name = kubeconfig.current_context.as_ref()?;
+    let context = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| &c.name == name)?
+        .context
+        .as_ref()?;
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == context.cluster)?
+        .cluster
+        .as_ref()
 }
 
 /// `~/.kube/config`, or None without HOME.

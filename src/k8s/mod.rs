@@ -5,6 +5,7 @@ pub mod cleanup;
 pub mod client;
 pub mod kubevirt;
 pub mod preflight;
+pub mod proxy;
 pub mod ready;
 pub mod retry;
 pub mod status;
