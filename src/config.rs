@@ -39,6 +39,8 @@ pub const DEFAULT_CPU_CORES: u32 = 2;
 pub const DEFAULT_VM_COUNT: u32 = 1;
 /// Default readiness timeout, seconds.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
+/// Default time limit of `virtwork status`, seconds (it only lists).
+pub const DEFAULT_STATUS_TIMEOUT_SECS: u64 = 60;
 /// Default SSH user (a locked account unless a password or key is given).
 pub const DEFAULT_SSH_USER: &str = "virtwork";
 /// Default audit database path (relative to the working directory).
@@ -575,7 +577,10 @@ fn flag_layer(global: &GlobalArgs, flags: CommandFlags<'_>) -> Result<Layer> {
             let catalog_dir = validate.catalog_dir.as_deref().map(path_text);
             text(&mut layer, "catalog-dir", &catalog_dir, "--catalog-dir");
         }
-        CommandFlags::Status(_) | CommandFlags::GlobalOnly => {}
+        CommandFlags::Status(status) => {
+            text(&mut layer, "timeout", &status.timeout, "--timeout");
+        }
+        CommandFlags::GlobalOnly => {}
     }
     Ok(layer)
 }
@@ -1063,6 +1068,7 @@ fn build_config(
             }
             value
         }
+        None if matches!(flags, CommandFlags::Status(_)) => DEFAULT_STATUS_TIMEOUT_SECS,
         None => DEFAULT_TIMEOUT_SECS,
     };
     let ready_condition = match layers.get("ready-condition") {

@@ -485,3 +485,182 @@ fn proxy_credentials_never_appear_in_errors() {
         "{text}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bounded requests: a server that accepts connections and never answers
+// ---------------------------------------------------------------------------------------------
+
+/// Accepts TCP connections and holds them open without reading or writing a byte.
+fn silent_server() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    addr
+}
+
+/// Runs the command, killing it if it is still running after `guard` (a hang guard, not a
+/// timing assertion): None when it had to be killed.
+fn run_with_guard(mut cmd: Command, guard: std::time::Duration) -> Option<Output> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + guard;
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return Some(child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn every_command_ends_at_its_timeout_against_a_server_that_never_answers() {
+    let addr = silent_server();
+    let sandbox = Sandbox::new();
+    let kubeconfig = sandbox.home().join("kubeconfig");
+    let doc = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "silent",
+        "clusters": [{"name": "silent", "cluster": {"server": format!("http://{addr}")}}],
+        "contexts": [{"name": "silent", "context": {"cluster": "silent", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    });
+    std::fs::write(&kubeconfig, serde_yaml::to_string(&doc).unwrap()).unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec!["run", "--workloads", "cpu", "--timeout", "5"],
+            "cannot reach API server",
+        ),
+        (vec!["cleanup", "--yes", "--timeout", "3"], "listing VMs"),
+        (vec!["status", "--timeout", "3"], "listing VMs"),
+    ] {
+        let mut full = vec!["--kubeconfig", kubeconfig, "--namespace", NS];
+        full.extend(&args);
+        let out = run_with_guard(
+            sandbox.command(&full, &[]),
+            std::time::Duration::from_secs(40),
+        )
+        .unwrap_or_else(|| panic!("{args:?} was still running long after its --timeout"));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        let last = err.lines().last().unwrap_or_default();
+        assert!(
+            last.contains(needle) && last.contains("no complete response from the API server"),
+            "{args:?}: {last}"
+        );
+    }
+}
+
+#[test]
+fn status_timeout_is_validated_like_the_other_commands() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.run(&["status", "--timeout", "soon"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("invalid value \"soon\" for --timeout"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+struct Quiet;
+
+impl virtwork::k8s::ready::ReadinessObserver for Quiet {
+    fn changed(
+        &mut self,
+        _: &virtwork::k8s::ready::ReadinessTracker,
+        _: &[virtwork::k8s::ready::Transition],
+    ) {
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_stream_that_goes_silent_is_abandoned_and_resumed() {
+    use std::time::Duration;
+    use support::{ControllerOptions, FaultAction, Faults, ScriptedFault};
+    use virtwork::k8s::ready::{ReadinessTracker, ReadinessWatch, WaitOutcome};
+
+    // The VMI stays Pending for a while, so readiness needs the watch; the first watch
+    // stream answers 200 and then never sends a byte nor closes.
+    let server = FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            pending_delay: Duration::from_secs(2),
+            ..ControllerOptions::default()
+        },
+        faults: Faults {
+            scripted: vec![ScriptedFault::new(
+                "watch",
+                "virtualmachineinstances",
+                FaultAction::Stall,
+            )],
+            ..Faults::default()
+        },
+        ..Options::default()
+    });
+    let run_id = "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f";
+    let labels = serde_json::json!({
+        "app.kubernetes.io/managed-by": "virtwork",
+        "virtwork/run-id": run_id,
+    });
+    server.insert(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "vm-0", "namespace": "default", "labels": labels},
+        "spec": {"runStrategy": "Always", "template": {
+            "metadata": {"labels": labels},
+            "spec": {"domain": {"devices": {}}},
+        }},
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let cluster = virtwork::k8s::client::connect(
+        &[kubeconfig],
+        false,
+        virtwork::k8s::client::RateLimit {
+            qps: 50.0,
+            burst: 100,
+        },
+    )
+    .await
+    .unwrap();
+
+    let mut tracker = ReadinessTracker::new(["vm-0"], virtwork::cli::ReadyCondition::Running);
+    let watch = ReadinessWatch {
+        namespace: "default",
+        run_id,
+        watch_timeout_secs: 2,
+    };
+    let (outcome, _) = virtwork::k8s::ready::wait_for_ready_with(
+        cluster.client.clone(),
+        &watch,
+        &mut tracker,
+        Duration::from_secs(60),
+        &tokio_util::sync::CancellationToken::new(),
+        &mut Quiet,
+    )
+    .await;
+    assert_eq!(outcome, WaitOutcome::AllReady);
+    let watches: Vec<_> = server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.verb == "watch" && r.resource == "virtualmachineinstances")
+        .collect();
+    assert!(
+        watches.len() >= 2,
+        "the silent stream was never replaced: {watches:?}"
+    );
+    assert!(
+        watches.iter().all(|r| r.query.contains("timeoutSeconds=2")),
+        "{watches:?}"
+    );
+}

@@ -255,10 +255,13 @@ pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
 
     let cancel = CancellationToken::new();
     cancel_on_signal(cancel.clone());
+    // --timeout bounds the whole cleanup (lists, deletes and --wait), except the time a person
+    // takes to answer the prompt.
     let timeout = Duration::from_secs(config.timeout_secs.max(1));
-    let ctx = ApiContext {
+    let started = Instant::now();
+    let mut ctx = ApiContext {
         client: cluster.client.clone(),
-        policy: RetryPolicy::until(Instant::now() + timeout),
+        policy: RetryPolicy::until(started + timeout),
         cancel: cancel.clone(),
     };
     let mut summary = CleanupSummary::new(
@@ -331,8 +334,11 @@ pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
                     &summary.found
                 )
             );
+            let used = started.elapsed();
             match ask(&cancel).await {
-                Ok(true) => {}
+                Ok(true) => {
+                    ctx.policy = RetryPolicy::until(Instant::now() + timeout.saturating_sub(used));
+                }
                 Ok(false) => {
                     tracing::info!("cleanup aborted by user");
                     execution.complete_execution(ExecutionStatus::Aborted, None);
@@ -389,7 +395,11 @@ pub async fn cleanup(config: &Config, args: &CleanupArgs) -> Result<()> {
             namespace: scope.namespace.clone(),
             run_id: scope.run_id.clone(),
         };
-        let result = wait_until_gone(&ctx, &wait_scope, &mut tracker, timeout).await;
+        let left = ctx
+            .policy
+            .attempt_deadline
+            .saturating_duration_since(Instant::now());
+        let result = wait_until_gone(&ctx, &wait_scope, &mut tracker, left).await;
         summary.wait = Some(match &result {
             WaitResult::AllGone => WaitReport {
                 all_gone: true,

@@ -240,7 +240,8 @@ async fn drive(
         return finish(summary, Ok(()));
     }
 
-    let timeout = Duration::from_secs(config.timeout_secs);
+    // --timeout bounds the whole run: readiness gets what creation left of it.
+    let timeout = deadline.saturating_duration_since(Instant::now());
     tracing::info!(
         vm_count = plan.vms.len(),
         timeout = timeout.as_nanos() as u64,

@@ -18,9 +18,6 @@ use crate::k8s::retry::RetryPolicy;
 use crate::k8s::status::collect;
 use crate::report::status::{status_json, status_text};
 
-/// How long transient API errors are retried before status gives up.
-const STATUS_RETRY_DEADLINE: Duration = Duration::from_secs(60);
-
 /// Runs `virtwork status` (`args.run_id`, when given, is already checked to be a UUID).
 pub async fn status(config: &Config, args: &StatusArgs) -> Result<()> {
     let scope = Scope {
@@ -32,7 +29,10 @@ pub async fn status(config: &Config, args: &StatusArgs) -> Result<()> {
     crate::commands::cleanup::cancel_on_signal(cancel.clone());
     let ctx = ApiContext {
         client: cluster.client.clone(),
-        policy: RetryPolicy::until(Instant::now() + STATUS_RETRY_DEADLINE),
+        // --timeout bounds the whole command: every attempt, retry and page.
+        policy: RetryPolicy::until(
+            Instant::now() + Duration::from_secs(config.timeout_secs.max(1)),
+        ),
         cancel,
     };
     let runs = collect(&ctx, &scope).await?;

@@ -28,6 +28,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
+use crate::k8s::ready::WATCH_TIMEOUT_SECS;
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
 use crate::labels;
 
@@ -888,7 +889,9 @@ pub async fn wait_until_gone(
     for (kind, with_dependents) in tracker.watches() {
         // Dependents (a DataVolume's PVC) may carry none of our labels: watch the kind
         // unfiltered; the tracker only ever counts expected objects and their dependents.
-        let mut config = watcher::Config::default().page_size(LIST_PAGE_SIZE);
+        let mut config = watcher::Config::default()
+            .page_size(LIST_PAGE_SIZE)
+            .timeout(WATCH_TIMEOUT_SECS);
         if !with_dependents {
             config = config.labels(&selector);
         }
@@ -901,7 +904,9 @@ pub async fn wait_until_gone(
     let namespace_name = tracker.namespace.as_ref().map(|(n, _)| n.clone());
     if let Some(ns) = &namespace_name {
         let api: Api<Namespace> = Api::all(ctx.client.clone());
-        let config = watcher::Config::default().fields(&format!("metadata.name={ns}"));
+        let config = watcher::Config::default()
+            .fields(&format!("metadata.name={ns}"))
+            .timeout(WATCH_TIMEOUT_SECS);
         streams.push(
             watcher(api, config)
                 .default_backoff()

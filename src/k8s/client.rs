@@ -35,6 +35,7 @@ use tokio::time::Instant;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::k8s::proxy::{ProxyEnv, choose_proxy};
+use crate::k8s::retry::ATTEMPT_TIMEOUT;
 
 /// Context name recorded for the audit when running with the pod's service account.
 pub const IN_CLUSTER_CONTEXT: &str = "in-cluster";
@@ -390,6 +391,66 @@ where
     }
 }
 
+/// tower layer bounding the time from sending a request to its response head by
+/// [`ATTEMPT_TIMEOUT`]. It covers every request, including those kube's watcher makes on its
+/// own (its LIST and each WATCH start); the stream of a watch after its head is bounded by
+/// the watch's `timeoutSeconds` (kube abandons a stream silent for longer), and the retry loop
+/// bounds whole attempts, bodies included, by the command's deadline. Admission by the rate
+/// limit is outside this layer, so waiting for a token never counts as a slow server.
+#[derive(Clone)]
+pub struct ResponseTimeoutLayer {
+    timeout: Duration,
+}
+
+impl<S> tower::Layer<S> for ResponseTimeoutLayer {
+    type Service = ResponseTimeout<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ResponseTimeout {
+            inner,
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// The service produced by [`ResponseTimeoutLayer`].
+#[derive(Clone)]
+pub struct ResponseTimeout<S> {
+    inner: S,
+    timeout: Duration,
+}
+
+impl<S, Req> tower::Service<Req> for ResponseTimeout<S>
+where
+    S: tower::Service<Req, Error = tower::BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, tower::BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let timeout = self.timeout;
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, response).await {
+                Ok(result) => result,
+                Err(_) => Err(Box::new(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no response from the API server within {}s",
+                        timeout.as_secs()
+                    ),
+                )) as tower::BoxError),
+            }
+        })
+    }
+}
+
 /// Where the credentials came from, for error messages and the audit record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CredentialSource {
@@ -587,6 +648,9 @@ pub async fn connect(
     })?;
     let client = builder
         .with_layer(&RedactPluginOutputLayer { plugin })
+        .with_layer(&ResponseTimeoutLayer {
+            timeout: ATTEMPT_TIMEOUT,
+        })
         .with_layer(&RateLimitLayer::new(gate.clone()))
         .build();
     Ok(Cluster {

@@ -142,7 +142,7 @@ pub async fn preflight(
 ) -> Result<PreflightReport> {
     let client = &cluster.client;
     let policy = RetryPolicy::until(deadline);
-    let reach_policy = RetryPolicy::until(deadline.min(Instant::now() + REACH_BUDGET));
+    let reach_policy = policy.retrying_until(Instant::now() + REACH_BUDGET);
 
     let version = match retry(&reach_policy, cancel, "reaching the API server", || {
         client.apiserver_version()

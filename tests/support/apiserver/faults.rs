@@ -101,6 +101,9 @@ pub enum FaultAction {
     DropAfterCommit,
     /// Delay the request by this long.
     Delay(Duration),
+    /// Answer 200 with headers, then never send a byte and never close: a silent connection
+    /// (for a watch, a stream that stalls without the server ending it).
+    Stall,
 }
 
 /// All fault knobs; `Faults::default()` is a well-behaved server.

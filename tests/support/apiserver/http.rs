@@ -236,6 +236,7 @@ struct FaultPlan {
     delay: Duration,
     fail_before: Option<u16>,
     drop_before: bool,
+    stall: bool,
     after_commit: Option<AfterCommit>,
 }
 
@@ -260,6 +261,7 @@ fn plan_faults(shared: &Shared, t: &Target) -> FaultPlan {
             FaultAction::Drop => plan.drop_before = true,
             FaultAction::DropAfterCommit => plan.after_commit = Some(AfterCommit::Drop),
             FaultAction::Delay(d) => plan.delay += d,
+            FaultAction::Stall => plan.stall = true,
         }
         return plan;
     }
@@ -463,6 +465,15 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         let e = ApiError::injected(code);
         finish(&shared, record, code);
         return error_response(&e);
+    }
+    if plan.stall {
+        finish(&shared, record, 200);
+        let silent = futures::stream::pending::<Result<Frame<Bytes>, Infallible>>();
+        return Response::builder()
+            .status(200)
+            .header("Content-Type", "application/json")
+            .body(StreamBody::new(silent).boxed())
+            .unwrap();
     }
 
     if t.verb == "watch" {
