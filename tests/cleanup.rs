@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use seed::{Cluster, KINDS, MANAGED_BY, NS, RUN_A, RUN_B, json_doc, text};
 use serde_json::{Value, json};
-use support::{ControllerOptions, Denial, Faults, Options};
+use support::{ControllerOptions, Denial, EndlessList, Faults, Options};
 
 #[test]
 fn cleanup_deletes_every_managed_object_and_spares_foreign_ones() {
@@ -646,4 +646,79 @@ fn run_id_with_delete_namespace_still_asks() {
     );
     assert!(c.server.get("namespaces", "", NS).is_some());
     assert_eq!(c.managed("virtualmachines", NS, None).len(), 2);
+}
+
+#[test]
+fn an_endless_list_stops_with_a_clear_error_bounded_memory_and_no_secret_data() {
+    let c = Cluster::start();
+    // Managed Secrets with real payloads: a list that keeps them would grow with every page.
+    let payload = base64_of(&"x".repeat(4096));
+    for i in 0..100 {
+        c.server.insert(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": format!("virtwork-cpu-{i}-cloudinit"), "namespace": NS,
+                          "labels": { MANAGED_BY: "virtwork", "virtwork/run-id": RUN_A } },
+            "data": { "userdata": payload },
+        }));
+    }
+    c.server.update_faults(|f| {
+        f.endless_list = Some(EndlessList {
+            resource: "secrets".into(),
+            same_token: false,
+        })
+    });
+    let run = seed::run_guarded(
+        c.command(&[
+            "--namespace",
+            NS,
+            "cleanup",
+            "--dry-run",
+            "--timeout",
+            "120",
+        ]),
+        Duration::from_secs(60),
+        400 * 1024,
+    );
+    let out = run.output.unwrap_or_else(|| {
+        panic!(
+            "cleanup did not stop by itself (peak RSS {} MiB)",
+            run.peak_rss_kib / 1024
+        )
+    });
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let last = text(&out.stderr)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        last.contains("listing secrets in virtwork") && last.contains("after 200 pages"),
+        "{last}"
+    );
+    // Memory stays at the size of one listing, not of every page received.
+    assert!(
+        run.peak_rss_kib < 100 * 1024,
+        "peak RSS {} KiB",
+        run.peak_rss_kib
+    );
+    let secret_lists: Vec<_> = c
+        .server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.verb == "list" && r.resource == "secrets")
+        .collect();
+    assert_eq!(secret_lists.len(), 200);
+    for list in &secret_lists {
+        assert!(
+            list.accept.contains("as=PartialObjectMetadataList"),
+            "Secret data was requested: {}",
+            list.accept
+        );
+    }
+    assert_eq!(c.cleanup_audit()[0].status, "failed");
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
 }

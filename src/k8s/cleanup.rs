@@ -19,8 +19,10 @@ use std::future::Future;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions, PropagationPolicy};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, ObjectList, Preconditions, PropagationPolicy,
+};
+use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
@@ -28,12 +30,11 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
+use crate::k8s::list::{LIST_PAGE_SIZE, list_pages};
 use crate::k8s::ready::WATCH_TIMEOUT_SECS;
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
 use crate::labels;
 
-/// Page size of every list call (`limit`/`continue`).
-pub const LIST_PAGE_SIZE: u32 = 500;
 /// Deletes in flight at once; the shared client rate limit is the real bound on throughput.
 pub const DELETE_CONCURRENCY: usize = 32;
 
@@ -146,6 +147,20 @@ impl Scope {
 
     /// An `Api` for `kind` in this scope.
     pub fn api(&self, client: &Client, kind: ManagedKind) -> Api<DynamicObject> {
+        let resource = kind.api_resource();
+        match &self.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        }
+    }
+
+    /// A metadata-only `Api` for `kind` in this scope: its lists and watches carry no spec,
+    /// status or Secret data.
+    pub fn metadata_api(
+        &self,
+        client: &Client,
+        kind: ManagedKind,
+    ) -> Api<PartialObjectMeta<DynamicObject>> {
         let resource = kind.api_resource();
         match &self.namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
@@ -695,42 +710,68 @@ impl ApiContext {
     }
 }
 
-/// Lists every object of `kind` in `scope`, page by page, keeping only managed ones.
-pub async fn list_in_scope(
+/// Lists every object of `kind` in `scope`: one LIST of `scope`'s selector, page by page within
+/// the bounds of [`list_pages`]. `keep` sees every item; only those [`Scope::matches`] accepts
+/// are passed on (the client-side re-check of the server's selector).
+pub async fn list_in_scope<T, F, Fut>(
     ctx: &ApiContext,
     scope: &Scope,
     kind: ManagedKind,
-) -> Result<Vec<DynamicObject>> {
-    let api = scope.api(&ctx.client, kind);
-    let selector = scope.selector();
+    fetch: F,
+    mut keep: impl FnMut(T),
+) -> Result<()>
+where
+    T: Clone + kube::Resource,
+    F: FnMut(ListParams) -> Fut,
+    Fut: Future<Output = std::result::Result<ObjectList<T>, kube::Error>>,
+{
     let what = format!(
         "listing {} in {}",
         kind.plural_noun(),
         scope.namespace_display()
     );
-    let mut out = Vec::new();
-    let mut continue_token: Option<String> = None;
-    loop {
-        let mut params = ListParams::default()
-            .labels(&selector)
-            .limit(LIST_PAGE_SIZE);
-        if let Some(token) = &continue_token {
-            params = params.continue_token(token);
-        }
-        let page = ctx
-            .call(&what, || api.list(&params))
-            .await
-            .map_err(|e| e.into_error(what.clone()))?;
-        out.extend(
-            page.items
-                .into_iter()
-                .filter(|o| scope.matches(&o.metadata)),
-        );
-        continue_token = page.metadata.continue_.filter(|t| !t.is_empty());
-        if continue_token.is_none() {
-            return Ok(out);
-        }
-    }
+    list_pages(
+        &ctx.policy,
+        &ctx.cancel,
+        &what,
+        &scope.selector(),
+        fetch,
+        |items| {
+            for item in items {
+                if scope.matches(item.meta()) {
+                    keep(item);
+                }
+            }
+        },
+    )
+    .await
+}
+
+/// The managed objects of `kind` in `scope`, from metadata-only lists (no spec, status or
+/// Secret data is transferred or held), each object once.
+pub async fn list_managed(
+    ctx: &ApiContext,
+    scope: &Scope,
+    kind: ManagedKind,
+) -> Result<Vec<ManagedObject>> {
+    let api = scope.api(&ctx.client, kind);
+    let mut found: BTreeMap<(String, String), ManagedObject> = BTreeMap::new();
+    list_in_scope(
+        ctx,
+        scope,
+        kind,
+        |params| {
+            let api = &api;
+            async move { api.list_metadata(&params).await }
+        },
+        |item| {
+            if let Some(object) = ManagedObject::from_meta(kind, &item.metadata, scope) {
+                found.insert((object.namespace.clone(), object.name.clone()), object);
+            }
+        },
+    )
+    .await?;
+    Ok(found.into_values().collect())
 }
 
 /// Finds everything in `scope`; with `delete_namespace`, also looks at the namespace.
@@ -741,9 +782,7 @@ pub async fn discover(
 ) -> Result<Discovery> {
     let mut objects = Vec::new();
     for kind in ManagedKind::ALL {
-        for object in list_in_scope(ctx, scope, kind).await? {
-            objects.extend(ManagedObject::from_meta(kind, &object.metadata, scope));
-        }
+        objects.extend(list_managed(ctx, scope, kind).await?);
     }
     let mut discovery = Discovery::from_objects(objects);
     if delete_namespace && let Some(ns) = &scope.namespace {
@@ -879,7 +918,10 @@ pub async fn wait_until_gone(
     use futures::stream::BoxStream;
 
     enum Seen {
-        Object(ManagedKind, watcher::Event<DynamicObject>),
+        Object(
+            ManagedKind,
+            watcher::Event<PartialObjectMeta<DynamicObject>>,
+        ),
         Namespace(watcher::Event<Namespace>),
     }
 
@@ -895,7 +937,8 @@ pub async fn wait_until_gone(
         if !with_dependents {
             config = config.labels(&selector);
         }
-        let stream = watcher(scope.api(&ctx.client, kind), config)
+        // Metadata is all the tracker reads (and Secret data must never be held).
+        let stream = watcher(scope.metadata_api(&ctx.client, kind), config)
             .default_backoff()
             .map_ok(move |event| Seen::Object(kind, event))
             .boxed();

@@ -4,6 +4,7 @@ pub mod apply;
 pub mod cleanup;
 pub mod client;
 pub mod kubevirt;
+pub mod list;
 pub mod preflight;
 pub mod proxy;
 pub mod ready;

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::k8s::client::{Cluster, find_plugin_failure};
 use crate::k8s::kubevirt::VirtualMachine;
+use crate::k8s::list::list_pages;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, classify, retry};
 use crate::labels;
 use crate::plan::Plan;
@@ -436,25 +437,37 @@ where
 {
     let kind = K::kind(&K::DynamicType::default()).to_string();
     let api: Api<K> = Api::namespaced(client.clone(), &needs.namespace);
-    let params = ListParams::default().labels(selector);
-    let list = retry(policy, cancel, "listing existing objects", || {
-        api.list(&params)
-    })
-    .await
-    .map_err(|e| {
-        e.into_error(format!(
-            "listing {kind} objects in namespace {}",
-            needs.namespace
-        ))
-    })?;
-    for item in list.items {
-        let name = item.name_any();
-        let owner = item
-            .labels()
-            .get(labels::RUN_ID)
-            .cloned()
-            .unwrap_or_default();
-        if ours.contains(&name) && owner != needs.run_id {
+    let what = format!("listing {kind} objects in namespace {}", needs.namespace);
+    // Metadata only: names and labels are all this needs (and Secret data is never fetched).
+    let mut found = Vec::new();
+    list_pages(
+        policy,
+        cancel,
+        &what,
+        selector,
+        |params| {
+            let api = &api;
+            async move { api.list_metadata(&params).await }
+        },
+        |items| {
+            for item in items {
+                let name = item.metadata.name.clone().unwrap_or_default();
+                if ours.contains(&name) {
+                    let owner = item
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(labels::RUN_ID))
+                        .cloned()
+                        .unwrap_or_default();
+                    found.push((name, owner));
+                }
+            }
+        },
+    )
+    .await?;
+    for (name, owner) in found {
+        if owner != needs.run_id {
             conflicts
                 .entry(owner)
                 .or_default()

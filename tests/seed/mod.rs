@@ -287,3 +287,50 @@ pub fn json_doc(output: &Output) -> Value {
         )
     })
 }
+
+/// How a guarded child process ended.
+pub struct Guarded {
+    /// None when it had to be killed (still running at the guard, or over the memory limit).
+    pub output: Option<Output>,
+    /// Largest resident set size seen while it ran, in KiB (Linux `/proc`; 0 elsewhere).
+    pub peak_rss_kib: u64,
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Runs `cmd`, sampling its memory every 20 ms; kills it when it outlives `guard` or grows
+/// past `limit_kib` (hang and runaway guards: the caller asserts on what happened).
+pub fn run_guarded(mut cmd: Command, guard: Duration, limit_kib: u64) -> Guarded {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + guard;
+    let mut peak = 0;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return Guarded {
+                output: Some(child.wait_with_output().unwrap()),
+                peak_rss_kib: peak,
+            };
+        }
+        peak = peak.max(rss_kib(child.id()).unwrap_or(0));
+        if peak > limit_kib || std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Guarded {
+                output: None,
+                peak_rss_kib: peak,
+            };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

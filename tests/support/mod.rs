@@ -28,7 +28,7 @@ pub mod proxy;
 pub mod schema;
 
 pub use apiserver::{
-    AfterCommit, ApiError, ControllerOptions, Denial, EventType, FakeApiServer, FaultAction,
-    Faults, Options, RequestRecord, SchemaMode, SchemaReport, SchemaValidator, SchemaViolation,
-    ScriptedFault, StoreEvent,
+    AfterCommit, ApiError, ControllerOptions, Denial, EndlessList, EventType, FakeApiServer,
+    FaultAction, Faults, Options, RequestRecord, SchemaMode, SchemaReport, SchemaValidator,
+    SchemaViolation, ScriptedFault, StoreEvent,
 };

@@ -47,6 +47,8 @@ pub struct RequestRecord {
     pub timestamp: SystemTime,
     /// Whether the write was committed (mutating verbs only; true for dry runs never).
     pub committed: bool,
+    /// The request's `Accept` header ("" when none): shows metadata-only and Table requests.
+    pub accept: String,
 }
 
 /// Settings changeable while the server runs.
@@ -215,6 +217,30 @@ fn parse_target(
     Ok(t)
 }
 
+/// How objects are sent back, from the `Accept` header: as stored, as a `meta.k8s.io/v1`
+/// Table (kubectl's printers), or metadata only (`as=PartialObjectMetadata[List]`, what
+/// clients ask for when they need no spec, status or Secret data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Render {
+    Full,
+    Table,
+    Metadata,
+}
+
+/// `meta.k8s.io/v1` PartialObjectMetadata of `obj`.
+fn partial_object(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
+    })
+}
+
+/// Continue tokens of the endless-list fault start with this.
+const ENDLESS_TOKEN: &str = "endless";
+/// Pages served under the endless-list fault (makes fresh tokens unique).
+static ENDLESS_PAGES: AtomicUsize = AtomicUsize::new(0);
+
 fn is_mutating(verb: &str) -> bool {
     matches!(
         verb,
@@ -335,6 +361,12 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         inflight_at_start,
         timestamp,
         committed: false,
+        accept: req
+            .headers()
+            .get("accept")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string(),
     };
     if let Ok(t) = &target {
         record.verb = t.verb.clone();
@@ -396,7 +428,13 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let wants_table = accept.contains("as=Table");
+    let render = if accept.contains("as=Table") {
+        Render::Table
+    } else if accept.contains("as=PartialObjectMetadata") {
+        Render::Metadata
+    } else {
+        Render::Full
+    };
     let content_type = req
         .headers()
         .get("content-type")
@@ -481,7 +519,7 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
             &shared,
             &t,
             &query,
-            wants_table,
+            render,
             faults_snapshot.watch_max_duration,
         );
         let status = resp.status().as_u16();
@@ -489,15 +527,7 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         return resp;
     }
 
-    let result = execute(
-        &shared,
-        &t,
-        &query,
-        &content_type,
-        &body,
-        wants_table,
-        &user,
-    );
+    let result = execute(&shared, &t, &query, &content_type, &body, render, &user);
     let committed = is_mutating(&t.verb) && result.is_ok() && !dry_run(&query);
     record.committed = committed;
     match (result, plan.after_commit) {
@@ -663,7 +693,7 @@ fn execute(
     query: &BTreeMap<String, String>,
     content_type: &str,
     body: &[u8],
-    wants_table: bool,
+    render: Render,
     user: &str,
 ) -> Result<WriteResult, ApiError> {
     let res = t.res.unwrap();
@@ -682,11 +712,14 @@ fn execute(
                 .lock()
                 .unwrap()
                 .get(res, &t.namespace, &t.name)?;
-            if wants_table {
-                let rv = meta_str(&obj, "resourceVersion").to_string();
-                return ok(table(ri, &[obj], &rv));
+            match render {
+                Render::Table => {
+                    let rv = meta_str(&obj, "resourceVersion").to_string();
+                    ok(table(ri, &[obj], &rv))
+                }
+                Render::Metadata => ok(partial_object(&obj)),
+                Render::Full => ok(obj),
             }
-            ok(obj)
         }
         "list" => {
             let (labels, fields) = selectors(query)?;
@@ -698,16 +731,51 @@ fn execute(
                 None => None,
             };
             let ns = t.namespaced_url.then_some(t.namespace.as_str());
-            let page = shared.store.lock().unwrap().list(
+            let endless = shared
+                .faults
+                .lock()
+                .unwrap()
+                .0
+                .endless_list
+                .clone()
+                .filter(|e| e.resource == ri.plural);
+            let mut continue_token = query.get("continue").map(String::as_str);
+            if endless.is_some() && continue_token.is_some_and(|c| c.starts_with(ENDLESS_TOKEN)) {
+                continue_token = None;
+            }
+            let mut page = shared.store.lock().unwrap().list(
                 res,
                 ns,
                 &labels,
                 &fields,
                 limit,
-                query.get("continue").map(String::as_str),
+                continue_token,
             )?;
+            if let Some(endless) = endless {
+                // Every page claims another one follows: the same page again, under a fresh
+                // token or always the same one.
+                let served = ENDLESS_PAGES.fetch_add(1, Ordering::SeqCst);
+                page.continue_token = Some(if endless.same_token {
+                    ENDLESS_TOKEN.to_string()
+                } else {
+                    format!("{ENDLESS_TOKEN}-{served}")
+                });
+            }
             let rv = page.resource_version.to_string();
-            if wants_table {
+            if render == Render::Metadata {
+                let mut metadata = json!({ "resourceVersion": rv });
+                if let Some(c) = &page.continue_token {
+                    metadata["continue"] = json!(c);
+                }
+                let items: Vec<Value> = page.items.iter().map(partial_object).collect();
+                return ok(json!({
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": metadata,
+                    "items": items,
+                }));
+            }
+            if render == Render::Table {
                 let mut tbl = table(ri, &page.items, &rv);
                 if let Some(c) = &page.continue_token {
                     tbl["metadata"]["continue"] = json!(c);
@@ -961,7 +1029,7 @@ fn watch(
     shared: &Arc<Shared>,
     t: &Target,
     query: &BTreeMap<String, String>,
-    wants_table: bool,
+    render: Render,
     max_duration: Option<Duration>,
 ) -> Response<Body> {
     let res = t.res.unwrap();
@@ -987,11 +1055,14 @@ fn watch(
     }
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let encode = move |ty: &str, obj: &Value| -> Bytes {
-        if wants_table && ty != "BOOKMARK" && ty != "ERROR" {
-            let rv = meta_str(obj, "resourceVersion").to_string();
-            watch_line(ty, &table(&ri, std::slice::from_ref(obj), &rv))
-        } else {
-            watch_line(ty, obj)
+        match render {
+            _ if ty == "BOOKMARK" || ty == "ERROR" => watch_line(ty, obj),
+            Render::Table => {
+                let rv = meta_str(obj, "resourceVersion").to_string();
+                watch_line(ty, &table(&ri, std::slice::from_ref(obj), &rv))
+            }
+            Render::Metadata => watch_line(ty, &partial_object(obj)),
+            Render::Full => watch_line(ty, obj),
         }
     };
     let bookmark = move |rv: u64, initial_end: bool| -> Bytes {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub use controllers::ControllerOptions;
-pub use faults::{AfterCommit, Denial, FaultAction, Faults, ScriptedFault};
+pub use faults::{AfterCommit, Denial, EndlessList, FaultAction, Faults, ScriptedFault};
 pub use http::RequestRecord;
 pub use status::ApiError;
 pub use store::{EventType, StoreEvent};
