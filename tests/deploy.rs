@@ -639,7 +639,7 @@ fn cluster_role_covers_exactly_the_requests_virtwork_makes() {
             ]
             .concat(),
         ),
-        // An existing namespace without our label: merge-patched.
+        // An existing namespace: used as it is, never patched.
         (
             "existing namespace",
             [

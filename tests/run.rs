@@ -367,6 +367,72 @@ fn a_single_role_catalog_service_selects_only_this_runs_vms() {
 }
 
 #[test]
+fn a_run_into_an_existing_namespace_leaves_it_untouched() {
+    let server = fast_server();
+    // Another tool's namespace; this user may not patch namespaces at all.
+    server.insert(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {
+            "name": "team-a",
+            "labels": { "app.kubernetes.io/managed-by": "Helm", "team": "a" },
+            "annotations": { "meta.helm.sh/release-name": "team-a" },
+        },
+    }));
+    server.update_faults(|f| f.denials.push(Denial::new("patch", "namespaces")));
+    let before = server.get("namespaces", "", "team-a").unwrap();
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--namespace",
+        "team-a",
+        "--workloads",
+        "cpu",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    assert_eq!(server.objects("virtualmachines", Some("team-a")).len(), 1);
+    let after = server.get("namespaces", "", "team-a").unwrap();
+    assert_eq!(after["metadata"]["labels"], before["metadata"]["labels"]);
+    assert_eq!(
+        after["metadata"]["annotations"],
+        before["metadata"]["annotations"]
+    );
+    assert_eq!(
+        after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+        "the namespace was written to"
+    );
+    let namespace_writes: Vec<_> = writes(&server.request_log())
+        .into_iter()
+        .filter(|r| r.resource == "namespaces" && r.verb != "create")
+        .cloned()
+        .collect();
+    assert!(namespace_writes.is_empty(), "{namespace_writes:?}");
+
+    // A namespace the run creates records the run as its creator.
+    let out = env.run(&[
+        "--namespace",
+        "made-by-run",
+        "--workloads",
+        "cpu",
+        "--output",
+        "json",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    let run_id = json_output(&out)["run_id"].as_str().unwrap().to_string();
+    let created = server.get("namespaces", "", "made-by-run").unwrap();
+    assert_eq!(
+        created["metadata"]["annotations"]["virtwork/created-by-run"],
+        run_id.as_str()
+    );
+    assert_eq!(
+        label(&created, "app.kubernetes.io/managed-by"),
+        Some("virtwork")
+    );
+}
+
+#[test]
 fn ssh_key_reaches_every_cloud_init_secret() {
     let server = fast_server();
     let env = Env::new(&server);

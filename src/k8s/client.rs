@@ -483,6 +483,9 @@ pub struct Cluster {
     pub source: CredentialSource,
     /// `via proxy <url without userinfo> from <setting>` when requests go through a proxy.
     pub proxy: Option<String>,
+    /// The namespace of the pod virtwork runs in, when it uses the in-cluster service account
+    /// (cleanup never deletes it).
+    pub home_namespace: Option<String>,
     /// The shared admission gate (request counts for reports and benchmarks).
     pub gate: Arc<RequestGate>,
 }
@@ -572,6 +575,7 @@ pub async fn connect(
     });
     let choice = choose_credentials(kubeconfig, home_kubeconfig, in_cluster)?;
     let mut kubeconfig_proxy = None;
+    let mut home_namespace = None;
     let proxy_env = ProxyEnv::from_process();
     let (mut kube_config, context, source) = match choice {
         CredentialChoice::InCluster => {
@@ -580,6 +584,7 @@ pub async fn connect(
                     "loading the in-cluster service account configuration: {e}"
                 ))
             })?;
+            home_namespace = Some(config.default_namespace.clone());
             (
                 config,
                 IN_CLUSTER_CONTEXT.to_string(),
@@ -659,6 +664,7 @@ pub async fn connect(
         server_url: server_url.trim_end_matches('/').to_string(),
         source,
         proxy: proxy.map(|p| p.to_string()),
+        home_namespace,
         gate,
     })
 }

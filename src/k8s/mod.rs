@@ -5,6 +5,7 @@ pub mod cleanup;
 pub mod client;
 pub mod kubevirt;
 pub mod list;
+pub mod namespace;
 pub mod preflight;
 pub mod proxy;
 pub mod ready;

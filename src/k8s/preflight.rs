@@ -208,7 +208,7 @@ pub async fn preflight(
         }
     }
 
-    // The namespace: create it, or label an existing one.
+    // The namespace: created by the run when missing, used untouched when it exists.
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace_state = match retry(&policy, cancel, "reading the namespace", || {
         namespaces.get_opt(&needs.namespace)
@@ -229,21 +229,11 @@ pub async fn preflight(
     };
     let namespace_exists = matches!(namespace_state, Some(Some(_)));
 
-    // Access reviews: one per verb and kind we will use.
+    // Access reviews: one per verb and kind we will use. An existing namespace is used as it
+    // is (never patched), so only a missing one needs `create`.
     let mut reviews: Vec<(&str, &str, &str, Option<&str>)> = vec![("", "namespaces", "get", None)];
-    match &namespace_state {
-        Some(Some(ns)) => {
-            if ns.labels().get(labels::MANAGED_BY).map(String::as_str)
-                != Some(labels::MANAGED_BY_VALUE)
-            {
-                reviews.push(("", "namespaces", "patch", None));
-            }
-        }
-        Some(None) => reviews.push(("", "namespaces", "create", None)),
-        None => {
-            reviews.push(("", "namespaces", "create", None));
-            reviews.push(("", "namespaces", "patch", None));
-        }
+    if !namespace_exists {
+        reviews.push(("", "namespaces", "create", None));
     }
     let ns = Some(needs.namespace.as_str());
     if !needs.services.is_empty() {

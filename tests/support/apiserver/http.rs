@@ -49,6 +49,8 @@ pub struct RequestRecord {
     pub committed: bool,
     /// The request's `Accept` header ("" when none): shows metadata-only and Table requests.
     pub accept: String,
+    /// The DeleteOptions body of a delete (preconditions, propagation), else None.
+    pub delete_options: Option<Value>,
 }
 
 /// Settings changeable while the server runs.
@@ -367,6 +369,7 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string(),
+        delete_options: None,
     };
     if let Ok(t) = &target {
         record.verb = t.verb.clone();
@@ -448,6 +451,9 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
             return drop_connection(&kill).await;
         }
     };
+    if t.verb == "delete" && !body.is_empty() {
+        record.delete_options = serde_json::from_slice(&body).ok();
+    }
     let mut t = t;
     if t.verb == "create" && t.name.is_empty() {
         // Name the object being created (for scripted faults and the log) from its body.
