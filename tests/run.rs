@@ -35,11 +35,15 @@ impl Env {
     }
 
     fn command(&self, args: &[&str]) -> Command {
+        self.command_with_db(&self.db(), args)
+    }
+
+    fn command_with_db(&self, db: &Path, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
         cmd.arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--audit-db")
-            .arg(self.db())
+            .arg(db)
             .arg("run")
             .args(args)
             .current_dir(self.dir.path())
@@ -1096,4 +1100,199 @@ fn sigint_during_creation_exits_130_records_cancelled_and_labels_everything() {
         )
         .unwrap();
     assert_eq!(status, "cancelled");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The audit database: private files, and a locked database never holds up a run
+// ---------------------------------------------------------------------------------------------
+
+/// Spawns `cmd` with stderr streamed into a channel of lines (stdout collected at the end).
+fn spawn_streaming(
+    mut cmd: Command,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<String>,
+) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn virtwork");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut stdout = child.stdout.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        text
+    });
+    (child, rx, out)
+}
+
+/// Waits (hang guard `guard`) for the child to exit.
+fn exit_within(child: &mut std::process::Child, guard: Duration) -> Option<i32> {
+    let deadline = std::time::Instant::now() + guard;
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    None
+}
+
+#[test]
+fn a_locked_audit_database_never_stops_readiness_and_catches_up_when_released() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    // An existing, current database that another process holds the write lock on.
+    drop(virtwork::audit::Auditor::open_path(&env.db()).unwrap());
+    let holder = rusqlite::Connection::open(env.db()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+    let (mut child, lines, stdout_text) = spawn_streaming(env.command(&[
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--output",
+        "json",
+        "--timeout",
+        "120",
+    ]));
+    // Readiness completes while the lock is held (the guard is below SQLite's 60 s busy
+    // timeout, so a run that waited for the database could not pass).
+    let mut seen = Vec::new();
+    let ready = loop {
+        match lines.recv_timeout(Duration::from_secs(45)) {
+            Ok(line) => {
+                let done = line.contains("all VMs ready");
+                seen.push(line);
+                if done {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    assert!(
+        ready,
+        "readiness did not complete while the database was locked: {seen:#?}"
+    );
+    holder.execute_batch("COMMIT").unwrap();
+    let code = exit_within(&mut child, Duration::from_secs(60));
+    let stdout = stdout_text.join().unwrap();
+    assert_eq!(code, Some(0), "{stdout}\n{seen:#?}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["status"], "success");
+    assert_eq!(doc["vms_ready"], 2);
+    // Everything queued while locked was written once the lock went away.
+    let (status, ready_vms): (String, i64) = holder
+        .query_row(
+            "SELECT a.status, (SELECT COUNT(*) FROM vm_details v WHERE v.audit_id = a.id AND v.status = 'ready')
+             FROM audit_log a WHERE a.run_id = ?1",
+            [doc["run_id"].as_str().unwrap()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((status.as_str(), ready_vms), ("success", 2));
+}
+
+#[test]
+fn a_database_locked_for_good_delays_the_exit_only_boundedly() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    drop(virtwork::audit::Auditor::open_path(&env.db()).unwrap());
+    let holder = rusqlite::Connection::open(env.db()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (mut child, lines, stdout_text) = spawn_streaming(env.command(&[
+        "--workloads",
+        "cpu",
+        "--output",
+        "json",
+        "--timeout",
+        "120",
+    ]));
+    // Hang guard: the documented bound is 10 s after the work is done.
+    let code = exit_within(&mut child, Duration::from_secs(50));
+    let stderr: Vec<String> = lines.try_iter().collect();
+    let stdout = stdout_text.join().unwrap();
+    assert_eq!(code, Some(0), "{stdout}\n{stderr:#?}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["status"], "success", "the run itself succeeded");
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("audit database still busy") && l.contains("not written")),
+        "{stderr:#?}"
+    );
+    holder.execute_batch("ROLLBACK").unwrap();
+}
+
+#[test]
+fn the_audit_database_and_its_directory_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            unschedulable_image_pattern: Some("stuck".into()),
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let db = env
+        .dir
+        .path()
+        .join("audit")
+        .join("runs")
+        .join("virtwork.db");
+    // A run that keeps the database open while it waits for a VM that never schedules.
+    let (mut child, _lines, _stdout) = spawn_streaming(env.command_with_db(
+        &db,
+        &[
+            "--workloads",
+            "cpu",
+            "--container-disk-image",
+            "quay.io/example/stuck:1",
+            "--timeout",
+            "20",
+        ],
+    ));
+    let files: Vec<PathBuf> = ["", "-wal", "-shm"]
+        .iter()
+        .map(|suffix| PathBuf::from(format!("{}{suffix}", db.display())))
+        .collect();
+    let all_there = server.wait_until(Duration::from_secs(30), |_| {
+        files.iter().all(|f| f.exists())
+    });
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let modes: Vec<u32> = files
+        .iter()
+        .filter(|f| f.exists())
+        .map(|f| mode(f))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(all_there, "database files: {files:?}");
+    assert_eq!(modes[0], 0o600, "database file mode {:o}", modes[0]);
+    for m in &modes[1..] {
+        assert_eq!(m & 0o077, 0, "-wal/-shm readable by others: {m:o}");
+    }
+    for dir in [
+        env.dir.path().join("audit"),
+        env.dir.path().join("audit/runs"),
+    ] {
+        assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    }
 }
