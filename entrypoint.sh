@@ -8,13 +8,16 @@
 #     words of VIRTWORK_ARGS. VIRTWORK_ARGS is split like a shell would split it (whitespace,
 #     'single quotes', "double quotes", backslash escapes) but NOTHING is expanded: no globs,
 #     no $VAR, no $(...), no backticks. It is parsed here character by character, never eval'd;
-#   * VIRTWORK_COMMAND empty: print a notice and sleep, so an operator can `oc exec` into the pod.
+#   * VIRTWORK_COMMAND empty: print a notice and idle, so an operator can `oc exec` into the pod.
 #
 # VIRTWORK_AFTER_RUN=exit (default) replaces this shell with virtwork (it becomes PID 1, gets
 # SIGTERM directly, and its exit code is the container's). VIRTWORK_AFTER_RUN=sleep is for a
 # Deployment, whose restartPolicy Always would otherwise start the command again every time it
 # finishes: after a successful command the container sleeps instead of exiting; a failed command
 # still exits with virtwork's exit code so the failure is visible (restart count, logs).
+#
+# Idling ends with exit 0 on SIGTERM or SIGINT, at once: deleting the pod must not wait out its
+# terminationGracePeriodSeconds.
 #
 # VIRTWORK_BIN overrides the binary path (tests point it at a stub).
 #
@@ -37,6 +40,29 @@ log() {
 fail_input() {
     log "ERROR: $*"
     exit 2
+}
+
+# Idles until SIGTERM or SIGINT, then exits 0. Not `exec sleep infinity`: as the container's
+# PID 1, sleep has no handler for TERM, and the kernel drops signals that a PID namespace's init
+# does not handle, so the pod would only go after its grace period, by SIGKILL. This shell stays
+# PID 1 with a trap instead; `wait` returns as soon as a trapped signal arrives. The trap also
+# ends the sleeper, so a signal handled just before `wait` cannot leave it waiting forever. A
+# sleeper that ends any other way is replaced: only a signal ends the idling.
+idle() {
+    stopping=''
+    sleeper=''
+    trap 'stopping=1; if [ -n "$sleeper" ]; then kill "$sleeper" 2>/dev/null || :; fi' TERM INT
+    while [ -z "$stopping" ]; do
+        sleep infinity &
+        sleeper=$!
+        if [ -z "$stopping" ]; then
+            wait "$sleeper" || :
+        fi
+        kill "$sleeper" 2>/dev/null || :
+        sleeper=''
+    done
+    log "stop signal received while idle; exiting"
+    exit 0
 }
 
 # Runs virtwork with the current positional parameters according to VIRTWORK_AFTER_RUN.
@@ -84,7 +110,7 @@ run_virtwork() {
                 exit "$status"
             fi
             log "virtwork finished successfully; sleeping (VIRTWORK_AFTER_RUN=sleep) so the Deployment does not run it again. Use 'oc exec' for further commands."
-            exec sleep infinity
+            idle
             ;;
     esac
 }
@@ -104,7 +130,7 @@ fi
 case "$VIRTWORK_COMMAND" in
     "")
         log "No VIRTWORK_COMMAND set. Pod will sleep. Use 'oc exec' to run virtwork manually."
-        exec sleep infinity
+        idle
         ;;
     run | cleanup | validate | status | audit) ;;
     *)

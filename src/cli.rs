@@ -103,6 +103,19 @@ constraints, service port ranges, role-to-service alignment and placeholder cons
     /// Show the runs present on the cluster and their VMs
     Status(StatusArgs),
 
+    /// Check that each VM's workload shows up in Prometheus
+    #[command(
+        long_about = "Find the run's VMs on the cluster and query Prometheus for each \
+workload's expected signals (KubeVirt's per-VMI metrics): vCPU time for cpu, guest memory \
+for memory, data-disk traffic and IOPS for disk and database, interface traffic for network \
+and tps, filesystem fill for chaos-disk. Prints the query, the observed value, the threshold \
+and the verdict per VM and signal. Exit 0 when every expected signal is present, 1 when one \
+is missing. Prometheus is found through the API server's service proxy \
+(openshift-monitoring/thanos-querier, then monitoring/prometheus-k8s) unless --prometheus \
+gives its URL."
+    )]
+    Verify(VerifyArgs),
+
     /// Query the local audit database
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -265,6 +278,53 @@ pub struct StatusArgs {
     pub timeout: Option<String>,
 }
 
+/// Flags of `virtwork verify`. Values are typed here (parsed once); see
+/// `commands::verify::resolve_settings` for how they combine with the configuration.
+#[derive(Debug, Args, Clone, Default)]
+pub struct VerifyArgs {
+    /// Only verify this run (UUID)
+    #[arg(long, value_name = "UUID")]
+    pub run_id: Option<String>,
+
+    /// Look in every namespace instead of --namespace
+    #[arg(long, short = 'A')]
+    pub all_namespaces: bool,
+
+    /// Range of the rate queries, a Prometheus duration (e.g. 30s, 5m, 1h) [default: 5m]
+    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+    pub window: Option<crate::verify::promql::Window>,
+
+    /// Poll until every expected signal is present or --timeout passes
+    #[arg(long)]
+    pub wait: bool,
+
+    /// Seconds --wait keeps polling [default: 600]
+    #[arg(long, value_name = "SECONDS", requires = "wait", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+
+    /// Prometheus base URL (http or https), instead of finding it through the API server
+    #[arg(long, value_name = "URL", value_parser = parse_prometheus_url)]
+    pub prometheus: Option<http::Uri>,
+
+    /// File holding the bearer token for --prometheus [default: the kubeconfig's token]
+    #[arg(long, value_name = "PATH", requires = "prometheus")]
+    pub prometheus_token_file: Option<PathBuf>,
+}
+
+fn parse_window(text: &str) -> Result<crate::verify::promql::Window, String> {
+    crate::verify::promql::Window::parse(text)
+}
+
+fn parse_prometheus_url(text: &str) -> Result<http::Uri, String> {
+    const FORM: &str = "expected an http:// or https:// URL such as https://thanos-querier-openshift-monitoring.apps.example.com";
+    let uri: http::Uri = text.parse().map_err(|_| FORM.to_string())?;
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    if !scheme_ok || uri.host().is_none_or(str::is_empty) || uri.query().is_some() {
+        return Err(FORM.to_string());
+    }
+    Ok(uri)
+}
+
 #[derive(Debug, Subcommand, Clone)]
 pub enum AuditCommand {
     /// List recorded executions, newest first
@@ -325,6 +385,9 @@ pub enum ReadyCondition {
     Ready,
     /// The VMI reports condition AgentConnected=True (guest agent up)
     AgentConnected,
+    /// Every workload unit is active in the guest: the VMI's readiness probe (systemctl
+    /// is-active through the guest agent) passes, i.e. condition Ready=True
+    Workload,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,5 +1,5 @@
-//! Renders a cloud-config value to `#cloud-config` YAML: packages, write_files, runcmd and the
-//! users/SSH block. Knows nothing of workloads.
+//! Renders a cloud-config value to `#cloud-config` YAML: bootcmd, packages, write_files,
+//! runcmd and the users/SSH block. Knows nothing of workloads.
 //!
 //! The SSH account is validated here (POSIX user name, single-line public keys of known
 //! types) and a password only ever leaves as a SHA-512 crypt hash with a random salt.
@@ -138,6 +138,10 @@ pub fn hash_password(password: &str) -> Result<String> {
 /// The cloud-config of one VM role.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CloudConfig {
+    /// Commands cloud-init runs early on every boot, before it installs `packages` (argv
+    /// lists). Only for steps package installation depends on, e.g. enabling an archive
+    /// component.
+    pub bootcmd: Vec<Vec<String>>,
     pub packages: Vec<String>,
     pub write_files: Vec<WriteFile>,
     /// Commands as argv lists (no shell unless a command says `bash -c`).
@@ -147,6 +151,8 @@ pub struct CloudConfig {
 
 #[derive(Serialize)]
 struct Document<'a> {
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    bootcmd: &'a [Vec<String>],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     packages: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -191,6 +197,7 @@ impl CloudConfig {
             .as_ref()
             .is_some_and(|u| u.password_hash.is_some());
         let document = Document {
+            bootcmd: &self.bootcmd,
             packages: &self.packages,
             runcmd: &self.runcmd,
             ssh_pwauth: has_password.then_some(true),
@@ -198,7 +205,8 @@ impl CloudConfig {
             write_files: &self.write_files,
         };
         let mut out = String::from("#cloud-config\n");
-        if self.packages.is_empty()
+        if self.bootcmd.is_empty()
+            && self.packages.is_empty()
             && self.runcmd.is_empty()
             && self.user.is_none()
             && self.write_files.is_empty()

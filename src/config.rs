@@ -615,6 +615,7 @@ fn ready_condition_name(condition: ReadyCondition) -> &'static str {
         ReadyCondition::Running => "running",
         ReadyCondition::Ready => "ready",
         ReadyCondition::AgentConnected => "agent-connected",
+        ReadyCondition::Workload => "workload",
     }
 }
 
@@ -1076,11 +1077,12 @@ fn build_config(
             "running" => ReadyCondition::Running,
             "ready" => ReadyCondition::Ready,
             "agent-connected" => ReadyCondition::AgentConnected,
+            "workload" => ReadyCondition::Workload,
             other => {
                 return Err(choice_error(
                     other,
                     &v.source,
-                    &["running", "ready", "agent-connected"],
+                    &["running", "ready", "agent-connected", "workload"],
                 ));
             }
         },

@@ -15,4 +15,5 @@ pub mod logging;
 pub mod plan;
 pub mod render;
 pub mod report;
+pub mod verify;
 pub mod workloads;

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    LocalObjectReference, Secret, Service, ServicePort, ServiceSpec as K8sServiceSpec,
+    ExecAction, LocalObjectReference, Secret, Service, ServicePort, ServiceSpec as K8sServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -21,12 +21,12 @@ use crate::error::{Error, Result};
 use crate::k8s::kubevirt::{
     CloudInitNoCloudSource, ContainerDiskSource, Cpu, DataVolumeBlankImage, DataVolumeSource,
     DataVolumeSpec, DataVolumeTemplateSpec, DataVolumeVolumeSource, Devices, Disk, DiskTarget,
-    DomainSpec, Interface, InterfaceMasquerade, Network, PodNetwork, ResourceRequirements,
+    DomainSpec, Interface, InterfaceMasquerade, Network, PodNetwork, Probe, ResourceRequirements,
     StorageResources, StorageSpec, VirtualMachine, VirtualMachineInstanceSpec,
     VirtualMachineInstanceTemplateSpec, VirtualMachineSpec, Volume,
 };
 use crate::labels;
-use crate::workloads::{Registry, Workload, WorkloadOptions, WorkloadSettings};
+use crate::workloads::{GuestOs, Registry, Workload, WorkloadOptions, WorkloadSettings};
 
 /// Kubernetes rejects Secrets whose data exceeds 1 MiB.
 pub const MAX_SECRET_BYTES: usize = 1024 * 1024;
@@ -55,6 +55,9 @@ pub struct Plan {
     pub workloads: Vec<PlannedWorkload>,
     /// Workloads skipped because their YAML section says `enabled: false`.
     pub skipped: Vec<String>,
+    /// Things the user should know that do not stop the run (e.g. a guest OS family that
+    /// had to be guessed); the command logs them as warnings.
+    pub warnings: Vec<String>,
     /// Services, sorted by name.
     pub services: Vec<PlannedService>,
     /// VMs in plan order (workload order, then role order, then index).
@@ -118,6 +121,8 @@ pub struct WorkloadRequest {
 pub struct Requests {
     pub planned: Vec<WorkloadRequest>,
     pub skipped: Vec<String>,
+    /// Warnings from resolving the requests (see [`Plan::warnings`]).
+    pub warnings: Vec<String>,
 }
 
 /// Plans a run: resolves the requested workloads, validates each one's params and builds
@@ -125,13 +130,16 @@ pub struct Requests {
 /// every object. Pure: the same inputs give the same plan.
 pub fn build_plan(config: &Config, registry: &Registry, run_id: &str) -> Result<Plan> {
     let requests = resolve_requests(config)?;
-    let options = workload_options(config);
+    let mut options = workload_options(config);
+    options.planned_workloads = requests.planned.iter().map(|r| r.name.clone()).collect();
     let workloads = requests
         .planned
         .iter()
         .map(|request| registry.create(&request.name, &request.settings, &options))
         .collect::<Result<Vec<_>>>()?;
-    plan_workloads(config, run_id, &workloads, requests.skipped)
+    let mut plan = plan_workloads(config, run_id, &workloads, requests.skipped)?;
+    plan.warnings = requests.warnings;
+    Ok(plan)
 }
 
 /// Resolves which workloads run and with which settings.
@@ -143,6 +151,10 @@ pub fn resolve_requests(config: &Config) -> Result<Requests> {
     let mut seen = BTreeSet::new();
     let mut planned = Vec::new();
     let mut skipped = Vec::new();
+    // Until the guest OS is configurable, every workload infers it from the image name
+    // (the behaviour of `--guest-os auto`).
+    let family = GuestOs::Auto.resolve(&config.container_disk_image);
+    let warnings: Vec<String> = family.warning.into_iter().collect();
     for name in config.workloads.iter().chain(&config.from_catalog) {
         if !seen.insert(name.as_str()) {
             let both = config.workloads.contains(name) && config.from_catalog.contains(name);
@@ -175,6 +187,7 @@ pub fn resolve_requests(config: &Config) -> Result<Requests> {
                 .and_then(|o| o.memory.clone())
                 .unwrap_or_else(|| config.memory.clone()),
             params: overrides.map(|o| o.params.clone()).unwrap_or_default(),
+            guest_family: family.family,
         };
         if settings.vm_count == 0 {
             return Err(Error::input(format!(
@@ -196,7 +209,11 @@ pub fn resolve_requests(config: &Config) -> Result<Requests> {
             "no workloads specified: use --workloads or --from-catalog",
         ));
     }
-    Ok(Requests { planned, skipped })
+    Ok(Requests {
+        planned,
+        skipped,
+        warnings,
+    })
 }
 
 /// The options every workload factory receives for this run.
@@ -206,6 +223,7 @@ pub fn workload_options(config: &Config) -> WorkloadOptions {
         data_disk_size: config.disk_size.clone(),
         ssh: config.ssh.clone(),
         catalog_dir: config.catalog_dir.clone(),
+        planned_workloads: Vec::new(),
     }
 }
 
@@ -230,6 +248,7 @@ pub fn plan_workloads(
         namespace: config.namespace.clone(),
         workloads: Vec::with_capacity(workloads.len()),
         skipped,
+        warnings: Vec::new(),
         services: Vec::new(),
         vms: Vec::new(),
     };
@@ -268,6 +287,7 @@ fn plan_one(config: &Config, run_id: &str, workload: &dyn Workload, plan: &mut P
     }
     let service = workload.service();
     let roles = workload.roles();
+    let vm_annotations = signal_annotations(workload);
 
     plan.workloads.push(PlannedWorkload {
         name: name.to_string(),
@@ -290,6 +310,7 @@ fn plan_one(config: &Config, run_id: &str, workload: &dyn Workload, plan: &mut P
         if let Some(role) = role {
             validate_label_value(labels::ROLE, role, &format!("role of workload {name:?}"))?;
         }
+        let probe = workload_probe(name, &workload.workload_units(role))?;
         let userdata = workload
             .userdata(role)
             .map_err(|err| with_context(err, &cloud_init_context(name, role)))?;
@@ -340,6 +361,8 @@ fn plan_one(config: &Config, run_id: &str, workload: &dyn Workload, plan: &mut P
                 secret_name: &secret_name,
                 disks: &disks,
                 data_volumes: &data_volumes,
+                readiness_probe: &probe,
+                annotations: &vm_annotations,
             });
             plan.vms.push(PlannedVm {
                 name: vm_name,
@@ -463,6 +486,77 @@ struct VmInputs<'a> {
     secret_name: &'a str,
     disks: &'a [crate::workloads::DataDisk],
     data_volumes: &'a [String],
+    readiness_probe: &'a Option<Probe>,
+    annotations: &'a BTreeMap<String, String>,
+}
+
+/// How often the readiness probe runs, how long one run may take and how many failures in
+/// a row make a ready VM unready. Generous: the guests are busy by design (a saturated CPU
+/// slows the guest agent), and a unit between restarts should not flap the condition.
+pub const PROBE_PERIOD_SECONDS: i32 = 15;
+pub const PROBE_TIMEOUT_SECONDS: i32 = 10;
+pub const PROBE_FAILURE_THRESHOLD: i32 = 3;
+
+/// The readiness probe of a VM whose workload runs as `units`: KubeVirt runs the command in
+/// the guest through the QEMU guest agent, so the VMI is Ready exactly while every unit is
+/// active. `systemctl is-active` succeeds when *any* unit it names is active, so each unit
+/// gets its own check; the agent execs without a shell, hence `/bin/sh -c`. `None` for a
+/// workload without units.
+pub fn workload_probe(workload: &str, units: &[String]) -> Result<Option<Probe>> {
+    if units.is_empty() {
+        return Ok(None);
+    }
+    for unit in units {
+        let safe = !unit.is_empty()
+            && unit.len() <= 256
+            && !unit.starts_with('-')
+            && unit.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b':' | b'_' | b'.' | b'@' | b'-')
+            });
+        if !safe {
+            return Err(Error::input(format!(
+                "unit name {unit:?} of workload {workload:?} cannot be checked by the readiness probe: \
+                 use letters, digits, ':', '_', '.', '@' and '-' (rename the catalog service file)"
+            )));
+        }
+    }
+    let check = units
+        .iter()
+        .map(|u| format!("systemctl is-active --quiet {u}"))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    Ok(Some(Probe {
+        exec: Some(ExecAction {
+            command: Some(vec!["/bin/sh".into(), "-c".into(), check]),
+        }),
+        period_seconds: Some(PROBE_PERIOD_SECONDS),
+        timeout_seconds: Some(PROBE_TIMEOUT_SECONDS),
+        failure_threshold: Some(PROBE_FAILURE_THRESHOLD),
+        success_threshold: Some(1),
+        initial_delay_seconds: None,
+    }))
+}
+
+/// What `virtwork verify` reads back from each VM: the params its expected signals depend
+/// on and a catalog entry's own signals, as JSON annotations (none when there is nothing).
+fn signal_annotations(workload: &dyn Workload) -> BTreeMap<String, String> {
+    use crate::verify::contract::{CUSTOM_SIGNALS_ANNOTATION, SIGNAL_PARAMS_ANNOTATION};
+    let mut out = BTreeMap::new();
+    let params = workload.signal_params();
+    if !params.is_empty() {
+        out.insert(
+            SIGNAL_PARAMS_ANNOTATION.to_string(),
+            serde_json::to_string(&params).expect("a string map serializes"),
+        );
+    }
+    let custom = workload.custom_signals();
+    if !custom.is_empty() {
+        out.insert(
+            CUSTOM_SIGNALS_ANNOTATION.to_string(),
+            serde_json::to_string(&custom).expect("signals serialize"),
+        );
+    }
+    out
 }
 
 /// The VirtualMachine shape of inventory §6, plus run labels on the DataVolume templates.
@@ -544,6 +638,7 @@ fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
             name: Some(input.name.to_string()),
             namespace: Some(input.namespace.to_string()),
             labels: Some(input.labels.clone()),
+            annotations: (!input.annotations.is_empty()).then(|| input.annotations.clone()),
             ..Default::default()
         },
         spec: VirtualMachineSpec {
@@ -573,6 +668,7 @@ fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
                             ..Default::default()
                         }),
                     },
+                    readiness_probe: input.readiness_probe.clone(),
                     networks: vec![Network {
                         name: NETWORK_NAME.to_string(),
                         pod: Some(PodNetwork {}),

@@ -71,7 +71,7 @@ pub struct RunSummary {
     /// `--dry-run=server`: objects were validated by the server and not persisted.
     pub server_dry_run: bool,
     pub container_image: String,
-    /// `running`, `ready` or `agent-connected`.
+    /// `running`, `ready`, `agent-connected` or `workload`.
     pub ready_condition: String,
     pub planned: KindCounts,
     /// What exists on the cluster because of this run (or would, for a server dry run).

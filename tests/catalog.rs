@@ -10,7 +10,7 @@ use virtwork::commands::validate;
 use virtwork::config::SshConfig;
 use virtwork::error::Error;
 use virtwork::workloads::params::validate_params;
-use virtwork::workloads::{Registry, Workload, WorkloadOptions, WorkloadSettings};
+use virtwork::workloads::{GuestFamily, Registry, Workload, WorkloadOptions, WorkloadSettings};
 
 fn shipped() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog")
@@ -22,6 +22,7 @@ fn options(dir: &Path) -> WorkloadOptions {
         data_disk_size: "10Gi".into(),
         ssh: SshConfig::default(),
         catalog_dir: dir.to_path_buf(),
+        planned_workloads: Vec::new(),
     }
 }
 
@@ -34,6 +35,7 @@ fn settings(vm_count: u32, params: &[(&str, &str)]) -> WorkloadSettings {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        guest_family: GuestFamily::Fedora,
     }
 }
 
@@ -91,7 +93,15 @@ fn sysbench_single_role_scales_and_substitutes() {
         "ExecStart=/bin/bash -c 'while true; do sysbench cpu --threads=8 --time=60 --cpu-method=sum run; sleep 10; done'"
     ), "{unit}");
     assert!(ud.contains("- sysbench\n"));
-    assert!(ud.contains("- - systemctl\n  - enable\n  - --now\n  - workload.service\n"));
+    assert!(
+        ud.contains("- - systemctl\n  - enable\n  - --now\n  - --no-block\n  - workload.service\n")
+    );
+    assert_eq!(w.workload_units(None), ["workload.service"]);
+    // Every payload brings the guest agent; no storage, so no xfsprogs.
+    assert!(
+        ud.contains("packages:\n- qemu-guest-agent\n- sysbench\nruncmd:"),
+        "{ud}"
+    );
 }
 
 #[test]
@@ -146,8 +156,18 @@ fn redis_bench_roles_service_storage_and_list_param() {
     let client = w.userdata(Some("client")).unwrap();
     let unit = unit_content(&client, "/etc/systemd/system/client.service");
     assert!(unit.contains("-t set,get,lpush && sleep 30;"), "{unit}");
-    let setup = unit_content(&client, "/usr/local/bin/virtwork-disk-setup-redis-data.sh");
-    assert!(setup.contains("/dev/disk/by-id/virtio-vw-redis"));
+    // The storage is a mount unit every service file of the entry requires (via a drop-in).
+    let mount = unit_content(&client, "/etc/systemd/system/var-lib-redis.mount");
+    assert!(mount.contains("What=/dev/disk/by-id/virtio-vw-redis\nWhere=/var/lib/redis\n"));
+    let drop_in = unit_content(
+        &client,
+        "/etc/systemd/system/client.service.d/virtwork-storage.conf",
+    );
+    assert_eq!(drop_in, "[Unit]\nRequiresMountsFor=/var/lib/redis\n");
+    assert!(client.contains("- xfsprogs\n"), "mkfs.xfs is installed");
+    assert!(!client.contains("/etc/fstab"));
+    assert_eq!(w.workload_units(Some("client")), ["client.service"]);
+    assert_eq!(w.workload_units(Some("server")), ["server.service"]);
     let server = w.userdata(Some("server")).unwrap();
     let unit = unit_content(&server, "/etc/systemd/system/server.service");
     assert!(unit.contains("--maxmemory 256mb --maxmemory-policy allkeys-lru"));

@@ -193,6 +193,7 @@ fn cases() -> Vec<Case> {
                 ReadyCondition::Running => "running".into(),
                 ReadyCondition::Ready => "ready".into(),
                 ReadyCondition::AgentConnected => "agent-connected".into(),
+                ReadyCondition::Workload => "workload".into(),
             },
         },
         Case {

@@ -1,36 +1,38 @@
 //! The in-cluster deployment (`deploy/`, Kustomize) rendered with the real `kubectl kustomize`.
 //!
-//! Checks what an operator relies on: the set of objects, that none of the tool's own objects
+//! Checks what an operator relies on: the set of objects of both layouts (the default, confined
+//! to one VM namespace, and `deploy/overlays/cluster-wide`), that none of the tool's own objects
 //! carries `app.kubernetes.io/managed-by=virtwork` (cleanup selects on it and would delete the
 //! tool's Secret and audit PVC), the restricted pod security settings with writable /data and
 //! /tmp, that every `VIRTWORK_*` key the manifests set is one the binary reads (from
-//! `virtwork::config::env_keys()`) and that the binary accepts the shipped values, and the Job
-//! examples. Finally the ClusterRole is checked against the requests the real binary sends to
-//! the fake API server (tests/support) during run, status and cleanup: everything it sends is
-//! granted and everything granted is sent. kubectl is at /usr/bin/kubectl on the dev machines;
-//! the tests skip with a notice without it and fail instead when `VIRTWORK_REQUIRE_KUBECTL=1`.
+//! `virtwork::config::env_keys()`) and that the binary accepts the shipped values, that the VM
+//! namespace is configured in one place, and the Job examples (deadline beyond their timeout,
+//! run end to end). The RBAC of each layout is installed as the policy of the fake API server
+//! (tests/support), which then refuses every request and access review it does not allow while
+//! the real binary runs, status and cleanup: nothing the tool needs may be refused, and every
+//! grant must be used. kubectl is at /usr/bin/kubectl on the dev machines; the tests skip with
+//! a notice without it and fail instead when `VIRTWORK_REQUIRE_KUBECTL=1`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 use serde_yaml::Value;
 
 mod support;
 
+use support::{AccessAttributes, Authorizer};
+
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `kubectl kustomize deploy/` as parsed documents, or None (skip) without kubectl.
-fn rendered() -> Option<Vec<Value>> {
+/// `kubectl kustomize <dir>` as parsed documents, or None (skip) without kubectl.
+fn render(dir: &Path) -> Option<Vec<Value>> {
     let required = std::env::var("VIRTWORK_REQUIRE_KUBECTL").as_deref() == Ok("1");
-    let out = match Command::new("kubectl")
-        .arg("kustomize")
-        .arg(repo().join("deploy"))
-        .output()
-    {
+    let out = match Command::new("kubectl").arg("kustomize").arg(dir).output() {
         Ok(out) => out,
         Err(e) => {
             assert!(
@@ -43,10 +45,16 @@ fn rendered() -> Option<Vec<Value>> {
     };
     assert!(
         out.status.success(),
-        "kubectl kustomize deploy/ failed:\n{}",
+        "kubectl kustomize {} failed:\n{}",
+        dir.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     Some(parse_documents(&String::from_utf8(out.stdout).unwrap()))
+}
+
+/// The default layout (`kubectl kustomize deploy/`).
+fn rendered() -> Option<Vec<Value>> {
+    NAMESPACED.render()
 }
 
 fn parse_documents(text: &str) -> Vec<Value> {
@@ -91,45 +99,85 @@ fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind}/{name} rendered"))
 }
 
+fn object_set(items: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+    items
+        .iter()
+        .map(|(k, n)| (k.to_string(), n.to_string()))
+        .collect()
+}
+
+/// The tool's own objects, the same in both layouts.
+const TOOL_OBJECTS: &[(&str, &str)] = &[
+    ("ConfigMap", "virtwork-config"),
+    ("Deployment", "virtwork"),
+    ("Namespace", "virtwork-system"),
+    ("PersistentVolumeClaim", "virtwork-audit-data"),
+    ("Secret", "virtwork-secrets"),
+    ("ServiceAccount", "virtwork"),
+];
+
+/// Cluster-scoped objects have no namespace; the Role and RoleBinding live in the VM namespace
+/// (the ConfigMap's VIRTWORK_NAMESPACE); everything else in the tool's own namespace, apart
+/// from the VMs, so `cleanup --delete-namespace` cannot take the tool down with it.
+fn assert_placement(docs: &[Value]) {
+    let vm_ns = vm_namespace(docs);
+    assert_ne!(vm_ns, "virtwork-system", "the VMs need their own namespace");
+    for doc in docs {
+        let (kind, name) = kind_name(doc);
+        let expected = match kind.as_str() {
+            "ClusterRole" | "ClusterRoleBinding" | "Namespace" => None,
+            "Role" | "RoleBinding" => Some(vm_ns.as_str()),
+            _ => Some("virtwork-system"),
+        };
+        assert_eq!(namespace_of(doc), expected, "{kind}/{name}");
+    }
+}
+
 #[test]
 fn kustomization_renders_exactly_the_tools_objects() {
     let Some(docs) = rendered() else { return };
     let got: BTreeSet<(String, String)> = docs.iter().map(kind_name).collect();
-    let expected: BTreeSet<(String, String)> = [
+    let vm_ns = vm_namespace(&docs);
+    let mut expected = object_set(TOOL_OBJECTS);
+    expected.extend(object_set(&[
         ("ClusterRole", "virtwork"),
         ("ClusterRoleBinding", "virtwork"),
-        ("ConfigMap", "virtwork-config"),
-        ("Deployment", "virtwork"),
-        ("Namespace", "virtwork-system"),
-        ("PersistentVolumeClaim", "virtwork-audit-data"),
-        ("Secret", "virtwork-secrets"),
-        ("ServiceAccount", "virtwork"),
-    ]
-    .iter()
-    .map(|(k, n)| (k.to_string(), n.to_string()))
-    .collect();
+        ("Namespace", &vm_ns),
+        ("Role", "virtwork"),
+        ("RoleBinding", "virtwork"),
+    ]));
     assert_eq!(got, expected);
+    assert_placement(&docs);
+    // The deployment makes the VM namespace, so it carries no label of virtwork's runs.
+    let labels = s(find(&docs, "Namespace", &vm_ns), &["metadata", "labels"]);
+    assert!(labels.get("app.kubernetes.io/managed-by").is_none());
+}
 
-    let cluster_scoped = ["ClusterRole", "ClusterRoleBinding", "Namespace"];
-    for doc in &docs {
-        let (kind, name) = kind_name(doc);
-        let namespace = doc.get("metadata").and_then(|m| m.get("namespace"));
-        if cluster_scoped.contains(&kind.as_str()) {
-            assert!(namespace.is_none(), "{kind}/{name} is cluster-scoped");
-        } else {
-            // The tool lives apart from the VMs' namespace ("virtwork"), so
-            // `cleanup --delete-namespace` cannot take the tool down with it.
-            assert_eq!(
-                namespace.and_then(Value::as_str),
-                Some("virtwork-system"),
-                "{kind}/{name}"
-            );
-        }
+#[test]
+fn cluster_wide_overlay_renders_the_tool_with_cluster_wide_rbac_only() {
+    let Some(docs) = CLUSTER_WIDE.render() else {
+        return;
+    };
+    let got: BTreeSet<(String, String)> = docs.iter().map(kind_name).collect();
+    let mut expected = object_set(TOOL_OBJECTS);
+    expected.extend(object_set(&[
+        ("ClusterRole", "virtwork"),
+        ("ClusterRoleBinding", "virtwork"),
+    ]));
+    assert_eq!(
+        got, expected,
+        "no VM namespace, no Role: virtwork creates namespaces"
+    );
+    assert_placement(&docs);
+    // Everything but the RBAC is the default layout's, byte for byte.
+    let base = rendered().unwrap();
+    for (kind, name) in TOOL_OBJECTS {
+        assert_eq!(
+            find(&docs, kind, name),
+            find(&base, kind, name),
+            "{kind}/{name}"
+        );
     }
-    let binding = find(&docs, "ClusterRoleBinding", "virtwork");
-    let subject = &s(binding, &["subjects"]).as_sequence().unwrap()[0];
-    assert_eq!(s(subject, &["name"]).as_str(), Some("virtwork"));
-    assert_eq!(s(subject, &["namespace"]).as_str(), Some("virtwork-system"));
 }
 
 /// Every label map in an object: metadata and, for workloads, the pod template.
@@ -152,6 +200,7 @@ fn label_maps(doc: &Value) -> Vec<&Value> {
 #[test]
 fn no_own_object_carries_the_label_cleanup_selects_on() {
     let Some(mut docs) = rendered() else { return };
+    docs.extend(CLUSTER_WIDE.render().unwrap());
     docs.push(example("job-run.yaml"));
     docs.push(example("job-cleanup.yaml"));
     for doc in &docs {
@@ -383,6 +432,50 @@ fn job_examples_run_once_and_exit_with_virtworks_code() {
     }
 }
 
+/// The least time Kubernetes must leave a Job beyond virtwork's own --timeout: pulling the
+/// image and scheduling the pod count against activeDeadlineSeconds, and so do the preflight,
+/// the creates and the audit write around the timed wait.
+const JOB_DEADLINE_MARGIN_SECS: u64 = 120;
+
+/// Each Job example passes an explicit `--timeout` and has an `activeDeadlineSeconds` beyond
+/// it by a margin: virtwork's own timeout ends a slow run first (with a clear error and its
+/// audit record), and the deadline only stops a pod that hangs anyway.
+#[test]
+fn job_examples_have_a_deadline_beyond_their_timeout() {
+    for file in ["job-run.yaml", "job-cleanup.yaml"] {
+        let job = example(file);
+        let deadline = job["spec"]
+            .get("activeDeadlineSeconds")
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| {
+                panic!("{file}: no spec.activeDeadlineSeconds: a hung pod runs forever")
+            });
+        let container = &pod_spec(&job)["containers"][0];
+        let args: Vec<&str> = env_value(container, "VIRTWORK_ARGS")
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        let timeout: u64 = args
+            .iter()
+            .position(|a| *a == "--timeout")
+            .and_then(|i| args.get(i + 1))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{file}: VIRTWORK_ARGS has no --timeout: the deadline must be derived from \
+                     the timeout the Job passes, not from a ConfigMap value that can change"
+                )
+            })
+            .parse()
+            .unwrap_or_else(|e| panic!("{file}: --timeout is not a number of seconds: {e}"));
+        assert!(
+            deadline >= timeout + JOB_DEADLINE_MARGIN_SECS,
+            "{file}: activeDeadlineSeconds {deadline} leaves less than \
+             {JOB_DEADLINE_MARGIN_SECS}s beyond --timeout {timeout}: Kubernetes would kill the \
+             pod before virtwork's own timeout reports what did not get ready"
+        );
+    }
+}
+
 /// Variables the entrypoint (not the binary) reads.
 const ENTRYPOINT_KEYS: &[&str] = &[
     "VIRTWORK_COMMAND",
@@ -504,78 +597,310 @@ fn the_binary_accepts_the_shipped_configuration() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// RBAC against the requests the binary really makes
+// RBAC: each layout enforced by the test API server while the real binary works
 
-/// (API group, resource, verb) triples the ClusterRole grants.
-fn granted(docs: &[Value]) -> BTreeSet<(String, String, String)> {
-    let role = find(docs, "ClusterRole", "virtwork");
-    let mut out = BTreeSet::new();
-    for rule in s(role, &["rules"]).as_sequence().unwrap() {
-        let list = |key: &str| -> Vec<String> {
-            s(rule, &[key])
-                .as_sequence()
-                .unwrap()
+/// One shipped kustomization with its own RBAC.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// The directory `kubectl kustomize` renders, relative to the repository.
+    dir: &'static str,
+    /// The file its grants are written in (named in failure messages).
+    rbac_file: &'static str,
+}
+
+/// The default: a Role in the VM namespace, a minimal ClusterRole.
+const NAMESPACED: Layout = Layout {
+    dir: "deploy",
+    rbac_file: "deploy/rbac.yaml",
+};
+
+/// The opt-in overlay for work in every namespace.
+const CLUSTER_WIDE: Layout = Layout {
+    dir: "deploy/overlays/cluster-wide",
+    rbac_file: "deploy/overlays/cluster-wide/rbac.yaml",
+};
+
+impl Layout {
+    fn render(&self) -> Option<Vec<Value>> {
+        render(&repo().join(self.dir))
+    }
+}
+
+/// One verb on one resource, granted to the tool's ServiceAccount by one rule of one role
+/// through one binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Grant {
+    /// e.g. `Role virtwork/virtwork rule 1 (RoleBinding virtwork/virtwork)`.
+    origin: String,
+    /// Some(ns): requests in ns only (bound by a RoleBinding); None: everywhere.
+    namespace: Option<String>,
+    group: String,
+    /// `resource` or `resource/subresource`, as RBAC spells it.
+    resource: String,
+    verb: String,
+    resource_names: Vec<String>,
+}
+
+impl Grant {
+    /// RBAC's rule match (k8s.io/kubernetes rbac `RuleAllows`) within the binding's scope.
+    fn allows(&self, request: &AccessAttributes) -> bool {
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| *ns == request.namespace)
+            && self.group == request.group
+            && self.resource == request.rbac_resource()
+            && self.verb == request.verb
+            && (self.resource_names.is_empty() || self.resource_names.contains(&request.name))
+    }
+
+    /// Whether every request this grant allows is also allowed by `other`.
+    fn is_covered_by(&self, other: &Grant) -> bool {
+        self.group == other.group
+            && self.resource == other.resource
+            && self.verb == other.verb
+            && (other.namespace.is_none() || other.namespace == self.namespace)
+            && (other.resource_names.is_empty()
+                || (!self.resource_names.is_empty()
+                    && self
+                        .resource_names
+                        .iter()
+                        .all(|n| other.resource_names.contains(n))))
+    }
+}
+
+impl std::fmt::Display for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{} {}`", self.verb, self.resource)?;
+        if !self.resource_names.is_empty() {
+            write!(f, " on {:?}", self.resource_names)?;
+        }
+        write!(f, " (group {:?}) ", self.group)?;
+        match &self.namespace {
+            Some(ns) => write!(f, "in namespace {ns}")?,
+            None => write!(f, "in every namespace and at the cluster scope")?,
+        }
+        write!(f, ", from {}", self.origin)
+    }
+}
+
+/// (namespace, name) of the ServiceAccount the shipped Deployment runs as.
+fn tool_identity(docs: &[Value]) -> (String, String) {
+    let deployment = find(docs, "Deployment", "virtwork");
+    (
+        s(deployment, &["metadata", "namespace"])
+            .as_str()
+            .unwrap()
+            .to_string(),
+        s(pod_spec(deployment), &["serviceAccountName"])
+            .as_str()
+            .unwrap()
+            .to_string(),
+    )
+}
+
+fn strings_at(v: &Value, key: &str) -> Vec<String> {
+    v.get(key)
+        .and_then(Value::as_sequence)
+        .map(|items| {
+            items
                 .iter()
-                .map(|v| v.as_str().unwrap().to_string())
+                .map(|i| i.as_str().expect("a string").to_string())
                 .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn namespace_of(doc: &Value) -> Option<&str> {
+    doc.get("metadata")
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+}
+
+/// Every grant the rendered layout gives the tool's ServiceAccount. Fails on wildcards, on a
+/// binding for anyone else, on a dangling roleRef and on a role nothing binds.
+fn grants_of(layout: Layout, docs: &[Value]) -> Vec<Grant> {
+    let (sa_namespace, sa_name) = tool_identity(docs);
+    let file = layout.rbac_file;
+    let mut grants = Vec::new();
+    let mut bound_roles: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for binding in docs {
+        let (kind, name) = kind_name(binding);
+        if kind != "RoleBinding" && kind != "ClusterRoleBinding" {
+            continue;
+        }
+        let subjects = s(binding, &["subjects"]).as_sequence().unwrap();
+        for subject in subjects {
+            let is_tool = s(subject, &["kind"]).as_str() == Some("ServiceAccount")
+                && s(subject, &["name"]).as_str() == Some(sa_name.as_str())
+                && subject.get("namespace").and_then(Value::as_str) == Some(sa_namespace.as_str());
+            assert!(
+                is_tool,
+                "{file}: {kind} {name} binds {subject:?}, not the tool's ServiceAccount \
+                 {sa_namespace}/{sa_name}"
+            );
+        }
+        let binding_namespace = namespace_of(binding).map(str::to_string);
+        assert_eq!(
+            binding_namespace.is_some(),
+            kind == "RoleBinding",
+            "{file}: {kind} {name}: only a RoleBinding has a namespace"
+        );
+        let role_kind = s(binding, &["roleRef", "kind"]).as_str().unwrap();
+        let role_name = s(binding, &["roleRef", "name"]).as_str().unwrap();
+        let role = docs
+            .iter()
+            .find(|d| {
+                kind_name(d) == (role_kind.to_string(), role_name.to_string())
+                    && (role_kind == "ClusterRole"
+                        || namespace_of(d) == binding_namespace.as_deref())
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "{file}: {kind} {name} refers to {role_kind} {role_name}, which is not shipped"
+                )
+            });
+        let role_label = match namespace_of(role) {
+            Some(ns) => format!("{role_kind} {ns}/{role_name}"),
+            None => format!("{role_kind} {role_name}"),
         };
-        for group in list("apiGroups") {
-            for resource in list("resources") {
-                for verb in list("verbs") {
-                    assert!(
-                        verb != "*" && resource != "*",
-                        "no wildcards in the ClusterRole"
-                    );
-                    out.insert((group.clone(), resource.clone(), verb));
+        bound_roles.insert((
+            role_kind.to_string(),
+            namespace_of(role).unwrap_or_default().to_string(),
+            role_name.to_string(),
+        ));
+        let binding_label = match &binding_namespace {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
+        for (index, rule) in s(role, &["rules"])
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
+            assert!(
+                rule.get("nonResourceURLs").is_none(),
+                "{file}: {role_label} rule {index}: discovery needs no grant"
+            );
+            let resource_names = strings_at(rule, "resourceNames");
+            for group in strings_at(rule, "apiGroups") {
+                for resource in strings_at(rule, "resources") {
+                    for verb in strings_at(rule, "verbs") {
+                        assert!(
+                            ![&group, &resource, &verb].iter().any(|v| v.contains('*')),
+                            "{file}: {role_label} rule {index} has a wildcard: name each \
+                             group, resource and verb"
+                        );
+                        grants.push(Grant {
+                            origin: format!("{role_label} rule {index} ({binding_label})"),
+                            namespace: binding_namespace.clone(),
+                            group: group.clone(),
+                            resource: resource.clone(),
+                            verb,
+                            resource_names: resource_names.clone(),
+                        });
+                    }
                 }
             }
         }
     }
-    out
+    for role in docs {
+        let (kind, name) = kind_name(role);
+        if kind == "Role" || kind == "ClusterRole" {
+            let key = (
+                kind.clone(),
+                namespace_of(role).unwrap_or_default().to_string(),
+                name.clone(),
+            );
+            assert!(
+                bound_roles.contains(&key),
+                "{file}: {kind} {name} is bound to nothing: remove it or bind it"
+            );
+        }
+    }
+    assert!(!grants.is_empty(), "{file}: no grants rendered");
+    // A grant another one already covers is a second place to forget when narrowing.
+    for (i, grant) in grants.iter().enumerate() {
+        for (j, other) in grants.iter().enumerate() {
+            assert!(
+                i == j || !grant.is_covered_by(other),
+                "{file}: {grant} is already granted by {other}: remove one of them"
+            );
+        }
+    }
+    grants
 }
 
-/// The (group, resource, verb) a logged request needs, or None for discovery and other
-/// non-resource paths (`/api`, `/apis/...` without a resource, `/version`, `/openapi/...`),
-/// which every authenticated user may read.
-fn required(record: &support::RequestRecord) -> Option<(String, String, String)> {
-    let segments: Vec<&str> = record.path.trim_matches('/').split('/').collect();
-    let (group, rest) = match segments.as_slice() {
-        ["api", "v1", rest @ ..] => ("", rest),
-        ["apis", group, _version, rest @ ..] => (*group, rest),
-        _ => return None,
-    };
-    // rest: [resource, name?, sub?] or ["namespaces", ns, resource, name?, sub?];
-    // ["namespaces"] / ["namespaces", name] address namespaces themselves.
-    let (resource, name, sub) = match rest {
-        [] => return None,
-        ["namespaces", _ns, resource, tail @ ..] => (*resource, tail.first(), tail.get(1)),
-        [resource, tail @ ..] => (*resource, tail.first(), tail.get(1)),
-    };
-    let resource = match sub {
-        Some(sub) => format!("{resource}/{sub}"),
-        None => resource.to_string(),
-    };
-    let watch = record
-        .query
-        .split('&')
-        .any(|kv| kv == "watch=true" || kv == "watch=1");
-    let verb = match (record.method.as_str(), name.is_some()) {
-        ("GET", _) if watch => "watch",
-        ("GET", true) => "get",
-        ("GET", false) => "list",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", true) => "delete",
-        ("DELETE", false) => "deletecollection",
-        (other, _) => panic!("unexpected method {other} {}", record.path),
-    };
-    Some((group.to_string(), resource, verb.to_string()))
+/// What the test API server's RBAC policy decided, kept for the assertions.
+#[derive(Debug, Default)]
+struct Ledger {
+    /// Indexes of the grants some request or access review was allowed by.
+    used: BTreeSet<usize>,
+    /// Every refused request or access review, with where it came from.
+    refused: Vec<(AccessAttributes, String)>,
+}
+
+/// Faults that make the server enforce exactly `grants`, recording into `ledger`.
+fn enforcing(grants: &Arc<Vec<Grant>>, ledger: &Arc<Mutex<Ledger>>) -> support::Faults {
+    let (grants, ledger) = (grants.clone(), ledger.clone());
+    support::Faults {
+        authorizer: Some(Authorizer::new(move |request, via| {
+            let allowed_by: Vec<usize> = grants
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.allows(request))
+                .map(|(i, _)| i)
+                .collect();
+            let mut ledger = ledger.lock().unwrap();
+            if allowed_by.is_empty() {
+                ledger.refused.push((request.clone(), via.to_string()));
+                false
+            } else {
+                ledger.used.extend(allowed_by);
+                true
+            }
+        })),
+        ..Default::default()
+    }
+}
+
+/// The environment the shipped pod gets from its ConfigMap and Secret (envFrom).
+fn pod_env(docs: &[Value]) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    for (kind, name, field) in [
+        ("ConfigMap", "virtwork-config", "data"),
+        ("Secret", "virtwork-secrets", "stringData"),
+    ] {
+        for (k, v) in s(find(docs, kind, name), &[field]).as_mapping().unwrap() {
+            env.push((k.as_str().unwrap().into(), v.as_str().unwrap().into()));
+        }
+    }
+    env
+}
+
+/// The namespace the shipped configuration sends VMs to.
+fn vm_namespace(docs: &[Value]) -> String {
+    s(
+        find(docs, "ConfigMap", "virtwork-config"),
+        &["data", "VIRTWORK_NAMESPACE"],
+    )
+    .as_str()
+    .unwrap()
+    .to_string()
+}
+
+/// Every Namespace the layout creates: they exist before virtwork first runs.
+fn rendered_namespaces(docs: &[Value]) -> Vec<String> {
+    docs.iter()
+        .map(kind_name)
+        .filter(|(kind, _)| kind == "Namespace")
+        .map(|(_, name)| name)
+        .collect()
 }
 
 /// Runs `cmd` to completion with stdout/stderr captured in files (no pipe can fill up and
-/// block the child); the bound only guards against a hang.
-fn output_bounded(mut cmd: Command, what: &str) -> std::process::Output {
+/// block the child); None when it had to be killed after the hang guard.
+fn output_within_guard(mut cmd: Command) -> Option<std::process::Output> {
     let capture = tempfile::tempdir().unwrap();
     let out_path = capture.path().join("stdout");
     let err_path = capture.path().join("stderr");
@@ -587,72 +912,292 @@ fn output_bounded(mut cmd: Command, what: &str) -> std::process::Output {
         .unwrap();
     for _ in 0..1200 {
         if let Some(status) = child.try_wait().unwrap() {
-            return std::process::Output {
+            return Some(std::process::Output {
                 status,
                 stdout: std::fs::read(&out_path).unwrap(),
                 stderr: std::fs::read(&err_path).unwrap(),
-            };
+            });
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let _ = child.kill();
-    panic!("{what} did not finish");
+    let _ = child.wait();
+    None
 }
 
-/// Runs the real binary against the fake server.
-fn virtwork(kubeconfig: &Path, home: &Path, args: &[&str]) -> std::process::Output {
+fn output_bounded(cmd: Command, what: &str) -> std::process::Output {
+    output_within_guard(cmd).unwrap_or_else(|| panic!("{what} did not finish"))
+}
+
+/// Seconds virtwork may wait in a scenario (VIRTWORK_TIMEOUT). The ConfigMap's 600 would
+/// outlast the hang guard when RBAC refuses a watch, which the watcher retries until then.
+const SCENARIO_TIMEOUT_SECS: &str = "60";
+
+/// The real binary against the fake server, with the pod's environment as the Deployment
+/// gives it (ConfigMap and Secret; the timeout shortened), no audit database. None: it hung.
+fn virtwork_in_pod(
+    kubeconfig: &Path,
+    home: &Path,
+    env: &[(String, String)],
+    args: &[String],
+) -> Option<std::process::Output> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
     cmd.arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--no-audit")
         .args(args)
         .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("VIRTWORK_TIMEOUT", SCENARIO_TIMEOUT_SECS)
         .env("HOME", home)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .current_dir(home);
-    output_bounded(cmd, &format!("virtwork {args:?}"))
+    output_within_guard(cmd)
 }
 
-/// Every request `run` (fresh and pre-existing namespace, server dry run), `status` and
-/// `cleanup` (with --wait, --delete-namespace, -A) send is allowed by the shipped ClusterRole,
-/// and every grant is used by one of them: the role is exactly what the tool needs.
-#[test]
-fn cluster_role_covers_exactly_the_requests_virtwork_makes() {
-    let Some(docs) = rendered() else { return };
-    let granted = granted(&docs);
-    let server = support::FakeApiServer::start(support::Options {
-        namespaces: vec!["existing".into()],
-        ..Default::default()
+/// A test API server enforcing one layout's RBAC, with the layout's namespaces created.
+struct Enforced {
+    docs: Vec<Value>,
+    grants: Arc<Vec<Grant>>,
+    ledger: Arc<Mutex<Ledger>>,
+    server: support::FakeApiServer,
+    dir: tempfile::TempDir,
+}
+
+impl Enforced {
+    fn start(layout: Layout, docs: Vec<Value>, extra_namespaces: &[&str]) -> Enforced {
+        let grants = Arc::new(grants_of(layout, &docs));
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let mut namespaces = rendered_namespaces(&docs);
+        namespaces.extend(extra_namespaces.iter().map(|n| n.to_string()));
+        let server = support::FakeApiServer::start(support::Options {
+            namespaces,
+            faults: enforcing(&grants, &ledger),
+            ..Default::default()
+        });
+        let dir = tempfile::tempdir().unwrap();
+        server
+            .write_kubeconfig(dir.path().join("kubeconfig"))
+            .unwrap();
+        Enforced {
+            docs,
+            grants,
+            ledger,
+            server,
+            dir,
+        }
+    }
+
+    fn kubeconfig(&self) -> std::path::PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// Runs one command as the pod would; returns its output (None: it hung and was killed)
+    /// and what RBAC refused.
+    fn run(
+        &self,
+        args: &[String],
+    ) -> (
+        Option<std::process::Output>,
+        Vec<(AccessAttributes, String)>,
+    ) {
+        self.ledger.lock().unwrap().refused.clear();
+        let out = virtwork_in_pod(
+            &self.kubeconfig(),
+            self.dir.path(),
+            &pod_env(&self.docs),
+            args,
+        );
+        let refused = std::mem::take(&mut self.ledger.lock().unwrap().refused);
+        (out, refused)
+    }
+
+    /// Back to enforcement only, after a scenario's scripted faults.
+    fn reset_faults(&self) {
+        self.server
+            .set_faults(enforcing(&self.grants, &self.ledger));
+    }
+}
+
+/// One command of a layout's proof, and what it finds on the cluster besides earlier work.
+struct Scenario {
+    label: &'static str,
+    args: Vec<String>,
+    before: Box<dyn Fn(&support::FakeApiServer)>,
+}
+
+fn scenario(label: &'static str, args: &[&str]) -> Scenario {
+    Scenario {
+        label,
+        args: args.iter().map(|a| a.to_string()).collect(),
+        before: Box::new(|_| {}),
+    }
+}
+
+impl Scenario {
+    fn before(mut self, prepare: impl Fn(&support::FakeApiServer) + 'static) -> Scenario {
+        self.before = Box::new(prepare);
+        self
+    }
+}
+
+/// The responses to the creates of a Service, a Secret and a VM are lost: the retry meets
+/// AlreadyExists and reads the object to see whether it is ours.
+fn lose_create_responses(server: &support::FakeApiServer) {
+    server.update_faults(|f| {
+        for resource in ["services", "secrets", "virtualmachines"] {
+            f.scripted.push(support::ScriptedFault::new(
+                "create",
+                resource,
+                support::FaultAction::DropAfterCommit,
+            ));
+        }
     });
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig).unwrap();
-    let home = dir.path();
+}
+
+/// A VMI of ours whose VM is gone (deleted with orphan propagation): cleanup deletes it.
+fn orphaned_vmi_in(namespace: &str) -> impl Fn(&support::FakeApiServer) + 'static {
+    let namespace = namespace.to_string();
+    move |server| {
+        server.insert(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {
+                "name": "orphan",
+                "namespace": namespace,
+                "labels": {
+                    "app.kubernetes.io/managed-by": "virtwork",
+                    "app.kubernetes.io/component": "cpu",
+                    "virtwork/run-id": "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f"
+                }
+            },
+            "spec": {"domain": {"devices": {}}}
+        }));
+    }
+}
+
+/// The proof for one layout: every scenario runs the real binary against a server enforcing
+/// exactly the layout's RBAC (requests and access reviews alike). Nothing virtwork asks for
+/// may be refused, every scenario must succeed, and every grant must be used by some request
+/// or access review. Failures name the request or the grant and the file to edit.
+fn assert_layout_grants_exactly(
+    layout: Layout,
+    extra_namespaces: &[&str],
+    scenarios: Vec<Scenario>,
+) {
+    let Some(docs) = layout.render() else { return };
+    let cluster = Enforced::start(layout, docs, extra_namespaces);
+    let file = layout.rbac_file;
+    for scenario in &scenarios {
+        (scenario.before)(&cluster.server);
+        let (out, refused) = cluster.run(&scenario.args);
+        cluster.reset_faults();
+        let label = scenario.label;
+        let args = &scenario.args;
+        let stderr = out
+            .as_ref()
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .unwrap_or_else(|| "(virtwork hung and was killed)".into());
+        if !refused.is_empty() {
+            let mut needs: Vec<String> = refused
+                .iter()
+                .map(|(request, via)| format!("  {request}  ({via})"))
+                .collect();
+            needs.dedup();
+            panic!(
+                "{file}: `{label}` (virtwork {args:?}) was refused what it needs; add to {file}:\n{}\nvirtwork's stderr:\n{stderr}",
+                needs.join("\n"),
+            );
+        }
+        let out = out.unwrap_or_else(|| panic!("{file}: `{label}`: virtwork {args:?} hung"));
+        // A failed scenario proves nothing about what the tool needs.
+        assert!(
+            out.status.success(),
+            "{file}: `{label}`: virtwork {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let used = cluster.ledger.lock().unwrap().used.clone();
+    let unused: Vec<String> = cluster
+        .grants
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !used.contains(i))
+        .map(|(_, g)| format!("  {g}"))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "{file} grants what no scenario ({}) used; remove it (or add the scenario that needs it):\n{}",
+        scenarios
+            .iter()
+            .map(|s| s.label)
+            .collect::<Vec<_>>()
+            .join(", "),
+        unused.join("\n")
+    );
+}
+
+/// The default layout: everything virtwork does in its VM namespace — runs (with lost create
+/// responses, a server dry run), status, cleanup preview, cleanup with --wait and an orphaned
+/// VMI — is allowed by the Role there and the minimal ClusterRole, and each of their grants
+/// is needed. The pod's own ConfigMap chooses the namespace, as in the cluster.
+#[test]
+fn namespaced_layout_grants_exactly_what_virtwork_does_in_its_namespace() {
+    let Some(docs) = NAMESPACED.render() else {
+        return;
+    };
+    let ns = vm_namespace(&docs);
     let workloads = ["--workloads", "cpu,disk,network"];
-    let scenarios: Vec<(&str, Vec<&str>)> = vec![
-        // A fresh namespace: created; readiness watch; data disks (StorageClass preflight).
-        (
-            "fresh namespace",
-            [
+    let scenarios = vec![
+        // Readiness watch; data disks (StorageClass preflight); the namespace (made by the
+        // deployment, so without virtwork's label) is labelled.
+        scenario(
+            "run",
+            &[&["run", "--timeout", "120"][..], &workloads[..]].concat(),
+        ),
+        scenario("status", &["status"]),
+        scenario("cleanup preview", &["cleanup", "--dry-run"]),
+        scenario("cleanup --wait", &["cleanup", "--yes", "--wait"]).before(orphaned_vmi_in(&ns)),
+        scenario(
+            "run with lost create responses",
+            &["run", "--no-wait", "--workloads", "network"],
+        )
+        .before(lose_create_responses),
+        scenario(
+            "server dry run",
+            &["run", "--dry-run=server", "--workloads", "memory"],
+        ),
+        scenario("cleanup", &["cleanup", "--yes"]),
+    ];
+    assert_layout_grants_exactly(NAMESPACED, &[], scenarios);
+}
+
+/// The cluster-wide overlay: runs into a new and an existing namespace (created / labelled),
+/// lost create responses, a server dry run, status and cleanup in one and in all namespaces,
+/// `--delete-namespace` with `--wait` — all allowed, every grant needed.
+#[test]
+fn cluster_wide_overlay_grants_exactly_what_virtwork_does_in_any_namespace() {
+    let workloads = ["--workloads", "cpu,disk,network"];
+    let scenarios = vec![
+        scenario(
+            "run into a new namespace",
+            &[
                 &["run", "--namespace", "fresh", "--timeout", "120"][..],
                 &workloads[..],
             ]
             .concat(),
         ),
-        // An existing namespace: used as it is, never patched.
-        (
-            "existing namespace",
-            [
+        scenario(
+            "run into an existing namespace",
+            &[
                 &["run", "--namespace", "existing", "--timeout", "120"][..],
                 &workloads[..],
             ]
             .concat(),
         ),
-        // Creates whose responses are lost: the retry meets AlreadyExists and reads the object
-        // to see whether it is ours.
-        (
-            "lost responses",
-            vec![
+        scenario(
+            "run with lost create responses",
+            &[
                 "run",
                 "--namespace",
                 "lossy",
@@ -660,11 +1205,11 @@ fn cluster_role_covers_exactly_the_requests_virtwork_makes() {
                 "--workloads",
                 "network",
             ],
-        ),
-        // Server-side dry run into the existing namespace, with a workload not yet there.
-        (
+        )
+        .before(lose_create_responses),
+        scenario(
             "server dry run",
-            vec![
+            &[
                 "run",
                 "--namespace",
                 "existing",
@@ -673,16 +1218,15 @@ fn cluster_role_covers_exactly_the_requests_virtwork_makes() {
                 "memory",
             ],
         ),
-        ("status", vec!["status", "--namespace", "fresh"]),
-        ("status -A", vec!["status", "--all-namespaces"]),
-        (
+        scenario("status", &["status", "--namespace", "fresh"]),
+        scenario("status -A", &["status", "--all-namespaces"]),
+        scenario(
             "cleanup preview",
-            vec!["cleanup", "--namespace", "fresh", "--dry-run"],
+            &["cleanup", "--namespace", "fresh", "--dry-run"],
         ),
-        // With an orphaned VMI (its VM deleted with orphan propagation): deleted by label.
-        (
-            "cleanup one namespace",
-            vec![
+        scenario(
+            "cleanup --delete-namespace --wait",
+            &[
                 "cleanup",
                 "--namespace",
                 "fresh",
@@ -690,110 +1234,209 @@ fn cluster_role_covers_exactly_the_requests_virtwork_makes() {
                 "--wait",
                 "--delete-namespace",
             ],
-        ),
-        (
-            "cleanup -A",
-            vec!["cleanup", "--all-namespaces", "--yes", "--wait"],
+        )
+        .before(orphaned_vmi_in("fresh")),
+        scenario(
+            "cleanup -A --wait",
+            &["cleanup", "--all-namespaces", "--yes", "--wait"],
         ),
     ];
-    let mut used: BTreeSet<(String, String, String)> = BTreeSet::new();
-    for (label, args) in &scenarios {
-        match *label {
-            "lost responses" => server.update_faults(|f| {
-                for resource in ["services", "secrets", "virtualmachines"] {
-                    f.scripted.push(support::ScriptedFault::new(
-                        "create",
-                        resource,
-                        support::FaultAction::DropAfterCommit,
-                    ));
+    assert_layout_grants_exactly(CLUSTER_WIDE, &["existing"], scenarios);
+}
+
+/// The default layout confines virtwork: across all namespaces, or in any namespace but its
+/// own, status, cleanup and run are refused by RBAC with a clear error (exit 1), and nothing
+/// is created or deleted — not another namespace's objects, not its own.
+#[test]
+fn namespaced_layout_keeps_virtwork_out_of_other_namespaces() {
+    let Some(docs) = NAMESPACED.render() else {
+        return;
+    };
+    let own = vm_namespace(&docs);
+    let cluster = Enforced::start(NAMESPACED, docs, &["elsewhere"]);
+    let ours = |name: &str, namespace: &str| {
+        serde_json::json!({
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachine",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {
+                    "app.kubernetes.io/managed-by": "virtwork",
+                    "app.kubernetes.io/component": "cpu",
+                    "virtwork/run-id": "6f1c2b3a-4d5e-4f60-8a9b-0c1d2e3f4a5b"
                 }
-            }),
-            "cleanup one namespace" => {
-                server.insert(serde_json::json!({
-                    "apiVersion": "kubevirt.io/v1",
-                    "kind": "VirtualMachineInstance",
-                    "metadata": {
-                        "name": "orphan",
-                        "namespace": "fresh",
-                        "labels": {
-                            "app.kubernetes.io/managed-by": "virtwork",
-                            "app.kubernetes.io/component": "cpu",
-                            "virtwork/run-id": "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f"
-                        }
-                    },
-                    "spec": {"domain": {"devices": {}}}
-                }));
-            }
-            _ => {}
-        }
-        server.clear_request_log();
-        let out = virtwork(&kubeconfig, home, args);
-        server.set_faults(support::Faults::default());
-        // Every scenario must succeed, or its requests prove nothing.
+            },
+            "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}
+        })
+    };
+    cluster.server.insert(ours("virtwork-cpu-0", "elsewhere"));
+    cluster.server.insert(ours("virtwork-cpu-0", &own));
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("status -A", &["status", "--all-namespaces"], "forbidden"),
+        (
+            "cleanup -A",
+            &["cleanup", "--all-namespaces", "--yes"],
+            "forbidden",
+        ),
+        (
+            "cleanup in another namespace",
+            &["cleanup", "--namespace", "elsewhere", "--yes"],
+            "forbidden",
+        ),
+        (
+            "run into another namespace",
+            &["run", "--namespace", "elsewhere", "--workloads", "cpu"],
+            "not allowed to create secrets in namespace elsewhere",
+        ),
+    ];
+    for (label, args, expected) in cases {
+        cluster.server.clear_request_log();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let (out, refused) = cluster.run(&args);
+        let out = out.unwrap_or_else(|| panic!("{label}: virtwork hung"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{label}: {stderr}");
+        assert!(!refused.is_empty(), "{label}: RBAC refused nothing");
         assert!(
-            out.status.success(),
-            "{label}: virtwork {args:?} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            stderr.to_lowercase().contains(expected),
+            "{label}: stderr does not say {expected:?}:\n{stderr}"
         );
-        let log = server.request_log();
-        assert!(!log.is_empty(), "{label}: no requests");
-        for record in &log {
-            let Some(need) = required(record) else {
-                continue;
-            };
+        let writes: Vec<String> = cluster
+            .server
+            .request_log()
+            .iter()
+            .filter(|r| r.committed && r.resource != "selfsubjectaccessreviews")
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect();
+        assert!(writes.is_empty(), "{label} changed the cluster: {writes:?}");
+        for namespace in ["elsewhere", own.as_str()] {
             assert!(
-                granted.contains(&need),
-                "{label}: virtwork {args:?} sent {} {}?{} needing {need:?}, which deploy/rbac.yaml does not grant",
-                record.method,
-                record.path,
-                record.query
-            );
-            used.insert(need);
-        }
-        if *label == "lost responses" {
-            let reads = log
-                .iter()
-                .filter(|r| r.method == "GET" && !r.name.is_empty())
-                .count();
-            assert!(
-                reads >= 3,
-                "{label}: the retries read the existing objects: {log:?}"
+                cluster
+                    .server
+                    .get("virtualmachines", namespace, "virtwork-cpu-0")
+                    .is_some(),
+                "{label} deleted the VM in {namespace}"
             );
         }
     }
-    let unused: Vec<&(String, String, String)> = granted.difference(&used).collect();
-    assert!(
-        unused.is_empty(),
-        "deploy/rbac.yaml grants {unused:?}, which no run/status/cleanup used: remove them"
+}
+
+/// The VM namespace is chosen in one place, the ConfigMap's VIRTWORK_NAMESPACE: change only
+/// that and the rendered Namespace, Role, RoleBinding and the ClusterRole's namespace rule all
+/// follow, so the permissions are where the pod sends its VMs and nowhere else.
+#[test]
+fn the_vm_namespace_is_chosen_in_one_place() {
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(&repo().join("deploy"), copy.path());
+    let configmap = copy.path().join("tool/configmap.yaml");
+    let text = std::fs::read_to_string(&configmap).unwrap();
+    let default = "\n  VIRTWORK_NAMESPACE: virtwork\n";
+    assert!(text.contains(default), "tool/configmap.yaml: {text}");
+    std::fs::write(
+        &configmap,
+        text.replace(default, "\n  VIRTWORK_NAMESPACE: loadtest-7\n"),
+    )
+    .unwrap();
+    let Some(docs) = render(copy.path()) else {
+        return;
+    };
+    assert_eq!(vm_namespace(&docs), "loadtest-7");
+    assert_eq!(
+        rendered_namespaces(&docs)
+            .into_iter()
+            .collect::<BTreeSet<_>>(),
+        BTreeSet::from(["loadtest-7".to_string(), "virtwork-system".to_string()])
     );
+    let grants = grants_of(NAMESPACED, &docs);
+    for grant in &grants {
+        if let Some(ns) = &grant.namespace {
+            assert_eq!(ns, "loadtest-7", "{grant}");
+        }
+        if grant.resource == "namespaces" && !grant.resource_names.is_empty() {
+            assert_eq!(grant.resource_names, ["loadtest-7"], "{grant}");
+        }
+    }
+    let allowed = |verb: &str, group: &str, resource: &str, namespace: &str, name: &str| {
+        let request = AccessAttributes {
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: String::new(),
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        grants.iter().any(|g| g.allows(&request))
+    };
+    assert!(allowed(
+        "create",
+        "kubevirt.io",
+        "virtualmachines",
+        "loadtest-7",
+        ""
+    ));
+    assert!(allowed("get", "", "namespaces", "", "loadtest-7"));
+    assert!(!allowed(
+        "create",
+        "kubevirt.io",
+        "virtualmachines",
+        "virtwork",
+        ""
+    ));
+    assert!(!allowed("get", "", "namespaces", "", "virtwork"));
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
 
 /// The shipped Job examples, run for real: the entrypoint (as in the image) with the Job's
-/// environment in front of the real binary, against the fake API server. The run Job creates
-/// its VMs and prints one JSON document; the cleanup Job deletes them again, without a prompt.
+/// environment (its own variables plus the ConfigMap and Secret) in front of the real binary,
+/// against a test API server enforcing the default layout's RBAC. The run Job creates its VMs
+/// in the VM namespace and prints one JSON document; the cleanup Job deletes them again,
+/// without a prompt; RBAC refuses neither anything.
 #[test]
 fn job_examples_work_end_to_end_through_the_entrypoint() {
-    let server = support::FakeApiServer::start(support::Options::default());
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig).unwrap();
+    let Some(docs) = NAMESPACED.render() else {
+        return;
+    };
+    let namespace = vm_namespace(&docs);
+    let cluster = Enforced::start(NAMESPACED, docs, &[]);
+    let dir = cluster.dir.path();
     for (file, expect_vms) in [("job-run.yaml", true), ("job-cleanup.yaml", false)] {
         let job = example(file);
         let container = &pod_spec(&job)["containers"][0];
+        cluster.ledger.lock().unwrap().refused.clear();
         let mut cmd = Command::new("sh");
         cmd.arg(repo().join("entrypoint.sh"))
             .env_clear()
+            .envs(pod_env(&cluster.docs))
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", dir.path())
-            .env("KUBECONFIG", &kubeconfig)
-            // As in the image: the binary and the audit database under the working directory.
+            .env("HOME", dir)
+            .env("KUBECONFIG", cluster.kubeconfig())
+            // As in the image: the binary, and the audit database under the working directory.
             .env("VIRTWORK_BIN", env!("CARGO_BIN_EXE_virtwork"))
-            .env("VIRTWORK_AUDIT_DB", dir.path().join("virtwork.db"))
-            .current_dir(dir.path());
+            .env("VIRTWORK_AUDIT_DB", dir.join("virtwork.db"))
+            .current_dir(dir);
         for name in ["VIRTWORK_COMMAND", "VIRTWORK_ARGS", "VIRTWORK_AFTER_RUN"] {
             cmd.env(name, env_value(container, name).unwrap());
         }
         let out = output_bounded(cmd, file);
+        let refused = std::mem::take(&mut cluster.ledger.lock().unwrap().refused);
+        assert!(
+            refused.is_empty(),
+            "{file} needs what {} does not grant: {refused:?}",
+            NAMESPACED.rbac_file
+        );
         assert!(
             out.status.success(),
             "{file} failed:\n{}",
@@ -802,9 +1445,12 @@ fn job_examples_work_end_to_end_through_the_entrypoint() {
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{file}: stdout is not one JSON document ({e})"));
         assert!(doc.is_object(), "{file}: {doc}");
-        let vms = server.objects("virtualmachines", None).len();
+        let vms = cluster
+            .server
+            .objects("virtualmachines", Some(&namespace))
+            .len();
         if expect_vms {
-            assert!(vms >= 2, "{file} created {vms} VMs");
+            assert!(vms >= 2, "{file} created {vms} VMs in {namespace}");
         } else {
             assert_eq!(vms, 0, "{file} left VMs behind");
         }

@@ -3,15 +3,18 @@
 //! `VIRTWORK_BIN` points the script at a stub shell script that records the exact argv it got
 //! (NUL-separated) and exits with a chosen code, so these tests pin what the pod runs: the
 //! command allowlist, shell-like splitting of `VIRTWORK_ARGS` without any expansion or code
-//! execution, exit-code passthrough, the sleep modes and signal forwarding. Every case runs under
-//! every POSIX shell present (`dash` is Debian's `/bin/sh`, `bash` is UBI's). shellcheck runs when
-//! installed and is required when `VIRTWORK_REQUIRE_GUEST_TOOLS=1`.
+//! execution, exit-code passthrough, the sleep modes, signal forwarding, and that an idle
+//! entrypoint stops at once on SIGTERM — as the test's direct child and as PID 1 of a PID
+//! namespace, like in a container (`unshare`; skipped with a notice where PID namespaces cannot
+//! be made, required when `VIRTWORK_REQUIRE_PIDNS=1`). Every case runs under every POSIX shell
+//! present (`dash` is Debian's `/bin/sh`, `bash` is UBI's). shellcheck runs when installed and is
+//! required when `VIRTWORK_REQUIRE_GUEST_TOOLS=1`.
 
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const STUB: &str = r#"#!/bin/sh
 : > "$STUB_LOG"
@@ -74,7 +77,26 @@ impl Sandbox {
     }
 
     fn command(&self, shell: &Path, env: &[(&str, &str)], container_args: &[&str]) -> Command {
-        let mut cmd = Command::new(shell);
+        self.command_via(&[], shell, env, container_args)
+    }
+
+    /// The entrypoint started by `launcher` (e.g. `unshare --pid --fork`), which runs
+    /// `<shell> entrypoint.sh <container_args>`.
+    fn command_via(
+        &self,
+        launcher: &[&str],
+        shell: &Path,
+        env: &[(&str, &str)],
+        container_args: &[&str],
+    ) -> Command {
+        let mut cmd = match launcher.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(shell);
+                cmd
+            }
+            None => Command::new(shell),
+        };
         cmd.arg(entrypoint())
             .args(container_args)
             .env_clear()
@@ -169,22 +191,128 @@ fn read_stderr_until(child: &mut Child, needle: &str) -> String {
     }
 }
 
-/// Whether the process is (still or now) `sleep infinity` — i.e. it exec'd into sleep.
-fn wait_until_sleeping(child: &mut Child) {
-    let cmdline = PathBuf::from(format!("/proc/{}/cmdline", child.id()));
+/// The parent PID of `pid`, from /proc (None once it is gone).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    after_comm.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| parent_of(*p) == Some(pid))
+        .collect()
+}
+
+fn is_sleep_infinity(pid: u32) -> bool {
+    fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|raw| {
+        let parts: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
+        parts.iter().any(|p| p.ends_with(b"sleep")) && parts.contains(&&b"infinity"[..])
+    })
+}
+
+/// Whether the process has exited (gone, or a zombie nobody reaped yet).
+fn has_exited(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            stat[stat.rfind(')').unwrap() + 1..]
+                .split_whitespace()
+                .next()
+                == Some("Z")
+        }
+    }
+}
+
+/// Waits until the entrypoint (`pid`, alive as long as `alive` says) idles in
+/// `sleep infinity` — itself or a child of it — and returns the sleeping process.
+fn wait_until_idle(pid: u32, mut alive: impl FnMut() -> bool) -> u32 {
     for _ in 0..600 {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "entrypoint exited instead of sleeping"
-        );
-        if let Ok(raw) = fs::read(&cmdline)
-            && raw.split(|b| *b == 0).any(|part| part == b"infinity")
-        {
-            return;
+        assert!(alive(), "entrypoint exited instead of idling");
+        if is_sleep_infinity(pid) {
+            return pid;
+        }
+        if let Some(sleeper) = children_of(pid).into_iter().find(|c| is_sleep_infinity(*c)) {
+            return sleeper;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("entrypoint never exec'd into `sleep infinity`");
+    panic!("entrypoint never idled in `sleep infinity`");
+}
+
+fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// How long an idle entrypoint may take to end after SIGTERM: a pod deletion must not wait
+/// for the grace period (120 s in deploy/), and sleeping in 1 s steps would not be prompt.
+const STOP_WITHIN: Duration = Duration::from_secs(2);
+
+/// Sends `signal` to `target` and waits for `child` (the entrypoint or its launcher) to exit:
+/// its status and how long that took, or None when it was still running after a guard well
+/// beyond `STOP_WITHIN` (then it is killed).
+fn signal_and_time_exit(
+    child: &mut Child,
+    target: u32,
+    signal: &str,
+) -> Option<(std::process::ExitStatus, Duration)> {
+    send_signal(target, signal);
+    let sent = Instant::now();
+    while sent.elapsed() < STOP_WITHIN * 5 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some((status, sent.elapsed()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// The two ways the entrypoint idles.
+const IDLE_MODES: [(&str, &[(&str, &str)]); 2] = [
+    ("no VIRTWORK_COMMAND", &[]),
+    (
+        "VIRTWORK_AFTER_RUN=sleep after success",
+        &[("VIRTWORK_COMMAND", "run"), ("VIRTWORK_AFTER_RUN", "sleep")],
+    ),
+];
+
+/// Asserts a prompt, clean stop and that no sleeper outlives the entrypoint.
+fn assert_stopped_cleanly(
+    what: &str,
+    outcome: Option<(std::process::ExitStatus, Duration)>,
+    sleeper: u32,
+) {
+    let (status, took) = outcome.unwrap_or_else(|| {
+        panic!(
+            "{what}: still running {:?} after the signal",
+            STOP_WITHIN * 5
+        )
+    });
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{what}: exit status {status} (a stop request on an idle pod is a clean exit)"
+    );
+    assert!(
+        took <= STOP_WITHIN,
+        "{what}: took {took:?} to exit after the signal (at most {STOP_WITHIN:?})"
+    );
+    for _ in 0..200 {
+        if has_exited(sleeper) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{what}: the sleeper {sleeper} outlived the entrypoint");
 }
 
 #[test]
@@ -440,9 +568,10 @@ fn no_command_sleeps_for_oc_exec() {
             .unwrap();
         let seen = read_stderr_until(&mut child, "No VIRTWORK_COMMAND set");
         assert!(seen.contains("oc exec"), "{seen}");
-        wait_until_sleeping(&mut child);
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let pid = child.id();
+        let sleeper = wait_until_idle(pid, || child.try_wait().unwrap().is_none());
+        let outcome = signal_and_time_exit(&mut child, pid, "TERM");
+        assert_stopped_cleanly(&format!("{shell:?}"), outcome, sleeper);
         assert_eq!(sandbox.argv(), None, "nothing ran");
     }
 }
@@ -465,9 +594,10 @@ fn after_run_sleep_keeps_the_pod_alive_after_success() {
             .spawn()
             .unwrap();
         read_stderr_until(&mut child, "finished successfully; sleeping");
-        wait_until_sleeping(&mut child);
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let pid = child.id();
+        let sleeper = wait_until_idle(pid, || child.try_wait().unwrap().is_none());
+        let outcome = signal_and_time_exit(&mut child, pid, "TERM");
+        assert_stopped_cleanly(&format!("{shell:?}"), outcome, sleeper);
         assert_eq!(
             sandbox.argv(),
             Some(strings(&["run", "--workloads", "cpu"]))
@@ -504,6 +634,106 @@ fn after_run_sleep_forwards_sigterm_and_returns_the_binarys_code() {
             let mut got = sandbox.log().into_os_string();
             got.push(".signal");
             assert_eq!(fs::read_to_string(&got).unwrap().trim(), "TERM");
+        }
+    }
+}
+
+/// An idle entrypoint started directly by the test (as `podman run` without an init would)
+/// ends with exit 0 within 2 s of SIGTERM or SIGINT, in both idle modes, leaving no sleeper.
+#[test]
+fn idle_entrypoint_exits_0_within_2s_on_sigterm_as_a_direct_child() {
+    for shell in shells() {
+        for (mode, env) in IDLE_MODES {
+            for signal in ["TERM", "INT"] {
+                let sandbox = Sandbox::new();
+                let mut child = sandbox
+                    .command(&shell, env, &[])
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                let pid = child.id();
+                let sleeper = wait_until_idle(pid, || child.try_wait().unwrap().is_none());
+                let outcome = signal_and_time_exit(&mut child, pid, signal);
+                assert_stopped_cleanly(
+                    &format!("{shell:?}, {mode}, SIG{signal}"),
+                    outcome,
+                    sleeper,
+                );
+            }
+        }
+    }
+}
+
+/// `unshare --pid --fork` works here (it needs CAP_SYS_ADMIN, or user namespaces).
+fn pid_namespaces_available() -> bool {
+    let required = std::env::var("VIRTWORK_REQUIRE_PIDNS").as_deref() == Ok("1");
+    let probe = Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "true"])
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => true,
+        other => {
+            let why = match other {
+                Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                !required,
+                "PID namespaces are required (VIRTWORK_REQUIRE_PIDNS=1) but `unshare --pid --fork` failed: {why}"
+            );
+            eprintln!("SKIP: cannot create a PID namespace ({why})");
+            false
+        }
+    }
+}
+
+/// In a container the entrypoint is PID 1 of its PID namespace, where the kernel drops every
+/// signal the process has no handler for: the idle entrypoint, run as that PID 1 under
+/// `unshare`, must still end with exit 0 within 2 s of the SIGTERM a pod deletion sends.
+#[test]
+fn idle_entrypoint_as_pid_1_of_a_pid_namespace_exits_0_within_2s_on_sigterm() {
+    if !pid_namespaces_available() {
+        return;
+    }
+    for shell in shells() {
+        for (mode, env) in IDLE_MODES {
+            let what = format!("{shell:?}, {mode}, as PID 1");
+            let sandbox = Sandbox::new();
+            // --kill-child: should unshare die, the namespace goes with it.
+            let mut launcher = sandbox
+                .command_via(
+                    &["unshare", "--pid", "--fork", "--kill-child"],
+                    &shell,
+                    env,
+                    &[],
+                )
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let unshare = launcher.id();
+            let mut init = None;
+            for _ in 0..600 {
+                init = children_of(unshare).first().copied();
+                if init.is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let init = init.unwrap_or_else(|| panic!("{what}: unshare started nothing"));
+            let status = fs::read_to_string(format!("/proc/{init}/status")).unwrap();
+            let nspid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))
+                .expect("NSpid in /proc/<pid>/status");
+            assert_eq!(
+                nspid.split_whitespace().last(),
+                Some("1"),
+                "{what}: the entrypoint is not PID 1 of its namespace ({nspid})"
+            );
+            let sleeper = wait_until_idle(init, || launcher.try_wait().unwrap().is_none());
+            // unshare passes on the exit status of the namespace's init.
+            let outcome = signal_and_time_exit(&mut launcher, init, "TERM");
+            assert_stopped_cleanly(&what, outcome, sleeper);
         }
     }
 }

@@ -15,8 +15,8 @@ use kube::api::{
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
 use support::{
-    AfterCommit, ControllerOptions, Denial, EventType, FakeApiServer, FaultAction, Faults, Options,
-    ScriptedFault,
+    AccessAttributes, AfterCommit, Authorizer, ControllerOptions, Denial, EventType, FakeApiServer,
+    FaultAction, Faults, Options, ScriptedFault,
 };
 
 /// Upper bound for anything that should happen "soon" (hang protection, never a timing claim).
@@ -490,6 +490,162 @@ async fn rbac_denials_use_the_authorizer_wording_and_ssar_agrees() {
     assert_eq!(
         post(&c, path, &review("create", "other")).await.1["status"]["allowed"],
         true
+    );
+}
+
+/// An installed RBAC policy sees every resource request with kube-apiserver's RequestInfo
+/// attributes (the namespace object is in its own namespace, a name field selector names the
+/// object, a nameless DELETE is deletecollection, a proxy path is the `proxy` subresource),
+/// never discovery; refusals are 403 in the authorizer's wording, before routing; access
+/// reviews are answered by the same policy, with their attributes taken literally.
+#[tokio::test]
+async fn rbac_policy_sees_request_info_attributes_and_answers_reviews() {
+    let server = server();
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(
+        Vec::<(AccessAttributes, String)>::new(),
+    ));
+    let seen = asked.clone();
+    server.set_faults(Faults {
+        authorizer: Some(Authorizer::new(move |attributes, via| {
+            seen.lock()
+                .unwrap()
+                .push((attributes.clone(), via.to_string()));
+            !(attributes.verb == "delete" && attributes.resource == "namespaces")
+                && attributes.resource != "nonexistent"
+        })),
+        ..Default::default()
+    });
+    let c = server.client().await;
+    let attributes =
+        |verb: &str, resource: &str, sub: &str, ns: &str, name: &str| AccessAttributes {
+            verb: verb.into(),
+            group: String::new(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            namespace: ns.into(),
+            name: name.into(),
+        };
+    let cases = [
+        (
+            "GET",
+            "/api/v1/namespaces/vw",
+            attributes("get", "namespaces", "", "vw", "vw"),
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces?fieldSelector=metadata.name%3Dvw&watch=true&timeoutSeconds=1",
+            attributes("watch", "namespaces", "", "", "vw"),
+        ),
+        (
+            "GET",
+            "/api/v1/secrets?limit=5",
+            attributes("list", "secrets", "", "", ""),
+        ),
+        (
+            "DELETE",
+            "/api/v1/namespaces/vw/secrets",
+            attributes("deletecollection", "secrets", "", "vw", ""),
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/monitoring/services/https:prometheus-k8s:9091/proxy/api/v1/query",
+            attributes(
+                "get",
+                "services",
+                "proxy",
+                "monitoring",
+                "https:prometheus-k8s:9091",
+            ),
+        ),
+        (
+            "PATCH",
+            "/api/v1/namespaces/vw/status",
+            attributes("patch", "namespaces", "status", "vw", "vw"),
+        ),
+    ];
+    for (method, path, expected) in cases {
+        asked.lock().unwrap().clear();
+        raw(
+            &c,
+            method,
+            path,
+            "application/merge-patch+json",
+            Some(&json!({})),
+        )
+        .await;
+        let got = asked.lock().unwrap().clone();
+        assert_eq!(got.len(), 1, "{method} {path}: {got:?}");
+        assert_eq!(got[0].0, expected, "{method} {path}");
+        assert!(
+            got[0].1.starts_with(&format!("{method} ")),
+            "{:?}",
+            got[0].1
+        );
+    }
+    asked.lock().unwrap().clear();
+    for path in [
+        "/api",
+        "/api/v1",
+        "/apis",
+        "/apis/kubevirt.io/v1",
+        "/version",
+    ] {
+        assert_eq!(get(&c, path).await.0, 200, "{path}");
+    }
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "discovery is never authorized"
+    );
+
+    let (s, _, b) = raw(
+        &c,
+        "DELETE",
+        "/api/v1/namespaces/vw",
+        "application/json",
+        None,
+    )
+    .await;
+    assert_eq!(s, 403);
+    assert_status(&b, 403, "Forbidden");
+    assert_eq!(
+        b["message"],
+        "namespaces \"vw\" is forbidden: User \"virtwork-tester\" cannot delete resource \"namespaces\" in API group \"\" in the namespace \"vw\""
+    );
+    assert!(
+        server.get("namespaces", "", "vw").is_some(),
+        "refused, not done"
+    );
+    // Authorization comes before routing: a forbidden request to nothing is 403, not 404.
+    assert_eq!(get(&c, "/api/v1/namespaces/vw/nonexistent").await.0, 403);
+
+    let review = |verb: &str, ns: Option<&str>| {
+        let mut attributes =
+            json!({ "verb": verb, "group": "", "resource": "namespaces", "name": "vw" });
+        if let Some(ns) = ns {
+            attributes["namespace"] = json!(ns);
+        }
+        json!({ "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": { "resourceAttributes": attributes } })
+    };
+    let path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+    asked.lock().unwrap().clear();
+    assert_eq!(
+        post(&c, path, &review("delete", None)).await.1["status"]["allowed"],
+        false
+    );
+    assert_eq!(
+        post(&c, path, &review("get", None)).await.1["status"]["allowed"],
+        true
+    );
+    let got = asked.lock().unwrap().clone();
+    let questions: Vec<&(AccessAttributes, String)> = got
+        .iter()
+        .filter(|(_, via)| via == "SelfSubjectAccessReview")
+        .collect();
+    assert_eq!(questions.len(), 2, "{got:?}");
+    assert_eq!(
+        questions[0].0,
+        attributes("delete", "namespaces", "", "", "vw")
     );
 }
 

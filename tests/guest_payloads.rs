@@ -1,5 +1,5 @@
 //! Real-tool validation of every rendered guest payload: all nine built-ins (every role),
-//! both shipped catalog entries, with and without SSH credentials.
+//! both shipped catalog entries, for every guest family, with and without SSH credentials.
 //!
 //! - `cloud-init schema --config-file` accepts each user-data document;
 //! - `systemd-analyze verify --root` accepts each unit, with the payload's own scripts
@@ -9,6 +9,7 @@
 //!   executable, and this machine is not a Fedora guest;
 //! - `bash -n` and `shellcheck` accept each script and each `bash -c` one-liner;
 //! - `fio --parse-only` accepts each job file;
+//! - `python3 -m py_compile` accepts each Python script;
 //! - the cpu and memory stress-ng command lines, as rendered, run for 1 s and exit 0.
 //!
 //! Each check prints a notice and skips when its tool is absent, and fails instead when
@@ -21,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use virtwork::config::{Secret, SshConfig};
-use virtwork::workloads::{BUILTIN_NAMES, Registry, WorkloadOptions, WorkloadSettings};
+use virtwork::workloads::{
+    BUILTIN_NAMES, GuestFamily, Registry, WorkloadOptions, WorkloadSettings,
+};
 
 /// One rendered user-data document.
 struct Payload {
@@ -70,6 +73,7 @@ fn options(ssh: bool) -> WorkloadOptions {
             SshConfig::default()
         },
         catalog_dir: catalog_dir(),
+        planned_workloads: Vec::new(),
     }
 }
 
@@ -78,6 +82,10 @@ fn catalog_dir() -> PathBuf {
 }
 
 fn settings(params: &[(&str, &str)]) -> WorkloadSettings {
+    settings_for(GuestFamily::Fedora, params)
+}
+
+fn settings_for(guest_family: GuestFamily, params: &[(&str, &str)]) -> WorkloadSettings {
     WorkloadSettings {
         vm_count: 1,
         cpu_cores: 2,
@@ -86,32 +94,44 @@ fn settings(params: &[(&str, &str)]) -> WorkloadSettings {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        guest_family,
     }
 }
 
-/// Every payload: built-ins and catalog entries, every role, with and without SSH.
+/// Every payload: built-ins and catalog entries, every role, every family, with and
+/// without SSH; plus the param variants that render different units or scripts.
 fn payloads() -> Vec<Payload> {
     let names: Vec<String> = vec!["sysbench".into(), "redis-bench".into()];
     let registry = Registry::with_catalog(&catalog_dir(), &names).unwrap();
     let mut out = Vec::new();
-    for ssh in [false, true] {
-        for name in BUILTIN_NAMES
-            .iter()
-            .copied()
-            .chain(["sysbench", "redis-bench"])
-        {
-            let workload = registry
-                .create(name, &settings(&[]), &options(ssh))
-                .unwrap();
-            for role in workload.roles() {
-                out.push(Payload {
-                    label: format!(
-                        "{name}/{}/{}",
-                        role.role.as_deref().unwrap_or("-"),
-                        if ssh { "ssh" } else { "no-ssh" }
-                    ),
-                    userdata: workload.userdata(role.role.as_deref()).unwrap(),
-                });
+    let variants: &[(&str, &[(&str, &str)])] = &[
+        ("chaos-disk", &[("mount", "/var/lib/my-chaos.d")]),
+        ("chaos-network", &[("target", "10.0.2.100:80")]),
+        ("chaos-process", &[("mode", "random"), ("victims", "32")]),
+    ];
+    for family in GuestFamily::ALL {
+        for ssh in [false, true] {
+            let defaults = BUILTIN_NAMES
+                .iter()
+                .copied()
+                .chain(["sysbench", "redis-bench"])
+                .map(|name| (name, &[][..]));
+            let extra = variants.iter().filter(|_| !ssh).copied();
+            for (name, params) in defaults.chain(extra) {
+                let workload = registry
+                    .create(name, &settings_for(family, params), &options(ssh))
+                    .unwrap();
+                for role in workload.roles() {
+                    out.push(Payload {
+                        label: format!(
+                            "{family}/{name}{}/{}/{}",
+                            if params.is_empty() { "" } else { "+params" },
+                            role.role.as_deref().unwrap_or("-"),
+                            if ssh { "ssh" } else { "no-ssh" }
+                        ),
+                        userdata: workload.userdata(role.role.as_deref()).unwrap(),
+                    });
+                }
             }
         }
     }
@@ -200,7 +220,7 @@ fn cloud_init_schema_accepts_every_userdata() {
 }
 
 /// Units the guest's packages provide, stubbed in the verify root.
-const PACKAGE_UNITS: &[&str] = &["postgresql.service"];
+const PACKAGE_UNITS: &[&str] = &["postgresql.service", "qemu-guest-agent.service"];
 /// Units every systemd guest has that a service's default dependencies and our ordering
 /// lines name; stubbed because the verify root is not a full OS tree.
 const SYSTEM_UNITS: &[&str] = &[
@@ -213,6 +233,8 @@ const SYSTEM_UNITS: &[&str] = &[
     "network.target",
     "network-online.target",
     "local-fs.target",
+    "local-fs-pre.target",
+    "umount.target",
 ];
 
 #[test]
@@ -234,8 +256,18 @@ fn systemd_analyze_verifies_every_unit() {
             let mode = u32::from_str_radix(&f.permissions, 8).unwrap();
             fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
             provided.insert(f.path.clone());
-            if f.path.ends_with(".service") {
+            let is_template = f.path.ends_with("@.service");
+            if (f.path.ends_with(".service") || f.path.ends_with(".mount")) && !is_template {
                 units.push(f.path.clone());
+            } else if is_template {
+                // A template is verified through an instance named after it.
+                let instance = f.path.replace("@.service", "@1.service");
+                std::os::unix::fs::symlink(
+                    &path,
+                    root.path().join(instance.trim_start_matches('/')),
+                )
+                .unwrap();
+                units.push(instance);
             }
         }
         // Stub what packages would install (see module docs).
@@ -281,7 +313,7 @@ fn systemd_analyze_verifies_every_unit() {
             }
         }
     }
-    assert!(verified >= 15, "only {verified} units verified");
+    assert!(verified >= 100, "only {verified} units verified");
     assert!(
         failures.is_empty(),
         "systemd-analyze verify:\n{}",
@@ -310,7 +342,8 @@ fn shell_snippets() -> Vec<(String, String)> {
             }
         };
         for f in files(&p.userdata) {
-            if f.content.starts_with("#!") {
+            if f.content.starts_with("#!/bin/bash") || f.content.starts_with("#!/usr/bin/env bash")
+            {
                 add(format!("{} {}", p.label, f.path), f.content.clone());
             }
             if f.path.ends_with(".service") {
@@ -323,9 +356,12 @@ fn shell_snippets() -> Vec<(String, String)> {
             }
         }
         let doc: serde_yaml::Value = serde_yaml::from_str(&p.userdata).unwrap();
-        let runcmd: Vec<Vec<String>> =
+        let mut commands: Vec<Vec<String>> =
             serde_yaml::from_value(doc["runcmd"].clone()).unwrap_or_default();
-        for argv in runcmd {
+        commands.extend(
+            serde_yaml::from_value::<Vec<Vec<String>>>(doc["bootcmd"].clone()).unwrap_or_default(),
+        );
+        for argv in commands {
             if argv.len() == 3 && argv[0] == "bash" && argv[1] == "-c" {
                 add(
                     format!("{} runcmd", p.label),
@@ -463,6 +499,144 @@ fn stress_ng_command_lines_run() {
 }
 
 #[test]
+fn python_compiles_every_python_script() {
+    if !have("python3") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen = BTreeSet::new();
+    let mut checked = 0;
+    for p in payloads() {
+        for f in files(&p.userdata) {
+            if !f.content.starts_with("#!/usr/bin/python3") || !seen.insert(f.content.clone()) {
+                continue;
+            }
+            let file = dir.path().join(format!("p{checked}.py"));
+            fs::write(&file, &f.content).unwrap();
+            let (ok, out) = run(Command::new("python3")
+                .args(["-m", "py_compile"])
+                .arg(&file));
+            assert!(ok, "{} {}: {out}", p.label, f.path);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1, "no Python script found");
+}
+
+/// The chaos-network probe measures what netem does: run against a local listener, it logs
+/// a window with every probe answered; against a closed local port (refused = answered) too;
+/// and `--device` names the loopback interface for a loopback target.
+#[test]
+fn chaos_network_probe_reports_windows_against_a_local_listener() {
+    if !have("python3") || !have("ip") {
+        return;
+    }
+    let w = Registry::builtin()
+        .create("chaos-network", &settings(&[]), &options(false))
+        .unwrap();
+    let probe = files(&w.userdata(None).unwrap())
+        .into_iter()
+        .find(|f| f.path == "/usr/local/bin/virtwork-chaos-network-probe")
+        .unwrap();
+    // A 3-probe window keeps the test short; everything else is the shipped script.
+    let script = probe.content.replace("WINDOW = 60", "WINDOW = 3");
+    assert_ne!(script, probe.content, "window constant not found");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("probe.py");
+    fs::write(&path, &script).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let (ok, out) = run(Command::new("python3")
+        .arg(&path)
+        .args(["--device", "127.0.0.1", &port]));
+    assert!(ok, "{out}");
+    assert_eq!(out.trim(), "lo");
+    let mut child = Command::new("python3")
+        .arg(&path)
+        .args(["127.0.0.1", &port, "0.05"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    for _ in 0..2 {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        lines.push(line);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        lines[0].starts_with(&format!(
+            "probing 127.0.0.1 (127.0.0.1) port {port} through lo"
+        )),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "probe window=1 target=127.0.0.1:{port} dev=lo sent=3 answered=3 lost=0 loss_pct=0.0 rtt_ms_avg="
+        )),
+        "{lines:?}"
+    );
+}
+
+/// Debian's netperf is in `non-free` (Ubuntu's in `multiverse`): the tps bootcmd adds that
+/// component to the guest's own sources, both one-line and deb822, once.
+#[test]
+fn tps_bootcmd_adds_the_netperf_component_to_existing_sources() {
+    if !have("bash") || !have("sed") {
+        return;
+    }
+    let w = Registry::builtin()
+        .create(
+            "tps",
+            &settings_for(GuestFamily::Debian, &[]),
+            &options(false),
+        )
+        .unwrap();
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(&w.userdata(Some("client")).unwrap()).unwrap();
+    let bootcmd: Vec<Vec<String>> = serde_yaml::from_value(doc["bootcmd"].clone()).unwrap();
+    let script = &bootcmd[0][2];
+    for (os_release, component) in [
+        ("ID=debian\nVERSION_ID=\"12\"\n", "non-free"),
+        ("ID=ubuntu\nID_LIKE=debian\n", "multiverse"),
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let etc = root.path().join("etc");
+        fs::create_dir_all(etc.join("apt/sources.list.d")).unwrap();
+        fs::write(etc.join("os-release"), os_release).unwrap();
+        fs::write(
+            etc.join("apt/sources.list"),
+            "deb http://10.0.2.100/debian bookworm main\ndeb http://10.0.2.100/flat ./\n",
+        )
+        .unwrap();
+        fs::write(
+            etc.join("apt/sources.list.d/debian.sources"),
+            "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\n",
+        )
+        .unwrap();
+        let rooted = script.replace("/etc/", &format!("{}/", etc.display()));
+        for _ in 0..2 {
+            let (ok, out) = run(Command::new("bash").args(["-c", &rooted]));
+            assert!(ok, "{out}");
+        }
+        assert_eq!(
+            fs::read_to_string(etc.join("apt/sources.list")).unwrap(),
+            format!(
+                "deb http://10.0.2.100/debian bookworm main {component}\ndeb http://10.0.2.100/flat ./\n"
+            )
+        );
+        assert_eq!(
+            fs::read_to_string(etc.join("apt/sources.list.d/debian.sources")).unwrap(),
+            format!(
+                "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main {component}\n"
+            )
+        );
+    }
+}
+
+#[test]
 fn chaos_process_protects_whole_names_only() {
     if !have("bash") {
         return;
@@ -500,16 +674,174 @@ ps() {
  2400     1 my prog
  2500     1 NetworkManager
  2600     1 cloud-init
+ 2700     1 qemu-ga
+ 2800     1 dhclient
+ 2900     1 chaos-victim
+ 3000     1 python3
+ 3100     1 python3
 PS
+}
+unit_of() {
+  case "$1" in
+    2900) echo "virtwork-chaos-victim@1.service" ;;
+    3000) echo "cloud-final.service" ;;
+    3100) echo "session-4.scope" ;;
+    2400) echo "qemu-guest-agent.service" ;;
+    *) echo "app.service" ;;
+  esac
 }
 "#;
     let program = format!("source {}\n{fake_ps}\neligible_pids", path.display());
     let (ok, out) = run(Command::new("bash").args(["-c", &program]));
     assert!(ok, "{out}");
     let pids: Vec<&str> = out.lines().collect();
+    // 2400 runs in the guest agent's unit whatever its name; 3000 and 3100 are protected by
+    // their units; the victim is eligible.
     assert_eq!(
         pids,
-        ["1700", "1802", "1803", "2200", "2300", "2400"],
+        ["1700", "1802", "1803", "2200", "2300", "2900"],
+        "{out}"
+    );
+}
+
+/// The victims-mode loop as shipped, against a stand-in for systemd: the script signals the
+/// victim unit's main process (a real `sleep`, which dies), logs `KILL n=1`, and once the unit
+/// reports a new main PID logs `RESTART n=1` with both PIDs.
+#[test]
+fn chaos_process_kills_a_victim_and_counts_its_restart() {
+    if !have("bash") {
+        return;
+    }
+    let w = Registry::builtin()
+        .create(
+            "chaos-process",
+            &settings(&[("victims", "1")]),
+            &options(false),
+        )
+        .unwrap();
+    let script = files(&w.userdata(None).unwrap())
+        .into_iter()
+        .find(|f| f.path == "/usr/local/bin/chaos-process.sh")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chaos-process.sh");
+    fs::write(&path, &script.content).unwrap();
+    let program = format!(
+        r#"source {script}
+set +e
+CHAOS_VICTIMS=1
+sleep 300 &
+VICTIM=$!
+MAIN_PID_FILE={dir}/main-pid
+echo "$VICTIM" > "$MAIN_PID_FILE"
+systemctl() {{
+  [ "$*" = "show -p MainPID --value virtwork-chaos-victim@1.service" ] || return 1
+  cat "$MAIN_PID_FILE"
+}}
+kill_victim
+wait "$VICTIM" 2>/dev/null
+echo "victim exit $?"
+check_restart
+echo 4242 > "$MAIN_PID_FILE"
+check_restart
+check_restart
+# A victim that never runs again: after MAX_MISSING rounds the workload fails.
+echo 0 > "$MAIN_PID_FILE"
+( for _ in $(seq 1 "$MAX_MISSING"); do kill_victim; done ) >/dev/null
+echo "missing exit $?"
+"#,
+        script = path.display(),
+        dir = dir.path().display(),
+    );
+    let (ok, out) = run(Command::new("bash").args(["-c", &program]));
+    assert!(ok, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert_eq!(lines[3], "missing exit 1", "{out}");
+    assert!(
+        lines[0].contains("] KILL n=1 signal=SIGTERM pid=")
+            && lines[0].ends_with(" victim=virtwork-chaos-victim@1.service"),
+        "{out}"
+    );
+    // 128 + SIGTERM: the victim really died of the signal.
+    assert_eq!(lines[1], "victim exit 143", "{out}");
+    assert!(
+        lines[2].contains("] RESTART n=1 victim=virtwork-chaos-victim@1.service old_pid=")
+            && lines[2].ends_with(" new_pid=4242"),
+        "{out}"
+    );
+}
+
+/// What keeps chaos-disk and fio off the root disk, run for real: the shipped chaos-disk
+/// loop pointed at a directory that is not a mount (as /mnt/data is when the data disk is
+/// missing) stops before allocating anything, and the guard names the reason; with the
+/// device missing too, it says so.
+#[test]
+fn chaos_disk_refuses_a_mount_point_that_is_not_its_data_disk() {
+    if !have("bash") || !have("findmnt") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("data");
+    fs::create_dir(&target).unwrap();
+    let w = Registry::builtin()
+        .create(
+            "chaos-disk",
+            &settings(&[("mount", "/mnt/data"), ("fill-sleep", "1")]),
+            &options(false),
+        )
+        .unwrap();
+    let guest = files(&w.userdata(None).unwrap());
+    let content = |path: &str| {
+        guest
+            .iter()
+            .find(|f| f.path == path)
+            .unwrap()
+            .content
+            .clone()
+    };
+    let guard = dir.path().join("virtwork-require-mount");
+    fs::write(&guard, content("/usr/local/bin/virtwork-require-mount")).unwrap();
+    fs::set_permissions(&guard, fs::Permissions::from_mode(0o755)).unwrap();
+    // The same script, pointed at the scratch directory and the scratch guard; the device is
+    // one that exists (so the mount-point check is what refuses).
+    let script = content("/usr/local/bin/chaos-disk.sh")
+        .replace("/mnt/data", &target.display().to_string())
+        .replace(
+            "/usr/local/bin/virtwork-require-mount",
+            &guard.display().to_string(),
+        )
+        .replace("/dev/disk/by-id/virtio-virtwork-chdisk", "/dev/null");
+    let path = dir.path().join("chaos-disk.sh");
+    fs::write(&path, script).unwrap();
+    let (ok, out) = run(Command::new("timeout").arg("20").arg("bash").arg(&path));
+    assert!(!ok, "the fill loop ran against a plain directory:\n{out}");
+    assert!(
+        out.contains(&format!(
+            "ERROR: {} is not a mount point; refusing to write to the root file system",
+            target.display()
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("filling"), "{out}");
+    assert_eq!(
+        fs::read_dir(&target).unwrap().count(),
+        0,
+        "nothing allocated"
+    );
+
+    // A real mount point, but of another device (the root file system): refused too.
+    let (ok, out) = run(Command::new(&guard).arg("/").arg("/dev/null"));
+    assert!(!ok, "{out}");
+    assert!(out.contains("ERROR: / is mounted from "), "{out}");
+    assert!(out.contains("not from the data disk /dev/null"), "{out}");
+
+    let (ok, out) = run(Command::new(&guard)
+        .arg(&target)
+        .arg("/dev/disk/by-id/virtio-absent"));
+    assert!(!ok);
+    assert!(
+        out.contains("ERROR: data disk /dev/disk/by-id/virtio-absent is missing"),
         "{out}"
     );
 }

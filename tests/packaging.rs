@@ -585,12 +585,14 @@ fn workload_packages() -> BTreeSet<String> {
         cpu_cores: 2,
         memory: "2Gi".into(),
         params: Default::default(),
+        guest_family: Default::default(),
     };
     let options = WorkloadOptions {
         namespace: "virtwork".into(),
         data_disk_size: "10Gi".into(),
         ssh: SshConfig::default(),
         catalog_dir: catalog_dir.clone(),
+        planned_workloads: Vec::new(),
     };
     let mut packages = BTreeSet::new();
     let names: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();

@@ -74,6 +74,9 @@ impl Workload for FakeWorkload {
         text.push_str(&"x".repeat(self.userdata_bytes));
         Ok(text)
     }
+    fn workload_units(&self, role: Option<&str>) -> Vec<String> {
+        vec![format!("{}-{}.service", self.name, role.unwrap_or("main"))]
+    }
     fn resources(&self) -> VmResources {
         VmResources {
             cpu_cores: self.settings.cpu_cores,
@@ -218,6 +221,15 @@ fn vm_spec_matches_the_reference_shape() {
                         "resources": {"requests": {"memory": "2Gi"}}
                     },
                     "networks": [{"name": "default", "pod": {}}],
+                    "readinessProbe": {
+                        "exec": {"command": [
+                            "/bin/sh", "-c", "systemctl is-active --quiet disk-main.service"
+                        ]},
+                        "periodSeconds": 15,
+                        "timeoutSeconds": 10,
+                        "failureThreshold": 3,
+                        "successThreshold": 1,
+                    },
                     "volumes": [
                         {"containerDisk": {"image": "quay.io/containerdisks/fedora:42"},
                          "name": "containerdisk"},
@@ -687,5 +699,67 @@ fn registry_param_errors_surface_as_input_errors() {
     match plan::build_plan(&cfg, &registry, RUN_ID) {
         Err(Error::Input(msg)) => assert!(msg.contains("cpu-method"), "{msg}"),
         other => panic!("expected an input error, got {other:?}"),
+    }
+}
+
+#[test]
+fn unit_names_unsafe_for_the_readiness_probe_are_rejected() {
+    for bad in [
+        "a b.service",
+        "x;reboot.service",
+        "$(id).service",
+        "-x.service",
+        "",
+    ] {
+        let err = plan::workload_probe("w", &[bad.to_string()]).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{bad}");
+        assert!(
+            err.to_string()
+                .contains("cannot be checked by the readiness probe"),
+            "{err}"
+        );
+    }
+    let probe = plan::workload_probe("w", &["a.service".to_string(), "b@1.service".to_string()])
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        probe.exec.unwrap().command.unwrap(),
+        [
+            "/bin/sh",
+            "-c",
+            "systemctl is-active --quiet a.service && systemctl is-active --quiet b@1.service"
+        ]
+    );
+    assert!(plan::workload_probe("w", &[]).unwrap().is_none());
+}
+
+/// Until `--guest-os` is configurable, the family is inferred from the containerdisk image:
+/// the payload follows it, and an image naming no known distribution renders for fedora
+/// with a plan warning naming the image.
+#[test]
+fn guest_family_follows_the_container_disk_image() {
+    let registry = virtwork::workloads::Registry::builtin();
+    let userdata =
+        |plan: &Plan| plan.vms[0].secret.string_data.as_ref().unwrap()["userdata"].clone();
+    let mut config = test_config::config(&["database"], 1);
+    config.container_disk_image = "quay.io/containerdisks/debian:12".into();
+    let plan = plan::build_plan(&config, &registry, RUN_ID).unwrap();
+    assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+    let ud = userdata(&plan);
+    assert!(
+        ud.contains("- postgresql\n") && !ud.contains("postgresql-server"),
+        "{ud}"
+    );
+    for (image, warned) in [
+        ("quay.io/containerdisks/fedora:42", false),
+        ("registry.example.com/team/golden-vm:3", true),
+    ] {
+        config.container_disk_image = image.into();
+        let plan = plan::build_plan(&config, &registry, RUN_ID).unwrap();
+        assert!(userdata(&plan).contains("- postgresql-server\n"), "{image}");
+        assert_eq!(plan.warnings.len(), usize::from(warned), "{image}");
+        if warned {
+            assert!(plan.warnings[0].contains(image), "{:?}", plan.warnings);
+        }
     }
 }

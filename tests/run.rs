@@ -825,6 +825,119 @@ fn readiness_timeout_names_the_vms_not_ready_and_their_phases() {
     assert!(stdout(&out).contains("virtwork cleanup --namespace virtwork --run-id"));
 }
 
+#[test]
+fn every_vm_gets_a_readiness_probe_checking_each_workload_unit() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let out = env.run(&["--workloads", "database,network", "--no-wait"]);
+    assert_success(&out);
+    let probe = |vm: &str| {
+        server
+            .get("virtualmachines", NS, vm)
+            .unwrap_or_else(|| panic!("{vm} missing"))
+            .pointer("/spec/template/spec/readinessProbe")
+            .cloned()
+            .unwrap_or_else(|| panic!("{vm} has no readinessProbe"))
+    };
+    let db = probe("virtwork-database-0");
+    assert_eq!(
+        db["exec"]["command"],
+        serde_json::json!([
+            "/bin/sh",
+            "-c",
+            "systemctl is-active --quiet virtwork-database-setup.service && systemctl is-active --quiet virtwork-database.service"
+        ])
+    );
+    assert_eq!(db["periodSeconds"], 15);
+    assert_eq!(db["timeoutSeconds"], 10);
+    assert_eq!(db["failureThreshold"], 3);
+    for vm in ["virtwork-network-server-0", "virtwork-network-client-0"] {
+        assert_eq!(
+            probe(vm)["exec"]["command"][2],
+            "systemctl is-active --quiet virtwork-network.service"
+        );
+    }
+}
+
+#[test]
+fn workload_condition_waits_for_the_probe_to_pass() {
+    // The probe passes 1.5 s after the guest agent connects: a run waiting for `running`
+    // finishes before that, one waiting for `workload` only after.
+    let server = FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            workload_ready_delay: Duration::from_millis(1500),
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--ready-condition",
+        "workload",
+        "--timeout",
+        "60",
+        "--output",
+        "json",
+    ]);
+    assert_success(&out);
+    let doc = json_output(&out);
+    assert_eq!(doc["ready_condition"], "workload");
+    assert_eq!(doc["vms_ready"], 2);
+    // Everything the run reported ready is Ready=True on the server.
+    for i in 0..2 {
+        let vmi = server
+            .get("virtualmachineinstances", NS, &format!("virtwork-cpu-{i}"))
+            .unwrap();
+        let ready = vmi["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        assert!(ready, "{vmi}");
+    }
+    let waited_ms = doc["durations_ms"]["wait"].as_u64().unwrap();
+    assert!(waited_ms >= 1500, "returned before the probe passed: {doc}");
+}
+
+#[test]
+fn a_vm_whose_workload_unit_never_starts_is_never_workload_ready() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--workloads",
+        "cpu",
+        "--container-disk-image",
+        "quay.io/example/brokenunit:1",
+        "--ready-condition",
+        "workload",
+        "--timeout",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("readiness timeout after 3s: 1 of 1 VMs not running its workload (readiness probe not passing): virtwork-cpu-0 (Running)"),
+        "{err}"
+    );
+    // The same VM satisfies `running`: the guest is up, only the workload is not.
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--namespace",
+        "other",
+        "--workloads",
+        "cpu",
+        "--container-disk-image",
+        "quay.io/example/brokenunit:1",
+        "--timeout",
+        "30",
+    ]);
+    assert_success(&out);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Preflight
 // ---------------------------------------------------------------------------------------------

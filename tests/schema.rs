@@ -63,6 +63,11 @@ fn disk_vm() -> VirtualMachine {
                             ..Default::default()
                         }),
                     },
+                    readiness_probe: virtwork::plan::workload_probe(
+                        "disk",
+                        &["virtwork-disk.service".to_string()],
+                    )
+                    .unwrap(),
                     networks: vec![Network {
                         name: "default".into(),
                         pod: Some(PodNetwork {}),
@@ -151,6 +156,16 @@ fn reference_disk_vm_shape_is_what_the_types_serialize() {
     assert_eq!(
         vm.pointer("/spec/template/spec/domain/devices/interfaces/0"),
         Some(&json!({"masquerade": {}, "name": "default"}))
+    );
+    assert_eq!(
+        vm.pointer("/spec/template/spec/readinessProbe"),
+        Some(&json!({
+            "exec": {"command": ["/bin/sh", "-c", "systemctl is-active --quiet virtwork-disk.service"]},
+            "periodSeconds": 15,
+            "timeoutSeconds": 10,
+            "failureThreshold": 3,
+            "successThreshold": 1,
+        }))
     );
     assert!(vm.get("status").is_none(), "unset status must not be sent");
     // Round trip: what we send parses back to the same value.
@@ -268,6 +283,13 @@ fn validator_rejects_bad_quantities_enums_and_fields_on_empty_objects() {
         "{errors:#?}"
     );
 
+    // The probe's exec action is the core ExecAction: `command` only.
+    let errors = violations_after(&doc, |vm| {
+        vm["spec"]["template"]["spec"]["readinessProbe"]["exec"]["shell"] = json!(true);
+        vm["spec"]["template"]["spec"]["readinessProbe"]["periodSeconds"] = json!("15");
+    });
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+
     // `masquerade: {}` takes no fields.
     let errors = violations_after(&doc, |vm| {
         vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0]["masquerade"]["ports"] =
@@ -370,6 +392,14 @@ fn every_planned_vm_validates_against_kubevirt_schema() {
         let value = serde_json::to_value(&vm.vm).unwrap();
         let errors = schema::validate(&doc, "v1.VirtualMachine", &value, true);
         assert!(errors.is_empty(), "{}: {errors:#?}", vm.name);
+        let command = &value["spec"]["template"]["spec"]["readinessProbe"]["exec"]["command"];
+        assert!(
+            command[2]
+                .as_str()
+                .is_some_and(|c| c.starts_with("systemctl is-active --quiet ")),
+            "{}: {command}",
+            vm.name
+        );
         for template in value["spec"]["dataVolumeTemplates"]
             .as_array()
             .into_iter()

@@ -131,6 +131,90 @@ fn a_run_id_that_is_not_a_uuid_is_bad_input() {
     assert!(text(&out.stderr).contains("--run-id"));
 }
 
+/// Readiness per VM: two runs made by the real binary (so their VMs carry the workload
+/// readiness probe), one whose workload unit never comes up (the fixture's `brokenunit`
+/// image). Status shows the first ready and the second running but not ready.
+#[test]
+fn status_shows_workload_readiness_per_vm() {
+    let c = Cluster::start();
+    for image in [
+        "quay.io/containerdisks/fedora:42",
+        "quay.io/example/brokenunit:1",
+    ] {
+        let workload = if image.contains("brokenunit") {
+            "memory"
+        } else {
+            "cpu"
+        };
+        let out = c.run(
+            &[
+                "--namespace",
+                NS,
+                "--no-audit",
+                "run",
+                "--workloads",
+                workload,
+                "--container-disk-image",
+                image,
+                "--no-wait",
+            ],
+            None,
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let condition = |s: &support::FakeApiServer, vm: &str| {
+        s.get("virtualmachineinstances", NS, vm).and_then(|v| {
+            v["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready")
+                .and_then(|c| c["status"].as_str().map(String::from))
+        })
+    };
+    let settled = c.server.wait_until(SETTLE, |s| {
+        condition(s, "virtwork-cpu-0").as_deref() == Some("True")
+            && condition(s, "virtwork-memory-0").as_deref() == Some("False")
+            && s.get("virtualmachineinstances", NS, "virtwork-memory-0")
+                .is_some_and(|v| v["status"]["phase"] == "Running")
+    });
+    assert!(settled, "fixture VMIs did not settle");
+    // Give the broken VM the time the healthy one needed to pass its probe: it must not.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = c.run(
+        &["--namespace", NS, "--output", "json", "status"],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    let vms: Vec<&Value> = doc["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["vms"].as_array().unwrap())
+        .collect();
+    let by_name = |name: &str| *vms.iter().find(|v| v["name"] == name).unwrap();
+    assert_eq!(by_name("virtwork-cpu-0")["ready"], true);
+    assert_eq!(by_name("virtwork-memory-0")["vmi_phase"], "Running");
+    assert_eq!(by_name("virtwork-memory-0")["ready"], false);
+
+    let table = text(&c.run(&["--namespace", NS, "status"], None, &[]).stdout);
+    let header = table.lines().next().unwrap();
+    assert!(header.contains(" READY "), "{table}");
+    let column = header.find(" READY ").unwrap() + 1;
+    let cell = |line: &str| {
+        line[column..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let row = |vm: &str| table.lines().find(|l| l.contains(vm)).unwrap().to_string();
+    assert_eq!(cell(&row("virtwork-cpu-0")), "yes", "{table}");
+    assert_eq!(cell(&row("virtwork-memory-0")), "no", "{table}");
+}
+
 #[test]
 fn a_server_repeating_a_continue_token_is_stopped_with_a_clear_error() {
     let c = Cluster::start();

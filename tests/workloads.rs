@@ -8,7 +8,8 @@ use virtwork::config::{Secret, SshConfig};
 use virtwork::error::Error;
 use virtwork::workloads::params::validate_params;
 use virtwork::workloads::{
-    BUILTIN_NAMES, Registry, Workload, WorkloadOptions, WorkloadSettings, check_builtin_names,
+    BUILTIN_NAMES, GuestFamily, Registry, Workload, WorkloadOptions, WorkloadSettings,
+    check_builtin_names,
 };
 
 fn options() -> WorkloadOptions {
@@ -21,6 +22,7 @@ fn options() -> WorkloadOptions {
             authorized_keys: vec![],
         },
         catalog_dir: PathBuf::from("catalog"),
+        planned_workloads: Vec::new(),
     }
 }
 
@@ -33,17 +35,85 @@ fn settings(vm_count: u32, params: &[(&str, &str)]) -> WorkloadSettings {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        guest_family: GuestFamily::Fedora,
     }
 }
 
 fn build(name: &str, vm_count: u32, params: &[(&str, &str)]) -> Box<dyn Workload> {
+    build_for(GuestFamily::Fedora, name, vm_count, params)
+}
+
+fn build_for(
+    family: GuestFamily,
+    name: &str,
+    vm_count: u32,
+    params: &[(&str, &str)],
+) -> Box<dyn Workload> {
+    let mut settings = settings(vm_count, params);
+    settings.guest_family = family;
     Registry::builtin()
-        .create(name, &settings(vm_count, params), &options())
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .create(name, &settings, &options())
+        .unwrap_or_else(|e| panic!("{name} ({family}): {e}"))
 }
 
 fn userdata(name: &str, role: Option<&str>, params: &[(&str, &str)]) -> String {
     build(name, 1, params).userdata(role).unwrap()
+}
+
+fn userdata_for(
+    family: GuestFamily,
+    name: &str,
+    role: Option<&str>,
+    params: &[(&str, &str)],
+) -> String {
+    build_for(family, name, 1, params).userdata(role).unwrap()
+}
+
+/// Every (family, workload, role) with its user-data.
+fn every_payload() -> Vec<(GuestFamily, &'static str, Option<String>, String)> {
+    let mut out = Vec::new();
+    for family in GuestFamily::ALL {
+        for name in BUILTIN_NAMES {
+            let w = build_for(family, name, 1, &[]);
+            for role in w.roles() {
+                let ud = w.userdata(role.role.as_deref()).unwrap();
+                out.push((family, name, role.role.clone(), ud));
+            }
+        }
+    }
+    out
+}
+
+/// Paths of every write_files entry.
+fn paths(userdata: &str) -> Vec<String> {
+    doc(userdata)["write_files"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `[Unit]`/`[Service]` values of `key` in a unit file.
+fn values<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
+    unit.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .collect()
+}
+
+/// The guest agent, then the workload's own commands.
+fn agent_first() -> Vec<String> {
+    cmd(&[
+        "systemctl",
+        "enable",
+        "--now",
+        "--no-block",
+        "qemu-guest-agent.service",
+    ])
+}
+
+fn enable(unit: &str) -> Vec<String> {
+    cmd(&["systemctl", "enable", "--now", "--no-block", unit])
 }
 
 /// The parsed cloud-config document.
@@ -128,10 +198,10 @@ fn unknown_builtin_names_get_suggestions() {
 #[test]
 fn cpu_unit_defaults_and_overrides() {
     let ud = userdata("cpu", None, &[]);
-    assert_eq!(packages(&ud), ["stress-ng"]);
+    assert_eq!(packages(&ud), ["qemu-guest-agent", "stress-ng"]);
     let (unit, mode) = file(&ud, "/etc/systemd/system/virtwork-cpu.service");
     assert_eq!(mode, "0644");
-    assert!(unit.contains("Description=Virtwork CPU stress workload\nAfter=network.target\n"));
+    assert!(unit.starts_with("[Unit]\nDescription=Virtwork CPU stress workload\n\n[Service]\n"));
     assert_eq!(
         exec_start(&unit),
         "/usr/bin/stress-ng --cpu 0 --cpu-load 100 --cpu-method all --timeout 0"
@@ -141,8 +211,9 @@ fn cpu_unit_defaults_and_overrides() {
     assert_eq!(
         runcmd(&ud),
         [
+            agent_first(),
             cmd(&["systemctl", "daemon-reload"]),
-            cmd(&["systemctl", "enable", "--now", "virtwork-cpu.service"])
+            enable("virtwork-cpu.service")
         ]
     );
     let ud = userdata(
@@ -185,10 +256,131 @@ fn single_role_workloads_scale_with_vm_count() {
     }
 }
 
+/// The packages each payload installs, per family: the contract the guest images and the
+/// real-guest suite's local package repository are built from.
+#[test]
+fn packages_per_family_come_from_each_workloads_table() {
+    // (workload, role, fedora packages, debian packages)
+    type Row = (
+        &'static str,
+        Option<&'static str>,
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+    let expected: &[Row] = &[
+        ("cpu", None, &["stress-ng"], &["stress-ng"]),
+        ("memory", None, &["stress-ng"], &["stress-ng"]),
+        ("disk", None, &["fio", "xfsprogs"], &["fio", "xfsprogs"]),
+        (
+            "database",
+            None,
+            &["postgresql-server", "postgresql-contrib", "xfsprogs"],
+            &["postgresql", "xfsprogs"],
+        ),
+        ("network", Some("server"), &["iperf3"], &["iperf3"]),
+        ("network", Some("client"), &["iperf3"], &["iperf3"]),
+        (
+            "tps",
+            Some("server"),
+            &["netperf", "python3"],
+            &["netperf", "python3"],
+        ),
+        (
+            "tps",
+            Some("client"),
+            &["netperf", "curl"],
+            &["netperf", "curl"],
+        ),
+        ("chaos-disk", None, &["xfsprogs"], &["xfsprogs"]),
+        (
+            "chaos-network",
+            None,
+            &["iproute-tc", "python3"],
+            &["iproute2", "python3"],
+        ),
+        ("chaos-process", None, &["procps-ng"], &["procps"]),
+    ];
+    for (name, role, fedora, debian) in expected {
+        for (family, wanted) in [(GuestFamily::Fedora, fedora), (GuestFamily::Debian, debian)] {
+            let ud = userdata_for(family, name, *role, &[]);
+            let mut all = vec!["qemu-guest-agent".to_string()];
+            all.extend(wanted.iter().map(|p| p.to_string()));
+            assert_eq!(packages(&ud), all, "{name} {role:?} on {family}");
+        }
+    }
+}
+
+#[test]
+fn every_payload_installs_and_starts_the_guest_agent_first() {
+    for (family, name, role, ud) in every_payload() {
+        assert_eq!(
+            packages(&ud)[0],
+            "qemu-guest-agent",
+            "{name} {role:?} {family}"
+        );
+        assert_eq!(runcmd(&ud)[0], agent_first(), "{name} {role:?} {family}");
+    }
+}
+
+#[test]
+fn workload_units_are_what_the_readiness_probe_checks() {
+    let expected: &[(&str, Option<&str>, &[&str])] = &[
+        ("cpu", None, &["virtwork-cpu.service"]),
+        ("memory", None, &["virtwork-memory.service"]),
+        ("disk", None, &["virtwork-disk.service"]),
+        (
+            "database",
+            None,
+            &[
+                "virtwork-database-setup.service",
+                "virtwork-database.service",
+            ],
+        ),
+        ("network", Some("server"), &["virtwork-network.service"]),
+        ("network", Some("client"), &["virtwork-network.service"]),
+        ("tps", Some("server"), &["virtwork-tps.service"]),
+        ("tps", Some("client"), &["virtwork-tps.service"]),
+        ("chaos-disk", None, &["virtwork-chaos-disk.service"]),
+        (
+            "chaos-network",
+            None,
+            &[
+                "virtwork-chaos-network.service",
+                "virtwork-chaos-network-probe.service",
+            ],
+        ),
+        ("chaos-process", None, &["virtwork-chaos-process.service"]),
+    ];
+    for family in GuestFamily::ALL {
+        for (name, role, units) in expected {
+            let w = build_for(family, name, 1, &[]);
+            assert_eq!(w.workload_units(*role), units.to_vec(), "{name} {role:?}");
+            // Each unit is written by the payload and enabled by its runcmd.
+            let ud = w.userdata(*role).unwrap();
+            for unit in *units {
+                assert!(
+                    paths(&ud).contains(&format!("/etc/systemd/system/{unit}")),
+                    "{name}: {unit} not written"
+                );
+                assert!(
+                    runcmd(&ud).contains(&enable(unit))
+                        || *unit == "virtwork-database-setup.service",
+                    "{name}: {unit} not enabled"
+                );
+            }
+        }
+    }
+    assert!(
+        build("network", 1, &[])
+            .workload_units(Some("observer"))
+            .is_empty()
+    );
+}
+
 #[test]
 fn memory_unit_escapes_the_percent_for_systemd() {
     let ud = userdata("memory", None, &[]);
-    assert_eq!(packages(&ud), ["stress-ng"]);
+    assert_eq!(packages(&ud), ["qemu-guest-agent", "stress-ng"]);
     let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-memory.service");
     assert!(unit.contains("Description=Virtwork memory stress workload\n"));
     assert_eq!(
@@ -211,46 +403,98 @@ fn memory_unit_escapes_the_percent_for_systemd() {
     );
 }
 
+/// The data-disk contract shared by disk, database and chaos-disk: a mount unit on the
+/// by-id device (never an fstab line, never the root disk), a format unit before it, the
+/// workload unit requiring the mount and checking it before it starts.
+fn assert_data_disk(ud: &str, serial: &str, mount: &str, mount_unit: &str, unit: &str) {
+    let device = format!("/dev/disk/by-id/virtio-{serial}");
+    let (mount_text, mode) = file(ud, &format!("/etc/systemd/system/{mount_unit}"));
+    assert_eq!(mode, "0644");
+    assert!(mount_text.contains("\n[Mount]\n"), "{mount_text}");
+    assert_eq!(values(&mount_text, "What"), [device.as_str()]);
+    assert_eq!(values(&mount_text, "Where"), [mount]);
+    assert_eq!(values(&mount_text, "Type"), ["xfs"]);
+    assert_eq!(values(&mount_text, "Options"), ["defaults,nofail"]);
+    let format_unit = format!("virtwork-format-{serial}.service");
+    assert_eq!(values(&mount_text, "Requires"), [format_unit.as_str()]);
+    assert_eq!(values(&mount_text, "After"), [format_unit.as_str()]);
+    assert!(
+        !mount_text.contains("[Install]"),
+        "pulled in only by its users"
+    );
+    let (format_text, _) = file(ud, &format!("/etc/systemd/system/{format_unit}"));
+    assert_eq!(values(&format_text, "Before"), [mount_unit]);
+    assert!(format_text.contains("Type=oneshot\nRemainAfterExit=yes\n"));
+    assert!(
+        exec_start(&format_text).starts_with(&format!(
+            "/usr/local/bin/virtwork-format-data-disk {device} {mount}"
+        )),
+        "{format_text}"
+    );
+    let (format_script, mode) = file(ud, "/usr/local/bin/virtwork-format-data-disk");
+    assert_eq!(mode, "0755");
+    assert!(format_script.contains("mkfs.xfs -q \"$REAL_DEV\""));
+    assert!(format_script.contains("already has a file system; not formatting"));
+    let (guard, _) = file(ud, "/usr/local/bin/virtwork-require-mount");
+    assert!(guard.contains("findmnt -n -o SOURCE --mountpoint \"$MOUNT_POINT\""));
+    assert!(guard.contains("refusing to write to the root file system"));
+    let (unit_text, _) = file(ud, &format!("/etc/systemd/system/{unit}"));
+    assert!(
+        values(&unit_text, "RequiresMountsFor").contains(&mount),
+        "{unit}: {unit_text}"
+    );
+    assert!(
+        values(&unit_text, "ExecStartPre")
+            .contains(&format!("/usr/local/bin/virtwork-require-mount {mount} {device}").as_str()),
+        "{unit}: {unit_text}"
+    );
+    assert!(packages(ud).contains(&"xfsprogs".to_string()));
+    // Nothing writes fstab, and no first-boot script mounts behind systemd's back.
+    assert!(!ud.contains("/etc/fstab"), "fstab must not be written");
+    assert!(!ud.contains("virtwork-disk-setup"), "{ud}");
+}
+
 #[test]
 fn disk_payload_fio_jobs_and_data_disk() {
-    let w = build("disk", 2, &[]);
-    let disks = w.data_disks();
-    assert_eq!(disks.len(), 1);
-    assert_eq!(disks[0].name, "datadisk");
-    assert_eq!(disks[0].dv_base, "virtwork-disk-data");
-    assert_eq!(disks[0].serial, "virtwork-disk");
-    assert_eq!(disks[0].size, "10Gi");
-    let ud = w.userdata(None).unwrap();
-    assert_eq!(packages(&ud), ["fio"]);
-    let (setup, mode) = file(&ud, "/usr/local/bin/virtwork-disk-setup.sh");
-    assert_eq!(mode, "0755");
-    assert!(setup.contains("DISK=\"/dev/disk/by-id/virtio-virtwork-disk\""));
-    assert!(setup.contains("MOUNT_POINT=\"/mnt/data\""));
-    // fstab uses the stable by-id path, not the resolved /dev/vdX.
-    assert!(
-        setup.contains("echo \"${DISK} ${MOUNT_POINT} xfs defaults,nofail 0 0\" >> /etc/fstab")
-    );
-    let (mixed, _) = file(&ud, "/etc/fio/mixed-rw.fio");
-    assert_eq!(
-        mixed,
-        "[global]\nioengine=libaio\ndirect=1\ndirectory=/mnt/data\nsize=1G\n\n[mixed-rw]\nrw=randrw\nrwmixread=70\nbs=4k\nnumjobs=4\nruntime=300\ntime_based\ngroup_reporting\n"
-    );
-    let (seq, _) = file(&ud, "/etc/fio/seq-write.fio");
-    assert!(seq.contains("[seq-write]\nrw=write\nbs=128k\nnumjobs=2\nruntime=300\n"));
-    let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-disk.service");
-    assert!(unit.contains("After=network.target local-fs.target\n"));
-    assert_eq!(
-        exec_start(&unit),
-        "/bin/bash -c 'while true; do fio /etc/fio/mixed-rw.fio; sleep 10; fio /etc/fio/seq-write.fio; sleep 10; done'"
-    );
-    assert_eq!(
-        runcmd(&ud),
-        [
-            cmd(&["/usr/local/bin/virtwork-disk-setup.sh"]),
-            cmd(&["systemctl", "daemon-reload"]),
-            cmd(&["systemctl", "enable", "--now", "virtwork-disk.service"])
-        ]
-    );
+    for family in GuestFamily::ALL {
+        let w = build_for(family, "disk", 2, &[]);
+        let disks = w.data_disks();
+        assert_eq!(disks.len(), 1);
+        assert_eq!(disks[0].name, "datadisk");
+        assert_eq!(disks[0].dv_base, "virtwork-disk-data");
+        assert_eq!(disks[0].serial, "virtwork-disk");
+        assert_eq!(disks[0].size, "10Gi");
+        let ud = w.userdata(None).unwrap();
+        assert_data_disk(
+            &ud,
+            "virtwork-disk",
+            "/mnt/data",
+            "mnt-data.mount",
+            "virtwork-disk.service",
+        );
+        let (mixed, _) = file(&ud, "/etc/fio/mixed-rw.fio");
+        assert_eq!(
+            mixed,
+            "[global]\nioengine=libaio\ndirect=1\ndirectory=/mnt/data\nsize=1G\n\n[mixed-rw]\nrw=randrw\nrwmixread=70\nbs=4k\nnumjobs=4\nruntime=300\ntime_based\ngroup_reporting\n"
+        );
+        let (seq, _) = file(&ud, "/etc/fio/seq-write.fio");
+        assert!(seq.contains("[seq-write]\nrw=write\nbs=128k\nnumjobs=2\nruntime=300\n"));
+        let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-disk.service");
+        assert_eq!(exec_start(&unit), "/usr/local/bin/virtwork-disk-load.sh");
+        // The loop re-checks the mount before each fio run and stops on a failed run.
+        let (load, _) = file(&ud, "/usr/local/bin/virtwork-disk-load.sh");
+        assert!(load.contains("set -euo pipefail"));
+        let guard = "/usr/local/bin/virtwork-require-mount /mnt/data /dev/disk/by-id/virtio-virtwork-disk\n  fio /etc/fio/";
+        assert_eq!(load.matches(guard).count(), 2, "{load}");
+        assert_eq!(
+            runcmd(&ud),
+            [
+                agent_first(),
+                cmd(&["systemctl", "daemon-reload"]),
+                enable("virtwork-disk.service")
+            ]
+        );
+    }
     let ud = userdata(
         "disk",
         None,
@@ -305,48 +549,131 @@ fn data_disk_size_follows_the_option() {
 }
 
 #[test]
-fn database_initialises_as_root_before_postgres_and_loops_as_postgres() {
-    let w = build(
+fn database_on_fedora_initdbs_on_the_mounted_data_dir() {
+    let ud = userdata_for(
+        GuestFamily::Fedora,
         "database",
-        1,
+        None,
         &[("scale-factor", "7"), ("clients", "3"), ("duration", "42")],
     );
-    let ud = w.userdata(None).unwrap();
-    assert!(packages(&ud).contains(&"postgresql-server".to_string()));
+    assert_data_disk(
+        &ud,
+        "virtwork-dbdisk",
+        "/var/lib/pgsql/data",
+        "var-lib-pgsql-data.mount",
+        "virtwork-database.service",
+    );
+    let (format, _) = file(
+        &ud,
+        "/etc/systemd/system/virtwork-format-virtwork-dbdisk.service",
+    );
+    assert!(
+        !format.contains("--seed"),
+        "an empty data dir needs no seed"
+    );
     let (setup_unit, _) = file(&ud, "/etc/systemd/system/virtwork-database-setup.service");
-    assert!(setup_unit.contains("Before=postgresql.service\n"));
+    assert_eq!(values(&setup_unit, "Before"), ["postgresql.service"]);
+    assert_eq!(
+        values(&setup_unit, "RequiresMountsFor"),
+        ["/var/lib/pgsql/data"]
+    );
     assert!(setup_unit.contains("Type=oneshot\nRemainAfterExit=yes\n"));
     assert!(!setup_unit.contains("User="), "setup runs as root");
     let (setup, _) = file(&ud, "/usr/local/bin/virtwork-db-setup.sh");
-    assert!(setup.contains("DISK=\"/dev/disk/by-id/virtio-virtwork-dbdisk\""));
-    assert!(setup.contains("postgresql-setup --initdb"));
-    assert!(setup.contains(">> /etc/fstab"));
+    let guard = setup
+        .find("virtwork-require-mount /var/lib/pgsql/data /dev/disk/by-id/virtio-virtwork-dbdisk")
+        .unwrap();
+    let initdb = setup.find("postgresql-setup --initdb").unwrap();
+    assert!(guard < initdb, "the mount is checked before initdb");
+    // PostgreSQL itself cannot start without the data disk and the setup.
+    let (drop_in, _) = file(
+        &ud,
+        "/etc/systemd/system/postgresql.service.d/virtwork-data-disk.conf",
+    );
+    assert_eq!(
+        drop_in,
+        "[Unit]\nRequiresMountsFor=/var/lib/pgsql/data\nRequires=virtwork-database-setup.service\nAfter=virtwork-database-setup.service\n"
+    );
     let (prepare, _) = file(&ud, "/usr/local/bin/virtwork-db-prepare.sh");
     assert!(prepare.contains("pgbench -i -s 7 pgbench"));
     assert!(prepare.contains("createdb pgbench"));
+    assert!(prepare.contains("MARKER=\"/var/lib/pgsql/data/.virtwork-initialized\""));
+    assert!(prepare.contains("pg_isready -q"));
     let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-database.service");
     assert!(unit.contains("User=postgres\n"));
-    assert!(unit.contains(
-        "After=network.target local-fs.target postgresql.service virtwork-database-setup.service\n"
-    ));
-    assert!(unit.contains("ExecStartPre=/usr/local/bin/virtwork-db-prepare.sh\n"));
     assert_eq!(
-        exec_start(&unit),
-        "/bin/bash -c 'while true; do pgbench -c 3 -j 2 -T 42 pgbench; sleep 10; done'"
+        values(&unit, "Requires"),
+        ["postgresql.service virtwork-database-setup.service"]
     );
-    // Order: storage + initdb, then postgres, then the loop.
+    assert_eq!(
+        values(&unit, "After"),
+        ["postgresql.service virtwork-database-setup.service"]
+    );
+    assert_eq!(
+        values(&unit, "ExecStartPre")[1],
+        "/usr/local/bin/virtwork-db-prepare.sh"
+    );
+    assert_eq!(exec_start(&unit), "/usr/local/bin/virtwork-db-bench.sh");
+    let (bench, _) = file(&ud, "/usr/local/bin/virtwork-db-bench.sh");
+    assert!(
+        bench.contains("set -euo pipefail"),
+        "a failed pgbench ends the unit"
+    );
+    assert!(bench.contains("pgbench -c 3 -j 2 -T 42 pgbench\n"));
     assert_eq!(
         runcmd(&ud),
         [
+            agent_first(),
             cmd(&["systemctl", "daemon-reload"]),
-            cmd(&[
-                "systemctl",
-                "enable",
-                "--now",
-                "virtwork-database-setup.service"
-            ]),
-            cmd(&["systemctl", "enable", "--now", "postgresql.service"]),
-            cmd(&["systemctl", "enable", "--now", "virtwork-database.service"]),
+            cmd(&["systemctl", "enable", "postgresql.service"]),
+            enable("virtwork-database.service"),
+        ]
+    );
+}
+
+#[test]
+fn database_on_debian_moves_the_package_cluster_onto_the_data_disk() {
+    let ud = userdata_for(GuestFamily::Debian, "database", None, &[]);
+    assert_data_disk(
+        &ud,
+        "virtwork-dbdisk",
+        "/var/lib/postgresql",
+        "var-lib-postgresql.mount",
+        "virtwork-database.service",
+    );
+    // Version-independent: the whole /var/lib/postgresql is the disk, seeded with the
+    // cluster the package created there.
+    assert!(
+        !ud.contains("/15/") && !ud.contains("postgresql-15"),
+        "{ud}"
+    );
+    let (format, _) = file(
+        &ud,
+        "/etc/systemd/system/virtwork-format-virtwork-dbdisk.service",
+    );
+    assert_eq!(
+        exec_start(&format),
+        "/usr/local/bin/virtwork-format-data-disk /dev/disk/by-id/virtio-virtwork-dbdisk /var/lib/postgresql --seed"
+    );
+    let (setup, _) = file(&ud, "/usr/local/bin/virtwork-db-setup.sh");
+    assert!(!setup.contains("postgresql-setup"), "{setup}");
+    assert!(setup.contains("compgen -G \"${DATA_DIR}/*/main/PG_VERSION\""));
+    let (prepare, _) = file(&ud, "/usr/local/bin/virtwork-db-prepare.sh");
+    assert!(prepare.contains("MARKER=\"/var/lib/postgresql/.virtwork-initialized\""));
+    let (drop_in, _) = file(
+        &ud,
+        "/etc/systemd/system/postgresql.service.d/virtwork-data-disk.conf",
+    );
+    assert!(drop_in.contains("RequiresMountsFor=/var/lib/postgresql\n"));
+    // The package's cluster is stopped before the disk is seeded with it and mounted.
+    assert_eq!(
+        runcmd(&ud),
+        [
+            agent_first(),
+            cmd(&["systemctl", "daemon-reload"]),
+            cmd(&["systemctl", "stop", "postgresql.service"]),
+            cmd(&["systemctl", "enable", "postgresql.service"]),
+            enable("virtwork-database.service"),
         ]
     );
 }
@@ -395,17 +722,30 @@ fn network_roles_service_and_client_command() {
         w.userdata(None).unwrap(),
         "default user-data is the server's"
     );
-    assert_eq!(packages(&server), ["iperf3"]);
     let (unit, _) = file(&server, "/etc/systemd/system/virtwork-network.service");
     assert!(unit.contains("Description=Virtwork iperf3 server\n"));
+    assert_eq!(values(&unit, "After"), ["network.target"]);
     assert_eq!(exec_start(&unit), "/usr/bin/iperf3 -s");
     let client = w.userdata(Some("client")).unwrap();
     let (unit, _) = file(&client, "/etc/systemd/system/virtwork-network.service");
     assert!(unit.contains("Description=Virtwork iperf3 client\n"));
+    assert_eq!(values(&unit, "Wants"), ["network-online.target"]);
+    assert_eq!(values(&unit, "After"), ["network-online.target"]);
+    // Activating (not active, not ready) until the Service answers.
+    assert_eq!(
+        values(&unit, "ExecStartPre"),
+        ["/usr/local/bin/virtwork-wait-tcp virtwork-iperf3-server.virtwork.svc.cluster.local 5201"]
+    );
+    assert_eq!(values(&unit, "TimeoutStartSec"), ["infinity"]);
     assert_eq!(
         exec_start(&unit),
-        "/bin/bash -c 'while true; do iperf3 -c virtwork-iperf3-server.virtwork.svc.cluster.local -t 30 -P 8 --bidir; sleep 10; done'"
+        "/usr/local/bin/virtwork-network-client.sh"
     );
+    let (script, _) = file(&client, "/usr/local/bin/virtwork-network-client.sh");
+    assert!(script.contains(
+        "if iperf3 -c virtwork-iperf3-server.virtwork.svc.cluster.local -t 30 -P 8 --bidir; then"
+    ));
+    assert!(script.contains("if [ \"$FAILURES\" -ge 6 ]; then"));
     let err = w.userdata(Some("observer")).unwrap_err().to_string();
     assert_eq!(
         err,
@@ -435,7 +775,6 @@ fn tps_roles_service_and_scripts() {
         ]
     );
     let server = w.userdata(Some("server")).unwrap();
-    assert_eq!(packages(&server), ["netperf", "python3"]);
     let (script, mode) = file(&server, "/usr/local/bin/virtwork-tps-server.sh");
     assert_eq!(mode, "0755");
     assert!(script.contains("netserver -D -p 12865 &"));
@@ -443,18 +782,53 @@ fn tps_roles_service_and_scripts() {
         "dd if=/dev/urandom of=/srv/virtwork/testfile bs=1M count=10 iflag=fullblock 2>&1"
     ));
     assert!(script.contains("python3 -m http.server 8080 --directory /srv/virtwork &"));
+    assert!(
+        script.contains("wait -n\n"),
+        "either server dying ends the unit"
+    );
     let (unit, _) = file(&server, "/etc/systemd/system/virtwork-tps.service");
     assert!(unit.contains("RestartSec=10\n"));
     let client = w.userdata(Some("client")).unwrap();
-    assert_eq!(packages(&client), ["netperf", "curl"]);
     let (script, _) = file(&client, "/usr/local/bin/virtwork-tps-client.sh");
     assert!(script.contains("SERVER=\"virtwork-tps-server.virtwork.svc.cluster.local\""));
     assert!(script.contains("ITERATIONS=30\n"));
     assert!(script.contains("DURATION=60\n"));
     assert!(script.contains(&format!("FILE_SIZE_BYTES={}\n", 10 * 1024 * 1024)));
     assert!(script.contains("netperf -H \"$SERVER\" -p 12865 -t TCP_RR -l \"$DURATION\" -- -r \"$MSG_SIZE,$MSG_SIZE\" -P ,12866"));
+    // Cycles forever instead of exiting (which would make it inactive between cycles).
+    assert!(script.contains("while true; do\n"));
+    assert!(script.contains("if [ \"$FAILED_CYCLES\" -ge 3 ]; then"));
     let (unit, _) = file(&client, "/etc/systemd/system/virtwork-tps.service");
     assert!(unit.contains("RestartSec=30\n"));
+    assert_eq!(
+        values(&unit, "ExecStartPre"),
+        ["/usr/local/bin/virtwork-wait-tcp virtwork-tps-server.virtwork.svc.cluster.local 8080"]
+    );
+}
+
+#[test]
+fn tps_on_debian_enables_the_netperf_component_and_stops_the_package_netserver() {
+    for role in ["server", "client"] {
+        let fedora = userdata_for(GuestFamily::Fedora, "tps", Some(role), &[]);
+        assert!(doc(&fedora).get("bootcmd").is_none(), "{fedora}");
+        assert!(!fedora.contains("netperf.service"));
+        let debian = userdata_for(GuestFamily::Debian, "tps", Some(role), &[]);
+        let bootcmd: Vec<Vec<String>> =
+            serde_yaml::from_value(doc(&debian)["bootcmd"].clone()).unwrap();
+        assert_eq!(bootcmd.len(), 1);
+        assert_eq!(bootcmd[0][..2], ["bash", "-c"]);
+        assert!(bootcmd[0][2].contains("COMPONENT=non-free"));
+        assert!(bootcmd[0][2].contains("*\" ubuntu \"*) COMPONENT=multiverse"));
+        let commands = runcmd(&debian);
+        let disable = cmd(&["systemctl", "disable", "--now", "netperf.service"]);
+        let at = commands.iter().position(|c| *c == disable).unwrap();
+        assert!(
+            at < commands
+                .iter()
+                .position(|c| *c == enable("virtwork-tps.service"))
+                .unwrap()
+        );
+    }
 }
 
 #[test]
@@ -496,80 +870,250 @@ fn tps_file_size_errors_use_the_reference_text() {
 }
 
 #[test]
-fn chaos_disk_payload() {
-    let w = build(
-        "chaos-disk",
-        1,
-        &[
-            ("mount", "/var/lib/chaos"),
-            ("fill-percent", "75"),
-            ("fill-sleep", "5"),
-            ("release-sleep", "6"),
-        ],
-    );
-    let ud = w.userdata(None).unwrap();
-    assert!(packages(&ud).is_empty());
-    let (setup, _) = file(&ud, "/usr/local/bin/virtwork-disk-setup.sh");
-    assert!(setup.contains("DISK=\"/dev/disk/by-id/virtio-virtwork-chdisk\""));
-    assert!(setup.contains("MOUNT_POINT=\"/var/lib/chaos\""));
-    let (script, _) = file(&ud, "/usr/local/bin/chaos-disk.sh");
-    assert!(script.contains("MOUNT_POINT=\"/var/lib/chaos\"\nFILL_PERCENT=75\n"));
-    assert!(script.contains("FILL_SLEEP=5\nRELEASE_SLEEP=6\n"));
-    assert!(script.contains("fallocate -l \"${FILL_KB}K\" \"$FILL_FILE\""));
-    let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-chaos-disk.service");
-    assert_eq!(exec_start(&unit), "/usr/local/bin/chaos-disk.sh");
-    assert_eq!(
-        runcmd(&ud)[0],
-        cmd(&["/usr/local/bin/virtwork-disk-setup.sh"])
-    );
+fn chaos_disk_fills_only_its_mounted_data_disk() {
+    for family in GuestFamily::ALL {
+        let w = build_for(
+            family,
+            "chaos-disk",
+            1,
+            &[
+                ("mount", "/var/lib/my-chaos"),
+                ("fill-percent", "75"),
+                ("fill-sleep", "5"),
+                ("release-sleep", "6"),
+            ],
+        );
+        let ud = w.userdata(None).unwrap();
+        // systemd names the mount unit after the escaped path.
+        assert_data_disk(
+            &ud,
+            "virtwork-chdisk",
+            "/var/lib/my-chaos",
+            "var-lib-my\\x2dchaos.mount",
+            "virtwork-chaos-disk.service",
+        );
+        let (script, _) = file(&ud, "/usr/local/bin/chaos-disk.sh");
+        assert!(script.contains("MOUNT_POINT=\"/var/lib/my-chaos\"\nFILL_PERCENT=75\n"));
+        assert!(script.contains("FILL_SLEEP=5\nRELEASE_SLEEP=6\n"));
+        // The mount is checked at the top of every cycle, before anything is allocated.
+        let guard = script
+            .find("/usr/local/bin/virtwork-require-mount /var/lib/my-chaos /dev/disk/by-id/virtio-virtwork-chdisk")
+            .unwrap();
+        let fill = script
+            .find("fallocate -l \"${FILL_KB}K\" \"$FILL_FILE\"")
+            .unwrap();
+        assert!(guard < fill);
+        assert!(script.find("while true; do").unwrap() < guard);
+        let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-chaos-disk.service");
+        assert_eq!(exec_start(&unit), "/usr/local/bin/chaos-disk.sh");
+        assert_eq!(
+            runcmd(&ud),
+            [
+                agent_first(),
+                cmd(&["systemctl", "daemon-reload"]),
+                enable("virtwork-chaos-disk.service")
+            ]
+        );
+    }
 }
 
 #[test]
-fn chaos_network_keeps_its_qdisc() {
+fn chaos_network_impairs_the_interface_its_probe_flow_uses() {
     let ud = userdata(
         "chaos-network",
         None,
-        &[("latency-ms", "250"), ("packet-loss-percent", "0.5")],
+        &[
+            ("latency-ms", "250"),
+            ("packet-loss-percent", "0.5"),
+            ("target", "10.0.2.100:80"),
+            ("probe-interval", "2"),
+        ],
     );
-    assert_eq!(packages(&ud), ["iproute-tc"]);
     let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-chaos-network.service");
     assert!(unit.contains("Type=oneshot\nRemainAfterExit=yes\n"));
+    assert_eq!(values(&unit, "Wants"), ["network-online.target"]);
+    assert_eq!(values(&unit, "After"), ["network-online.target"]);
     assert!(unit.contains("ExecStart=/usr/local/bin/virtwork-chaos-network-start.sh\n"));
     assert!(unit.contains("ExecStop=/usr/local/bin/virtwork-chaos-network-stop.sh\n"));
     assert!(!unit.contains("Restart=always"));
     let (start, _) = file(&ud, "/usr/local/bin/virtwork-chaos-network-start.sh");
-    assert!(start.contains(
-        "/usr/sbin/tc qdisc replace dev \"$DEV\" root netem delay 250ms loss 0.5% limit 1000"
-    ));
+    assert!(
+        start.contains("DEV=$(/usr/local/bin/virtwork-chaos-network-probe --device 10.0.2.100 80)")
+    );
+    assert!(
+        start.contains("tc qdisc replace dev \"$DEV\" root netem delay 250ms loss 0.5% limit 1000")
+    );
     let (stop, _) = file(&ud, "/usr/local/bin/virtwork-chaos-network-stop.sh");
-    assert!(stop.contains("/usr/sbin/tc qdisc del dev \"$DEV\" root"));
+    assert!(stop.contains("tc qdisc del dev \"$DEV\" root"));
+    let (probe_unit, _) = file(
+        &ud,
+        "/etc/systemd/system/virtwork-chaos-network-probe.service",
+    );
     assert_eq!(
-        runcmd(&ud)[0],
+        values(&probe_unit, "Requires"),
+        ["virtwork-chaos-network.service"]
+    );
+    assert_eq!(
+        values(&probe_unit, "After"),
+        ["virtwork-chaos-network.service"]
+    );
+    assert_eq!(
+        exec_start(&probe_unit),
+        "/usr/local/bin/virtwork-chaos-network-probe 10.0.2.100 80 2"
+    );
+    let (probe, mode) = file(&ud, "/usr/local/bin/virtwork-chaos-network-probe");
+    assert_eq!(mode, "0755");
+    assert!(probe.starts_with("#!/usr/bin/python3\n"));
+    assert!(probe.contains("loss_pct="));
+    assert!(probe.contains("rtt_ms_avg="));
+    // Fedora: tc from iproute-tc, netem from kernel-modules-extra of the running kernel.
+    assert_eq!(
+        runcmd(&ud)[1],
         cmd(&[
             "bash",
             "-c",
             "dnf install -y \"kernel-modules-extra-$(uname -r)\""
         ])
     );
+    let debian = userdata_for(GuestFamily::Debian, "chaos-network", None, &[]);
+    assert!(!debian.contains("dnf"), "{debian}");
+    assert!(!debian.contains("kernel-modules-extra"));
 }
 
 #[test]
-fn chaos_process_environment() {
+fn chaos_network_probe_target_defaults() {
+    let probe_exec = |opts: &WorkloadOptions, params: &[(&str, &str)]| {
+        let ud = Registry::builtin()
+            .create("chaos-network", &settings(1, params), opts)
+            .unwrap()
+            .userdata(None)
+            .unwrap();
+        let (unit, _) = file(
+            &ud,
+            "/etc/systemd/system/virtwork-chaos-network-probe.service",
+        );
+        exec_start(&unit).to_string()
+    };
+    // Alone: the guest's own DNS server, which every cluster provides.
+    let mut opts = options();
+    opts.planned_workloads = vec!["chaos-network".into(), "cpu".into()];
+    assert_eq!(
+        probe_exec(&opts, &[]),
+        "/usr/local/bin/virtwork-chaos-network-probe - 53 1"
+    );
+    // With the network workload in the same plan: its server Service.
+    opts.planned_workloads.push("network".into());
+    opts.namespace = "load".into();
+    assert_eq!(
+        probe_exec(&opts, &[]),
+        "/usr/local/bin/virtwork-chaos-network-probe virtwork-iperf3-server.load.svc.cluster.local 5201 1"
+    );
+    // An explicit target always wins.
+    assert_eq!(
+        probe_exec(&opts, &[("target", "db.example.org:5432")]),
+        "/usr/local/bin/virtwork-chaos-network-probe db.example.org 5432 1"
+    );
+    let err = create_err("chaos-network", &[("target", "10.0.0.1")]);
+    assert!(
+        err.contains("param \"target\" value \"10.0.0.1\": \"auto\" or <host>:<port>"),
+        "{err}"
+    );
+}
+
+#[test]
+fn chaos_process_ships_and_targets_victim_services() {
     let ud = userdata(
         "chaos-process",
         None,
-        &[
-            ("signal", "SIGKILL"),
-            ("interval", "5"),
-            ("min-pid", "2000"),
-        ],
+        &[("signal", "SIGKILL"), ("interval", "5"), ("victims", "2")],
     );
-    assert_eq!(packages(&ud), ["procps-ng"]);
     let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-chaos-process.service");
-    assert!(unit.contains("Environment=\"CHAOS_SIGNAL=SIGKILL\"\nEnvironment=\"CHAOS_INTERVAL=5\"\nEnvironment=\"CHAOS_MIN_PID=2000\"\n"));
+    assert!(unit.contains("Environment=\"CHAOS_SIGNAL=SIGKILL\"\nEnvironment=\"CHAOS_INTERVAL=5\"\nEnvironment=\"CHAOS_MODE=victims\"\nEnvironment=\"CHAOS_VICTIMS=2\"\nEnvironment=\"CHAOS_MIN_PID=1000\"\n"));
     assert!(unit.contains("StandardOutput=journal\nStandardError=journal\n"));
+    let victims = "virtwork-chaos-victim@1.service virtwork-chaos-victim@2.service";
+    assert_eq!(values(&unit, "Wants"), [victims]);
+    assert_eq!(values(&unit, "After"), [victims]);
+    let (template, _) = file(&ud, "/etc/systemd/system/virtwork-chaos-victim@.service");
+    assert!(template.contains("ExecStart=/usr/local/bin/chaos-victim %i\n"));
+    assert!(template.contains("Restart=always\nRestartSec=2\n"));
+    assert!(template.contains("Nice=19\n"));
+    let (victim, _) = file(&ud, "/usr/local/bin/chaos-victim");
+    assert!(
+        victim.contains("echo \"chaos victim ${1:-?} started (pid $$)\"\nexec sleep infinity\n")
+    );
     let (script, _) = file(&ud, "/usr/local/bin/chaos-process.sh");
-    assert!(script.contains("PROTECTED_NAMES=\"bash sh "));
+    assert!(script.contains("log \"KILL n=${KILLS} signal=${CHAOS_SIGNAL} pid=${pid} ${what}\""));
+    assert!(script.contains("log \"RESTART n=${RESTARTS} victim=${PENDING_UNIT}"));
+    // The guest agent and DHCP clients survive random mode, by name and by unit.
+    for name in ["qemu-ga", "dhclient", "dhcpcd"] {
+        assert!(script.contains(&format!(" {name} ")), "{name}");
+    }
+    assert!(script.contains("qemu-guest-agent.service|"));
+    assert_eq!(
+        runcmd(&ud),
+        [
+            agent_first(),
+            cmd(&["systemctl", "daemon-reload"]),
+            enable("virtwork-chaos-victim@1.service"),
+            enable("virtwork-chaos-victim@2.service"),
+            enable("virtwork-chaos-process.service"),
+        ]
+    );
+    let ud = userdata(
+        "chaos-process",
+        None,
+        &[("mode", "random"), ("min-pid", "300")],
+    );
+    let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-chaos-process.service");
+    assert!(unit.contains("Environment=\"CHAOS_MODE=random\"\n"));
+    assert!(unit.contains("Environment=\"CHAOS_MIN_PID=300\"\n"));
+    let err = create_err("chaos-process", &[("mode", "all")]);
+    assert!(err.contains("one of: victims, random"), "{err}");
+    let err = create_err("chaos-process", &[("victims", "0")]);
+    assert!(err.contains("from 1 to 32"), "{err}");
+}
+
+#[test]
+fn guest_family_is_inferred_from_the_image_name() {
+    use virtwork::workloads::family::infer_family;
+    for (image, family) in [
+        ("quay.io/containerdisks/fedora:42", GuestFamily::Fedora),
+        (
+            "quay.io/containerdisks/centos-stream:9",
+            GuestFamily::Fedora,
+        ),
+        (
+            "registry.redhat.io/rhel9/rhel-guest-image:9.4",
+            GuestFamily::Fedora,
+        ),
+        ("quay.io/containerdisks/almalinux:9", GuestFamily::Fedora),
+        ("docker.io/rockylinux/rockylinux:9", GuestFamily::Fedora),
+        ("quay.io/containerdisks/debian:12", GuestFamily::Debian),
+        ("quay.io/containerdisks/ubuntu:24.04", GuestFamily::Debian),
+        (
+            "localhost:5000/my-debian-golden@sha256:0123",
+            GuestFamily::Debian,
+        ),
+        ("ubuntu", GuestFamily::Debian),
+    ] {
+        let inferred = infer_family(image);
+        assert_eq!(inferred.family, family, "{image}");
+        assert_eq!(inferred.warning, None, "{image}");
+    }
+    // A registry host or tag naming a distribution does not count; unknown -> fedora, warned.
+    for image in [
+        "debian.example.com/tools/golden:ubuntu",
+        "quay.io/me/vm-image:1",
+    ] {
+        let inferred = infer_family(image);
+        assert_eq!(inferred.family, GuestFamily::Fedora, "{image}");
+        let warning = inferred.warning.expect(image);
+        assert!(warning.contains(image), "{warning}");
+        assert!(
+            warning.contains("rendering payloads for fedora"),
+            "{warning}"
+        );
+    }
 }
 
 #[test]

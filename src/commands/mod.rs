@@ -10,6 +10,7 @@ pub mod completion;
 pub mod run;
 pub mod status;
 pub mod validate;
+pub mod verify;
 pub mod version;
 
 use crate::cli::{AuditCommand, Cli, Command};
@@ -49,6 +50,15 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
             let config = Config::load_for(&global, CommandFlags::Status(&args), env)?;
             start_logging(&config);
             block_on(status::status(&config, &args))
+        }
+        Command::Verify(args) => {
+            let config = Config::load_for(&global, CommandFlags::GlobalOnly, env)?;
+            if let Some(run_id) = &args.run_id {
+                check_run_id(run_id, "--run-id")?;
+            }
+            let settings = verify::resolve_settings(&config, &args)?;
+            start_logging(&config);
+            block_on(verify::verify(&config, &settings))
         }
         Command::Audit(command) => {
             let config = Config::load_for(&global, CommandFlags::GlobalOnly, env)?;

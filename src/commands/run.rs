@@ -40,6 +40,9 @@ pub async fn run(config: &Config) -> Result<()> {
     for skipped in &plan.skipped {
         tracing::info!(workload = %skipped, reason = "disabled in config", "workload skipped");
     }
+    for warning in &plan.warnings {
+        tracing::warn!(warning = %warning, "plan warning");
+    }
     let auditor = Auditor::open(&config.audit)?;
     match config.dry_run {
         Some(DryRunMode::Client) => dry_run_client(config, &plan, &auditor),
@@ -287,7 +290,7 @@ async fn drive(
                 let why = state.failure.clone().unwrap_or_else(|| match &outcome {
                     WaitOutcome::TimedOut => format!(
                         "not {} after {}s (last phase {})",
-                        condition_name(config.ready_condition),
+                        condition_phrase(config.ready_condition),
                         config.timeout_secs,
                         state.phase
                     ),
@@ -320,7 +323,7 @@ async fn drive(
                 config.timeout_secs,
                 pending.len(),
                 tracker.total(),
-                condition_name(config.ready_condition),
+                condition_phrase(config.ready_condition),
                 pending.join(", ")
             )))
         }
@@ -333,6 +336,15 @@ fn condition_name(condition: ReadyCondition) -> &'static str {
         ReadyCondition::Running => "running",
         ReadyCondition::Ready => "ready",
         ReadyCondition::AgentConnected => "agent-connected",
+        ReadyCondition::Workload => "workload",
+    }
+}
+
+/// What a VM that did not meet `condition` is not, for messages ("not <phrase>").
+fn condition_phrase(condition: ReadyCondition) -> &'static str {
+    match condition {
+        ReadyCondition::Workload => "running its workload (readiness probe not passing)",
+        other => condition_name(other),
     }
 }
 

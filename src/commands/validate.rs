@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use crate::cli::ValidateArgs;
 use crate::config::SshConfig;
 use crate::error::{Error, Result};
+use crate::workloads::GuestFamily;
 use crate::workloads::catalog::CatalogEntry;
 use crate::workloads::{WorkloadOptions, WorkloadSettings};
 
@@ -116,21 +117,26 @@ fn check_entry(dir: &std::path::Path, name: &str, lines: &mut Vec<String>) -> bo
     if !report.errors.is_empty() {
         return false;
     }
-    let settings = WorkloadSettings {
-        vm_count: 1,
-        cpu_cores: crate::config::DEFAULT_CPU_CORES,
-        memory: crate::config::DEFAULT_MEMORY.to_string(),
-        params: BTreeMap::new(),
-    };
     let options = WorkloadOptions {
         namespace: crate::config::DEFAULT_NAMESPACE.to_string(),
         data_disk_size: crate::config::DEFAULT_DISK_SIZE.to_string(),
         ssh: SshConfig::default(),
         catalog_dir: dir.to_path_buf(),
+        planned_workloads: vec![name.to_string()],
     };
-    if let Err(e) = entry.build(&settings, &options) {
-        lines.push(format!("FAIL  {name}: {e}"));
-        return false;
+    // An entry must render for every guest family it may be run on.
+    for guest_family in GuestFamily::ALL {
+        let settings = WorkloadSettings {
+            vm_count: 1,
+            cpu_cores: crate::config::DEFAULT_CPU_CORES,
+            memory: crate::config::DEFAULT_MEMORY.to_string(),
+            params: BTreeMap::new(),
+            guest_family,
+        };
+        if let Err(e) = entry.build(&settings, &options) {
+            lines.push(format!("FAIL  {name}: {e} (guest family {guest_family})"));
+            return false;
+        }
     }
     lines.push(format!("OK    {name}"));
     true

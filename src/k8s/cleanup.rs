@@ -731,7 +731,7 @@ impl ApiContext {
 /// Lists every object of `kind` in `scope`: one LIST of `scope`'s selector, page by page within
 /// the bounds of [`list_pages`]. `keep` sees every item; only those [`Scope::matches`] accepts
 /// are passed on (the client-side re-check of the server's selector).
-pub async fn list_in_scope<T, F, Fut>(
+pub async fn for_each_in_scope<T, F, Fut>(
     ctx: &ApiContext,
     scope: &Scope,
     kind: ManagedKind,
@@ -765,6 +765,35 @@ where
     .await
 }
 
+/// Every object of `kind` in `scope`, whole (for callers that read spec or status), each
+/// once, within the bounds of [`list_pages`].
+pub async fn list_in_scope(
+    ctx: &ApiContext,
+    scope: &Scope,
+    kind: ManagedKind,
+) -> Result<Vec<DynamicObject>> {
+    let api = scope.api(&ctx.client, kind);
+    let mut found: BTreeMap<(String, String), DynamicObject> = BTreeMap::new();
+    for_each_in_scope(
+        ctx,
+        scope,
+        kind,
+        |params| {
+            let api = &api;
+            async move { api.list(&params).await }
+        },
+        |object: DynamicObject| {
+            let key = (
+                object.metadata.namespace.clone().unwrap_or_default(),
+                object.metadata.name.clone().unwrap_or_default(),
+            );
+            found.insert(key, object);
+        },
+    )
+    .await?;
+    Ok(found.into_values().collect())
+}
+
 /// The managed objects of `kind` in `scope`, from metadata-only lists (no spec, status or
 /// Secret data is transferred or held), each object once.
 pub async fn list_managed(
@@ -774,7 +803,7 @@ pub async fn list_managed(
 ) -> Result<Vec<ManagedObject>> {
     let api = scope.api(&ctx.client, kind);
     let mut found: BTreeMap<(String, String), ManagedObject> = BTreeMap::new();
-    list_in_scope(
+    for_each_in_scope(
         ctx,
         scope,
         kind,

@@ -569,62 +569,14 @@ pub async fn connect(
     limit: RateLimit,
 ) -> Result<Cluster> {
     let gate = RequestGate::new(limit)?;
-    let home_kubeconfig = default_kubeconfig_path().map(|p| {
-        let exists = p.exists();
-        (p, exists)
-    });
-    let choice = choose_credentials(kubeconfig, home_kubeconfig, in_cluster)?;
-    let mut kubeconfig_proxy = None;
-    let mut home_namespace = None;
     let proxy_env = ProxyEnv::from_process();
-    let (mut kube_config, context, source) = match choice {
-        CredentialChoice::InCluster => {
-            let config = kube::Config::incluster().map_err(|e| {
-                Error::runtime(format!(
-                    "loading the in-cluster service account configuration: {e}"
-                ))
-            })?;
-            home_namespace = Some(config.default_namespace.clone());
-            (
-                config,
-                IN_CLUSTER_CONTEXT.to_string(),
-                CredentialSource::InCluster,
-            )
-        }
-        CredentialChoice::Kubeconfig(paths) => {
-            let (merged, used) = read_merged_kubeconfig(&paths)?;
-            let source = CredentialSource::Kubeconfig(used);
-            let context = merged.current_context.clone().ok_or_else(|| {
-                Error::input(format!(
-                    "{source} has no current-context: set one with `kubectl config use-context <name>`"
-                ))
-            })?;
-            let cluster = current_cluster(&merged);
-            kubeconfig_proxy = cluster.and_then(|c| c.proxy_url.clone());
-            // kube's loader parses the proxy settings too, with less helpful messages:
-            // report a bad value first, naming the setting.
-            if let Some(server) = cluster
-                .and_then(|c| c.server.as_deref())
-                .and_then(|s| s.parse::<http::Uri>().ok())
-            {
-                choose_proxy(&server, kubeconfig_proxy.as_deref(), &proxy_env)
-                    .map_err(|e| Error::input(format!("{e} ({source})")))?;
-            }
-            let config =
-                kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
-                    .await
-                    .map_err(|e| match e {
-                        kube::config::KubeconfigError::ParseNoProxy(cause) => {
-                            Error::input(format!(
-                                "NO_PROXY/no_proxy: {cause}; the Kubernetes client rejects empty \
-                                 or malformed entries (e.g. a trailing comma): remove them"
-                            ))
-                        }
-                        other => Error::input(format!("{source} (context {context}): {other}")),
-                    })?;
-            (config, context, source)
-        }
-    };
+    let Credentials {
+        config: mut kube_config,
+        context,
+        source,
+        kubeconfig_proxy,
+        home_namespace,
+    } = load_credentials(kubeconfig, in_cluster, &proxy_env).await?;
     // Retries are ours (deadline-, cancellation- and AlreadyExists-aware).
     kube_config.default_retry = false;
     let plugin = kube_config.auth_info.exec.as_mut().map(|exec| {
@@ -667,6 +619,98 @@ pub async fn connect(
         home_namespace,
         gate,
     })
+}
+
+/// What [`load_credentials`] found.
+struct Credentials {
+    config: kube::Config,
+    context: String,
+    source: CredentialSource,
+    /// The current cluster's `proxy-url` in the kubeconfig.
+    kubeconfig_proxy: Option<String>,
+    /// The pod's namespace, when in-cluster.
+    home_namespace: Option<String>,
+}
+
+/// Chooses and loads the credentials (see [`choose_credentials`]); no client is built and no
+/// API call made. A bad proxy setting is reported here, naming the setting.
+async fn load_credentials(
+    kubeconfig: &[PathBuf],
+    in_cluster: bool,
+    proxy_env: &ProxyEnv,
+) -> Result<Credentials> {
+    let home_kubeconfig = default_kubeconfig_path().map(|p| {
+        let exists = p.exists();
+        (p, exists)
+    });
+    let choice = choose_credentials(kubeconfig, home_kubeconfig, in_cluster)?;
+    let mut kubeconfig_proxy = None;
+    let mut home_namespace = None;
+    let (config, context, source) = match choice {
+        CredentialChoice::InCluster => {
+            let config = kube::Config::incluster().map_err(|e| {
+                Error::runtime(format!(
+                    "loading the in-cluster service account configuration: {e}"
+                ))
+            })?;
+            home_namespace = Some(config.default_namespace.clone());
+            (
+                config,
+                IN_CLUSTER_CONTEXT.to_string(),
+                CredentialSource::InCluster,
+            )
+        }
+        CredentialChoice::Kubeconfig(paths) => {
+            let (merged, used) = read_merged_kubeconfig(&paths)?;
+            let source = CredentialSource::Kubeconfig(used);
+            let context = merged.current_context.clone().ok_or_else(|| {
+                Error::input(format!(
+                    "{source} has no current-context: set one with `kubectl config use-context <name>`"
+                ))
+            })?;
+            let cluster = current_cluster(&merged);
+            kubeconfig_proxy = cluster.and_then(|c| c.proxy_url.clone());
+            // kube's loader parses the proxy settings too, with less helpful messages:
+            // report a bad value first, naming the setting.
+            if let Some(server) = cluster
+                .and_then(|c| c.server.as_deref())
+                .and_then(|s| s.parse::<http::Uri>().ok())
+            {
+                choose_proxy(&server, kubeconfig_proxy.as_deref(), proxy_env)
+                    .map_err(|e| Error::input(format!("{e} ({source})")))?;
+            }
+            let config =
+                kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| match e {
+                        kube::config::KubeconfigError::ParseNoProxy(cause) => {
+                            Error::input(format!(
+                                "NO_PROXY/no_proxy: {cause}; the Kubernetes client rejects empty \
+                                 or malformed entries (e.g. a trailing comma): remove them"
+                            ))
+                        }
+                        other => Error::input(format!("{source} (context {context}): {other}")),
+                    })?;
+            (config, context, source)
+        }
+    };
+    Ok(Credentials {
+        config,
+        context,
+        source,
+        kubeconfig_proxy,
+        home_namespace,
+    })
+}
+
+/// Loads the credentials and server of a command (no client is built, no API call made):
+/// the same choice as [`connect`]. verify reuses the credentials for a Prometheus URL.
+pub async fn load_kube_config(
+    kubeconfig: &[PathBuf],
+    in_cluster: bool,
+) -> Result<(kube::Config, String, CredentialSource)> {
+    let loaded = load_credentials(kubeconfig, in_cluster, &ProxyEnv::from_process()).await?;
+    Ok((loaded.config, loaded.context, loaded.source))
 }
 
 /// The cluster the merged kubeconfig's current context uses.

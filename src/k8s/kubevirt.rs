@@ -144,13 +144,34 @@ pub struct VirtualMachineInstanceTemplateSpec {
 
 /// `v1.VirtualMachineInstanceSpec` (the subset virtwork sets).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default)]
+#[serde(default, rename_all = "camelCase")]
 pub struct VirtualMachineInstanceSpec {
     pub domain: DomainSpec,
+    /// Decides the VMI's Ready condition (and so Service endpoints).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<Probe>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub networks: Vec<Network>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+}
+
+/// `v1.Probe`: an exec probe runs its command in the guest through the QEMU guest agent.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Probe {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec: Option<k8s_openapi::api::core::v1::ExecAction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_delay_seconds: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period_seconds: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_threshold: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success_threshold: Option<i32>,
 }
 
 /// `v1.DomainSpec`.

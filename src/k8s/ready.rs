@@ -103,6 +103,16 @@ impl ReadinessTracker {
             ReadyCondition::Running => running,
             ReadyCondition::Ready => running && condition_true("Ready"),
             ReadyCondition::AgentConnected => running && condition_true("AgentConnected"),
+            // Ready=True means "the workload runs" only when the readiness probe decided it
+            // (a VMI without one is Ready as soon as it boots).
+            ReadyCondition::Workload => {
+                let probed = vmi
+                    .spec
+                    .as_ref()
+                    .and_then(|spec| spec.pointer("/readinessProbe/exec"))
+                    .is_some();
+                running && probed && condition_true("Ready")
+            }
         }
     }
 
@@ -460,6 +470,21 @@ mod tests {
             ),
             at(2),
         );
+        assert!(t.all_ready());
+    }
+
+    #[test]
+    fn workload_condition_needs_ready_decided_by_a_probe() {
+        let mut t = ReadinessTracker::new(["a"], ReadyCondition::Workload);
+        // Ready without a probe only means the guest booted.
+        t.observe(&vmi("a", Some("Running"), &[("Ready", "True")]), at(1));
+        assert!(!t.all_ready());
+        let mut probed = vmi("a", Some("Running"), &[("Ready", "False")]);
+        probed.spec = Some(serde_json::json!({"readinessProbe": {"exec": {"command": ["true"]}}}));
+        t.observe(&probed, at(2));
+        assert!(!t.all_ready());
+        probed.status.as_mut().unwrap().conditions[0].status = "True".into();
+        t.observe(&probed, at(3));
         assert!(t.all_ready());
     }
 

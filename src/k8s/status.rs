@@ -11,7 +11,7 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, list_in_scope};
+use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, for_each_in_scope};
 use crate::labels;
 
 /// One VM of a run as the cluster reports it.
@@ -29,6 +29,9 @@ pub struct VmStatus {
     pub vmi_phase: Option<String>,
     /// The VMI's `status.nodeName`.
     pub node: Option<String>,
+    /// The VMI's condition Ready: with virtwork's readiness probe, whether every workload
+    /// unit is active in the guest. `None` when there is no VMI or no such condition.
+    pub ready: Option<bool>,
     /// The VM's `metadata.creationTimestamp`.
     pub created_at: Option<jiff::Timestamp>,
 }
@@ -62,6 +65,17 @@ fn status_str(object: &DynamicObject, field: &str) -> Option<String> {
         .map(String::from)
 }
 
+/// The VMI's `Ready` condition as a bool.
+fn ready_condition(vmi: &DynamicObject) -> Option<bool> {
+    vmi.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"))
+        .and_then(|c| c.get("status")?.as_str())
+        .map(|status| status == "True")
+}
+
 /// Joins VMs with their VMIs (same namespace and name) and groups them by run id; runs are
 /// sorted by id (runs without an id last), VMs by namespace then name.
 pub fn assemble(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<RunStatus> {
@@ -87,6 +101,7 @@ pub fn assemble(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<RunStatus>
                 printable_status: status_str(vm, "printableStatus"),
                 vmi_phase: vmi.and_then(|v| status_str(v, "phase")),
                 node: vmi.and_then(|v| status_str(v, "nodeName")),
+                ready: vmi.and_then(|v| ready_condition(v)),
                 created_at: vm.metadata.creation_timestamp.as_ref().map(|t| t.0),
                 namespace,
                 name,
@@ -112,10 +127,10 @@ pub async fn collect(ctx: &ApiContext, scope: &Scope) -> Result<Vec<RunStatus>> 
 
 /// The `status` fields [`assemble`] reads; everything else of a listed object is dropped as
 /// each page arrives.
-const KEPT_STATUS_FIELDS: [&str; 3] = ["printableStatus", "phase", "nodeName"];
+const KEPT_STATUS_FIELDS: [&str; 4] = ["printableStatus", "phase", "nodeName", "conditions"];
 
 /// Lists `kind` in `scope`, keeping of each object only what [`assemble`] reads (name,
-/// namespace, labels, creation time and three status fields), each object once.
+/// namespace, labels, creation time and the status fields it shows), each object once.
 async fn list_kind(
     ctx: &ApiContext,
     scope: &Scope,
@@ -123,7 +138,7 @@ async fn list_kind(
 ) -> Result<Vec<DynamicObject>> {
     let api = scope.api(&ctx.client, kind);
     let mut kept: BTreeMap<(String, String), DynamicObject> = BTreeMap::new();
-    list_in_scope(
+    for_each_in_scope(
         ctx,
         scope,
         kind,
@@ -239,9 +254,15 @@ mod tests {
             "virtwork-cpu-0",
             RUN_B,
             None,
-            json!({"phase": "Running", "nodeName": "worker-1"}),
+            json!({"phase": "Running", "nodeName": "worker-1",
+                   "conditions": [{"type": "Ready", "status": "False"}]}),
         )];
         let runs = assemble(&vms, &vmis);
+        // What the listing keeps of each object is all assemble needs.
+        let slimmed = |objects: &[DynamicObject]| -> Vec<DynamicObject> {
+            objects.iter().cloned().map(slim).collect()
+        };
+        assert_eq!(assemble(&slimmed(&vms), &slimmed(&vmis)), runs);
         let ids: Vec<_> = runs.iter().map(|r| r.run_id.clone()).collect();
         assert_eq!(ids, vec![Some(RUN_A.into()), Some(RUN_B.into()), None]);
         let b = &runs[1];
@@ -249,7 +270,9 @@ mod tests {
         assert_eq!(names, vec!["virtwork-cpu-0", "virtwork-cpu-1"]);
         assert_eq!(b.vms[0].vmi_phase.as_deref(), Some("Running"));
         assert_eq!(b.vms[0].node.as_deref(), Some("worker-1"));
+        assert_eq!(b.vms[0].ready, Some(false));
         assert_eq!(b.vms[1].vmi_phase, None);
+        assert_eq!(b.vms[1].ready, None);
         let a = &runs[0].vms[0];
         assert_eq!(a.role.as_deref(), Some("server"));
         assert_eq!(a.workload.as_deref(), Some("cpu"));

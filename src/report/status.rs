@@ -98,11 +98,12 @@ pub fn status_text(
         "ROLE",
         "STATUS",
         "VMI PHASE",
+        "READY",
         "NODE",
         "AGE",
     ];
     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_string());
-    let mut rows: Vec<[String; 9]> = Vec::new();
+    let mut rows: Vec<[String; 10]> = Vec::new();
     for run in runs {
         for vm in &run.vms {
             rows.push([
@@ -113,6 +114,11 @@ pub fn status_text(
                 dash(&vm.role),
                 dash(&vm.printable_status),
                 dash(&vm.vmi_phase),
+                match vm.ready {
+                    Some(true) => "yes".to_string(),
+                    Some(false) => "no".to_string(),
+                    None => "-".to_string(),
+                },
                 dash(&vm.node),
                 format_age(age_seconds(vm, now)),
             ]);
@@ -162,6 +168,7 @@ mod tests {
             printable_status: Some("Running".into()),
             vmi_phase: phase.map(String::from),
             node: phase.map(|_| "worker-1".to_string()),
+            ready: phase.map(|p| p == "Running"),
             created_at: Some("2026-01-01T00:00:00Z".parse().unwrap()),
         }
     }
@@ -191,7 +198,9 @@ mod tests {
         let text = status_text(Some("virtwork"), None, &runs, now());
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("RUN ID  NAMESPACE  VM "), "{text}");
+        assert!(lines[0].contains(" VMI PHASE  READY  NODE "), "{text}");
         assert!(lines[1].contains("virtwork-cpu-0") && lines[1].contains("worker-1"));
+        assert!(lines[1].contains(" Running    yes    worker-1"), "{text}");
         assert!(lines[1].ends_with("3h"), "{text}");
         assert!(lines[2].contains("virtwork-cpu-1") && lines[2].contains(" - "));
         assert_eq!(lines[3], "1 run(s), 2 VM(s) in namespace virtwork.");
@@ -216,6 +225,7 @@ mod tests {
         assert_eq!(v["runs"][0]["vm_count"], 1);
         assert_eq!(v["runs"][0]["vms"][0]["age_seconds"], 10800);
         assert_eq!(v["runs"][0]["vms"][0]["vmi_phase"], "Running");
+        assert_eq!(v["runs"][0]["vms"][0]["ready"], true);
         assert_eq!(v["runs"][0]["vms"][0]["created_at"], "2026-01-01T00:00:00Z");
     }
 }

@@ -15,10 +15,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::params::{ParamDef, ParamSchema, ParamType, ResolvedParams, StrRule, check_value};
-use super::scripts::{daemon_reload, disk_setup_script, enable_now};
+use super::scripts::{DataMount, daemon_reload, enable_now};
 use super::{
-    DataDisk, RenderedWorkload, RoleSpec, ServicePortSpec, ServiceSpec, Workload,
-    WorkloadDefinition, WorkloadOptions, WorkloadSettings, WorkloadSource,
+    DataDisk, GuestFamily, RenderedRole, RenderedWorkload, RoleSpec, ServicePortSpec, ServiceSpec,
+    Workload, WorkloadDefinition, WorkloadOptions, WorkloadSettings, WorkloadSource, family,
+    with_guest_agent,
 };
 use crate::cloudinit::{CloudConfig, UserAccount, WriteFile};
 use crate::error::{Error, Result};
@@ -44,6 +45,9 @@ struct Manifest {
     storage: Vec<ManifestStorage>,
     #[serde(default)]
     service: Option<ManifestService>,
+    /// Expected signals for `virtwork verify` (PromQL templates over one VMI).
+    #[serde(default)]
+    signals: Vec<crate::verify::contract::CustomSignal>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -427,6 +431,7 @@ impl CatalogEntry {
         let params = self.schema.resolve(&settings.params)?;
         let user = UserAccount::from_ssh(&options.ssh)?;
         let vm_count = settings.vm_count.max(1);
+        let family = settings.guest_family;
         let mut roles = Vec::new();
         if self.is_multi_role() {
             for role in &self.manifest.roles {
@@ -439,15 +444,17 @@ impl CatalogEntry {
                     &[(file.as_str(), self.units[&file].as_str())],
                     &params,
                     user.clone(),
+                    family,
                 );
                 let what = format!("catalog workload {:?} role {:?}", self.name, role.name);
-                roles.push((
-                    RoleSpec {
+                roles.push(RenderedRole {
+                    spec: RoleSpec {
                         role: Some(role.name.clone()),
                         vm_count: count,
                     },
-                    config.render_checked(&what)?,
-                ));
+                    userdata: config.render_checked(&what)?,
+                    units: vec![file],
+                });
             }
         } else {
             let files: Vec<(&str, &str)> = self
@@ -455,18 +462,19 @@ impl CatalogEntry {
                 .iter()
                 .map(|(f, c)| (f.as_str(), c.as_str()))
                 .collect();
-            let config = self.cloud_config(&files, &params, user);
+            let config = self.cloud_config(&files, &params, user, family);
             let count = match self.manifest.roles.first().and_then(|r| r.vm_count) {
                 Some(n) if n >= 1 => n as u32,
                 _ => vm_count,
             };
-            roles.push((
-                RoleSpec {
+            roles.push(RenderedRole {
+                spec: RoleSpec {
                     role: None,
                     vm_count: count,
                 },
-                config.render_checked(&format!("catalog workload {:?}", self.name))?,
-            ));
+                userdata: config.render_checked(&format!("catalog workload {:?}", self.name))?,
+                units: self.units.keys().cloned().collect(),
+            });
         }
         Ok(RenderedWorkload {
             name: self.name.clone(),
@@ -487,28 +495,45 @@ impl CatalogEntry {
                 })
                 .collect(),
             service: self.service_spec(),
+            signal_params: BTreeMap::new(),
+            custom_signals: self.manifest.signals.clone(),
         })
     }
 
+    /// One role's cloud-config: the entry's packages (plus xfsprogs when it has storage),
+    /// a mount unit per storage disk that every service file requires (through a drop-in,
+    /// since the service files are the entry author's), the service files, and the guest
+    /// agent every payload gets.
     fn cloud_config(
         &self,
         files: &[(&str, &str)],
         params: &ResolvedParams,
         user: Option<UserAccount>,
+        family: GuestFamily,
     ) -> CloudConfig {
         let mut config = CloudConfig {
             packages: self.manifest.packages.clone(),
             user,
             ..Default::default()
         };
-        for storage in &self.manifest.storage {
-            let script = format!("/usr/local/bin/virtwork-disk-setup-{}.sh", storage.name);
-            config.write_files.push(WriteFile::new(
-                &script,
-                disk_setup_script(&storage.serial, &storage.mount),
-                "0755",
-            ));
-            config.runcmd.push(vec![script]);
+        let mounts: Vec<DataMount> = self
+            .manifest
+            .storage
+            .iter()
+            .map(|s| DataMount::new(&s.serial, &s.mount))
+            .collect();
+        if !mounts.is_empty() {
+            let xfs = family::base_profile(family).xfs_package.to_string();
+            if !config.packages.contains(&xfs) {
+                config.packages.push(xfs);
+            }
+        }
+        for mount in &mounts {
+            for file in mount.files() {
+                if !config.write_files.iter().any(|f| f.path == file.path) {
+                    config.write_files.push(file);
+                }
+            }
         }
         config.runcmd.push(daemon_reload());
         for (file, content) in files {
@@ -517,9 +542,23 @@ impl CatalogEntry {
                 substitute(content, &self.schema, params),
                 "0644",
             ));
+            if !mounts.is_empty() {
+                let mut drop_in = String::from("[Unit]\n");
+                for mount in &mounts {
+                    drop_in.push_str(&format!("RequiresMountsFor={}\n", mount.mount));
+                }
+                config.write_files.push(WriteFile::new(
+                    &format!(
+                        "{}/{file}.d/virtwork-storage.conf",
+                        super::scripts::UNIT_DIR
+                    ),
+                    drop_in,
+                    "0644",
+                ));
+            }
             config.runcmd.push(enable_now(file));
         }
-        config
+        with_guest_agent(config, family)
     }
 
     fn service_spec(&self) -> Option<ServiceSpec> {
@@ -805,5 +844,34 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
             ));
         }
     }
+    validate_signals(&manifest.signals)?;
     Ok(ParamSchema::new(entry, defs))
+}
+
+/// Signal names are DNS-1123 labels, unique; thresholds finite and not negative; queries
+/// valid templates (see verify/promql.rs: only `{{namespace}}`, `{{name}}`, `{{window}}`).
+fn validate_signals(
+    signals: &[crate::verify::contract::CustomSignal],
+) -> std::result::Result<(), String> {
+    let mut names = BTreeSet::new();
+    for signal in signals {
+        if !is_dns_label(&signal.name) {
+            return Err(format!(
+                "signal name {:?} must be lowercase letters, digits and '-' (e.g. http-requests)",
+                signal.name
+            ));
+        }
+        if !names.insert(signal.name.as_str()) {
+            return Err(format!("signal {:?} is declared twice", signal.name));
+        }
+        if !signal.threshold.is_finite() || signal.threshold < 0.0 {
+            return Err(format!(
+                "signal {:?}: threshold {} must be a number of at least 0",
+                signal.name, signal.threshold
+            ));
+        }
+        crate::verify::promql::validate_template(&signal.query)
+            .map_err(|e| format!("signal {:?}: query: {e}", signal.name))?;
+    }
+    Ok(())
 }

@@ -1,8 +1,8 @@
 //! `cpu`: stress-ng CPU load on every VM, forever (`virtwork-cpu.service`).
 
 use super::params::{ParamDef, ParamSchema, StrRule};
-use super::scripts::{daemon_reload, enable_now, simple_service};
-use super::{BuildContext, Workload, WorkloadOptions, WorkloadSettings};
+use super::scripts::{daemon_reload, enable_now, simple_service, strings};
+use super::{BuildContext, GuestFamily, RolePayload, Workload, WorkloadOptions, WorkloadSettings};
 use crate::cloudinit::CloudConfig;
 use crate::error::Result;
 
@@ -125,18 +125,35 @@ pub fn command_line(load_percent: &str, method: &str) -> String {
     )
 }
 
+/// What the cpu payload needs on each guest family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    pub packages: &'static [&'static str],
+}
+
+/// The per-family table: stress-ng has the same name and path everywhere.
+pub fn profile(family: GuestFamily) -> Profile {
+    match family {
+        GuestFamily::Fedora | GuestFamily::Debian => Profile {
+            packages: &["stress-ng"],
+        },
+    }
+}
+
 pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<Box<dyn Workload>> {
     let ctx = BuildContext::new(NAME, &schema(), settings, options)?;
+    let profile = profile(ctx.family);
     let exec = command_line(
         ctx.params.str("cpu-load-percent"),
         ctx.params.str("cpu-method"),
     );
-    let unit = simple_service("Virtwork CPU stress workload", "network.target", &exec, 10);
+    // No network needed: ordered after basic system start-up only (the default).
+    let unit = simple_service("Virtwork CPU stress workload", &exec, 10);
     let config = CloudConfig {
-        packages: vec!["stress-ng".into()],
+        packages: strings(profile.packages),
         write_files: vec![unit.write_file(UNIT)],
         runcmd: vec![daemon_reload(), enable_now(UNIT)],
-        user: None,
+        ..Default::default()
     };
-    Ok(Box::new(ctx.single(config)?))
+    Ok(Box::new(ctx.single(RolePayload::new(config, &[UNIT]))?))
 }

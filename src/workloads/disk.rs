@@ -1,9 +1,13 @@
 //! `disk`: fio mixed random and sequential I/O on a dedicated data disk
-//! (`virtwork-disk.service`, disk serial `virtwork-disk` mounted at `/mnt/data`).
+//! (`virtwork-disk.service`, disk serial `virtwork-disk` mounted at `/mnt/data` by
+//! `mnt-data.mount`). The unit requires that mount and checks it before every fio run, so a
+//! missing or unmountable disk fails the unit instead of loading the root disk.
 
 use super::params::{ParamDef, ParamSchema, StrRule};
-use super::scripts::{bash_c, daemon_reload, disk_setup_script, enable_now, simple_service};
-use super::{BuildContext, Workload, WorkloadOptions, WorkloadSettings, data_disk};
+use super::scripts::{DataMount, daemon_reload, enable_now, simple_service, strings};
+use super::{
+    BuildContext, GuestFamily, RolePayload, Workload, WorkloadOptions, WorkloadSettings, data_disk,
+};
 use crate::cloudinit::{CloudConfig, WriteFile};
 use crate::error::Result;
 
@@ -12,7 +16,8 @@ pub const UNIT: &str = "virtwork-disk.service";
 pub const DV_BASE: &str = "virtwork-disk-data";
 pub const SERIAL: &str = "virtwork-disk";
 pub const MOUNT: &str = "/mnt/data";
-pub const SETUP_SCRIPT: &str = "/usr/local/bin/virtwork-disk-setup.sh";
+/// The fio loop the unit runs.
+pub const LOAD_SCRIPT: &str = "/usr/local/bin/virtwork-disk-load.sh";
 pub const MIXED_JOB: &str = "/etc/fio/mixed-rw.fio";
 pub const SEQ_JOB: &str = "/etc/fio/seq-write.fio";
 
@@ -59,47 +64,78 @@ pub fn seq_job(block_size: &str, runtime: &str) -> String {
     )
 }
 
+/// The load loop: before each fio run, refuse to run unless the data disk is mounted at
+/// the job directory; any fio failure ends the unit (systemd restarts it and `systemctl`
+/// shows the failure) instead of looping on errors.
+pub fn load_script(disk: &DataMount) -> String {
+    format!(
+        r#"#!/bin/bash
+# virtwork disk: fio mixed random and sequential I/O on the data disk, forever.
+set -euo pipefail
+
+while true; do
+  {require}
+  fio {MIXED_JOB}
+  sleep 10
+  {require}
+  fio {SEQ_JOB}
+  sleep 10
+done
+"#,
+        require = disk.require_command(),
+    )
+}
+
+/// What the disk payload needs on each guest family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    pub packages: &'static [&'static str],
+}
+
+/// The per-family table: fio (libaio engine included) and xfsprogs for `mkfs.xfs`.
+pub fn profile(family: GuestFamily) -> Profile {
+    match family {
+        GuestFamily::Fedora | GuestFamily::Debian => Profile {
+            packages: &["fio", "xfsprogs"],
+        },
+    }
+}
+
 pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<Box<dyn Workload>> {
     let ctx = BuildContext::new(NAME, &schema(), settings, options)?;
+    let profile = profile(ctx.family);
     let p = &ctx.params;
-    let exec = bash_c(&format!(
-        "while true; do fio {MIXED_JOB}; sleep 10; fio {SEQ_JOB}; sleep 10; done"
-    ));
-    let unit = simple_service(
-        "Virtwork disk I/O workload",
-        "network.target local-fs.target",
-        &exec,
-        10,
-    );
+    let disk = DataMount::new(SERIAL, MOUNT);
+    let unit = simple_service("Virtwork disk I/O workload", LOAD_SCRIPT, 10)
+        .unit("RequiresMountsFor", MOUNT)
+        .service("ExecStartPre", disk.require_command());
+    let mut write_files = disk.files();
+    write_files.extend([
+        WriteFile::new(LOAD_SCRIPT, load_script(&disk), "0755"),
+        WriteFile::new(
+            MIXED_JOB,
+            mixed_job(
+                p.str("rwmixread"),
+                p.str("block-size-rw"),
+                p.str("numjobs"),
+                p.str("runtime"),
+            ),
+            "0644",
+        ),
+        WriteFile::new(
+            SEQ_JOB,
+            seq_job(p.str("block-size-seq"), p.str("runtime")),
+            "0644",
+        ),
+        unit.write_file(UNIT),
+    ]);
     let config = CloudConfig {
-        packages: vec!["fio".into()],
-        write_files: vec![
-            WriteFile::new(SETUP_SCRIPT, disk_setup_script(SERIAL, MOUNT), "0755"),
-            WriteFile::new(
-                MIXED_JOB,
-                mixed_job(
-                    p.str("rwmixread"),
-                    p.str("block-size-rw"),
-                    p.str("numjobs"),
-                    p.str("runtime"),
-                ),
-                "0644",
-            ),
-            WriteFile::new(
-                SEQ_JOB,
-                seq_job(p.str("block-size-seq"), p.str("runtime")),
-                "0644",
-            ),
-            unit.write_file(UNIT),
-        ],
-        runcmd: vec![
-            vec![SETUP_SCRIPT.to_string()],
-            daemon_reload(),
-            enable_now(UNIT),
-        ],
-        user: None,
+        packages: strings(profile.packages),
+        write_files,
+        runcmd: vec![daemon_reload(), enable_now(UNIT)],
+        ..Default::default()
     };
-    let mut workload = ctx.single(config)?;
+    let mut workload = ctx.single(RolePayload::new(config, &[UNIT]))?;
     workload.data_disks = vec![data_disk(DV_BASE, SERIAL, options)];
     Ok(Box::new(workload))
 }

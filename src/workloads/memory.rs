@@ -1,8 +1,8 @@
 //! `memory`: stress-ng virtual-memory stressors on every VM (`virtwork-memory.service`).
 
 use super::params::{ParamDef, ParamSchema, StrRule};
-use super::scripts::{daemon_reload, enable_now, simple_service};
-use super::{BuildContext, Workload, WorkloadOptions, WorkloadSettings};
+use super::scripts::{daemon_reload, enable_now, simple_service, strings};
+use super::{BuildContext, GuestFamily, RolePayload, Workload, WorkloadOptions, WorkloadSettings};
 use crate::cloudinit::CloudConfig;
 use crate::error::Result;
 
@@ -84,8 +84,24 @@ pub fn command_line(stressors: &str, percent: &str, method: &str) -> String {
     )
 }
 
+/// What the memory payload needs on each guest family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    pub packages: &'static [&'static str],
+}
+
+/// The per-family table: stress-ng has the same name and path everywhere.
+pub fn profile(family: GuestFamily) -> Profile {
+    match family {
+        GuestFamily::Fedora | GuestFamily::Debian => Profile {
+            packages: &["stress-ng"],
+        },
+    }
+}
+
 pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<Box<dyn Workload>> {
     let ctx = BuildContext::new(NAME, &schema(), settings, options)?;
+    let profile = profile(ctx.family);
     let p = &ctx.params;
     // `%` is a systemd specifier: the unit needs `%%` for stress-ng to see one `%`.
     let exec = command_line(
@@ -94,17 +110,12 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         p.str("vm-method"),
     )
     .replace('%', "%%");
-    let unit = simple_service(
-        "Virtwork memory stress workload",
-        "network.target",
-        &exec,
-        10,
-    );
+    let unit = simple_service("Virtwork memory stress workload", &exec, 10);
     let config = CloudConfig {
-        packages: vec!["stress-ng".into()],
+        packages: strings(profile.packages),
         write_files: vec![unit.write_file(UNIT)],
         runcmd: vec![daemon_reload(), enable_now(UNIT)],
-        user: None,
+        ..Default::default()
     };
-    Ok(Box::new(ctx.single(config)?))
+    Ok(Box::new(ctx.single(RolePayload::new(config, &[UNIT]))?))
 }

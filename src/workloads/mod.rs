@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use crate::config::SshConfig;
 use crate::error::Result;
+pub use family::{GuestFamily, GuestOs};
 
 /// Settings every factory receives, shared by all workloads of a run.
 #[derive(Debug, Clone)]
@@ -18,6 +19,9 @@ pub struct WorkloadOptions {
     pub data_disk_size: String,
     pub ssh: SshConfig,
     pub catalog_dir: PathBuf,
+    /// Names of every workload planned in this run (so a workload can aim at another's
+    /// Service, e.g. chaos-network's probe at the network server).
+    pub planned_workloads: Vec<String>,
 }
 
 /// The effective settings of one workload (global values refined by its YAML section),
@@ -29,6 +33,8 @@ pub struct WorkloadSettings {
     pub memory: String,
     /// User-given param values (validated); absent keys take the schema default.
     pub params: BTreeMap<String, String>,
+    /// The guest OS family the payload is rendered for.
+    pub guest_family: GuestFamily,
 }
 
 /// How many VMs a role needs. Single-role workloads have one spec with `role: None`.
@@ -84,6 +90,9 @@ pub trait Workload: Send + Sync + std::fmt::Debug {
     fn roles(&self) -> Vec<RoleSpec>;
     /// The complete `#cloud-config` user-data for VMs of `role` (`None` for single-role).
     fn userdata(&self, role: Option<&str>) -> Result<String>;
+    /// The systemd units that must all be active for the workload of `role` to be running:
+    /// what the VM's readiness probe checks. Empty for an unknown role.
+    fn workload_units(&self, role: Option<&str>) -> Vec<String>;
     /// CPU and memory per VM.
     fn resources(&self) -> VmResources;
     /// Data disks per VM, in attachment order.
@@ -98,6 +107,15 @@ pub trait Workload: Send + Sync + std::fmt::Debug {
     fn vm_count(&self) -> u32 {
         self.roles().iter().map(|r| r.vm_count).sum()
     }
+    /// The params its expected signals depend on, recorded on each VM for `virtwork verify`
+    /// (only the keys the signal contract reads).
+    fn signal_params(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+    /// Signals a catalog entry declares in its manifest.
+    fn custom_signals(&self) -> Vec<crate::verify::contract::CustomSignal> {
+        Vec::new()
+    }
 }
 
 pub mod catalog;
@@ -107,6 +125,7 @@ pub mod chaos_process;
 pub mod cpu;
 pub mod database;
 pub mod disk;
+pub mod family;
 pub mod memory;
 pub mod network;
 pub mod params;
@@ -337,11 +356,38 @@ pub fn check_builtin_names(names: &[String]) -> Result<()> {
 #[derive(Debug, Clone)]
 pub struct RenderedWorkload {
     pub name: String,
-    /// Roles in creation order with their rendered user-data.
-    pub roles: Vec<(RoleSpec, String)>,
+    /// Roles in creation order with their rendered user-data and workload units.
+    pub roles: Vec<RenderedRole>,
     pub resources: VmResources,
     pub data_disks: Vec<DataDisk>,
     pub service: Option<ServiceSpec>,
+    /// See [`Workload::signal_params`].
+    pub signal_params: BTreeMap<String, String>,
+    /// See [`Workload::custom_signals`].
+    pub custom_signals: Vec<crate::verify::contract::CustomSignal>,
+}
+
+/// One role of a [`RenderedWorkload`].
+#[derive(Debug, Clone)]
+pub struct RenderedRole {
+    pub spec: RoleSpec,
+    pub userdata: String,
+    /// Units that must be active (see [`Workload::workload_units`]).
+    pub units: Vec<String>,
+}
+
+impl RenderedWorkload {
+    fn role(&self, role: Option<&str>) -> Option<&RenderedRole> {
+        match role {
+            // The workload's default user-data is its first role's (the reference's
+            // CloudInitUserdata of a multi-role workload is the server's).
+            None => self.roles.first(),
+            Some(r) => self
+                .roles
+                .iter()
+                .find(|x| x.spec.role.as_deref() == Some(r)),
+        }
+    }
 }
 
 impl Workload for RenderedWorkload {
@@ -350,26 +396,17 @@ impl Workload for RenderedWorkload {
     }
 
     fn roles(&self) -> Vec<RoleSpec> {
-        self.roles.iter().map(|(spec, _)| spec.clone()).collect()
+        self.roles.iter().map(|r| r.spec.clone()).collect()
     }
 
     fn userdata(&self, role: Option<&str>) -> Result<String> {
-        let found = match role {
-            // The workload's default user-data is its first role's (the reference's
-            // CloudInitUserdata of a multi-role workload is the server's).
-            None => self.roles.first(),
-            Some(r) => self
-                .roles
-                .iter()
-                .find(|(spec, _)| spec.role.as_deref() == Some(r)),
-        };
-        match found {
-            Some((_, userdata)) => Ok(userdata.clone()),
+        match self.role(role) {
+            Some(found) => Ok(found.userdata.clone()),
             None => {
                 let expected: Vec<String> = self
                     .roles
                     .iter()
-                    .filter_map(|(s, _)| s.role.as_ref().map(|r| format!("'{r}'")))
+                    .filter_map(|r| r.spec.role.as_ref().map(|r| format!("'{r}'")))
                     .collect();
                 Err(Error::input(format!(
                     "unknown {} workload role: {:?}; expected {}",
@@ -385,6 +422,10 @@ impl Workload for RenderedWorkload {
         }
     }
 
+    fn workload_units(&self, role: Option<&str>) -> Vec<String> {
+        self.role(role).map(|r| r.units.clone()).unwrap_or_default()
+    }
+
     fn resources(&self) -> VmResources {
         self.resources.clone()
     }
@@ -396,19 +437,61 @@ impl Workload for RenderedWorkload {
     fn service(&self) -> Option<ServiceSpec> {
         self.service.clone()
     }
+
+    fn signal_params(&self) -> BTreeMap<String, String> {
+        self.signal_params.clone()
+    }
+
+    fn custom_signals(&self) -> Vec<crate::verify::contract::CustomSignal> {
+        self.custom_signals.clone()
+    }
 }
 
 /// What every built-in needs while building: resolved params, the SSH account (password
-/// hashed once per workload) and the effective VM count.
+/// hashed once per workload), the effective VM count and the guest family.
 pub(crate) struct BuildContext {
     pub name: &'static str,
     pub params: ResolvedParams,
     pub user: Option<UserAccount>,
     pub vm_count: u32,
     pub resources: VmResources,
+    pub family: GuestFamily,
+}
+
+/// The cloud-config of one role plus the units its readiness probe checks.
+pub(crate) struct RolePayload {
+    pub config: CloudConfig,
+    pub units: Vec<String>,
+}
+
+impl RolePayload {
+    pub(crate) fn new(config: CloudConfig, units: &[&str]) -> Self {
+        RolePayload {
+            config,
+            units: units.iter().map(|u| u.to_string()).collect(),
+        }
+    }
+}
+
+/// Adds what every payload needs whatever the workload: the QEMU guest agent, installed and
+/// running first (KubeVirt's exec readiness probe and AgentConnected depend on it).
+pub(crate) fn with_guest_agent(mut config: CloudConfig, family: GuestFamily) -> CloudConfig {
+    let agent = family::base_profile(family);
+    config
+        .packages
+        .insert(0, agent.guest_agent_package.to_string());
+    config
+        .runcmd
+        .insert(0, scripts::enable_now(agent.guest_agent_unit));
+    config
 }
 
 impl BuildContext {
+    /// The resolved params the signal contract reads.
+    fn signal_params(&self) -> BTreeMap<String, String> {
+        crate::verify::contract::signal_params(self.name, self.params.iter())
+    }
+
     pub(crate) fn new(
         name: &'static str,
         schema: &ParamSchema,
@@ -431,63 +514,69 @@ impl BuildContext {
                 cpu_cores: settings.cpu_cores,
                 memory: settings.memory.clone(),
             },
+            family: settings.guest_family,
         })
     }
 
-    /// Renders `config` (with the SSH account added) for `role`.
-    pub(crate) fn render(&self, mut config: CloudConfig, role: Option<&str>) -> Result<String> {
+    /// Renders `payload` (with the guest agent and the SSH account added) for `role`.
+    fn render(&self, payload: RolePayload, role: Option<&str>) -> Result<(String, Vec<String>)> {
+        let mut config = with_guest_agent(payload.config, self.family);
         config.user = self.user.clone();
         let what = match role {
             Some(r) => format!("workload {:?} role {r:?}", self.name),
             None => format!("workload {:?}", self.name),
         };
-        config.render_checked(&what)
+        Ok((config.render_checked(&what)?, payload.units))
     }
 
-    /// A single-role workload with `config` on each of its VMs.
-    pub(crate) fn single(self, config: CloudConfig) -> Result<RenderedWorkload> {
-        let userdata = self.render(config, None)?;
+    /// A single-role workload with `payload` on each of its VMs.
+    pub(crate) fn single(self, payload: RolePayload) -> Result<RenderedWorkload> {
+        let (userdata, units) = self.render(payload, None)?;
         Ok(RenderedWorkload {
             name: self.name.to_string(),
-            roles: vec![(
-                RoleSpec {
+            roles: vec![RenderedRole {
+                spec: RoleSpec {
                     role: None,
                     vm_count: self.vm_count,
                 },
                 userdata,
-            )],
+                units,
+            }],
+            signal_params: self.signal_params(),
             resources: self.resources,
             data_disks: Vec::new(),
             service: None,
+            custom_signals: Vec::new(),
         })
     }
-}
 
-impl BuildContext {
     /// A client/server workload: `vm_count` servers then `vm_count` clients.
     pub(crate) fn server_client(
         self,
-        server: CloudConfig,
-        client: CloudConfig,
+        server: RolePayload,
+        client: RolePayload,
         service: ServiceSpec,
     ) -> Result<RenderedWorkload> {
         let mut roles = Vec::with_capacity(2);
-        for (role, config) in [(ROLE_SERVER, server), (ROLE_CLIENT, client)] {
-            let userdata = self.render(config, Some(role))?;
-            roles.push((
-                RoleSpec {
+        for (role, payload) in [(ROLE_SERVER, server), (ROLE_CLIENT, client)] {
+            let (userdata, units) = self.render(payload, Some(role))?;
+            roles.push(RenderedRole {
+                spec: RoleSpec {
                     role: Some(role.to_string()),
                     vm_count: self.vm_count,
                 },
                 userdata,
-            ));
+                units,
+            });
         }
         Ok(RenderedWorkload {
             name: self.name.to_string(),
             roles,
+            signal_params: self.signal_params(),
             resources: self.resources,
             data_disks: Vec::new(),
             service: Some(service),
+            custom_signals: Vec::new(),
         })
     }
 }

@@ -26,6 +26,8 @@ pub enum StrRule {
     Percent,
     /// The default for catalog strings: `[A-Za-z0-9._:/+,=@-]`, not starting with `-`.
     Token,
+    /// `auto`, or `<host>:<port>` with an IPv4 address or DNS name and a port 1..=65535.
+    ProbeTarget,
 }
 
 /// The type of a param.
@@ -282,6 +284,7 @@ impl StrRule {
             StrRule::MountPath => "an absolute path of letters, digits, '.', '_', '-' and '/' (e.g. /mnt/data) that is not a system directory".to_string(),
             StrRule::Percent => "a decimal percentage from 0 to 100 with at most 4 decimals (e.g. 5 or 0.5)".to_string(),
             StrRule::Token => "a non-empty value of letters, digits and . _ : / + , = @ - (no spaces, quotes or shell characters), not starting with '-'".to_string(),
+            StrRule::ProbeTarget => "\"auto\" or <host>:<port> with an IPv4 address or a DNS name and a port from 1 to 65535 (e.g. 10.0.0.5:5201 or my-svc.my-ns.svc.cluster.local:80)".to_string(),
         }
     }
 }
@@ -311,6 +314,7 @@ fn check_str(rule: StrRule, value: &str) -> std::result::Result<(), String> {
         StrRule::MountPath => is_safe_mount_path(value),
         StrRule::Percent => is_percent(value),
         StrRule::Token => is_token(value),
+        StrRule::ProbeTarget => value == "auto" || parse_probe_target(value).is_some(),
     };
     if ok { Ok(()) } else { Err(rule.describe()) }
 }
@@ -454,6 +458,28 @@ fn is_percent(value: &str) -> bool {
         .is_ok_and(|v| (0.0..=100.0).contains(&v))
 }
 
+/// Host and port of a `<host>:<port>` probe target: host an IPv4 address or a lowercase DNS
+/// name (labels of letters, digits and '-', at most 253 characters), port 1..=65535.
+pub fn parse_probe_target(value: &str) -> Option<(&str, u16)> {
+    let (host, port) = value.rsplit_once(':')?;
+    if port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
+    let is_ipv4 = host.parse::<std::net::Ipv4Addr>().is_ok();
+    let is_name = host.len() <= 253
+        && host.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b.len() <= 63
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b[0] != b'-'
+                && b[b.len() - 1] != b'-'
+        });
+    (is_ipv4 || is_name).then_some((host, port))
+}
+
 /// The safe default for catalog strings (see [`StrRule::Token`]).
 pub fn is_token(value: &str) -> bool {
     !value.is_empty()
@@ -529,6 +555,34 @@ mod tests {
         ] {
             assert!(!is_safe_mount_path(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn probe_targets() {
+        assert_eq!(parse_probe_target("10.0.2.2:80"), Some(("10.0.2.2", 80)));
+        assert_eq!(
+            parse_probe_target("svc.ns.svc.cluster.local:5201"),
+            Some(("svc.ns.svc.cluster.local", 5201))
+        );
+        for bad in [
+            "",
+            "auto:",
+            "host",
+            "host:0",
+            "host:65536",
+            ":80",
+            "-a:80",
+            "a..b:80",
+            "A:80",
+            "a b:80",
+            "a;b:80",
+            "$(x):80",
+            "a:8 0",
+            "[::1]:80",
+        ] {
+            assert_eq!(parse_probe_target(bad), None, "{bad}");
+        }
+        assert!(check_str(StrRule::ProbeTarget, "auto").is_ok());
     }
 
     #[test]

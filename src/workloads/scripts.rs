@@ -8,21 +8,48 @@ use crate::cloudinit::WriteFile;
 /// Where unit files go in the guest.
 pub const UNIT_DIR: &str = "/etc/systemd/system";
 
-/// A systemd service unit, rendered in a fixed section/key order.
-#[derive(Debug, Clone, Default)]
+/// A systemd unit (service or mount), rendered in a fixed section/key order.
+#[derive(Debug, Clone)]
 pub struct Unit {
     pub description: String,
     /// `[Unit]` lines after `Description=`, in order.
     pub unit: Vec<(&'static str, String)>,
-    /// `[Service]` lines, in order.
+    /// The type section: `Service` or `Mount`.
+    pub section: &'static str,
+    /// Lines of the type section, in order.
     pub service: Vec<(&'static str, String)>,
+    /// `WantedBy=` target of `[Install]`; `None` for units only pulled in as dependencies.
+    pub wanted_by: Option<&'static str>,
+}
+
+impl Default for Unit {
+    fn default() -> Self {
+        Unit {
+            description: String::new(),
+            unit: Vec::new(),
+            section: "Service",
+            service: Vec::new(),
+            wanted_by: Some("multi-user.target"),
+        }
+    }
 }
 
 impl Unit {
-    /// A unit with `Description=`.
+    /// A service unit with `Description=`, enabled by `multi-user.target`.
     pub fn new(description: &str) -> Self {
         Unit {
             description: description.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// A `.mount` unit without `[Install]`: it is started only as a dependency of the units
+    /// that name its path in `RequiresMountsFor=`.
+    pub fn mount(description: &str) -> Self {
+        Unit {
+            description: description.to_string(),
+            section: "Mount",
+            wanted_by: None,
             ..Default::default()
         }
     }
@@ -33,23 +60,31 @@ impl Unit {
         self
     }
 
-    /// Adds a `[Service]` line.
+    /// Adds a line to the type section (`[Service]` or `[Mount]`).
     pub fn service(mut self, key: &'static str, value: impl Into<String>) -> Self {
         self.service.push((key, value.into()));
         self
     }
 
-    /// The unit file text; every unit is `WantedBy=multi-user.target`.
+    /// Drops the `[Install]` section (a unit started only as a dependency).
+    pub fn no_install(mut self) -> Self {
+        self.wanted_by = None;
+        self
+    }
+
+    /// The unit file text.
     pub fn render(&self) -> String {
         let mut out = format!("[Unit]\nDescription={}\n", self.description);
         for (k, v) in &self.unit {
             out.push_str(&format!("{k}={v}\n"));
         }
-        out.push_str("\n[Service]\n");
+        out.push_str(&format!("\n[{}]\n", self.section));
         for (k, v) in &self.service {
             out.push_str(&format!("{k}={v}\n"));
         }
-        out.push_str("\n[Install]\nWantedBy=multi-user.target\n");
+        if let Some(target) = self.wanted_by {
+            out.push_str(&format!("\n[Install]\nWantedBy={target}\n"));
+        }
         out
     }
 
@@ -60,10 +95,9 @@ impl Unit {
 }
 
 /// A `Type=simple`, `Restart=always` service running `exec_start` — the pattern of every
-/// continuous workload.
-pub fn simple_service(description: &str, after: &str, exec_start: &str, restart_sec: u32) -> Unit {
+/// continuous workload. Add ordering/requirement lines with [`Unit::unit`].
+pub fn simple_service(description: &str, exec_start: &str, restart_sec: u32) -> Unit {
     Unit::new(description)
-        .unit("After", after)
         .service("Type", "simple")
         .service("ExecStart", exec_start)
         .service("Restart", "always")
@@ -76,6 +110,18 @@ pub fn bash_c(body: &str) -> String {
     format!("/bin/bash -c '{body}'")
 }
 
+/// Owned strings from string slices (package lists).
+pub fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Lines a unit needs to run only once the network is configured: `network-online.target`
+/// is pulled in (`Wants=`) and waited for (`After=`).
+pub fn after_network_online(unit: Unit) -> Unit {
+    unit.unit("Wants", "network-online.target")
+        .unit("After", "network-online.target")
+}
+
 /// An argv list from string slices.
 pub fn argv(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
@@ -86,9 +132,11 @@ pub fn daemon_reload() -> Vec<String> {
     argv(&["systemctl", "daemon-reload"])
 }
 
-/// `systemctl enable --now <unit>`.
+/// `systemctl enable --now --no-block <unit>`: enabled for every boot and started without
+/// making cloud-init wait for it (a client may wait for its server indefinitely, a database
+/// initialises for minutes); systemd still orders every start by the units' dependencies.
 pub fn enable_now(unit: &str) -> Vec<String> {
-    argv(&["systemctl", "enable", "--now", unit])
+    argv(&["systemctl", "enable", "--now", "--no-block", unit])
 }
 
 /// The stable guest path of a virtio disk with `serial`.
@@ -96,39 +144,253 @@ pub fn disk_by_id(serial: &str) -> String {
     format!("/dev/disk/by-id/virtio-{serial}")
 }
 
-/// A script that waits for the virtio disk `serial`, formats it as XFS if blank, mounts it
-/// at `mount` and records it in /etc/fstab by its stable by-id path (idempotent).
-/// `serial` and `mount` are constants or validated mount paths.
-pub fn disk_setup_script(serial: &str, mount: &str) -> String {
-    let disk = disk_by_id(serial);
-    format!(
-        r#"#!/bin/bash
-# Prepares the virtwork data disk: wait, format if blank, mount, persist in fstab.
+/// Waits until a TCP port accepts connections: the `ExecStartPre=` of clients, so a client
+/// unit stays `activating` (not active, not ready) until its server answers.
+pub const WAIT_TCP: &str = "/usr/local/bin/virtwork-wait-tcp";
+
+/// The text of [`WAIT_TCP`].
+pub fn wait_tcp_script() -> String {
+    r#"#!/bin/bash
+# Usage: virtwork-wait-tcp HOST PORT
+# Returns once HOST:PORT accepts a TCP connection; retries every 2 s, logging every minute.
+set -uo pipefail
+
+HOST="$1"
+PORT="$2"
+TRIES=0
+# The inner shell gets host and port as $0 and $1: single quotes are meant.
+# shellcheck disable=SC2016
+until timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$HOST" "$PORT" 2>/dev/null; do
+  TRIES=$((TRIES + 1))
+  if [ $((TRIES % 30)) -eq 1 ]; then
+    echo "Waiting for ${HOST}:${PORT} to accept connections"
+  fi
+  sleep 2
+done
+echo "${HOST}:${PORT} accepts connections"
+"#
+    .to_string()
+}
+
+/// The guard every data-disk workload runs before it writes: exits non-zero (and says why on
+/// stderr) unless `MOUNT_POINT` is a mount point of `DEVICE`. This is what keeps a workload
+/// from ever writing into the directory of the root file system under an absent mount.
+pub const REQUIRE_MOUNT: &str = "/usr/local/bin/virtwork-require-mount";
+/// Formats a blank data disk (and, with `--seed`, copies what the root file system has
+/// under the mount point onto it), before its mount unit mounts it.
+pub const FORMAT_DATA_DISK: &str = "/usr/local/bin/virtwork-format-data-disk";
+/// File system virtwork creates on blank data disks.
+pub const DATA_FS: &str = "xfs";
+/// Seconds the format step waits for the data disk to appear.
+pub const DISK_WAIT_SECS: u32 = 30;
+
+/// The text of [`REQUIRE_MOUNT`].
+pub fn require_mount_script() -> String {
+    r#"#!/bin/bash
+# Usage: virtwork-require-mount MOUNT_POINT DEVICE
+# Succeeds only when MOUNT_POINT is a mount point of DEVICE (symlinks resolved), so a
+# workload never writes to the root file system when its data disk is missing.
 set -euo pipefail
 
-DISK="{disk}"
-MOUNT_POINT="{mount}"
+MOUNT_POINT="$1"
+DEVICE="$2"
 
-for _ in $(seq 1 30); do
-  [ -e "$DISK" ] && break
+if [ ! -e "$DEVICE" ]; then
+  echo "ERROR: data disk ${DEVICE} is missing; refusing to use ${MOUNT_POINT}" >&2
+  exit 1
+fi
+EXPECTED=$(readlink -f "$DEVICE")
+if ! SOURCE=$(findmnt -n -o SOURCE --mountpoint "$MOUNT_POINT" | tail -n 1) || [ -z "$SOURCE" ]; then
+  echo "ERROR: ${MOUNT_POINT} is not a mount point; refusing to write to the root file system" >&2
+  exit 1
+fi
+ACTUAL=$(readlink -f "$SOURCE")
+if [ "$ACTUAL" != "$EXPECTED" ]; then
+  echo "ERROR: ${MOUNT_POINT} is mounted from ${SOURCE}, not from the data disk ${DEVICE} (${EXPECTED}); refusing to write" >&2
+  exit 1
+fi
+"#
+    .to_string()
+}
+
+/// The text of [`FORMAT_DATA_DISK`].
+pub fn format_data_disk_script() -> String {
+    format!(
+        r#"#!/bin/bash
+# Usage: virtwork-format-data-disk DEVICE MOUNT_POINT [--seed]
+# Waits for DEVICE, creates an {DATA_FS} file system on it when it has none (a disk that
+# already carries any file system is never reformatted) and, with --seed, copies what the
+# root file system holds under MOUNT_POINT onto the new file system first (for packages that
+# created their data there before the disk was mounted).
+set -euo pipefail
+
+DEVICE="$1"
+MOUNT_POINT="$2"
+SEED="${{3:-}}"
+
+for _ in $(seq 1 {DISK_WAIT_SECS}); do
+  [ -e "$DEVICE" ] && break
   sleep 1
 done
-if [ ! -e "$DISK" ]; then
-  echo "ERROR: disk ${{DISK}} not found after 30s" >&2
+if [ ! -e "$DEVICE" ]; then
+  echo "ERROR: data disk ${{DEVICE}} not found after {DISK_WAIT_SECS}s; the workload will not start" >&2
   exit 1
 fi
 
-REAL_DEV=$(readlink -f "$DISK")
-mkdir -p "$MOUNT_POINT"
-if ! blkid -o value -s TYPE "$REAL_DEV" >/dev/null 2>&1; then
-  mkfs.xfs "$REAL_DEV"
+REAL_DEV=$(readlink -f "$DEVICE")
+if blkid -o value -s TYPE "$REAL_DEV" >/dev/null 2>&1; then
+  echo "${{DEVICE}} (${{REAL_DEV}}) already has a file system; not formatting"
+  exit 0
 fi
-if ! mountpoint -q "$MOUNT_POINT"; then
-  mount "$REAL_DEV" "$MOUNT_POINT"
-fi
-if ! awk -v m="$MOUNT_POINT" '$2 == m {{ found = 1 }} END {{ exit !found }}' /etc/fstab; then
-  echo "${{DISK}} ${{MOUNT_POINT}} xfs defaults,nofail 0 0" >> /etc/fstab
+echo "Formatting ${{DEVICE}} (${{REAL_DEV}}) as {DATA_FS}"
+mkfs.{DATA_FS} -q "$REAL_DEV"
+if [ "$SEED" = "--seed" ] && [ -d "$MOUNT_POINT" ]; then
+  STAGING=$(mktemp -d /run/virtwork-seed.XXXXXX)
+  mount "$REAL_DEV" "$STAGING"
+  cp -a "${{MOUNT_POINT}}/." "${{STAGING}}/"
+  chown --reference="$MOUNT_POINT" "$STAGING"
+  chmod --reference="$MOUNT_POINT" "$STAGING"
+  umount "$STAGING"
+  rmdir "$STAGING"
+  echo "Seeded ${{DEVICE}} with the contents of ${{MOUNT_POINT}}"
 fi
 "#
     )
+}
+
+/// `path` escaped as systemd names units for it (`systemd-escape --path`): `/mnt/my-data`
+/// becomes `mnt-my\x2ddata`. Callers pass validated absolute paths (no `//`, `.` or `..`).
+pub fn systemd_escape_path(path: &str) -> String {
+    let trimmed = path.trim_matches('/');
+    if trimmed.is_empty() {
+        return "-".to_string();
+    }
+    let mut out = String::with_capacity(trimmed.len());
+    for (i, b) in trimmed.bytes().enumerate() {
+        match b {
+            b'/' => out.push('-'),
+            b'.' if i == 0 => out.push_str("\\x2e"),
+            b if b.is_ascii_alphanumeric() || matches!(b, b':' | b'_' | b'.') => {
+                out.push(b as char)
+            }
+            b => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out
+}
+
+/// A blank data disk mounted through a systemd mount unit.
+///
+/// Units that use the disk say `RequiresMountsFor=<mount>`: systemd then starts the mount
+/// unit (which requires the format unit) before them, and fails them — visibly, in
+/// `systemctl` and the journal — when the disk is missing or cannot be mounted. No fstab
+/// entry is written: the mount unit is the only way the disk gets mounted, so a missing disk
+/// can never leave the workload writing into the bare directory on the root file system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataMount {
+    /// virtio serial of the disk.
+    pub serial: String,
+    /// Absolute mount point (a constant or a validated mount path).
+    pub mount: String,
+    /// Copy the root file system's content under `mount` onto the freshly formatted disk.
+    pub seed: bool,
+}
+
+impl DataMount {
+    /// A data disk `serial` mounted at `mount`.
+    pub fn new(serial: &str, mount: &str) -> Self {
+        DataMount {
+            serial: serial.to_string(),
+            mount: mount.to_string(),
+            seed: false,
+        }
+    }
+
+    /// Seeds the new file system with what the root file system has under the mount point.
+    pub fn seeded(mut self) -> Self {
+        self.seed = true;
+        self
+    }
+
+    /// The stable device path, `/dev/disk/by-id/virtio-<serial>`.
+    pub fn device(&self) -> String {
+        disk_by_id(&self.serial)
+    }
+
+    /// The mount unit's file name (systemd derives it from the mount point).
+    pub fn mount_unit(&self) -> String {
+        format!("{}.mount", systemd_escape_path(&self.mount))
+    }
+
+    /// The oneshot unit that formats the disk before it is mounted.
+    pub fn format_unit(&self) -> String {
+        format!("virtwork-format-{}.service", self.serial)
+    }
+
+    /// The guard command line for an `ExecStartPre=` or a script.
+    pub fn require_command(&self) -> String {
+        format!("{REQUIRE_MOUNT} {} {}", self.mount, self.device())
+    }
+
+    /// The format unit, the mount unit and the two helper scripts, as `write_files`.
+    pub fn files(&self) -> Vec<WriteFile> {
+        let device = self.device();
+        let seed = if self.seed { " --seed" } else { "" };
+        let format = Unit::new(&format!(
+            "Virtwork data disk {}: create a file system if blank",
+            self.serial
+        ))
+        .unit("Before", self.mount_unit())
+        .service("Type", "oneshot")
+        .service("RemainAfterExit", "yes")
+        .service(
+            "ExecStart",
+            format!("{FORMAT_DATA_DISK} {device} {}{seed}", self.mount),
+        )
+        .service("TimeoutStartSec", "600")
+        .no_install();
+        let mount = Unit::mount(&format!(
+            "Virtwork data disk {} at {}",
+            self.serial, self.mount
+        ))
+        .unit("Requires", self.format_unit())
+        .unit("After", self.format_unit())
+        .service("What", device)
+        .service("Where", self.mount.clone())
+        .service("Type", DATA_FS)
+        // nofail: the disk is the workload's business; a missing one must fail the workload
+        // units that require it, never the boot (local-fs.target).
+        .service("Options", "defaults,nofail")
+        .service("TimeoutSec", "120");
+        vec![
+            WriteFile::new(REQUIRE_MOUNT, require_mount_script(), "0755"),
+            WriteFile::new(FORMAT_DATA_DISK, format_data_disk_script(), "0755"),
+            format.write_file(&self.format_unit()),
+            mount.write_file(&self.mount_unit()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_escape_like_systemd_escape() {
+        // Expected values are `systemd-escape --path` output.
+        for (path, unit) in [
+            ("/mnt/data", "mnt-data"),
+            ("/var/lib/my-chaos.d", "var-lib-my\\x2dchaos.d"),
+            ("/mnt/.hidden", "mnt-.hidden"),
+            ("/srv/a_b/c:d", "srv-a_b-c:d"),
+            ("/opt/x+y", "opt-x\\x2by"),
+            ("/mnt/data/", "mnt-data"),
+        ] {
+            assert_eq!(systemd_escape_path(path), unit, "{path}");
+        }
+        assert_eq!(
+            DataMount::new("s", "/var/lib/pgsql/data").mount_unit(),
+            "var-lib-pgsql-data.mount"
+        );
+    }
 }

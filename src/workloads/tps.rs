@@ -1,10 +1,17 @@
 //! `tps`: transactions-per-second pairs. Servers run netserver plus a python HTTP server
-//! serving a random test file; clients run netperf TCP_RR rounds and timed HTTP downloads
-//! through the `virtwork-tps-server` Service (component `tps` AND role `server`).
+//! serving a random test file; clients wait for the server, then run cycles of netperf
+//! TCP_RR rounds and timed HTTP downloads through the `virtwork-tps-server` Service
+//! (component `tps` AND role `server`), forever. Family differences live in [`profile`].
 
 use super::params::{FileSize, ParamDef, ParamSchema, StrRule, parse_file_size};
-use super::scripts::{daemon_reload, enable_now, simple_service};
-use super::{BuildContext, ROLE_SERVER, Workload, WorkloadOptions, WorkloadSettings, role_service};
+use super::scripts::{
+    WAIT_TCP, after_network_online, argv, daemon_reload, enable_now, simple_service, strings,
+    wait_tcp_script,
+};
+use super::{
+    BuildContext, GuestFamily, ROLE_SERVER, RolePayload, Workload, WorkloadOptions,
+    WorkloadSettings, role_service,
+};
 use crate::cloudinit::{CloudConfig, WriteFile};
 use crate::error::{Error, Result};
 
@@ -76,62 +83,139 @@ echo "=== Virtwork TPS Server ready ==="
 echo "netserver pid: ${{NETSERVER_PID}} (port {NETPERF_CONTROL_PORT})"
 echo "http.server pid: ${{HTTP_PID}} (port {HTTP_PORT})"
 echo "testfile: /srv/virtwork/testfile ({size})"
-wait
+# Either server exiting ends the unit (systemd restarts it) rather than leaving half a server.
+wait -n
+echo "ERROR: a server process exited" >&2
+exit 1
 "#,
         dd = dd_block_args(size),
     )
 }
 
-/// The client script: ITERATIONS netperf TCP_RR rounds, then ITERATIONS timed HTTP windows.
+/// Consecutive failed cycles after which the client unit fails.
+pub const MAX_CONSECUTIVE_FAILURES: u32 = 3;
+
+/// The client script: forever, cycles of ITERATIONS netperf TCP_RR rounds then ITERATIONS
+/// timed HTTP windows, 30 s apart. A cycle in which nothing succeeded counts as failed;
+/// [`MAX_CONSECUTIVE_FAILURES`] in a row end the unit.
 pub fn client_script(namespace: &str, iterations: &str, duration: &str, size: FileSize) -> String {
     format!(
         r#"#!/usr/bin/env bash
-# virtwork tps client: netperf TCP_RR transactions, then timed HTTP file transfers.
+# virtwork tps client: netperf TCP_RR transactions, then timed HTTP file transfers, forever.
+set -uo pipefail
+
 SERVER="{SERVICE_NAME}.{namespace}.svc.cluster.local"
 ITERATIONS={iterations}
 MSG_SIZE=64
 DURATION={duration}
 FILE_SIZE_BYTES={bytes}
+FAILED_CYCLES=0
 
-echo "Waiting for ${{SERVER}}:{HTTP_PORT} ..."
-until curl -s -o /dev/null -w '' "http://${{SERVER}}:{HTTP_PORT}/"; do
-  sleep 2
-done
-
-echo "=== Phase 1: netperf TCP_RR (${{ITERATIONS}} x ${{DURATION}}s) ==="
-for i in $(seq 1 "$ITERATIONS"); do
-  echo "--- TCP_RR round ${{i}}/${{ITERATIONS}} ---"
-  netperf -H "$SERVER" -p {NETPERF_CONTROL_PORT} -t TCP_RR -l "$DURATION" -- -r "$MSG_SIZE,$MSG_SIZE" -P ,{NETPERF_DATA_PORT}
-  sleep 2
-done
-
-echo "=== Phase 2: HTTP file transfers (${{ITERATIONS}} x ${{DURATION}}s) ==="
-for i in $(seq 1 "$ITERATIONS"); do
-  echo "--- HTTP round ${{i}}/${{ITERATIONS}} ---"
-  COUNT=0
-  START=$(date +%s)
-  END=$((START + DURATION))
-  while [ "$(date +%s)" -lt "$END" ]; do
-    if curl -s -o /dev/null -w '' "http://${{SERVER}}:{HTTP_PORT}/testfile"; then
-      COUNT=$((COUNT + 1))
+while true; do
+  OK=0
+  echo "=== Phase 1: netperf TCP_RR (${{ITERATIONS}} x ${{DURATION}}s) ==="
+  for i in $(seq 1 "$ITERATIONS"); do
+    echo "--- TCP_RR round ${{i}}/${{ITERATIONS}} ---"
+    if netperf -H "$SERVER" -p {NETPERF_CONTROL_PORT} -t TCP_RR -l "$DURATION" -- -r "$MSG_SIZE,$MSG_SIZE" -P ,{NETPERF_DATA_PORT}; then
+      OK=$((OK + 1))
     fi
+    sleep 2
   done
-  ELAPSED=$(( $(date +%s) - START ))
-  [ "$ELAPSED" -gt 0 ] || ELAPSED=1
-  BYTES=$((COUNT * FILE_SIZE_BYTES))
-  echo "Completed:  ${{COUNT}} transfers in ${{ELAPSED}}s"
-  echo "Throughput: $((COUNT / ELAPSED)) transfers/sec, $((BYTES / ELAPSED / 1048576)) MB/s"
-  sleep 2
-done
 
-echo "TPS testing complete"
+  echo "=== Phase 2: HTTP file transfers (${{ITERATIONS}} x ${{DURATION}}s) ==="
+  for i in $(seq 1 "$ITERATIONS"); do
+    echo "--- HTTP round ${{i}}/${{ITERATIONS}} ---"
+    COUNT=0
+    START=$(date +%s)
+    END=$((START + DURATION))
+    while [ "$(date +%s)" -lt "$END" ]; do
+      if curl -sf -o /dev/null "http://${{SERVER}}:{HTTP_PORT}/testfile"; then
+        COUNT=$((COUNT + 1))
+      else
+        sleep 1
+      fi
+    done
+    ELAPSED=$(( $(date +%s) - START ))
+    [ "$ELAPSED" -gt 0 ] || ELAPSED=1
+    BYTES=$((COUNT * FILE_SIZE_BYTES))
+    echo "Completed:  ${{COUNT}} transfers in ${{ELAPSED}}s"
+    echo "Throughput: $((COUNT / ELAPSED)) transfers/sec, $((BYTES / ELAPSED / 1048576)) MB/s"
+    [ "$COUNT" -gt 0 ] && OK=$((OK + 1))
+    sleep 2
+  done
+
+  if [ "$OK" -eq 0 ]; then
+    FAILED_CYCLES=$((FAILED_CYCLES + 1))
+    echo "ERROR: no netperf round or HTTP transfer succeeded in this cycle (${{FAILED_CYCLES}} in a row)" >&2
+    if [ "$FAILED_CYCLES" -ge {MAX_CONSECUTIVE_FAILURES} ]; then
+      exit 1
+    fi
+  else
+    FAILED_CYCLES=0
+  fi
+  echo "TPS cycle complete; next cycle in 30s"
+  sleep 30
+done
 "#,
         bytes = size.bytes(),
     )
 }
 
+/// Adds Debian's `non-free` component (Ubuntu's `multiverse`) to the guest's existing apt
+/// sources, whatever mirror they name; idempotent (cloud-init runs bootcmd on every boot).
+pub const ENABLE_NETPERF_COMPONENT: &str = r#"IDS=$(sed -n -E 's/^(ID|ID_LIKE)=//p' /etc/os-release | tr -d '"' | tr '\n' ' ')
+case " ${IDS} " in
+  *" ubuntu "*) COMPONENT=multiverse ;;
+  *) COMPONENT=non-free ;;
+esac
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+  [ -f "$f" ] || continue
+  sed -i -E "/^deb(-src)?[[:space:]]/{/[[:space:]]${COMPONENT}([[:space:]]|\$)/!s/[[:space:]]main([[:space:]]|\$)/ main ${COMPONENT}\1/}" "$f"
+done
+for f in /etc/apt/sources.list.d/*.sources; do
+  [ -f "$f" ] || continue
+  sed -i -E "/^Components:.*[[:space:]]main([[:space:]]|\$)/{/[[:space:]]${COMPONENT}([[:space:]]|\$)/!s/\$/ ${COMPONENT}/}" "$f"
+done"#;
+
+/// What the tps payload needs on each guest family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    pub server_packages: &'static [&'static str],
+    pub client_packages: &'static [&'static str],
+    /// Run before packages are installed (bootcmd).
+    pub enable_archive_component: Option<&'static str>,
+    /// A netserver the package starts by itself, stopped and disabled before ours starts
+    /// (it would hold the control port).
+    pub package_netserver_unit: Option<&'static str>,
+}
+
+/// The per-family table.
+///
+/// - fedora: `netperf` from the distribution's main repositories.
+/// - debian: netperf is only in Debian's `non-free` component (Ubuntu: `multiverse`), which
+///   the payload enables on the guest's own sources before installation — the same tool and
+///   metrics on both families rather than refusing tps on Debian; Debian's package starts a
+///   netserver of its own (`netperf.service`), which is disabled.
+pub fn profile(family: GuestFamily) -> Profile {
+    match family {
+        GuestFamily::Fedora => Profile {
+            server_packages: &["netperf", "python3"],
+            client_packages: &["netperf", "curl"],
+            enable_archive_component: None,
+            package_netserver_unit: None,
+        },
+        GuestFamily::Debian => Profile {
+            server_packages: &["netperf", "python3"],
+            client_packages: &["netperf", "curl"],
+            enable_archive_component: Some(ENABLE_NETPERF_COMPONENT),
+            package_netserver_unit: Some("netperf.service"),
+        },
+    }
+}
+
 pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<Box<dyn Workload>> {
     let ctx = BuildContext::new(NAME, &schema(), settings, options)?;
+    let profile = profile(ctx.family);
     let p = &ctx.params;
     let raw = p.str("file-size");
     let size = parse_file_size(raw).map_err(|detail| {
@@ -139,30 +223,51 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             "tps: invalid file-size format: must be a positive integer followed by K, M, or G (e.g. '10M'): {raw:?}{detail}"
         ))
     })?;
-    let server_unit = simple_service(
-        "Virtwork TPS server (netperf + HTTP)",
-        "network.target",
-        SERVER_SCRIPT,
-        10,
-    );
-    let client_unit = simple_service(
+    let server_unit = simple_service("Virtwork TPS server (netperf + HTTP)", SERVER_SCRIPT, 10)
+        .unit("After", "network.target");
+    let client_unit = after_network_online(simple_service(
         "Virtwork TPS client (netperf TCP_RR + HTTP file transfer)",
-        "network.target",
         CLIENT_SCRIPT,
         30,
-    );
+    ))
+    .service(
+        "ExecStartPre",
+        format!(
+            "{WAIT_TCP} {SERVICE_NAME}.{}.svc.cluster.local {HTTP_PORT}",
+            options.namespace
+        ),
+    )
+    .service("TimeoutStartSec", "infinity");
+    let bootcmd: Vec<Vec<String>> = profile
+        .enable_archive_component
+        .iter()
+        .map(|script| argv(&["bash", "-c", script]))
+        .collect();
+    let mut server_runcmd = vec![daemon_reload()];
+    if let Some(unit) = profile.package_netserver_unit {
+        server_runcmd.push(argv(&["systemctl", "disable", "--now", unit]));
+    }
+    server_runcmd.push(enable_now(UNIT));
+    let mut client_runcmd = vec![daemon_reload()];
+    if let Some(unit) = profile.package_netserver_unit {
+        client_runcmd.push(argv(&["systemctl", "disable", "--now", unit]));
+    }
+    client_runcmd.push(enable_now(UNIT));
     let server = CloudConfig {
-        packages: vec!["netperf".into(), "python3".into()],
+        bootcmd: bootcmd.clone(),
+        packages: strings(profile.server_packages),
         write_files: vec![
             WriteFile::new(SERVER_SCRIPT, server_script(size), "0755"),
             server_unit.write_file(UNIT),
         ],
-        runcmd: vec![daemon_reload(), enable_now(UNIT)],
-        user: None,
+        runcmd: server_runcmd,
+        ..Default::default()
     };
     let client = CloudConfig {
-        packages: vec!["netperf".into(), "curl".into()],
+        bootcmd,
+        packages: strings(profile.client_packages),
         write_files: vec![
+            WriteFile::new(WAIT_TCP, wait_tcp_script(), "0755"),
             WriteFile::new(
                 CLIENT_SCRIPT,
                 client_script(
@@ -175,8 +280,8 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             ),
             client_unit.write_file(UNIT),
         ],
-        runcmd: vec![daemon_reload(), enable_now(UNIT)],
-        user: None,
+        runcmd: client_runcmd,
+        ..Default::default()
     };
     let service = role_service(
         SERVICE_NAME,
@@ -188,5 +293,9 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             ("http-data", HTTP_PORT),
         ],
     );
-    Ok(Box::new(ctx.server_client(server, client, service)?))
+    Ok(Box::new(ctx.server_client(
+        RolePayload::new(server, &[UNIT]),
+        RolePayload::new(client, &[UNIT]),
+        service,
+    )?))
 }

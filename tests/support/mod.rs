@@ -24,11 +24,12 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod apiserver;
+pub mod prometheus;
 pub mod proxy;
 pub mod schema;
 
 pub use apiserver::{
-    AfterCommit, ApiError, ControllerOptions, Denial, EndlessList, EventType, FakeApiServer,
-    FaultAction, Faults, Options, RequestRecord, SchemaMode, SchemaReport, SchemaValidator,
-    SchemaViolation, ScriptedFault, StoreEvent,
+    AccessAttributes, AfterCommit, ApiError, Authorizer, Backend, ControllerOptions, Denial,
+    EndlessList, EventType, FakeApiServer, FaultAction, Faults, Options, RequestRecord,
+    SchemaMode, SchemaReport, SchemaValidator, SchemaViolation, ScriptedFault, StoreEvent,
 };

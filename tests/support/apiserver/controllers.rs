@@ -1,5 +1,6 @@
 //! Simulated cluster controllers: KubeVirt's VM controller (VM → VMI with phases Pending →
-//! Scheduling → Scheduled → Running, VM printableStatus/ready), CDI (DataVolume → PVC,
+//! Scheduling → Scheduled → Running, VM printableStatus/ready, the VMI readiness probe:
+//! Ready=True some time after Running, never for a VM whose workload unit is broken), CDI (DataVolume → PVC,
 //! phase Succeeded), the garbage collector (ownerReferences, Background and Foreground
 //! propagation) and the namespace lifecycle (Terminating, contents removed, then the
 //! namespace). They react to store events on the server's runtime with configurable delays.
@@ -39,6 +40,13 @@ pub struct ControllerOptions {
     /// VMs whose image contains this substring never schedule (VMI Scheduling, VM
     /// printableStatus ErrorUnschedulable).
     pub unschedulable_image_pattern: Option<String>,
+    /// A Running VMI with a `readinessProbe` reports condition Ready=False until this delay
+    /// has passed (the probe's first success: the workload units came up), then Ready=True.
+    /// VMIs without a probe are Ready as soon as they run, as in KubeVirt.
+    pub workload_ready_delay: Duration,
+    /// VMs whose image contains this substring have a workload unit that never becomes
+    /// active: their readiness probe never passes, so Ready stays False.
+    pub broken_unit_image_pattern: Option<String>,
 }
 
 impl Default for ControllerOptions {
@@ -54,6 +62,8 @@ impl Default for ControllerOptions {
             namespace_delete_delay: Duration::from_millis(50),
             fail_image_pattern: Some("fail".into()),
             unschedulable_image_pattern: Some("unschedulable".into()),
+            workload_ready_delay: Duration::from_millis(60),
+            broken_unit_image_pattern: Some("brokenunit".into()),
         }
     }
 }
@@ -124,6 +134,22 @@ fn matches_pattern(images: &[String], pattern: &Option<String>) -> bool {
     pattern
         .as_deref()
         .is_some_and(|p| !p.is_empty() && images.iter().any(|i| i.contains(p)))
+}
+
+/// Whether a VMI's readiness is decided by a probe.
+fn has_readiness_probe(vmi: &Value) -> bool {
+    vmi.pointer("/spec/readinessProbe")
+        .is_some_and(Value::is_object)
+}
+
+/// The VMI's condition Ready is True.
+fn condition_ready(vmi: &Value) -> bool {
+    vmi.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter()
+                .any(|x| x["type"] == "Ready" && x["status"] == "True")
+        })
 }
 
 fn wants_running(vm: &Value) -> bool {
@@ -450,7 +476,7 @@ fn refresh_vm_status(store: &mut Store, key: &Key, opts: &ControllerOptions) {
             _ => "Starting",
         }
     };
-    let ready = phase == "Running";
+    let ready = phase == "Running" && vmi.as_ref().is_some_and(condition_ready);
     let mut status = json!({
         "printableStatus": printable,
         "ready": ready,
@@ -555,10 +581,12 @@ fn spawn_vmi_progress(shared: &Arc<Shared>, key: Key, uid: String) {
                 "Pending" => opts.pending_delay,
                 "Scheduling" => opts.scheduling_delay,
                 "Scheduled" => opts.scheduled_delay,
-                "Running" if !agent_connected(&shared, &key) => match opts.agent_connect_delay {
-                    Some(d) => d,
-                    None => return,
-                },
+                "Running"
+                    if !agent_connected(&shared, &key) && opts.agent_connect_delay.is_some() =>
+                {
+                    opts.agent_connect_delay.unwrap_or_default()
+                }
+                "Running" if probe_pending(&shared, &key, &opts) => opts.workload_ready_delay,
                 _ => return,
             };
             tokio::time::sleep(delay).await;
@@ -572,6 +600,19 @@ fn spawn_vmi_progress(shared: &Arc<Shared>, key: Key, uid: String) {
             }
         }
     });
+}
+
+/// A Running VMI whose readiness probe will pass but has not yet.
+fn probe_pending(shared: &Shared, key: &Key, opts: &ControllerOptions) -> bool {
+    let store = shared.store.lock().unwrap();
+    store.objects.get(key).is_some_and(|vmi| {
+        has_readiness_probe(vmi)
+            && !condition_ready(vmi)
+            && !matches_pattern(
+                &images(vmi.get("spec").unwrap_or(&Value::Null)),
+                &opts.broken_unit_image_pattern,
+            )
+    })
 }
 
 fn agent_connected(shared: &Shared, key: &Key) -> bool {
@@ -643,6 +684,8 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
             true
         }
         "Running" => {
+            let probed = has_readiness_probe(&vmi);
+            let broken = matches_pattern(&images(&spec), &opts.broken_unit_image_pattern);
             let conditions = vmi["status"]["conditions"].as_array_mut();
             match conditions {
                 Some(c)
@@ -651,6 +694,17 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
                 {
                     c.push(json!({ "type": "AgentConnected", "status": "True" }));
                     true
+                }
+                // The probe passes once: the workload units are active.
+                Some(c) if probed && !broken => {
+                    let mut changed = false;
+                    for x in c.iter_mut().filter(|x| x["type"] == "Ready") {
+                        if x["status"] != "True" {
+                            *x = json!({ "type": "Ready", "status": "True" });
+                            changed = true;
+                        }
+                    }
+                    changed
                 }
                 _ => false,
             }
@@ -671,11 +725,20 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
                 });
             } else {
                 let n = store.rv % 250 + 2;
+                // With a readiness probe, Ready waits for the probe to pass.
+                let ready = if has_readiness_probe(&vmi) {
+                    json!({
+                        "type": "Ready", "status": "False", "reason": "ReadinessProbeNotPassed",
+                        "message": "the readiness probe has not passed yet",
+                    })
+                } else {
+                    json!({ "type": "Ready", "status": "True" })
+                };
                 vmi["status"] = json!({
                     "phase": "Running",
                     "nodeName": "fake-node-0",
                     "interfaces": [{ "name": "default", "ipAddress": format!("10.244.0.{n}") }],
-                    "conditions": [{ "type": "Ready", "status": "True" }],
+                    "conditions": [ready],
                 });
             }
             true

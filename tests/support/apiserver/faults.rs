@@ -1,8 +1,11 @@
 //! Fault injection knobs (latency with jitter, seeded random failures before or after the
 //! write commits, dropped connections, an APF-style in-flight limit, short watch streams,
-//! RBAC denials, scripted one-shot faults) and the deterministic generator that drives them.
+//! RBAC denials or a whole RBAC policy, scripted one-shot faults) and the deterministic generator
+//! that drives them.
 
 use std::time::Duration;
+
+use super::authz::Authorizer;
 
 /// What happens to a mutating request whose write has been committed but whose response is
 /// sabotaged (the client never sees the success).
@@ -138,6 +141,9 @@ pub struct Faults {
     /// Watch streams end after this long (like a load balancer idle timeout).
     pub watch_max_duration: Option<Duration>,
     pub denials: Vec<Denial>,
+    /// An RBAC policy deciding every resource request and access review (None = allow all
+    /// but `denials`); see `authz`.
+    pub authorizer: Option<Authorizer>,
     /// One-shot faults, consumed in order of the list.
     pub scripted: Vec<ScriptedFault>,
     /// Lists of one resource never end: every page carries a continue token.

@@ -1,5 +1,5 @@
 //! The HTTP/1.1 front of the fake server: the accept loop (plain or TLS), request routing
-//! by Kubernetes URL layout, bearer-token auth, RBAC denials, fault injection, the request
+//! by Kubernetes URL layout, bearer-token auth, RBAC (denials or a policy), fault injection, the request
 //! log and counters, and each verb's wire format (JSON bodies, Status errors, Table output
 //! for kubectl, and chunked watch streams with bookmarks, timeouts and 410s).
 
@@ -15,6 +15,7 @@ use hyper::{Request, Response};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
+use super::authz::{self, AccessAttributes};
 use super::controllers::ControllerOptions;
 use super::faults::{AfterCommit, FaultAction, Faults, Rng};
 use super::resources::{self, RESOURCES, ResourceInfo};
@@ -75,6 +76,8 @@ pub struct Shared {
     pub config: Mutex<RuntimeConfig>,
     pub controller: Mutex<ControllerOptions>,
     pub address: String,
+    /// Service-proxy backends and the KubeVirt metrics state (proxy.rs, metrics.rs).
+    pub proxy: Mutex<super::proxy::ProxyState>,
 }
 
 /// Parsed Kubernetes request target.
@@ -409,6 +412,58 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
             finish(&shared, record, 401);
             return resp;
         }
+    }
+
+    // An RBAC policy decides on RequestInfo attributes before routing: like a real cluster,
+    // a forbidden request to a path nothing serves is 403, not 404.
+    let authorizer = shared.faults.lock().unwrap().0.authorizer.clone();
+    if let Some(authorizer) = authorizer
+        && let Some(attributes) = AccessAttributes::from_request(&method, &path, &query)
+    {
+        let via = if raw_query.is_empty() {
+            format!("{method} {path}")
+        } else {
+            format!("{method} {path}?{raw_query}")
+        };
+        if !authorizer.allows(&attributes, &via) {
+            let user = shared.config.lock().unwrap().user.clone();
+            if record.resource.is_empty() {
+                // Not a path the fake routes as a resource (e.g. a service proxy): log what
+                // was refused.
+                record.verb = attributes.verb.clone();
+                record.resource = attributes.rbac_resource();
+                record.namespace = attributes.namespace.clone();
+                record.name = attributes.name.clone();
+            }
+            finish(&shared, record, 403);
+            return error_response(&authz::forbidden(&attributes, &user));
+        }
+    }
+
+    if let Some(proxied) = super::proxy::parse(&path) {
+        record.verb = match method.as_str() {
+            "GET" | "HEAD" => "get",
+            "POST" => "create",
+            "PUT" => "update",
+            "PATCH" => "patch",
+            "DELETE" => "delete",
+            _ => "",
+        }
+        .to_string();
+        record.resource = "services/proxy".into();
+        record.namespace = proxied.namespace.clone();
+        record.name = proxied.service.clone();
+        *shared
+            .counters
+            .lock()
+            .unwrap()
+            .entry((record.verb.clone(), record.resource.clone()))
+            .or_insert(0) += 1;
+        let verb = record.verb.clone();
+        let resp = super::proxy::serve(&shared, &proxied, &verb, &raw_query, req).await;
+        let status = resp.status().as_u16();
+        finish(&shared, record, status);
+        return resp;
     }
 
     let t = match target {
@@ -872,28 +927,26 @@ fn execute(
     }
 }
 
-/// SelfSubjectAccessReview: allowed unless an RBAC denial matches.
+/// SelfSubjectAccessReview: allowed unless an RBAC denial matches or the RBAC policy says no.
 fn access_review(shared: &Shared, mut review: Value, _user: &str) -> WriteResult {
     let attrs = review
         .pointer("/spec/resourceAttributes")
         .cloned()
         .unwrap_or(Value::Null);
-    let s = |k: &str| {
-        attrs
-            .get(k)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
+    let question = AccessAttributes::from_review(&attrs);
+    let (denied_by_list, authorizer) = {
+        let faults = &shared.faults.lock().unwrap().0;
+        let denied = faults
+            .denials
+            .iter()
+            .any(|d| d.matches(&question.verb, &question.resource, &question.namespace));
+        (denied, faults.authorizer.clone())
     };
-    let (verb, resource, ns) = (s("verb"), s("resource"), s("namespace"));
-    let denied = shared
-        .faults
-        .lock()
-        .unwrap()
-        .0
-        .denials
-        .iter()
-        .any(|d| d.matches(&verb, &resource, &ns));
+    // Only resource questions go to the policy; non-resource ones (no resourceAttributes) are
+    // about discovery paths every user may read.
+    let denied = denied_by_list
+        || (!attrs.is_null()
+            && authorizer.is_some_and(|a| !a.allows(&question, "SelfSubjectAccessReview")));
     review["apiVersion"] = json!("authorization.k8s.io/v1");
     review["kind"] = json!("SelfSubjectAccessReview");
     if !review.get("metadata").is_some_and(Value::is_object) {

@@ -3,9 +3,12 @@
 //! its own tokio runtime so both sync tests (spawning the `virtwork` binary) and async tests
 //! (using `kube::Client`) can use it. See docs/fake-apiserver.md.
 
+pub mod authz;
 pub mod controllers;
 pub mod faults;
 pub mod http;
+pub mod metrics;
+pub mod proxy;
 pub mod resources;
 pub mod selector;
 pub mod status;
@@ -21,9 +24,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use authz::{AccessAttributes, Authorizer};
 pub use controllers::ControllerOptions;
 pub use faults::{AfterCommit, Denial, EndlessList, FaultAction, Faults, ScriptedFault};
 pub use http::RequestRecord;
+pub use proxy::Backend;
 pub use status::ApiError;
 pub use store::{EventType, StoreEvent};
 pub use validation::{SchemaMode, SchemaReport, SchemaValidator, SchemaViolation};
@@ -144,6 +149,7 @@ impl FakeApiServer {
             }),
             controller: Mutex::new(options.controllers.clone()),
             address: addr.to_string(),
+            proxy: Mutex::new(proxy::ProxyState::default()),
         });
         let tls = options.tls.then(tls::generate);
         let ca_pem = tls.as_ref().map(|t| t.ca_pem.clone());
@@ -367,6 +373,43 @@ impl FakeApiServer {
         self.shared
             .inflight
             .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Puts `backend` behind port `port` (name or number, "" for a reference without one)
+    /// of Service `namespace/service` for the service proxy; the Service object itself
+    /// must exist in the store for requests to reach it.
+    pub fn set_service_backend(
+        &self,
+        namespace: &str,
+        service: &str,
+        port: &str,
+        backend: proxy::Backend,
+    ) {
+        self.shared
+            .proxy
+            .lock()
+            .unwrap()
+            .backends
+            .insert((namespace.into(), service.into(), port.into()), backend);
+    }
+
+    /// Makes the KubeVirt metrics of VMI `namespace/name` flat (counters stop, gauges idle)
+    /// or lets them follow the workload again.
+    pub fn set_metrics_flat(&self, namespace: &str, name: &str, flat: bool) {
+        let mut proxy = self.shared.proxy.lock().unwrap();
+        let key = (namespace.to_string(), name.to_string());
+        if flat {
+            proxy.metrics.flat.insert(key);
+        } else {
+            proxy.metrics.flat.remove(&key);
+        }
+    }
+
+    /// The KubeVirt metrics endpoint's body right now (advances the counters like a scrape).
+    pub fn kubevirt_metrics(&self) -> String {
+        let store = self.shared.store.lock().unwrap();
+        let mut proxy = self.shared.proxy.lock().unwrap();
+        metrics::render(&store, &mut proxy.metrics, Instant::now())
     }
 
     /// Polls `condition` every 10 ms until it holds or `timeout` passes (an upper bound for

@@ -1,0 +1,291 @@
+//! `virtwork verify`: lists the run's VMs (label-selected, paginated, like status), finds
+//! Prometheus, queries each VM's expected signals and prints the verdicts; with `--wait` it
+//! polls until every expected signal is present or the timeout passes.
+//!
+//! Exit codes: 0 every expected signal present; 1 one missing (the error line names the VM
+//! and the signal), Prometheus or the cluster unreachable, or no VMs found; 2 bad input
+//! (flags are parsed and files read before any request). Read-only on the cluster.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{OutputFormat, VerifyArgs};
+use crate::config::{Config, Secret};
+use crate::error::{Error, Result};
+use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, list_in_scope};
+use crate::k8s::client::{connect_with_config, load_kube_config};
+use crate::k8s::retry::RetryPolicy;
+use crate::verify::contract::checks;
+use crate::verify::evaluate::{QueryAnswer, Verdict, judge};
+use crate::verify::prometheus::{PrometheusApi, discover};
+use crate::verify::promql::Window;
+use crate::verify::{
+    SignalResult, Target, VmResult, json_report, missing_message, targets, text_report,
+};
+
+/// `--timeout` when `--wait` is given without it.
+const DEFAULT_WAIT_SECS: u64 = 600;
+/// How long transient failures are retried when not waiting.
+const RETRY_DEADLINE: Duration = Duration::from_secs(60);
+/// Queries in flight at once (each also passes the rate limit).
+const QUERY_CONCURRENCY: usize = 8;
+
+/// Where Prometheus is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PrometheusTarget {
+    /// Through the API server's service proxy (see verify/prometheus.rs for the order).
+    Discover,
+    /// At this URL, with this bearer token (None: the kubeconfig's credentials).
+    Url {
+        url: http::Uri,
+        token: Option<Secret>,
+    },
+}
+
+/// Everything verify needs, resolved from flags and configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifySettings {
+    pub scope: Scope,
+    pub window: Window,
+    /// Some(timeout) with `--wait`.
+    pub wait: Option<Duration>,
+    pub prometheus: PrometheusTarget,
+    pub output: OutputFormat,
+}
+
+// CONFIG-LAYER: verify's flags resolved against the loaded configuration. Move into the
+// configuration layer (src/config/) when the typed-model redesign lands; nothing else in
+// verify reads flags.
+/// Resolves `virtwork verify`'s flags; reads `--prometheus-token-file` (bad input exit 2).
+pub fn resolve_settings(config: &Config, args: &VerifyArgs) -> Result<VerifySettings> {
+    let prometheus = match &args.prometheus {
+        None => PrometheusTarget::Discover,
+        Some(url) => PrometheusTarget::Url {
+            url: url.clone(),
+            token: args
+                .prometheus_token_file
+                .as_deref()
+                .map(read_token_file)
+                .transpose()?,
+        },
+    };
+    Ok(VerifySettings {
+        scope: Scope {
+            namespace: (!args.all_namespaces).then(|| config.namespace.clone()),
+            run_id: args.run_id.clone(),
+        },
+        window: args.window.unwrap_or(Window::DEFAULT),
+        wait: args
+            .wait
+            .then(|| Duration::from_secs(args.timeout.unwrap_or(DEFAULT_WAIT_SECS))),
+        prometheus,
+        output: config.output,
+    })
+}
+
+fn read_token_file(path: &Path) -> Result<Secret> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::input(format!(
+            "--prometheus-token-file {}: {e} (expected a readable file holding a bearer token)",
+            path.display()
+        ))
+    })?;
+    let token = text.trim();
+    if token.is_empty() || token.contains(char::is_whitespace) {
+        return Err(Error::input(format!(
+            "--prometheus-token-file {}: expected one bearer token on one line",
+            path.display()
+        )));
+    }
+    Ok(Secret::new(token))
+}
+
+/// Only the bearer-token part of the kubeconfig's credentials goes to a Prometheus URL:
+/// client certificates, basic auth and impersonation are meant for the API server.
+fn bearer_only(auth: kube::config::AuthInfo) -> kube::config::AuthInfo {
+    kube::config::AuthInfo {
+        token: auth.token,
+        token_file: auth.token_file,
+        auth_provider: auth.auth_provider,
+        exec: auth.exec,
+        ..Default::default()
+    }
+}
+
+/// Runs `virtwork verify`.
+pub async fn verify(config: &Config, settings: &VerifySettings) -> Result<()> {
+    let cluster = connect_with_config(config).await?;
+    let cancel = CancellationToken::new();
+    crate::commands::cleanup::cancel_on_signal(cancel.clone());
+    let started = Instant::now();
+    let deadline = started + settings.wait.unwrap_or(RETRY_DEADLINE);
+    let policy = RetryPolicy::until(deadline);
+    let ctx = ApiContext {
+        client: cluster.client.clone(),
+        policy,
+        cancel: cancel.clone(),
+    };
+    let api = match &settings.prometheus {
+        PrometheusTarget::Discover => {
+            discover(&cluster.client, &cluster.server_url, &cancel).await?
+        }
+        PrometheusTarget::Url { url, token } => {
+            let auth = match token {
+                Some(token) => kube::config::AuthInfo {
+                    token: Some(token.expose().to_string().into()),
+                    ..Default::default()
+                },
+                None => {
+                    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+                    let (kube_config, _, _) =
+                        load_kube_config(&config.kubeconfig, in_cluster).await?;
+                    bearer_only(kube_config.auth_info)
+                }
+            };
+            PrometheusApi::at_url(url, auth, cluster.gate.clone())?
+        }
+    };
+    tracing::info!(prometheus = api.describe.as_str(), "querying Prometheus");
+
+    let poll = poll_interval(settings.window);
+    let mut rounds = 0u32;
+    let results = loop {
+        rounds += 1;
+        let vms = list_in_scope(&ctx, &settings.scope, ManagedKind::VirtualMachine).await?;
+        let vmis =
+            list_in_scope(&ctx, &settings.scope, ManagedKind::VirtualMachineInstance).await?;
+        let found = targets(&vms, &vmis);
+        let results = if found.is_empty() {
+            Vec::new()
+        } else {
+            evaluate(&api, found, settings.window, &policy, &cancel).await?
+        };
+        let complete = !results.is_empty() && results.iter().all(|r| r.missing().next().is_none());
+        let waiting = settings.wait.is_some() && Instant::now() + poll < deadline;
+        if complete || !waiting {
+            break results;
+        }
+        tracing::info!(
+            round = rounds,
+            missing = results.iter().map(|r| r.missing().count()).sum::<usize>(),
+            "expected signals still missing; polling again"
+        );
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(Error::Interrupted),
+            () = tokio::time::sleep(poll) => {}
+        }
+    };
+
+    let namespace = settings.scope.namespace.as_deref();
+    let run_id = settings.scope.run_id.as_deref();
+    if results.is_empty() {
+        let place = namespace.map_or("any namespace".to_string(), |n| format!("namespace {n}"));
+        return Err(Error::runtime(match run_id {
+            Some(id) => format!("no VMs of run {id} found in {place}: nothing to verify"),
+            None => format!("no virtwork VMs found in {place}: nothing to verify"),
+        }));
+    }
+    let text = match settings.output {
+        OutputFormat::Json => format!(
+            "{}\n",
+            json_report(
+                namespace,
+                run_id,
+                &results,
+                &api.describe,
+                settings.window,
+                rounds
+            )
+        ),
+        OutputFormat::Text => text_report(&results, &api.describe, settings.window),
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(crate::commands::write_failed)?;
+    match missing_message(&results) {
+        Some(message) => Err(Error::runtime(match settings.wait {
+            Some(t) => format!("{message}; still missing after --timeout {}s", t.as_secs()),
+            None => message,
+        })),
+        None => Ok(()),
+    }
+}
+
+/// Polls often enough to see a new sample, rarely enough not to load Prometheus.
+fn poll_interval(window: Window) -> Duration {
+    Duration::from_secs((window.as_secs() / 4).clamp(1, 15))
+}
+
+/// Queries every check of every target (bounded concurrency, results in target order).
+async fn evaluate(
+    api: &PrometheusApi,
+    targets: Vec<Target>,
+    window: Window,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<Vec<VmResult>> {
+    let jobs: Vec<(usize, crate::verify::contract::Check)> = targets
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| checks(&t.facts, window).into_iter().map(move |c| (i, c)))
+        .collect();
+    let answers: Vec<Result<(usize, SignalResult)>> = futures::stream::iter(jobs)
+        .map(|(i, check)| async move {
+            if check.threshold.is_none() {
+                let status = judge(&check, None);
+                return Ok((
+                    i,
+                    SignalResult {
+                        check,
+                        observed: None,
+                        status,
+                        error: None,
+                    },
+                ));
+            }
+            let answer = api.query(&check.query, policy, cancel).await?;
+            let result = match answer {
+                QueryAnswer::Value(observed) => {
+                    let status = judge(&check, observed);
+                    SignalResult {
+                        check,
+                        observed,
+                        status,
+                        error: None,
+                    }
+                }
+                QueryAnswer::Rejected { error_type, error } => SignalResult {
+                    check,
+                    observed: None,
+                    status: Verdict::Error,
+                    error: Some(format!(
+                        "Prometheus rejected the query ({error_type}): {error}"
+                    )),
+                },
+            };
+            Ok((i, result))
+        })
+        .buffered(QUERY_CONCURRENCY)
+        .collect()
+        .await;
+    let mut results: Vec<VmResult> = targets
+        .into_iter()
+        .map(|target| VmResult {
+            target,
+            signals: Vec::new(),
+        })
+        .collect();
+    for answer in answers {
+        let (i, signal) = answer?;
+        results[i].signals.push(signal);
+    }
+    Ok(results)
+}

@@ -1,0 +1,727 @@
+//! The expected-signal contract: for each workload, which of KubeVirt's standard per-VMI
+//! metrics must show its load, by which PromQL expression and above which threshold.
+//!
+//! Pure: [`checks`] turns what the cluster says about one VM ([`VmFacts`]: labels, the
+//! `virtwork/signal-params` annotation, memory request) and the window into [`Check`]s;
+//! [`alert_expression`] renders the same expressions over every VMI of a workload for the
+//! shipped PrometheusRule, so verify and the alert cannot drift apart.
+//!
+//! Thresholds are lower bounds on the window's average (or maximum) derived from the
+//! workload's params and the VM's size, and they account for the quiet gaps each payload
+//! has (fio's sequential phase has no reads, the client loops sleep between rounds): a
+//! signal whose guaranteed share of the window is zero is reported as not expected instead
+//! of failing. Must not: query anything, or trust label values unescaped (see promql.rs).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::promql::{Matchers, Window, render_template};
+use crate::workloads::params::parse_int;
+
+/// Annotation on each VirtualMachine with the params the contract needs (a JSON object),
+/// so verify derives the same thresholds as the run that created the VM.
+pub const SIGNAL_PARAMS_ANNOTATION: &str = "virtwork/signal-params";
+/// Annotation with a catalog entry's own signals (a JSON list of [`CustomSignal`]).
+pub const CUSTOM_SIGNALS_ANNOTATION: &str = "virtwork/signals";
+
+/// KubeVirt's disk name of the workloads' blank data disk (the series' `drive` label).
+pub const DATA_DRIVE: &str = "datadisk";
+
+/// Metric names the contract reads (the dashboard and the rules may use only these).
+pub const METRICS: &[&str] = &[
+    "kubevirt_vmi_vcpu_seconds_total",
+    "kubevirt_vmi_memory_available_bytes",
+    "kubevirt_vmi_memory_usable_bytes",
+    "kubevirt_vmi_storage_write_traffic_bytes_total",
+    "kubevirt_vmi_storage_read_traffic_bytes_total",
+    "kubevirt_vmi_storage_iops_write_total",
+    "kubevirt_vmi_storage_iops_read_total",
+    "kubevirt_vmi_network_receive_bytes_total",
+    "kubevirt_vmi_network_transmit_bytes_total",
+    "kubevirt_vmi_network_receive_packets_total",
+    "kubevirt_vmi_network_transmit_packets_total",
+    "kubevirt_vmi_filesystem_used_bytes",
+    "kubevirt_vmi_filesystem_capacity_bytes",
+];
+
+/// What a signal's value measures (for display).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// Busy fraction of each vCPU (1.0 = every vCPU fully busy).
+    VcpuFraction,
+    /// A fraction of a capacity (guest memory, filesystem size).
+    Ratio,
+    BytesPerSecond,
+    OpsPerSecond,
+    PacketsPerSecond,
+    /// Number of series: the VMI reports the metric at all.
+    Series,
+    /// A catalog entry's own signal.
+    Custom,
+}
+
+impl Unit {
+    /// The value formatted for a table cell.
+    pub fn format(self, value: f64) -> String {
+        match self {
+            Unit::VcpuFraction => format!("{value:.2} vCPU"),
+            Unit::Ratio => format!("{:.1}%", value * 100.0),
+            Unit::BytesPerSecond => {
+                let mib = value / 1_048_576.0;
+                if mib >= 0.1 {
+                    format!("{mib:.1} MiB/s")
+                } else {
+                    format!("{:.1} KiB/s", value / 1024.0)
+                }
+            }
+            Unit::OpsPerSecond => format!("{value:.1} op/s"),
+            Unit::PacketsPerSecond => format!("{value:.1} pkt/s"),
+            Unit::Series => format!("{value:.0} series"),
+            Unit::Custom => format!("{value}"),
+        }
+    }
+}
+
+/// A signal a catalog entry declares in its `workload.yaml` (`signals:`), also recorded on
+/// its VMs in [`CUSTOM_SIGNALS_ANNOTATION`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomSignal {
+    /// Lowercase letters, digits and '-'.
+    pub name: String,
+    /// A PromQL template with `{{namespace}}`, `{{name}}` and optionally `{{window}}`.
+    pub query: String,
+    /// The query's value must be at least this.
+    pub threshold: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// What the cluster says about one VM, as verify needs it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmFacts {
+    pub namespace: String,
+    pub name: String,
+    /// `app.kubernetes.io/component`.
+    pub workload: String,
+    /// `virtwork/role`.
+    pub role: Option<String>,
+    /// The memory request of the VM, in bytes.
+    pub memory_bytes: Option<u64>,
+    /// From [`SIGNAL_PARAMS_ANNOTATION`]; missing keys take the workload's defaults.
+    pub params: BTreeMap<String, String>,
+    /// From [`CUSTOM_SIGNALS_ANNOTATION`].
+    pub custom: Vec<CustomSignal>,
+}
+
+/// One expected signal of one VM, ready to query.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    pub signal: String,
+    pub description: String,
+    pub query: String,
+    /// The value must be at least this; None when the window cannot contain the signal.
+    pub threshold: Option<f64>,
+    pub unit: Unit,
+    /// Why the signal is not expected, or a caveat worth showing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One built-in signal: name, what it shows, and how to write its query.
+#[derive(Debug, Clone, Copy)]
+pub struct SignalDef {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub unit: Unit,
+    /// KubeVirt release that introduced the metrics it reads (for the docs).
+    pub kubevirt_since: &'static str,
+}
+
+const VCPU_BUSY: SignalDef = SignalDef {
+    name: "vcpu-busy",
+    description: "vCPU time per second divided by the VMI's vCPU count",
+    unit: Unit::VcpuFraction,
+    kubevirt_since: "v1.0.0 (kubevirt_vmi_vcpu_seconds_total; kubevirt_vmi_vcpu_seconds before; values 1000x too high until v1.5, which a lower bound tolerates)",
+};
+const MEMORY_USED: SignalDef = SignalDef {
+    name: "memory-used",
+    description: "highest guest memory in use (available - usable) over the window, as a fraction of guest memory",
+    unit: Unit::Ratio,
+    kubevirt_since: "available: v0.20 (2019, renamed from kubevirt_vm_); usable: ≈v0.40 (2021, kubevirt/kubevirt#5128); needs the virtio balloon statistics (on by default)",
+};
+const DISK_WRITE: SignalDef = SignalDef {
+    name: "disk-write",
+    description: "write traffic on the data disk",
+    unit: Unit::BytesPerSecond,
+    kubevirt_since: "v0.20 (2019)",
+};
+const DISK_READ: SignalDef = SignalDef {
+    name: "disk-read",
+    description: "read traffic on the data disk",
+    unit: Unit::BytesPerSecond,
+    kubevirt_since: "v0.20 (2019)",
+};
+const DISK_IOPS: SignalDef = SignalDef {
+    name: "disk-iops",
+    description: "read plus write operations on the data disk",
+    unit: Unit::OpsPerSecond,
+    kubevirt_since: "v0.20 (2019)",
+};
+const DISK_WRITE_IOPS: SignalDef = SignalDef {
+    name: "disk-write-iops",
+    description: "write operations on the data disk",
+    unit: Unit::OpsPerSecond,
+    kubevirt_since: "v0.20 (2019)",
+};
+const NET_RX: SignalDef = SignalDef {
+    name: "net-rx",
+    description: "bytes received on the VMI's interfaces",
+    unit: Unit::BytesPerSecond,
+    kubevirt_since: "≈v0.32 (2020, split out of kubevirt_vmi_network_traffic_bytes_total)",
+};
+const NET_TX: SignalDef = SignalDef {
+    name: "net-tx",
+    description: "bytes transmitted on the VMI's interfaces",
+    unit: Unit::BytesPerSecond,
+    kubevirt_since: "≈v0.32 (2020)",
+};
+const NET_RX_PACKETS: SignalDef = SignalDef {
+    name: "net-rx-packets",
+    description: "packets received on the VMI's interfaces",
+    unit: Unit::PacketsPerSecond,
+    kubevirt_since: "≈v0.32 (2020)",
+};
+const NET_TX_PACKETS: SignalDef = SignalDef {
+    name: "net-tx-packets",
+    description: "packets transmitted on the VMI's interfaces",
+    unit: Unit::PacketsPerSecond,
+    kubevirt_since: "≈v0.32 (2020)",
+};
+const FS_FILL: SignalDef = SignalDef {
+    name: "fs-fill",
+    description: "highest used fraction of the data filesystem over the window (guest agent)",
+    unit: Unit::Ratio,
+    kubevirt_since: "≈v0.56 (2022, kubevirt/kubevirt#7814); labels disk_name, mount_point, file_system_type; needs qemu-guest-agent in the guest",
+};
+const NET_REPORTING: SignalDef = SignalDef {
+    name: "net-reporting",
+    description: "the VMI's interface counters reach Prometheus (netem acts inside the guest: delay and loss are not visible in host counters)",
+    unit: Unit::Series,
+    kubevirt_since: "≈v0.32 (2020)",
+};
+const VCPU_REPORTING: SignalDef = SignalDef {
+    name: "vcpu-reporting",
+    description: "the VMI's vCPU counters reach Prometheus (signals and killed guest processes are not visible from the host)",
+    unit: Unit::Series,
+    kubevirt_since: "v1.0.0",
+};
+
+/// Memory an idle guest already uses, as a fraction of its memory (kernel, systemd,
+/// cloud-init leftovers): loads must show above it.
+const IDLE_MEMORY_RATIO: f64 = 0.15;
+/// Floors that clearly separate a loaded resource from an idle one.
+const DISK_BYTES_FLOOR: f64 = 1_048_576.0;
+const DB_BYTES_FLOOR: f64 = 262_144.0;
+const DISK_IOPS_FLOOR: f64 = 10.0;
+const DB_IOPS_FLOOR: f64 = 5.0;
+const NET_BYTES_FLOOR: f64 = 1_048_576.0;
+const NET_PACKETS_FLOOR: f64 = 50.0;
+/// Bytes of pgbench data per unit of scale factor (pgbench's own sizing, ~15 MiB).
+const PGBENCH_BYTES_PER_SCALE: u64 = 15 * 1_048_576;
+
+/// The built-in signals of `workload`, for the docs and the rules.
+pub fn builtin_signals(workload: &str) -> &'static [SignalDef] {
+    match workload {
+        "cpu" => &[VCPU_BUSY],
+        "memory" => &[MEMORY_USED],
+        "disk" => &[DISK_WRITE, DISK_READ, DISK_IOPS],
+        "database" => &[DISK_WRITE, DISK_WRITE_IOPS, DISK_READ],
+        "network" => &[NET_RX, NET_TX],
+        "tps" => &[NET_RX_PACKETS, NET_TX_PACKETS],
+        "chaos-disk" => &[FS_FILL],
+        "chaos-network" => &[NET_REPORTING],
+        "chaos-process" => &[VCPU_REPORTING],
+        _ => &[],
+    }
+}
+
+/// The params of `workload` its signals depend on, with their defaults (kept in step with
+/// the workloads' schemas by a test).
+pub fn signal_param_defaults(workload: &str) -> &'static [(&'static str, &'static str)] {
+    match workload {
+        "cpu" => &[("cpu-load-percent", "100")],
+        "memory" => &[("memory-percent", "80")],
+        "disk" => &[("rwmixread", "70"), ("runtime", "300")],
+        "database" => &[("scale-factor", "50"), ("duration", "300")],
+        "network" => &[("test-duration", "60")],
+        "chaos-disk" => &[
+            ("mount", "/mnt/data"),
+            ("fill-percent", "90"),
+            ("release-sleep", "30"),
+        ],
+        _ => &[],
+    }
+}
+
+/// The subset of a workload's resolved params recorded in [`SIGNAL_PARAMS_ANNOTATION`].
+/// Only the keys the contract reads: other params (catalog ones may be anything) stay off
+/// the cluster's metadata.
+pub fn signal_params<'a>(
+    workload: &str,
+    resolved: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeMap<String, String> {
+    let wanted = signal_param_defaults(workload);
+    resolved
+        .into_iter()
+        .filter(|(k, _)| wanted.iter().any(|(w, _)| w == k))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn param<'a>(facts: &'a VmFacts, key: &str) -> &'a str {
+    facts
+        .params
+        .get(key)
+        .map(String::as_str)
+        .unwrap_or_else(|| {
+            signal_param_defaults(&facts.workload)
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| *v)
+                .unwrap_or("")
+        })
+}
+
+fn int_param(facts: &VmFacts, key: &str) -> f64 {
+    parse_int(param(facts, key)).unwrap_or(0) as f64
+}
+
+/// The PromQL expression of a built-in signal over the series matching `m` (one VMI, or all
+/// VMIs of a workload), one value per (namespace, name).
+pub fn expression(def: &SignalDef, m: &Matchers, window: Window, mount: &str) -> String {
+    let w = window;
+    let drive = m.clone().with("drive", DATA_DRIVE);
+    let by = "sum by (namespace, name)";
+    match def.name {
+        "vcpu-busy" => format!(
+            "{by} (rate(kubevirt_vmi_vcpu_seconds_total{{{m}}}[{w}])) / count by (namespace, name) (count by (namespace, name, id) (kubevirt_vmi_vcpu_seconds_total{{{m}}}))"
+        ),
+        "memory-used" => format!(
+            "max by (namespace, name) (max_over_time(((kubevirt_vmi_memory_available_bytes{{{m}}} - kubevirt_vmi_memory_usable_bytes{{{m}}}) / kubevirt_vmi_memory_available_bytes{{{m}}})[{w}:]))"
+        ),
+        "disk-write" => {
+            format!("{by} (rate(kubevirt_vmi_storage_write_traffic_bytes_total{{{drive}}}[{w}]))")
+        }
+        "disk-read" => {
+            format!("{by} (rate(kubevirt_vmi_storage_read_traffic_bytes_total{{{drive}}}[{w}]))")
+        }
+        "disk-iops" => format!(
+            "{by} (rate(kubevirt_vmi_storage_iops_write_total{{{drive}}}[{w}])) + {by} (rate(kubevirt_vmi_storage_iops_read_total{{{drive}}}[{w}]))"
+        ),
+        "disk-write-iops" => {
+            format!("{by} (rate(kubevirt_vmi_storage_iops_write_total{{{drive}}}[{w}]))")
+        }
+        "net-rx" => format!("{by} (rate(kubevirt_vmi_network_receive_bytes_total{{{m}}}[{w}]))"),
+        "net-tx" => format!("{by} (rate(kubevirt_vmi_network_transmit_bytes_total{{{m}}}[{w}]))"),
+        "net-rx-packets" => {
+            format!("{by} (rate(kubevirt_vmi_network_receive_packets_total{{{m}}}[{w}]))")
+        }
+        "net-tx-packets" => {
+            format!("{by} (rate(kubevirt_vmi_network_transmit_packets_total{{{m}}}[{w}]))")
+        }
+        "fs-fill" => {
+            let fs = m.clone().with("mount_point", mount);
+            format!(
+                "max by (namespace, name) (max_over_time((kubevirt_vmi_filesystem_used_bytes{{{fs}}} / kubevirt_vmi_filesystem_capacity_bytes{{{fs}}})[{w}:]))"
+            )
+        }
+        "net-reporting" => format!(
+            "count by (namespace, name) (kubevirt_vmi_network_transmit_packets_total{{{m}}})"
+        ),
+        "vcpu-reporting" => {
+            format!("count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{{{m}}})")
+        }
+        other => unreachable!("no expression for signal {other}"),
+    }
+}
+
+/// A floor averaged over a window of which only `active` seconds are guaranteed to carry
+/// the load; None when the window may fall entirely in a quiet gap.
+fn averaged(floor: f64, window: Window, quiet_gap_secs: f64) -> Option<f64> {
+    let total = window.as_secs() as f64;
+    let active = total - quiet_gap_secs;
+    (active > 0.0).then(|| floor * active / total)
+}
+
+/// The threshold of a built-in signal for this VM and window (None: not expected in it),
+/// plus a note explaining a None.
+fn threshold(def: &SignalDef, facts: &VmFacts, window: Window) -> (Option<f64>, Option<String>) {
+    let too_short = |gap: f64, why: &str| {
+        (
+            None,
+            Some(format!(
+                "not expected in a {window} window: {why}; use --window longer than {}s",
+                gap as u64
+            )),
+        )
+    };
+    match (facts.workload.as_str(), def.name) {
+        (_, "vcpu-busy") => {
+            let load = int_param(facts, "cpu-load-percent").clamp(1.0, 100.0);
+            (Some(0.5 * load / 100.0), None)
+        }
+        (_, "memory-used") => {
+            let percent = int_param(facts, "memory-percent").clamp(1.0, 100.0);
+            (
+                Some((IDLE_MEMORY_RATIO + 0.5 * percent / 100.0).min(0.9)),
+                None,
+            )
+        }
+        ("disk", name) => {
+            let runtime = int_param(facts, "runtime");
+            let rwmixread = int_param(facts, "rwmixread");
+            // fio loops: mixed job (runtime), sleep 10, sequential write (runtime), sleep 10.
+            let (floor, gap, why) = match name {
+                "disk-read" if rwmixread <= 0.0 => {
+                    return (None, Some("rwmixread is 0: the payload never reads".into()));
+                }
+                "disk-read" => (
+                    DISK_BYTES_FLOOR,
+                    runtime + 20.0,
+                    "reads happen only in the mixed fio job",
+                ),
+                "disk-write" if rwmixread >= 100.0 => (
+                    DISK_BYTES_FLOOR,
+                    runtime + 20.0,
+                    "with rwmixread 100 writes happen only in the sequential job",
+                ),
+                "disk-write" => (DISK_BYTES_FLOOR, 20.0, "fio pauses 10s between jobs"),
+                _ => (DISK_IOPS_FLOOR, 20.0, "fio pauses 10s between jobs"),
+            };
+            match averaged(floor, window, gap) {
+                Some(t) => (Some(t), None),
+                None => too_short(gap, why),
+            }
+        }
+        ("database", name) => {
+            let gap = 10.0;
+            if name == "disk-read" {
+                let data = int_param(facts, "scale-factor") * PGBENCH_BYTES_PER_SCALE as f64;
+                let cache = facts.memory_bytes.unwrap_or(0) as f64 / 2.0;
+                if facts.memory_bytes.is_none() || data <= cache {
+                    return (
+                        None,
+                        Some("the pgbench data fits in the guest's page cache, so reads stay off the disk".into()),
+                    );
+                }
+            }
+            let floor = if name == "disk-write-iops" {
+                DB_IOPS_FLOOR
+            } else {
+                DB_BYTES_FLOOR
+            };
+            match averaged(floor, window, gap) {
+                Some(t) => (Some(t), None),
+                None => too_short(gap, "pgbench pauses 10s between runs"),
+            }
+        }
+        (_, "net-rx" | "net-tx") => {
+            let gap = 10.0;
+            match averaged(NET_BYTES_FLOOR, window, gap) {
+                Some(t) => (Some(t), None),
+                None => too_short(gap, "the iperf3 client pauses 10s between tests"),
+            }
+        }
+        (_, "net-rx-packets" | "net-tx-packets") => {
+            let gap = 2.0;
+            match averaged(NET_PACKETS_FLOOR, window, gap) {
+                Some(t) => (Some(t), None),
+                None => too_short(gap, "the tps client pauses 2s between rounds"),
+            }
+        }
+        (_, "fs-fill") => {
+            let release = int_param(facts, "release-sleep");
+            let fill = int_param(facts, "fill-percent").clamp(1.0, 100.0);
+            if (window.as_secs() as f64) <= release {
+                return too_short(release, "the disk stays released for release-sleep seconds");
+            }
+            (
+                Some(0.9 * fill / 100.0),
+                Some("guest-agent filesystem data refreshes less often than the scrape; allow a few minutes".into()),
+            )
+        }
+        (_, "net-reporting" | "vcpu-reporting") => (Some(1.0), None),
+        (_, other) => unreachable!("no threshold for signal {other}"),
+    }
+}
+
+/// Every expected signal of one VM over `window`, built-ins first, then catalog signals.
+pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
+    let m = Matchers::vmi(&facts.namespace, &facts.name);
+    let mount = param(facts, "mount");
+    let mut out: Vec<Check> = builtin_signals(&facts.workload)
+        .iter()
+        .map(|def| {
+            let (threshold, note) = threshold(def, facts, window);
+            Check {
+                signal: def.name.to_string(),
+                description: def.description.to_string(),
+                query: expression(def, &m, window, mount),
+                threshold,
+                unit: def.unit,
+                note,
+            }
+        })
+        .collect();
+    out.extend(facts.custom.iter().map(|custom| {
+        Check {
+            signal: custom.name.clone(),
+            description: custom
+                .description
+                .clone()
+                .unwrap_or_else(|| "catalog signal".into()),
+            query: render_template(&custom.query, &facts.namespace, &facts.name, window),
+            threshold: Some(custom.threshold),
+            unit: Unit::Custom,
+            note: None,
+        }
+    }));
+    out
+}
+
+/// PromQL label name KubeVirt gives a VMI label on every per-VMI series
+/// (`kubernetes_vmi_label_` + the key with `.`, `/` and `-` turned into `_`).
+pub fn vmi_label(key: &str) -> String {
+    format!("kubernetes_vmi_label_{}", key.replace(['.', '/', '-'], "_"))
+}
+
+/// The expression of the shipped alert for one built-in signal: the VMIs of `workload`
+/// (selected by the VMI labels KubeVirt copies onto its series) whose signal, computed
+/// exactly as verify computes it with default params, is absent or below its threshold.
+pub fn alert_expression(workload: &str, def: &SignalDef, window: Window) -> Option<String> {
+    let facts = VmFacts {
+        workload: workload.to_string(),
+        // Two GiB, the default VM size (only the database read decision depends on it).
+        memory_bytes: Some(2 * 1024 * 1024 * 1024),
+        ..VmFacts::default()
+    };
+    let (threshold, _) = threshold(def, &facts, window);
+    let threshold = threshold?;
+    let selector = workload_matchers(workload);
+    let mount = param(&facts, "mount");
+    let signal = expression(def, &selector, window, mount);
+    let run = vmi_label(crate::labels::RUN_ID);
+    Some(format!(
+        "group by (namespace, name, {run}) (kubevirt_vmi_vcpu_seconds_total{{{selector}}}) unless on (namespace, name) ({signal} >= {threshold})"
+    ))
+}
+
+/// Matchers selecting every virtwork VMI of `workload` by the VMI labels on its series.
+pub fn workload_matchers(workload: &str) -> Matchers {
+    Matchers::default()
+        .with(
+            &vmi_label(crate::labels::MANAGED_BY),
+            crate::labels::MANAGED_BY_VALUE,
+        )
+        .with(&vmi_label(crate::labels::COMPONENT), workload)
+}
+
+/// Names of the built-in workloads with signals, in docs order.
+pub const WORKLOADS: [&str; 9] = [
+    "cpu",
+    "memory",
+    "disk",
+    "database",
+    "network",
+    "tps",
+    "chaos-disk",
+    "chaos-network",
+    "chaos-process",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(workload: &str) -> VmFacts {
+        VmFacts {
+            namespace: "virtwork".into(),
+            name: format!("virtwork-{workload}-0"),
+            workload: workload.into(),
+            role: None,
+            memory_bytes: Some(2 << 30),
+            params: BTreeMap::new(),
+            custom: Vec::new(),
+        }
+    }
+
+    fn window(text: &str) -> Window {
+        Window::parse(text).unwrap()
+    }
+
+    #[test]
+    fn cpu_threshold_follows_the_load_percent() {
+        let c = checks(&facts("cpu"), Window::DEFAULT);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].signal, "vcpu-busy");
+        assert_eq!(c[0].threshold, Some(0.5));
+        assert!(
+            c[0].query.contains(
+                r#"kubevirt_vmi_vcpu_seconds_total{namespace="virtwork",name="virtwork-cpu-0"}[5m]"#
+            ),
+            "{}",
+            c[0].query
+        );
+        let mut f = facts("cpu");
+        f.params.insert("cpu-load-percent".into(), "40".into());
+        assert_eq!(checks(&f, Window::DEFAULT)[0].threshold, Some(0.2));
+    }
+
+    #[test]
+    fn memory_threshold_sits_above_idle() {
+        let mut f = facts("memory");
+        assert_eq!(checks(&f, Window::DEFAULT)[0].threshold, Some(0.55));
+        f.params.insert("memory-percent".into(), "100".into());
+        assert_eq!(checks(&f, Window::DEFAULT)[0].threshold, Some(0.65));
+    }
+
+    #[test]
+    fn disk_reads_are_expected_only_when_the_window_spans_the_mixed_job() {
+        let c = checks(&facts("disk"), Window::DEFAULT);
+        let read = c.iter().find(|c| c.signal == "disk-read").unwrap();
+        assert_eq!(read.threshold, None, "5m < 300s runtime + 20s of pauses");
+        assert!(read.note.as_deref().unwrap().contains("longer than 320s"));
+        let c = checks(&facts("disk"), window("10m"));
+        let read = c.iter().find(|c| c.signal == "disk-read").unwrap();
+        let expected = DISK_BYTES_FLOOR * 280.0 / 600.0;
+        assert!((read.threshold.unwrap() - expected).abs() < 1e-6);
+        let write = c.iter().find(|c| c.signal == "disk-write").unwrap();
+        assert!((write.threshold.unwrap() - DISK_BYTES_FLOOR * 580.0 / 600.0).abs() < 1e-6);
+        assert!(write.query.contains(r#"drive="datadisk""#));
+        let mut f = facts("disk");
+        f.params.insert("rwmixread".into(), "0".into());
+        let read = checks(&f, window("1h"))
+            .into_iter()
+            .find(|c| c.signal == "disk-read")
+            .unwrap();
+        assert_eq!(read.threshold, None);
+    }
+
+    #[test]
+    fn database_reads_depend_on_data_size_versus_memory() {
+        let c = checks(&facts("database"), Window::DEFAULT);
+        assert_eq!(
+            c.iter()
+                .find(|c| c.signal == "disk-read")
+                .unwrap()
+                .threshold,
+            None
+        );
+        let mut f = facts("database");
+        f.params.insert("scale-factor".into(), "1000".into());
+        let read = checks(&f, Window::DEFAULT)
+            .into_iter()
+            .find(|c| c.signal == "disk-read")
+            .unwrap();
+        assert!(read.threshold.is_some());
+    }
+
+    #[test]
+    fn chaos_disk_uses_the_mount_and_needs_a_window_longer_than_the_release() {
+        let mut f = facts("chaos-disk");
+        f.params.insert("mount".into(), "/srv/fill \"x\"".into());
+        f.params.insert("release-sleep".into(), "1".into());
+        let c = checks(&f, window("10s"));
+        assert_eq!(c[0].threshold, Some(0.81));
+        assert!(
+            c[0].query.contains(r#"mount_point="/srv/fill \"x\"""#),
+            "{}",
+            c[0].query
+        );
+        f.params.insert("release-sleep".into(), "30".into());
+        assert_eq!(checks(&f, window("10s"))[0].threshold, None);
+    }
+
+    #[test]
+    fn short_windows_make_gapped_signals_unexpected_not_failed() {
+        let c = checks(&facts("network"), window("10s"));
+        assert!(c.iter().all(|c| c.threshold.is_none()));
+        let c = checks(&facts("network"), window("20s"));
+        assert!((c[0].threshold.unwrap() - NET_BYTES_FLOOR / 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn catalog_signals_render_with_escaped_identity() {
+        let mut f = facts("web");
+        f.name = "vm\"1".into();
+        f.custom.push(CustomSignal {
+            name: "http-requests".into(),
+            query: r#"sum(rate(kubevirt_vmi_network_receive_packets_total{namespace="{{namespace}}",name="{{name}}"}[{{window}}]))"#.into(),
+            threshold: 3.0,
+            description: None,
+        });
+        let c = checks(&f, window("2m"));
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            c[0].query,
+            r#"sum(rate(kubevirt_vmi_network_receive_packets_total{namespace="virtwork",name="vm\"1"}[2m]))"#
+        );
+        assert_eq!(c[0].threshold, Some(3.0));
+    }
+
+    #[test]
+    fn only_contract_params_are_recorded() {
+        let resolved = [("cpu-load-percent", "60"), ("cpu-method", "fft")];
+        let got = signal_params("cpu", resolved.iter().copied());
+        assert_eq!(
+            got,
+            BTreeMap::from([("cpu-load-percent".to_string(), "60".to_string())])
+        );
+        assert!(signal_params("my-entry", [("password", "hunter2")]).is_empty());
+    }
+
+    #[test]
+    fn alert_expressions_reuse_the_verify_expression() {
+        let def = &builtin_signals("cpu")[0];
+        let alert = alert_expression("cpu", def, Window::DEFAULT).unwrap();
+        let signal = expression(def, &workload_matchers("cpu"), Window::DEFAULT, "");
+        assert!(alert.contains(&format!("({signal} >= 0.5)")), "{alert}");
+        assert!(alert.contains(r#"kubernetes_vmi_label_app_kubernetes_io_component="cpu""#));
+        assert!(
+            alert.starts_with("group by (namespace, name, kubernetes_vmi_label_virtwork_run_id)")
+        );
+    }
+
+    #[test]
+    fn recorded_param_defaults_match_the_workload_schemas() {
+        let registry = crate::workloads::Registry::builtin();
+        for workload in WORKLOADS {
+            let schema = registry.schema(workload).unwrap();
+            for (key, default) in signal_param_defaults(workload) {
+                let def = schema
+                    .get(key)
+                    .unwrap_or_else(|| panic!("{workload} has no param {key}"));
+                assert_eq!(def.default, *default, "{workload}.{key}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_query_names_only_contract_metrics() {
+        for workload in WORKLOADS {
+            for c in checks(&facts(workload), window("1h")) {
+                for word in c
+                    .query
+                    .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+                {
+                    if word.starts_with("kubevirt_vmi_") {
+                        assert!(METRICS.contains(&word), "{word} in {}", c.query);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! PromQL text: label-value escaping, per-VMI selectors, range windows and the `{{…}}`
+//! templates catalog entries use to declare their own signals.
+//!
+//! Pure string work, no I/O. Every value that reaches a query passes through
+//! [`escape_label_value`], so a namespace, VMI name or mount path can never end the quoted
+//! string it sits in. Must not: build queries by pasting unescaped input.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Escapes `value` for use inside a double-quoted PromQL string (Go string-literal rules):
+/// backslash, double quote and control characters are escaped, everything else is kept.
+pub fn escape_label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A list of `name="value"` matchers (`=` unless added with [`Matchers::with_op`]),
+/// rendered in insertion order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Matchers(Vec<(String, &'static str, String)>);
+
+impl Matchers {
+    /// The matchers of one VMI: KubeVirt labels every per-VMI series with `namespace` and
+    /// `name` (the VMI's, which is the VM's name).
+    pub fn vmi(namespace: &str, name: &str) -> Self {
+        Matchers(vec![
+            ("namespace".into(), "=", namespace.into()),
+            ("name".into(), "=", name.into()),
+        ])
+    }
+
+    /// Adds `name="value"`.
+    pub fn with(self, name: &str, value: &str) -> Self {
+        self.with_op(name, "=", value)
+    }
+
+    /// Adds `name<op>"value"` (`op` one of `=`, `!=`, `=~`, `!~`).
+    pub fn with_op(mut self, name: &str, op: &'static str, value: &str) -> Self {
+        self.0.push((name.to_string(), op, value.to_string()));
+        self
+    }
+
+    /// The matchers without braces: `namespace="a",name="b"`.
+    pub fn render(&self) -> String {
+        self.0
+            .iter()
+            .map(|(k, op, v)| format!("{k}{op}\"{}\"", escape_label_value(v)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+impl fmt::Display for Matchers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render())
+    }
+}
+
+/// A range-vector window (`--window`), at least one second, whole seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window(u64);
+
+impl Window {
+    /// The window used when `--window` is not given.
+    pub const DEFAULT: Window = Window(300);
+
+    /// A window of `seconds` (at least 1).
+    pub fn from_secs(seconds: u64) -> Option<Self> {
+        (seconds >= 1).then_some(Window(seconds))
+    }
+
+    pub fn as_secs(self) -> u64 {
+        self.0
+    }
+
+    pub fn as_duration(self) -> Duration {
+        Duration::from_secs(self.0)
+    }
+
+    /// Parses a Prometheus duration made of whole units, largest first: `90s`, `5m`,
+    /// `1h30m`, `2d`. Returns a message naming the accepted form on failure.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        const FORM: &str = "a duration such as 30s, 5m or 1h30m (units s, m, h, d, w; at least 1s)";
+        let units: [(&str, u64); 5] = [
+            ("w", 604_800),
+            ("d", 86_400),
+            ("h", 3_600),
+            ("m", 60),
+            ("s", 1),
+        ];
+        let mut rest = text.trim();
+        if rest.is_empty() {
+            return Err(FORM.to_string());
+        }
+        let mut total: u64 = 0;
+        let mut last_rank = usize::MAX;
+        while !rest.is_empty() {
+            let digits = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            if digits == 0 {
+                return Err(FORM.to_string());
+            }
+            let number: u64 = rest[..digits].parse().map_err(|_| FORM.to_string())?;
+            rest = &rest[digits..];
+            let Some((rank, (unit, secs))) = units
+                .iter()
+                .enumerate()
+                .find(|(_, (u, _))| rest.starts_with(u) && !rest[u.len()..].starts_with('s'))
+            else {
+                return Err(FORM.to_string());
+            };
+            // Units must be given largest first and once each, as Prometheus requires.
+            if last_rank != usize::MAX && rank <= last_rank {
+                return Err(FORM.to_string());
+            }
+            last_rank = rank;
+            rest = &rest[unit.len()..];
+            total = number
+                .checked_mul(*secs)
+                .and_then(|v| total.checked_add(v))
+                .ok_or_else(|| FORM.to_string())?;
+        }
+        Window::from_secs(total).ok_or_else(|| FORM.to_string())
+    }
+}
+
+impl fmt::Display for Window {
+    /// The shortest Prometheus spelling: `5m`, `90s` → `1m30s`, `3600` → `1h`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut left = self.0;
+        for (unit, secs) in [
+            ("w", 604_800u64),
+            ("d", 86_400),
+            ("h", 3_600),
+            ("m", 60),
+            ("s", 1),
+        ] {
+            if left >= secs {
+                write!(f, "{}{unit}", left / secs)?;
+                left %= secs;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Placeholder for the VMI's namespace in a signal template.
+pub const NAMESPACE_PLACEHOLDER: &str = "namespace";
+/// Placeholder for the VMI's name in a signal template.
+pub const NAME_PLACEHOLDER: &str = "name";
+/// Placeholder for the range window in a signal template.
+pub const WINDOW_PLACEHOLDER: &str = "window";
+
+/// Checks a catalog signal template: only `{{namespace}}`, `{{name}}` and `{{window}}`;
+/// namespace and name both present, each directly inside double quotes (so the escaped
+/// value stays one string); window inside `[...]`; quotes and brackets balanced.
+pub fn validate_template(template: &str) -> Result<(), String> {
+    if template.trim().is_empty() {
+        return Err("query must not be empty".into());
+    }
+    let mut seen_namespace = false;
+    let mut seen_name = false;
+    let bytes = template.as_bytes();
+    let mut i = 0;
+    let mut stack: Vec<u8> = Vec::new();
+    let mut in_string: Option<u8> = None;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if let Some(quote) = in_string {
+            if c == b'\\' {
+                i += 2;
+                continue;
+            }
+            if c == quote {
+                in_string = None;
+            }
+        } else {
+            match c {
+                b'"' | b'\'' | b'`' => in_string = Some(c),
+                b'(' | b'[' | b'{' if !template[i..].starts_with("{{") => stack.push(c),
+                b')' | b']' | b'}' if !template[i..].starts_with("}}") => {
+                    let open = match c {
+                        b')' => b'(',
+                        b']' => b'[',
+                        _ => b'{',
+                    };
+                    if stack.pop() != Some(open) {
+                        return Err(format!("unbalanced {:?} at byte {i}", char::from(c)));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if template[i..].starts_with("{{") {
+            let end = template[i + 2..]
+                .find("}}")
+                .ok_or_else(|| format!("unterminated placeholder at byte {i}"))?;
+            let key = &template[i + 2..i + 2 + end];
+            let after = i + 2 + end + 2;
+            let quoted = in_string == Some(b'"')
+                && i > 0
+                && bytes[i - 1] == b'"'
+                && bytes.get(after) == Some(&b'"');
+            match key {
+                NAMESPACE_PLACEHOLDER | NAME_PLACEHOLDER => {
+                    if !quoted {
+                        return Err(format!(
+                            "placeholder {{{{{key}}}}} must be a whole double-quoted label value, e.g. {key}=\"{{{{{key}}}}}\""
+                        ));
+                    }
+                    if key == NAMESPACE_PLACEHOLDER {
+                        seen_namespace = true;
+                    } else {
+                        seen_name = true;
+                    }
+                }
+                WINDOW_PLACEHOLDER => {
+                    if in_string.is_some() || stack.last() != Some(&b'[') {
+                        return Err(
+                            "placeholder {{window}} must stand inside a range selector, e.g. [{{window}}]"
+                                .into(),
+                        );
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "unknown placeholder {{{{{other}}}}}; signal queries may use {{{{namespace}}}}, {{{{name}}}} and {{{{window}}}}"
+                    ));
+                }
+            }
+            i = after;
+            continue;
+        }
+        i += 1;
+    }
+    if in_string.is_some() {
+        return Err("unterminated string literal".into());
+    }
+    if let Some(open) = stack.pop() {
+        return Err(format!("unclosed {:?}", char::from(open)));
+    }
+    if !(seen_namespace && seen_name) {
+        return Err(
+            "query must select one VMI with namespace=\"{{namespace}}\" and name=\"{{name}}\""
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Renders a template checked by [`validate_template`]: namespace and name are escaped as
+/// label values, the window is written in Prometheus' duration form.
+pub fn render_template(template: &str, namespace: &str, name: &str, window: Window) -> String {
+    let mut out = String::with_capacity(template.len() + 32);
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find("}}") {
+            Some(end) => {
+                match &after[..end] {
+                    NAMESPACE_PLACEHOLDER => out.push_str(&escape_label_value(namespace)),
+                    NAME_PLACEHOLDER => out.push_str(&escape_label_value(name)),
+                    WINDOW_PLACEHOLDER => out.push_str(&window.to_string()),
+                    other => {
+                        out.push_str("{{");
+                        out.push_str(other);
+                        out.push_str("}}");
+                    }
+                }
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Percent-encodes a query-string value (RFC 3986 unreserved characters stay).
+pub fn url_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() * 3);
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_cannot_leave_their_string() {
+        assert_eq!(escape_label_value("virtwork-cpu-0"), "virtwork-cpu-0");
+        assert_eq!(escape_label_value(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape_label_value("x\ny\tz\u{1}"), "x\\ny\\tz\\x01");
+        let m = Matchers::vmi("ns", "vm\"}) or vector(1) #");
+        assert_eq!(m.render(), r#"namespace="ns",name="vm\"}) or vector(1) #""#);
+        assert_eq!(
+            Matchers::vmi("a", "b")
+                .with("mount_point", "/mnt/my data")
+                .to_string(),
+            r#"namespace="a",name="b",mount_point="/mnt/my data""#
+        );
+    }
+
+    #[test]
+    fn windows_parse_like_prometheus_and_print_shortest() {
+        for (text, secs) in [
+            ("5m", 300),
+            ("90s", 90),
+            ("1h30m", 5400),
+            ("2d", 172_800),
+            ("1w", 604_800),
+        ] {
+            assert_eq!(Window::parse(text).unwrap().as_secs(), secs, "{text}");
+        }
+        for bad in [
+            "", "5", "m", "0s", "5mm", "30s5m", "1.5m", "5ms", "-5m", "5 m", "5x",
+        ] {
+            assert!(Window::parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(Window::from_secs(90).unwrap().to_string(), "1m30s");
+        assert_eq!(Window::from_secs(3600).unwrap().to_string(), "1h");
+        assert_eq!(Window::DEFAULT.to_string(), "5m");
+    }
+
+    #[test]
+    fn templates_accept_quoted_identity_and_bracketed_window() {
+        let t = r#"sum(rate(app_requests_total{namespace="{{namespace}}",name="{{name}}"}[{{window}}]))"#;
+        validate_template(t).unwrap();
+        let w = Window::parse("2m").unwrap();
+        assert_eq!(
+            render_template(t, "team-a", "vm\"x", w),
+            r#"sum(rate(app_requests_total{namespace="team-a",name="vm\"x"}[2m]))"#
+        );
+    }
+
+    #[test]
+    fn templates_reject_unsafe_or_incomplete_forms() {
+        let cases = [
+            ("", "empty"),
+            (r#"up{namespace="{{namespace}}"}"#, "name="),
+            (
+                r#"up{namespace={{namespace}},name="{{name}}"}"#,
+                "double-quoted",
+            ),
+            (
+                r#"up{namespace="x{{namespace}}",name="{{name}}"}"#,
+                "double-quoted",
+            ),
+            (
+                r#"up{namespace="{{namespace}}",name="{{name}}",x="{{secret}}"}"#,
+                "unknown placeholder",
+            ),
+            (
+                r#"rate(up{namespace="{{namespace}}",name="{{name}}"}[5m]) offset {{window}}"#,
+                "range selector",
+            ),
+            (
+                r#"rate(up{namespace="{{namespace}}",name="{{name}}"}[5m]"#,
+                "unclosed",
+            ),
+            (
+                r#"up{namespace="{{namespace}}",name="{{name}}"})"#,
+                "unbalanced",
+            ),
+            (
+                r#"up{namespace="{{namespace}}",name="{{name}}"} or vector("x)"#,
+                "unterminated string",
+            ),
+        ];
+        for (template, expected) in cases {
+            let err = validate_template(template).unwrap_err();
+            assert!(err.contains(expected), "{template:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn url_encoding_keeps_only_unreserved_bytes() {
+        assert_eq!(
+            url_encode("rate(x{a=\"b c\"}[5m])"),
+            "rate%28x%7Ba%3D%22b%20c%22%7D%5B5m%5D%29"
+        );
+    }
+}

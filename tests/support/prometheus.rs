@@ -1,0 +1,167 @@
+//! A real Prometheus (Debian's `prometheus` package) for tests: started on a free port of
+//! 127.0.0.1 with a temporary TSDB, scraping given targets every second, stopped (its own
+//! child process, by handle) on drop. `promtool` comes with the package.
+//!
+//! Tests call [`tool`] first: it returns None (the test prints a SKIP notice and passes)
+//! when the binary is absent, and panics instead under `VIRTWORK_REQUIRE_PROMETHEUS=1`.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `prometheus` or `promtool` on PATH, or None (skip) when absent and not required.
+pub fn tool(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("VIRTWORK_REQUIRE_PROMETHEUS").as_deref() != Ok("1"),
+            "{name} is required (VIRTWORK_REQUIRE_PROMETHEUS=1): apt-get install prometheus"
+        );
+        eprintln!("SKIP: {name} not installed (apt-get install prometheus)");
+    }
+    found
+}
+
+/// One scrape job: `http://<address><path>` every second, optionally with a bearer token.
+pub struct ScrapeJob {
+    pub name: String,
+    pub address: String,
+    pub path: String,
+    pub bearer: Option<String>,
+}
+
+pub struct Prometheus {
+    child: Child,
+    pub url: String,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Prometheus {
+    /// Starts `binary` scraping `jobs` every second and waits until it is ready.
+    pub fn start(binary: &PathBuf, jobs: &[ScrapeJob]) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = String::from(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n",
+        );
+        for job in jobs {
+            config.push_str(&format!(
+                "  - job_name: {}\n    honor_labels: true\n    metrics_path: '{}'\n    scheme: http\n    static_configs:\n      - targets: ['{}']\n",
+                job.name, job.path, job.address
+            ));
+            if let Some(token) = &job.bearer {
+                config.push_str(&format!(
+                    "    authorization:\n      credentials: '{token}'\n"
+                ));
+            }
+        }
+        let config_path = dir.path().join("prometheus.yml");
+        std::fs::write(&config_path, config).unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+        let child = Command::new(binary)
+            .arg(format!("--config.file={}", config_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        let prometheus = Prometheus {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if prometheus
+                .get("/-/ready")
+                .is_some_and(|(code, _)| code == 200)
+            {
+                return prometheus;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("prometheus did not become ready:\n{}", prometheus.log());
+    }
+
+    /// Prometheus' own log (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+
+    /// A plain HTTP/1.0 GET on Prometheus: (status, body), None when unreachable.
+    pub fn get(&self, path_and_query: &str) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .ok()?;
+        write!(
+            stream,
+            "GET {path_and_query} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
+        )
+        .ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let code = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Some((code, body))
+    }
+
+    /// Waits until an instant query returns at least `series` results (hang guard only).
+    pub fn wait_for_series(&self, promql: &str, series: usize, timeout: Duration) -> bool {
+        let encoded: String = promql
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some((200, body)) = self.get(&format!("/api/v1/query?query={encoded}")) {
+                let doc: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                if doc["data"]["result"]
+                    .as_array()
+                    .is_some_and(|r| r.len() >= series)
+                {
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        false
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
