@@ -30,6 +30,6 @@ pub mod schema;
 
 pub use apiserver::{
     AccessAttributes, AfterCommit, ApiError, Authorizer, Backend, ControllerOptions, Denial,
-    EndlessList, EventType, FakeApiServer, FaultAction, Faults, Options, RequestRecord,
-    SchemaMode, SchemaReport, SchemaValidator, SchemaViolation, ScriptedFault, StoreEvent,
+    EndlessList, EventType, FakeApiServer, FaultAction, Faults, Options, RequestRecord, SchemaMode,
+    SchemaReport, SchemaValidator, SchemaViolation, ScriptedFault, StoreEvent,
 };
