@@ -6,7 +6,7 @@
 //!   naming the path). Every later failure logs `WARN audit record failed` with `op` and
 //!   `error` and the command carries on; no method returns an error.
 //! - `--no-audit` gives [`Auditor::Disabled`]: every method is a no-op, yet the execution still
-//!   carries the run id the caller generated (SPEC §1 item 3).
+//!   carries the run id the caller generated (the run id labels every object either way).
 //! - Credentials cannot be recorded: [`ExecutionParams`] has only `ssh_auth_configured`.
 //! - Every write is its own short `BEGIN IMMEDIATE` transaction on a connection with a busy
 //!   timeout, so concurrent processes sharing one file queue instead of failing.
