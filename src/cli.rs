@@ -186,7 +186,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_wait: bool,
 
-    /// Readiness timeout in seconds [env: VIRTWORK_TIMEOUT] [default: 600]
+    /// Time limit in seconds for the whole run: creation and readiness [env: VIRTWORK_TIMEOUT] [default: 600]
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<TimeoutSecs>,
 
@@ -258,7 +258,7 @@ pub struct CleanupArgs {
     #[arg(long)]
     pub wait: bool,
 
-    /// Timeout in seconds for --wait [env: VIRTWORK_TIMEOUT] [default: 600]
+    /// Time limit in seconds, --wait included [env: VIRTWORK_TIMEOUT] [default: 600]
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<TimeoutSecs>,
 
@@ -288,6 +288,10 @@ pub struct StatusArgs {
     /// Look in every namespace instead of --namespace
     #[arg(long, short = 'A')]
     pub all_namespaces: bool,
+
+    /// Time limit in seconds [env: VIRTWORK_TIMEOUT] [default: 60]
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<TimeoutSecs>,
 }
 
 /// Flags of `virtwork verify`. Values are typed here (parsed once); see

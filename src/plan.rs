@@ -463,6 +463,18 @@ fn build_service(
     for (key, value) in &spec.selector {
         validate_label_value(key, value, &format!("selector of Service {:?}", spec.name))?;
     }
+    // The workload's selector (component, role) alone would also capture another run's VMs
+    // and any foreign pod carrying the same component label; the VM templates carry
+    // managed-by and the run id, so requiring them confines the Service to this run.
+    let mut selector = spec.selector;
+    selector.insert(
+        labels::MANAGED_BY.to_string(),
+        labels::MANAGED_BY_VALUE.to_string(),
+    );
+    selector.insert(labels::RUN_ID.to_string(), run_id.to_string());
+    selector
+        .entry(labels::COMPONENT.to_string())
+        .or_insert_with(|| workload.to_string());
     let ports = spec
         .ports
         .iter()
@@ -482,7 +494,7 @@ fn build_service(
             ..Default::default()
         },
         spec: Some(K8sServiceSpec {
-            selector: Some(spec.selector),
+            selector: Some(selector),
             ports: Some(ports),
             ..Default::default()
         }),

@@ -738,6 +738,7 @@ fn assert_go_database_upgrades_without_loss(setup: &str) {
     // The upgraded file keeps working: a new run records next to the Go rows …
     let run_id = Uuid::new_v4();
     record_successful_run(&auditor, run_id, "virtwork");
+    assert!(auditor.flush(), "queued writes landed");
     assert_eq!(
         rows(&conn, "SELECT COUNT(*) FROM audit_log"),
         vec![vec![int(4)]]
@@ -862,6 +863,7 @@ fn successful_run_leaves_the_expected_rows() {
     let run_id = Uuid::new_v4();
     let exec = record_successful_run(&auditor, run_id, "vw-ok");
     assert_eq!(exec.run_id(), run_id);
+    assert!(auditor.flush(), "queued writes landed");
     let conn = connect(&path);
 
     assert_eq!(
@@ -1075,6 +1077,7 @@ fn failed_run_leaves_the_expected_rows() {
     let auditor = Auditor::open_path(&path).unwrap();
     let run_id = Uuid::new_v4();
     record_failed_run(&auditor, run_id, "vw-fail");
+    assert!(auditor.flush(), "queued writes landed");
     let conn = connect(&path);
     assert_eq!(
         audit_row(
@@ -1147,6 +1150,7 @@ fn interrupted_run_persists_cancelled() {
     let exec = record_interrupted_run(&auditor, run_id, "vw-int");
     // The error path that follows the interrupt must not overwrite the recorded outcome.
     exec.complete_execution(ExecutionStatus::Failed, Some("context canceled"));
+    assert!(auditor.flush(), "queued writes landed");
     let conn = connect(&path);
     assert_eq!(
         audit_row(&conn, run_id, "status, error_summary"),
@@ -1174,6 +1178,7 @@ fn aborted_cleanup_leaves_the_expected_rows() {
     let cleanup_id = Uuid::new_v4();
     let exec = auditor.start_execution(cleanup_id, &cleanup_params("vw-abort", CleanupMode::All));
     exec.complete_execution(ExecutionStatus::Aborted, None);
+    assert!(auditor.flush(), "queued writes landed");
     let conn = connect(&path);
     assert_eq!(
         audit_row(&conn, cleanup_id, PARAM_COLUMNS),
@@ -1633,6 +1638,7 @@ fn no_row_contains_an_ssh_key_or_password() {
     exec.record_vm(&vm("virtwork-cpu-0", "vw-secret", "cpu", None));
     exec.record_event(&Event::vm_created("virtwork-cpu-0"));
     exec.complete_execution(ExecutionStatus::Success, None);
+    assert!(auditor.flush(), "queued writes landed");
 
     let conn = connect(&path);
     assert_eq!(

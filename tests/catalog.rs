@@ -449,3 +449,204 @@ fn validate_accepts_the_shipped_catalog_and_resolves_the_dir() {
         "{out}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// What an entry may read: regular files inside the entry, bounded in size, safe unit names
+// ---------------------------------------------------------------------------------------------
+
+/// Runs the real binary with `args` (HOME and the catalog variables cleared).
+fn virtwork(home: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_virtwork"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .current_dir(home)
+        .output()
+        .unwrap()
+}
+
+/// Both entry points that read an entry: `validate <entry>` and `run --dry-run --from-catalog`.
+/// Each must refuse with exit 2 and one line naming the entry, the file and `needle`, and
+/// (`secret`) nothing of the refused file's content may reach stdout or stderr.
+fn assert_refused(catalog: &Path, entry: &str, file: &str, needle: &str, secret: Option<&str>) {
+    let home = catalog.parent().unwrap();
+    let dir = catalog.to_str().unwrap();
+    for args in [
+        vec!["validate", "--catalog-dir", dir, entry],
+        vec![
+            "--no-audit",
+            "run",
+            "--catalog-dir",
+            dir,
+            "--from-catalog",
+            entry,
+            "--dry-run",
+        ],
+    ] {
+        let out = virtwork(home, &args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}\n{stdout}\n{stderr}");
+        let error = stderr.lines().last().unwrap_or_default();
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        let report = format!("{stdout}{error}");
+        let parts = [
+            format!("catalog entry {entry:?}"),
+            format!("{file:?}"),
+            needle.to_string(),
+        ];
+        for part in &parts {
+            assert!(
+                report.contains(part.as_str()),
+                "{args:?}: {part} in {report}"
+            );
+        }
+        if let Some(secret) = secret {
+            assert!(
+                !stdout.contains(secret) && !stderr.contains(secret),
+                "{args:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_symlinked_unit_or_manifest_is_refused_and_never_read() {
+    let home = tempfile::tempdir().unwrap();
+    let catalog = home.path().join("catalog");
+    let kubeconfig = home.path().join("kubeconfig");
+    fs::write(&kubeconfig, "token: super-secret-token-4711\n").unwrap();
+    entry(&catalog, "leaky", &[("main.service", SIMPLE_UNIT)]);
+    std::os::unix::fs::symlink(&kubeconfig, catalog.join("leaky").join("creds.service")).unwrap();
+    assert_refused(
+        &catalog,
+        "leaky",
+        "creds.service",
+        "symbolic link",
+        Some("super-secret-token-4711"),
+    );
+
+    // A link that stays inside the entry is refused just the same: only regular files count.
+    entry(&catalog, "inner", &[("main.service", SIMPLE_UNIT)]);
+    std::os::unix::fs::symlink("main.service", catalog.join("inner").join("copy.service")).unwrap();
+    assert_refused(&catalog, "inner", "copy.service", "symbolic link", None);
+
+    entry(&catalog, "manifest", &[("main.service", SIMPLE_UNIT)]);
+    std::os::unix::fs::symlink(&kubeconfig, catalog.join("manifest").join("workload.yaml"))
+        .unwrap();
+    assert_refused(
+        &catalog,
+        "manifest",
+        "workload.yaml",
+        "symbolic link",
+        Some("super-secret-token-4711"),
+    );
+}
+
+#[test]
+fn special_files_oversized_files_and_oversized_entries_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let catalog = home.path().join("catalog");
+    entry(&catalog, "dir-unit", &[("main.service", SIMPLE_UNIT)]);
+    fs::create_dir(catalog.join("dir-unit").join("nested.service")).unwrap();
+    assert_refused(
+        &catalog,
+        "dir-unit",
+        "nested.service",
+        "not a regular file",
+        None,
+    );
+
+    // A FIFO would block a naive reader forever.
+    entry(&catalog, "fifo", &[("main.service", SIMPLE_UNIT)]);
+    let fifo = catalog.join("fifo").join("pipe.service");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        assert_refused(&catalog, "fifo", "pipe.service", "not a regular file", None);
+    } else {
+        eprintln!("skipping the FIFO case: mkfifo(1) not available");
+    }
+
+    let big = format!(
+        "[Service]\nExecStart=/usr/bin/true\n#{}\n",
+        "x".repeat(300 * 1024)
+    );
+    entry(&catalog, "big-file", &[("main.service", &big)]);
+    assert_refused(&catalog, "big-file", "main.service", "256 KiB limit", None);
+
+    // Five files of 250 KiB each are fine one by one but exceed the 1 MiB entry total.
+    let chunk = format!(
+        "[Service]\nExecStart=/usr/bin/true\n#{}\n",
+        "y".repeat(250 * 1024)
+    );
+    let files: Vec<(String, &str)> = (1..=5)
+        .map(|i| (format!("u{i}.service"), chunk.as_str()))
+        .collect();
+    let files: Vec<(&str, &str)> = files.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    entry(&catalog, "big-entry", &files);
+    assert_refused(
+        &catalog,
+        "big-entry",
+        "u5.service",
+        "1024 KiB in total",
+        None,
+    );
+}
+
+#[test]
+fn unit_file_names_that_could_break_a_guest_command_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let catalog = home.path().join("catalog");
+    for (entry_name, file) in [
+        ("dash", "-now.service"),
+        ("space", "my unit.service"),
+        ("semicolon", "x;reboot.service"),
+        ("dollar", "$(id).service"),
+        ("at", "@.service"),
+        ("bare", ".service"),
+    ] {
+        let plain = "[Service]\nExecStart=/usr/bin/true\n";
+        entry(
+            &catalog,
+            entry_name,
+            &[("ok.service", plain), (file, plain)],
+        );
+        // ".service" alone is a hidden file: ignored, so that entry loads.
+        if file == ".service" {
+            continue;
+        }
+        assert_refused(
+            &catalog,
+            entry_name,
+            file,
+            "not a usable unit file name",
+            None,
+        );
+    }
+    // Template-style and dotted names stay usable.
+    entry(
+        &catalog,
+        "fine",
+        &[
+            ("worker@1.service", "[Service]\nExecStart=/usr/bin/true\n"),
+            ("a.b_c-d.service", "[Service]\nExecStart=/usr/bin/true\n"),
+        ],
+    );
+    let out = virtwork(
+        home.path(),
+        &[
+            "validate",
+            "--catalog-dir",
+            catalog.to_str().unwrap(),
+            "fine",
+            "bare",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use seed::{Cluster, KINDS, MANAGED_BY, NS, RUN_A, RUN_B, json_doc, text};
 use serde_json::{Value, json};
-use support::{ControllerOptions, Denial, Faults, Options};
+use support::RequestRecord;
+use support::{ControllerOptions, Denial, EndlessList, Faults, Options};
 
 #[test]
 fn cleanup_deletes_every_managed_object_and_spares_foreign_ones() {
@@ -202,8 +203,11 @@ fn a_namespace_without_our_label_is_never_deleted() {
     );
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
     assert!(
-        stderr.contains("deleting namespace shared") && stderr.contains("not labelled"),
+        last.starts_with(
+            "Error: kept namespace shared: virtwork did not create it (no virtwork/created-by-run annotation)"
+        ),
         "{stderr}"
     );
     assert!(c.server.get("namespaces", "", "shared").is_some());
@@ -646,4 +650,270 @@ fn run_id_with_delete_namespace_still_asks() {
     );
     assert!(c.server.get("namespaces", "", NS).is_some());
     assert_eq!(c.managed("virtualmachines", NS, None).len(), 2);
+}
+
+#[test]
+fn an_endless_list_stops_with_a_clear_error_bounded_memory_and_no_secret_data() {
+    let c = Cluster::start();
+    // Managed Secrets with real payloads: a list that keeps them would grow with every page.
+    let payload = base64_of(&"x".repeat(4096));
+    for i in 0..100 {
+        c.server.insert(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": format!("virtwork-cpu-{i}-cloudinit"), "namespace": NS,
+                          "labels": { MANAGED_BY: "virtwork", "virtwork/run-id": RUN_A } },
+            "data": { "userdata": payload },
+        }));
+    }
+    c.server.update_faults(|f| {
+        f.endless_list = Some(EndlessList {
+            resource: "secrets".into(),
+            same_token: false,
+        })
+    });
+    let run = seed::run_guarded(
+        c.command(&[
+            "--namespace",
+            NS,
+            "cleanup",
+            "--dry-run",
+            "--timeout",
+            "120",
+        ]),
+        Duration::from_secs(60),
+        400 * 1024,
+    );
+    let out = run.output.unwrap_or_else(|| {
+        panic!(
+            "cleanup did not stop by itself (peak RSS {} MiB)",
+            run.peak_rss_kib / 1024
+        )
+    });
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let last = text(&out.stderr)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        last.contains("listing secrets in virtwork") && last.contains("after 200 pages"),
+        "{last}"
+    );
+    // Memory stays at the size of one listing, not of every page received.
+    assert!(
+        run.peak_rss_kib < 100 * 1024,
+        "peak RSS {} KiB",
+        run.peak_rss_kib
+    );
+    let secret_lists: Vec<_> = c
+        .server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.verb == "list" && r.resource == "secrets")
+        .collect();
+    assert_eq!(secret_lists.len(), 200);
+    for list in &secret_lists {
+        assert!(
+            list.accept.contains("as=PartialObjectMetadataList"),
+            "Secret data was requested: {}",
+            list.accept
+        );
+    }
+    assert_eq!(c.cleanup_audit()[0].status, "failed");
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+// ---------------------------------------------------------------------------------------------
+// --delete-namespace: only what virtwork created, only when nothing foreign is in it
+// ---------------------------------------------------------------------------------------------
+
+fn delete_namespace(c: &Cluster, ns: &str) -> Output {
+    c.run(
+        &[
+            "--namespace",
+            ns,
+            "--output",
+            "json",
+            "cleanup",
+            "--yes",
+            "--delete-namespace",
+            "--wait",
+            "--timeout",
+            "60",
+        ],
+        None,
+        &[],
+    )
+}
+
+fn namespace_deletes(c: &Cluster) -> Vec<RequestRecord> {
+    c.server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.verb == "delete" && r.resource == "namespaces")
+        .collect()
+}
+
+/// Exit 1, one error line naming the namespace and `reason`, JSON status `namespace_kept`,
+/// the namespace still there, no delete sent for it, and the run's objects deleted anyway.
+fn assert_kept(c: &Cluster, ns: &str, out: &Output, reason: &str) {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!("Error: kept namespace {ns}: ")) && last.contains(reason),
+        "{last}"
+    );
+    let doc = json_doc(out);
+    assert_eq!(doc["status"], "namespace_kept", "{doc}");
+    assert!(
+        doc["namespace_kept"].as_str().unwrap().contains(reason),
+        "{doc}"
+    );
+    assert_eq!(doc["namespace_deleted"], false);
+    assert!(
+        c.server.get("namespaces", "", ns).is_some(),
+        "{ns} was deleted"
+    );
+    assert!(
+        namespace_deletes(c).is_empty(),
+        "a namespace delete was sent"
+    );
+    assert_eq!(
+        c.managed_total(ns, None),
+        0,
+        "the rest of the cleanup did not happen"
+    );
+}
+
+#[test]
+fn a_namespace_labelled_by_an_earlier_version_is_kept() {
+    let c = Cluster::start();
+    // An earlier virtwork ran in this team's namespace and labelled it.
+    c.legacy_labelled_namespace("team-a");
+    c.seed_run("team-a", RUN_A, "cpu", 1);
+    let out = delete_namespace(&c, "team-a");
+    assert_kept(&c, "team-a", &out, "no virtwork/created-by-run annotation");
+}
+
+#[test]
+fn a_namespace_holding_objects_virtwork_does_not_manage_is_kept() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "disk", 1);
+    c.seed_foreign(NS);
+    // Someone else's workload: a Pod and its ConfigMap.
+    c.server.insert(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "app-config", "namespace": NS }, "data": { "k": "v" },
+    }));
+    c.server.insert(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "web-0", "namespace": NS },
+        "spec": { "containers": [{ "name": "web", "image": "nginx" }] },
+    }));
+    let out = delete_namespace(&c, NS);
+    assert_kept(&c, NS, &out, "object(s) virtwork does not manage");
+    let reason = json_doc(&out)["namespace_kept"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.starts_with("it holds 7 object(s) virtwork does not manage: ConfigMap app-config, "),
+        "{reason}"
+    );
+    assert!(c.foreign_present(NS), "a foreign object was deleted");
+    assert!(c.server.get("pods", NS, "web-0").is_some());
+
+    // A dry run says so up front and exits 0.
+    let preview = c.run(
+        &[
+            "--namespace",
+            NS,
+            "cleanup",
+            "--dry-run",
+            "--delete-namespace",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(preview.status.code(), Some(0), "{}", text(&preview.stderr));
+    assert!(
+        text(&preview.stdout).contains(&format!("The namespace {NS} will be kept: it holds")),
+        "{}",
+        text(&preview.stdout)
+    );
+}
+
+#[test]
+fn protected_namespaces_are_never_deleted_even_when_virtwork_created_them() {
+    let c = Cluster::start();
+    for ns in ["default", "kube-system", "openshift-cnv", "virtwork-system"] {
+        // As if virtwork had created it and nothing else were in it.
+        c.namespace(ns, true);
+        c.seed_run(ns, RUN_B, "cpu", 1);
+        let out = delete_namespace(&c, ns);
+        let expected = match ns {
+            "default" => "the cluster's default namespace",
+            "kube-system" => "kube-* namespaces belong to Kubernetes",
+            "openshift-cnv" => "openshift* namespaces belong to the OpenShift platform",
+            _ => "the namespace virtwork itself runs in",
+        };
+        assert_kept(&c, ns, &out, expected);
+        // Nothing left to delete: still a refusal, not "nothing to clean up".
+        let again = delete_namespace(&c, ns);
+        assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+        assert_eq!(json_doc(&again)["status"], "namespace_kept");
+    }
+}
+
+#[test]
+fn a_namespace_the_run_created_is_deleted_with_a_uid_precondition() {
+    let c = Cluster::start();
+    let ns = "fresh";
+    let run = c.run(
+        &[
+            "--namespace",
+            ns,
+            "--output",
+            "json",
+            "run",
+            "--workloads",
+            "cpu,disk",
+            "--timeout",
+            "60",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let run_id = json_doc(&run)["run_id"].as_str().unwrap().to_string();
+    let namespace = c.server.get("namespaces", "", ns).unwrap();
+    assert_eq!(
+        namespace["metadata"]["annotations"][seed::CREATED_BY_RUN],
+        run_id.as_str()
+    );
+    // What the cluster and KubeVirt add is not in the way: the CA ConfigMap, the default
+    // ServiceAccount, the VMs' virt-launcher Pods and the DataVolume's PVC.
+    assert!(c.server.get("configmaps", ns, "kube-root-ca.crt").is_some());
+    assert!(!c.server.objects("pods", Some(ns)).is_empty());
+
+    let out = delete_namespace(&c, ns);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    assert_eq!(doc["status"], "completed", "{doc}");
+    assert_eq!(doc["namespace_deleted"], true);
+    assert_eq!(doc["namespace_kept"], Value::Null);
+    assert!(c.server.get("namespaces", "", ns).is_none());
+    let deletes = namespace_deletes(&c);
+    assert_eq!(deletes.len(), 1);
+    assert_eq!(
+        deletes[0].delete_options.as_ref().unwrap()["preconditions"]["uid"],
+        namespace["metadata"]["uid"],
+        "{:?}",
+        deletes[0]
+    );
 }

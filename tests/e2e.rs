@@ -199,9 +199,9 @@ fn log_lines(out: &Output, msg: &str) -> Vec<Value> {
 // Scenarios
 // ---------------------------------------------------------------------------------------------
 
-/// Creates `namespace` labelled `app.kubernetes.io/managed-by=virtwork` (so `cleanup
-/// --delete-namespace` removes it) with a kube client built from the kubeconfig, as a user
-/// would with `kubectl create namespace`.
+/// Creates `namespace` as `virtwork run` would (labelled `app.kubernetes.io/managed-by=virtwork`
+/// and annotated `virtwork/created-by-run`, so `cleanup --delete-namespace` may remove it)
+/// with a kube client built from the kubeconfig.
 fn create_managed_namespace(kubeconfig: &Path, namespace: &str) {
     use k8s_openapi::api::core::v1::Namespace;
     use kube::api::{Api, PostParams};
@@ -223,6 +223,7 @@ fn create_managed_namespace(kubeconfig: &Path, namespace: &str) {
             "metadata": {
                 "name": namespace,
                 "labels": { "app.kubernetes.io/managed-by": "virtwork" },
+                "annotations": { "virtwork/created-by-run": "00000000-0000-4000-8000-000000000000" },
             },
         }))
         .unwrap();

@@ -35,11 +35,15 @@ impl Env {
     }
 
     fn command(&self, args: &[&str]) -> Command {
+        self.command_with_db(&self.db(), args)
+    }
+
+    fn command_with_db(&self, db: &Path, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
         cmd.arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--audit-db")
-            .arg(self.db())
+            .arg(db)
             .arg("run")
             .args(args)
             .current_dir(self.dir.path())
@@ -247,6 +251,189 @@ fn catalog_entries_are_created_like_built_ins() {
     for vm in &vms {
         assert_eq!(label(vm, "app.kubernetes.io/component"), Some("sysbench"));
     }
+}
+
+#[test]
+fn a_single_role_catalog_service_selects_only_this_runs_vms() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    let catalog = env.dir.path().join("catalog");
+    let entry = catalog.join("webapp");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("webapp.service"),
+        "[Service]\nExecStart=/usr/bin/true\n",
+    )
+    .unwrap();
+    std::fs::write(
+        entry.join("workload.yaml"),
+        "service: {ports: [{name: http, port: 8080}]}\n",
+    )
+    .unwrap();
+    // Workloads that merely share the component label: a foreign VMI and another run's VMI.
+    let other_run = "7d3e2f10-8a4b-4c5d-9e6f-0a1b2c3d4e5f";
+    for (vmi, labels) in [
+        (
+            "foreign-webapp",
+            serde_json::json!({"app.kubernetes.io/component": "webapp"}),
+        ),
+        (
+            "virtwork-webapp-9",
+            serde_json::json!({
+                "app.kubernetes.io/component": "webapp",
+                "app.kubernetes.io/managed-by": "virtwork",
+                "virtwork/run-id": other_run,
+            }),
+        ),
+    ] {
+        server.insert(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": vmi, "namespace": NS, "labels": labels},
+            "spec": {"domain": {"devices": {}}},
+        }));
+    }
+
+    let dry = env.run(&[
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--from-catalog",
+        "webapp",
+        "--dry-run",
+        "--output",
+        "json",
+    ]);
+    assert_success(&dry);
+    let plan = json_output(&dry);
+    let planned_id = plan["run_id"].as_str().unwrap();
+    assert_eq!(
+        plan["services"][0]["spec"]["selector"],
+        serde_json::json!({
+            "app.kubernetes.io/component": "webapp",
+            "app.kubernetes.io/managed-by": "virtwork",
+            "virtwork/run-id": planned_id,
+        }),
+        "rendered selector"
+    );
+
+    let out = env.run(&[
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--from-catalog",
+        "webapp",
+        "--vm-count",
+        "2",
+        "--output",
+        "json",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    let run_id = json_output(&out)["run_id"].as_str().unwrap().to_string();
+    let service = server.get("services", NS, "virtwork-webapp").unwrap();
+    let selector: Vec<String> = service["spec"]["selector"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+        .collect();
+    // Ask the API server which VMIs the Service's selector matches.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let matched: Vec<String> = runtime.block_on(async {
+        let client = server.client().await;
+        let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+            client,
+            NS,
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance"),
+                "virtualmachineinstances",
+            ),
+        );
+        let params = kube::api::ListParams::default().labels(&selector.join(","));
+        let mut names: Vec<String> = api
+            .list(&params)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|o| o.metadata.name.unwrap_or_default())
+            .collect();
+        names.sort();
+        names
+    });
+    assert_eq!(matched, vec!["virtwork-webapp-0", "virtwork-webapp-1"]);
+    for vmi in &matched {
+        let object = server.get("virtualmachineinstances", NS, vmi).unwrap();
+        assert_eq!(label(&object, "virtwork/run-id"), Some(run_id.as_str()));
+    }
+}
+
+#[test]
+fn a_run_into_an_existing_namespace_leaves_it_untouched() {
+    let server = fast_server();
+    // Another tool's namespace; this user may not patch namespaces at all.
+    server.insert(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {
+            "name": "team-a",
+            "labels": { "app.kubernetes.io/managed-by": "Helm", "team": "a" },
+            "annotations": { "meta.helm.sh/release-name": "team-a" },
+        },
+    }));
+    server.update_faults(|f| f.denials.push(Denial::new("patch", "namespaces")));
+    let before = server.get("namespaces", "", "team-a").unwrap();
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--namespace",
+        "team-a",
+        "--workloads",
+        "cpu",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    assert_eq!(server.objects("virtualmachines", Some("team-a")).len(), 1);
+    let after = server.get("namespaces", "", "team-a").unwrap();
+    assert_eq!(after["metadata"]["labels"], before["metadata"]["labels"]);
+    assert_eq!(
+        after["metadata"]["annotations"],
+        before["metadata"]["annotations"]
+    );
+    assert_eq!(
+        after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+        "the namespace was written to"
+    );
+    let namespace_writes: Vec<_> = writes(&server.request_log())
+        .into_iter()
+        .filter(|r| r.resource == "namespaces" && r.verb != "create")
+        .cloned()
+        .collect();
+    assert!(namespace_writes.is_empty(), "{namespace_writes:?}");
+
+    // A namespace the run creates records the run as its creator.
+    let out = env.run(&[
+        "--namespace",
+        "made-by-run",
+        "--workloads",
+        "cpu",
+        "--output",
+        "json",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    let run_id = json_output(&out)["run_id"].as_str().unwrap().to_string();
+    let created = server.get("namespaces", "", "made-by-run").unwrap();
+    assert_eq!(
+        created["metadata"]["annotations"]["virtwork/created-by-run"],
+        run_id.as_str()
+    );
+    assert_eq!(
+        label(&created, "app.kubernetes.io/managed-by"),
+        Some("virtwork")
+    );
 }
 
 #[test]
@@ -1026,4 +1213,199 @@ fn sigint_during_creation_exits_130_records_cancelled_and_labels_everything() {
         )
         .unwrap();
     assert_eq!(status, "cancelled");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The audit database: private files, and a locked database never holds up a run
+// ---------------------------------------------------------------------------------------------
+
+/// Spawns `cmd` with stderr streamed into a channel of lines (stdout collected at the end).
+fn spawn_streaming(
+    mut cmd: Command,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<String>,
+) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn virtwork");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut stdout = child.stdout.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        text
+    });
+    (child, rx, out)
+}
+
+/// Waits (hang guard `guard`) for the child to exit.
+fn exit_within(child: &mut std::process::Child, guard: Duration) -> Option<i32> {
+    let deadline = std::time::Instant::now() + guard;
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    None
+}
+
+#[test]
+fn a_locked_audit_database_never_stops_readiness_and_catches_up_when_released() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    // An existing, current database that another process holds the write lock on.
+    drop(virtwork::audit::Auditor::open_path(&env.db()).unwrap());
+    let holder = rusqlite::Connection::open(env.db()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+    let (mut child, lines, stdout_text) = spawn_streaming(env.command(&[
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--output",
+        "json",
+        "--timeout",
+        "120",
+    ]));
+    // Readiness completes while the lock is held (the guard is below SQLite's 60 s busy
+    // timeout, so a run that waited for the database could not pass).
+    let mut seen = Vec::new();
+    let ready = loop {
+        match lines.recv_timeout(Duration::from_secs(45)) {
+            Ok(line) => {
+                let done = line.contains("all VMs ready");
+                seen.push(line);
+                if done {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    assert!(
+        ready,
+        "readiness did not complete while the database was locked: {seen:#?}"
+    );
+    holder.execute_batch("COMMIT").unwrap();
+    let code = exit_within(&mut child, Duration::from_secs(60));
+    let stdout = stdout_text.join().unwrap();
+    assert_eq!(code, Some(0), "{stdout}\n{seen:#?}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["status"], "success");
+    assert_eq!(doc["vms_ready"], 2);
+    // Everything queued while locked was written once the lock went away.
+    let (status, ready_vms): (String, i64) = holder
+        .query_row(
+            "SELECT a.status, (SELECT COUNT(*) FROM vm_details v WHERE v.audit_id = a.id AND v.status = 'ready')
+             FROM audit_log a WHERE a.run_id = ?1",
+            [doc["run_id"].as_str().unwrap()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((status.as_str(), ready_vms), ("success", 2));
+}
+
+#[test]
+fn a_database_locked_for_good_delays_the_exit_only_boundedly() {
+    let server = fast_server();
+    let env = Env::new(&server);
+    drop(virtwork::audit::Auditor::open_path(&env.db()).unwrap());
+    let holder = rusqlite::Connection::open(env.db()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (mut child, lines, stdout_text) = spawn_streaming(env.command(&[
+        "--workloads",
+        "cpu",
+        "--output",
+        "json",
+        "--timeout",
+        "120",
+    ]));
+    // Hang guard: the documented bound is 10 s after the work is done.
+    let code = exit_within(&mut child, Duration::from_secs(50));
+    let stderr: Vec<String> = lines.try_iter().collect();
+    let stdout = stdout_text.join().unwrap();
+    assert_eq!(code, Some(0), "{stdout}\n{stderr:#?}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["status"], "success", "the run itself succeeded");
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains("audit database still busy") && l.contains("not written")),
+        "{stderr:#?}"
+    );
+    holder.execute_batch("ROLLBACK").unwrap();
+}
+
+#[test]
+fn the_audit_database_and_its_directory_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            unschedulable_image_pattern: Some("stuck".into()),
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let db = env
+        .dir
+        .path()
+        .join("audit")
+        .join("runs")
+        .join("virtwork.db");
+    // A run that keeps the database open while it waits for a VM that never schedules.
+    let (mut child, _lines, _stdout) = spawn_streaming(env.command_with_db(
+        &db,
+        &[
+            "--workloads",
+            "cpu",
+            "--container-disk-image",
+            "quay.io/example/stuck:1",
+            "--timeout",
+            "20",
+        ],
+    ));
+    let files: Vec<PathBuf> = ["", "-wal", "-shm"]
+        .iter()
+        .map(|suffix| PathBuf::from(format!("{}{suffix}", db.display())))
+        .collect();
+    let all_there = server.wait_until(Duration::from_secs(30), |_| {
+        files.iter().all(|f| f.exists())
+    });
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let modes: Vec<u32> = files
+        .iter()
+        .filter(|f| f.exists())
+        .map(|f| mode(f))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(all_there, "database files: {files:?}");
+    assert_eq!(modes[0], 0o600, "database file mode {:o}", modes[0]);
+    for m in &modes[1..] {
+        assert_eq!(m & 0o077, 0, "-wal/-shm readable by others: {m:o}");
+    }
+    for dir in [
+        env.dir.path().join("audit"),
+        env.dir.path().join("audit/runs"),
+    ] {
+        assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    }
 }

@@ -214,3 +214,32 @@ fn status_shows_workload_readiness_per_vm() {
     assert_eq!(cell(&row("virtwork-cpu-0")), "yes", "{table}");
     assert_eq!(cell(&row("virtwork-memory-0")), "no", "{table}");
 }
+
+#[test]
+fn a_server_repeating_a_continue_token_is_stopped_with_a_clear_error() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server.update_faults(|f| {
+        f.endless_list = Some(support::EndlessList {
+            resource: "virtualmachines".into(),
+            same_token: true,
+        })
+    });
+    let run = seed::run_guarded(
+        c.command(&["--namespace", NS, "status"]),
+        std::time::Duration::from_secs(60),
+        400 * 1024,
+    );
+    let out = run.output.expect("status did not stop by itself");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let last = text(&out.stderr)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        last.contains("listing VMs in virtwork") && last.contains("same continue token"),
+        "{last}"
+    );
+    assert_eq!(c.server.count("list", "virtualmachines"), 2);
+}

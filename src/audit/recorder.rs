@@ -6,17 +6,28 @@
 //!   naming the path). Every later failure logs `WARN audit record failed` with `op` and
 //!   `error` and the command carries on; no method returns an error.
 //! - `--no-audit` gives [`Auditor::Disabled`]: every method is a no-op, yet the execution still
-//!   carries the run id the caller generated (SPEC §1 item 3).
+//!   carries the run id the caller generated (the run id labels every object either way).
 //! - Credentials cannot be recorded: [`ExecutionParams`] has only `ssh_auth_configured`.
 //! - Every write is its own short `BEGIN IMMEDIATE` transaction on a connection with a busy
 //!   timeout, so concurrent processes sharing one file queue instead of failing.
-//! - The API is synchronous (rusqlite) and cheap; call it from async code directly. After an
-//!   interrupt, `complete_execution(Cancelled, ..)` still persists: nothing here observes
-//!   cancellation.
+//! - Writes never block the caller: each method queues its write for one dedicated writer
+//!   thread that owns the connection and applies them in order, so a database locked by
+//!   another process (SQLite waits up to the 60 s busy timeout per write) cannot stall the
+//!   async runtime, VM creation or readiness tracking. Timestamps are taken when the method is
+//!   called, not when the write lands. [`Auditor::flush`] waits for what was queued (tests and
+//!   readers of the file); when the last handle is dropped, queued writes get at most
+//!   [`DRAIN_TIMEOUT`] to land, then the command exits anyway and says how many were lost.
+//!   After an interrupt, `complete_execution(Cancelled, ..)` still persists: nothing here
+//!   observes cancellation.
+//! - The database file is created `0600` (SQLite gives its `-wal` and `-shm` files the same
+//!   mode) and a directory created for it `0700`: the audit trail is the user's alone.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use uuid::Uuid;
@@ -452,17 +463,106 @@ pub struct SqliteAuditor {
     store: Arc<Store>,
 }
 
+/// How long the last handle's drop waits for queued writes to land. Writes of virtwork
+/// processes hold the lock for milliseconds; a database still busy after this is held by
+/// something else (an open `sqlite3` shell), and the command must not hang on it.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long [`Auditor::flush`] waits: one write may wait out the whole busy timeout.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(schema::BUSY_TIMEOUT.as_secs() + 5);
+
+/// One queued write, run on the writer thread under the caller's tracing dispatcher (so its
+/// warnings land where the caller's logs go).
+struct Job {
+    run: Box<dyn FnOnce(&mut Connection) + Send>,
+    dispatch: tracing::Dispatch,
+}
+
+/// The writer thread's queue.
 struct Store {
-    conn: Mutex<Connection>,
+    sender: Mutex<Option<mpsc::Sender<Job>>>,
+    /// Queued and not yet finished.
+    pending: Arc<AtomicUsize>,
+    /// Signalled once the writer thread has finished and closed the connection.
+    finished: Mutex<Option<mpsc::Receiver<()>>>,
     path: PathBuf,
 }
 
 impl Store {
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock leaves the connection usable; keep recording.
-        self.conn
+    /// Starts the writer thread, which owns `conn` from now on.
+    fn start(conn: Connection, path: &Path) -> std::io::Result<Store> {
+        let (sender, jobs) = mpsc::channel::<Job>();
+        let (done, finished) = mpsc::sync_channel(1);
+        let pending = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&pending);
+        std::thread::Builder::new()
+            .name("virtwork-audit".into())
+            .spawn(move || {
+                let mut conn = conn;
+                for job in jobs {
+                    tracing::dispatcher::with_default(&job.dispatch, || (job.run)(&mut conn));
+                    counter.fetch_sub(1, Ordering::SeqCst);
+                }
+                drop(conn);
+                let _ = done.send(());
+            })?;
+        Ok(Store {
+            sender: Mutex::new(Some(sender)),
+            pending,
+            finished: Mutex::new(Some(finished)),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Queues `run` for the writer thread; returns at once.
+    fn submit(&self, run: impl FnOnce(&mut Connection) + Send + 'static) {
+        let job = Job {
+            run: Box::new(run),
+            dispatch: tracing::dispatcher::get_default(|d| d.clone()),
+        };
+        let sender = self.sender.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sender) = sender.as_ref() {
+            self.pending.fetch_add(1, Ordering::SeqCst);
+            if sender.send(job).is_err() {
+                self.pending.fetch_sub(1, Ordering::SeqCst);
+                tracing::warn!(
+                    op = "Queue",
+                    "audit record failed: the writer thread is gone"
+                );
+            }
+        }
+    }
+
+    /// Waits until everything queued before this call has been written, at most `limit`;
+    /// whether it all landed in time.
+    fn flush(&self, limit: Duration) -> bool {
+        let (reached, wait) = mpsc::sync_channel(1);
+        self.submit(move |_| {
+            let _ = reached.send(());
+        });
+        wait.recv_timeout(limit).is_ok()
+    }
+}
+
+impl Drop for Store {
+    /// Closes the queue and gives the queued writes [`DRAIN_TIMEOUT`] to land.
+    fn drop(&mut self) {
+        drop(self.sender.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let finished = self
+            .finished
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(finished) = finished
+            && finished.recv_timeout(DRAIN_TIMEOUT).is_err()
+        {
+            tracing::warn!(
+                path = %self.path.display(),
+                unwritten = self.pending.load(Ordering::SeqCst),
+                timeout_s = DRAIN_TIMEOUT.as_secs(),
+                "audit database still busy (locked by another process?): gave up waiting; the last records of this command are not written"
+            );
+        }
     }
 }
 
@@ -489,12 +589,25 @@ impl Auditor {
     /// `path`. The error names the path and how to proceed.
     pub fn open_path(path: &Path) -> Result<Auditor> {
         let conn = open_connection(path)?;
+        let store = Store::start(conn, path).map_err(|e| {
+            Error::Audit(format!(
+                "starting the writer for {}: {e} (disable auditing with --no-audit)",
+                path.display()
+            ))
+        })?;
         Ok(Auditor::Sqlite(SqliteAuditor {
-            store: Arc::new(Store {
-                conn: Mutex::new(conn),
-                path: path.to_path_buf(),
-            }),
+            store: Arc::new(store),
         }))
+    }
+
+    /// Waits until every write queued so far has landed (bounded by the busy timeout plus a
+    /// margin); whether they all did. Only for readers of the file in the same process: the
+    /// recorder's own writes are always applied in order.
+    pub fn flush(&self) -> bool {
+        match self {
+            Auditor::Sqlite(s) => s.store.flush(FLUSH_TIMEOUT),
+            Auditor::Disabled => true,
+        }
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -509,16 +622,23 @@ impl Auditor {
         }
     }
 
-    /// Inserts the `audit_log` row (status `in_progress`) for the run id the caller generated.
-    /// A failure warns and returns an execution that records nothing but keeps the run id.
+    /// Queues the `audit_log` row (status `in_progress`) for the run id the caller generated.
+    /// If the insert fails it warns, and the execution records nothing but keeps the run id.
     pub fn start_execution(&self, run_id: Uuid, params: &ExecutionParams) -> Execution {
         let recording = match self {
             Auditor::Disabled => None,
             Auditor::Sqlite(s) => {
-                let inserted = write(&s.store, "StartExecution", |tx| {
-                    insert_execution(tx, run_id, params)
+                let audit_id = Arc::new(OnceLock::new());
+                let cell = Arc::clone(&audit_id);
+                let params = params.clone();
+                let started_at = timestamp_now();
+                s.store.submit(move |conn| {
+                    let inserted = write_logged(conn, "StartExecution", |tx| {
+                        insert_execution(tx, run_id, &params, &started_at)
+                    });
+                    let _ = cell.set(inserted);
                 });
-                inserted.map(|audit_id| Recording {
+                Some(Recording {
                     store: Arc::clone(&s.store),
                     audit_id,
                 })
@@ -543,30 +663,53 @@ pub(crate) fn open_connection(path: &Path) -> Result<Connection> {
     {
         create_private_dir(parent).map_err(|e| fail("creating the directory of", &e))?;
     }
+    if !in_memory {
+        create_private_file(path).map_err(|e| fail("creating", &e))?;
+    }
     let mut conn = Connection::open(path).map_err(|e| fail("opening", &e))?;
     schema::configure(&conn).map_err(|e| fail("configuring", &e))?;
     schema::migrate(&mut conn).map_err(|e| fail("migrating the schema of", &e))?;
     Ok(conn)
 }
 
+/// Creates the directories leading to the database `0700` (only those created here).
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o750);
+        builder.mode(0o700);
     }
     builder.create(dir)
 }
 
-/// Runs one write in its own `BEGIN IMMEDIATE` transaction; a failure warns and yields `None`.
-fn write<T>(
-    store: &Store,
+/// Creates the database file `0600` when it does not exist yet, before SQLite does (SQLite
+/// would create it with the umask's default, usually world-readable, and copies the file's
+/// mode to its `-wal` and `-shm` files). An existing file keeps its mode.
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs one write in its own `BEGIN IMMEDIATE` transaction (on the writer thread); a failure
+/// warns and yields `None`.
+fn write_logged<T>(
+    conn: &mut Connection,
     op: &'static str,
     f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
 ) -> Option<T> {
-    match try_write(store, f) {
+    match try_write(conn, f) {
         Ok(value) => Some(value),
         Err(error) => {
             tracing::warn!(op, error = %error, "audit record failed");
@@ -576,10 +719,9 @@ fn write<T>(
 }
 
 fn try_write<T>(
-    store: &Store,
+    conn: &mut Connection,
     f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
-    let mut conn = store.lock();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let value = f(&tx)?;
     tx.commit()?;
@@ -590,6 +732,7 @@ fn insert_execution(
     tx: &Transaction<'_>,
     run_id: Uuid,
     p: &ExecutionParams,
+    started_at: &str,
 ) -> rusqlite::Result<i64> {
     let workloads_csv = (!p.workloads.is_empty()).then(|| p.workloads.join(","));
     tx.execute(
@@ -619,7 +762,7 @@ fn insert_execution(
             p.wait_for_ready,
             p.ready_timeout_seconds
                 .map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
-            timestamp_now(),
+            started_at,
         ],
     )?;
     Ok(tx.last_insert_rowid())
@@ -641,14 +784,30 @@ pub struct Execution {
 #[derive(Clone)]
 struct Recording {
     store: Arc<Store>,
-    audit_id: i64,
+    /// Set by the writer thread once the start row is in: `None` when that insert failed
+    /// (later writes of this execution are then skipped).
+    audit_id: Arc<OnceLock<Option<i64>>>,
+}
+
+impl Recording {
+    /// The start row's id, waiting for the writer to get there.
+    fn wait_for_id(&self) -> Option<i64> {
+        self.store.flush(FLUSH_TIMEOUT);
+        self.audit_id.get().copied().flatten()
+    }
 }
 
 impl fmt::Debug for Execution {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Execution")
             .field("run_id", &self.run_id)
-            .field("audit_id", &self.recording.as_ref().map(|r| r.audit_id))
+            .field(
+                "audit_id",
+                &self
+                    .recording
+                    .as_ref()
+                    .and_then(|r| r.audit_id.get().copied().flatten()),
+            )
             .finish()
     }
 }
@@ -668,31 +827,42 @@ impl Execution {
         self.run_id
     }
 
-    /// Whether rows are being written (audit enabled and the start row inserted).
+    /// Whether rows are being written (audit enabled and the start row inserted); waits for
+    /// the start row to be written.
     pub fn is_recording(&self) -> bool {
-        self.recording.is_some()
+        self.audit_id().is_some()
     }
 
-    /// The `audit_log.id` of this execution, when recording.
+    /// The `audit_log.id` of this execution, when recording; waits for the start row to be
+    /// written.
     pub fn audit_id(&self) -> Option<i64> {
-        self.recording.as_ref().map(|r| r.audit_id)
+        self.recording.as_ref().and_then(Recording::wait_for_id)
     }
 
-    fn write<T>(
+    /// Queues a write of this execution (skipped when its start row could not be written).
+    fn write<T: 'static>(
         &self,
         op: &'static str,
-        f: impl FnOnce(&Transaction<'_>, i64) -> rusqlite::Result<T>,
-    ) -> Option<T> {
-        let recording = self.recording.as_ref()?;
-        write(&recording.store, op, |tx| f(tx, recording.audit_id))
+        f: impl FnOnce(&Transaction<'_>, i64) -> rusqlite::Result<T> + Send + 'static,
+    ) {
+        let Some(recording) = &self.recording else {
+            return;
+        };
+        let audit_id = Arc::clone(&recording.audit_id);
+        recording.store.submit(move |conn| {
+            if let Some(Some(id)) = audit_id.get().copied() {
+                write_logged(conn, op, |tx| f(tx, id));
+            }
+        });
     }
 
     /// Sets the cluster context once connected (`current-context` or `in-cluster`).
     pub fn set_cluster_context(&self, context: &str) {
-        self.write("SetClusterContext", |tx, id| {
+        let context = non_empty(Some(context)).map(String::from);
+        self.write("SetClusterContext", move |tx, id| {
             tx.execute(
                 "UPDATE audit_log SET cluster_context = ?2 WHERE id = ?1",
-                params![id, non_empty(Some(context))],
+                params![id, context],
             )
         });
     }
@@ -701,16 +871,13 @@ impl Execution {
     pub fn set_plan_summary(&self, plan: &Plan) {
         let workloads: Vec<&str> = plan.workloads.iter().map(|w| w.name.as_str()).collect();
         let csv = (!workloads.is_empty()).then(|| workloads.join(","));
-        self.write("SetPlanSummary", |tx, id| {
+        let vms = saturating_u32(plan.vms.len());
+        let count = saturating_u32(plan.workloads.len());
+        self.write("SetPlanSummary", move |tx, id| {
             tx.execute(
                 "UPDATE audit_log SET workloads_csv = ?2, total_vm_count = ?3,
                         total_workload_count = ?4 WHERE id = ?1",
-                params![
-                    id,
-                    csv,
-                    saturating_u32(plan.vms.len()),
-                    saturating_u32(plan.workloads.len())
-                ],
+                params![id, csv, vms, count],
             )
         });
     }
@@ -718,7 +885,9 @@ impl Execution {
     /// Appends an event. VM events link `vm_id` (and its `workload_id`) by VM name, workload
     /// events link `workload_id` by workload name, when those rows exist.
     pub fn record_event(&self, event: &Event) {
-        self.write("RecordEvent", |tx, id| {
+        let event = event.clone();
+        let occurred_at = timestamp_now();
+        self.write("RecordEvent", move |tx, id| {
             tx.execute(
                 "INSERT INTO events (audit_id, vm_id, workload_id, event_type, message,
                                      error_detail, occurred_at)
@@ -738,7 +907,7 @@ impl Execution {
                     event.event_type.as_str(),
                     non_empty(Some(&event.message)),
                     event.error_detail,
-                    timestamp_now(),
+                    occurred_at,
                 ],
             )
         });
@@ -746,9 +915,11 @@ impl Execution {
 
     /// Records every planned workload of `plan` (status `pending`) in one transaction.
     pub fn record_workloads(&self, plan: &Plan) {
-        self.write("RecordWorkload", |tx, id| {
-            for workload in &plan.workloads {
-                insert_workload(tx, id, &WorkloadRecord::from(workload))?;
+        let records: Vec<WorkloadRecord> =
+            plan.workloads.iter().map(WorkloadRecord::from).collect();
+        self.write("RecordWorkload", move |tx, id| {
+            for record in &records {
+                insert_workload(tx, id, record)?;
             }
             Ok(())
         });
@@ -756,12 +927,16 @@ impl Execution {
 
     /// Records one planned workload (status `pending`).
     pub fn record_workload(&self, workload: &WorkloadRecord) {
-        self.write("RecordWorkload", |tx, id| insert_workload(tx, id, workload));
+        let workload = workload.clone();
+        self.write("RecordWorkload", move |tx, id| {
+            insert_workload(tx, id, &workload)
+        });
     }
 
     /// Sets the status of this execution's workload named `workload`.
     pub fn set_workload_status(&self, workload: &str, status: WorkloadStatus) {
-        self.write("UpdateWorkloadStatus", |tx, id| {
+        let workload = workload.to_string();
+        self.write("UpdateWorkloadStatus", move |tx, id| {
             tx.execute(
                 "UPDATE workload_details SET status = ?3 WHERE audit_id = ?1 AND workload_type = ?2",
                 params![id, workload, status.as_str()],
@@ -771,7 +946,9 @@ impl Execution {
 
     /// Records a created VM (status `created`, `created_at` now), linked to its workload row.
     pub fn record_vm(&self, vm: &VmRecord) {
-        self.write("RecordVM", |tx, id| {
+        let vm = vm.clone();
+        let created_at = timestamp_now();
+        self.write("RecordVM", move |tx, id| {
             tx.execute(
                 "INSERT INTO vm_details (audit_id, workload_id, vm_name, namespace, component, role,
                      cpu_cores, memory, container_disk_image, has_data_disk, data_disk_size,
@@ -792,7 +969,7 @@ impl Execution {
                     vm.data_disk_size.is_some(),
                     vm.data_disk_size,
                     vm.phase,
-                    timestamp_now(),
+                    created_at,
                 ],
             )
         });
@@ -800,7 +977,8 @@ impl Execution {
 
     /// Records the VM's last observed phase without changing its status.
     pub fn update_vm_phase(&self, vm_name: &str, phase: &str) {
-        self.write("UpdateVMPhase", |tx, id| {
+        let (vm_name, phase) = (vm_name.to_string(), phase.to_string());
+        self.write("UpdateVMPhase", move |tx, id| {
             tx.execute(
                 "UPDATE vm_details SET phase = ?3 WHERE audit_id = ?1 AND vm_name = ?2",
                 params![id, vm_name, phase],
@@ -810,18 +988,22 @@ impl Execution {
 
     /// Marks the VM ready: status `ready`, its phase, and when it became ready.
     pub fn update_vm_ready(&self, vm_name: &str, phase: &str, ready_at: jiff::Timestamp) {
-        self.write("UpdateVMReady", |tx, id| {
+        let (vm_name, phase) = (vm_name.to_string(), phase.to_string());
+        let ready_at = format_timestamp(ready_at);
+        self.write("UpdateVMReady", move |tx, id| {
             tx.execute(
                 "UPDATE vm_details SET status = 'ready', phase = ?3, ready_at = ?4
                  WHERE audit_id = ?1 AND vm_name = ?2",
-                params![id, vm_name, phase, format_timestamp(ready_at)],
+                params![id, vm_name, phase, ready_at],
             )
         });
     }
 
     /// Marks the VM failed (readiness timeout or error), keeping the last phase seen.
     pub fn update_vm_failed(&self, vm_name: &str, last_phase: Option<&str>) {
-        self.write("UpdateVMFailed", |tx, id| {
+        let vm_name = vm_name.to_string();
+        let last_phase = last_phase.map(String::from);
+        self.write("UpdateVMFailed", move |tx, id| {
             tx.execute(
                 "UPDATE vm_details SET status = 'failed', phase = COALESCE(?3, phase)
                  WHERE audit_id = ?1 AND vm_name = ?2",
@@ -832,12 +1014,14 @@ impl Execution {
 
     /// Records a created Service or Secret (status `created`).
     pub fn record_resource(&self, kind: ResourceKind, name: &str, namespace: &str) {
-        self.write("RecordResource", |tx, id| {
+        let (name, namespace) = (name.to_string(), namespace.to_string());
+        let created_at = timestamp_now();
+        self.write("RecordResource", move |tx, id| {
             tx.execute(
                 "INSERT INTO resource_details (audit_id, resource_type, resource_name, namespace,
                                                status, created_at)
                  VALUES (?1, ?2, ?3, ?4, 'created', ?5)",
-                params![id, kind.as_str(), name, namespace, timestamp_now()],
+                params![id, kind.as_str(), name, namespace, created_at],
             )
         });
     }
@@ -852,12 +1036,14 @@ impl Execution {
             ExecutionStatus::Cancelled => Some(SUMMARY_INTERRUPTED),
             ExecutionStatus::Aborted => given.or(Some(SUMMARY_DECLINED)),
             _ => given,
-        };
-        self.write("CompleteExecution", |tx, id| {
+        }
+        .map(String::from);
+        let completed_at = timestamp_now();
+        self.write("CompleteExecution", move |tx, id| {
             tx.execute(
                 "UPDATE audit_log SET status = ?2, completed_at = ?3, error_summary = ?4
                  WHERE id = ?1 AND status = 'in_progress'",
-                params![id, status.as_str(), timestamp_now(), summary],
+                params![id, status.as_str(), completed_at, summary],
             )
         });
     }
@@ -867,7 +1053,7 @@ impl Execution {
     pub fn link_cleanup_to_runs<S: AsRef<str>>(&self, run_ids: &[S]) {
         let ids = sorted_run_ids(run_ids);
         let json = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".to_string());
-        self.write("LinkCleanupToRuns", |tx, id| {
+        self.write("LinkCleanupToRuns", move |tx, id| {
             tx.execute(
                 "UPDATE audit_log SET linked_run_ids = ?2 WHERE id = ?1",
                 params![id, json],
@@ -887,13 +1073,15 @@ impl Execution {
         }
         let names = json_list(vm_names);
         let runs = json_list(run_ids);
-        self.write("MarkVMsDeletedByName", |tx, _| {
+        let namespace = namespace.to_string();
+        let deleted_at = timestamp_now();
+        self.write("MarkVMsDeletedByName", move |tx, _| {
             tx.execute(
                 "UPDATE vm_details SET status = 'deleted', deleted_at = ?1
                  WHERE vm_name IN (SELECT value FROM json_each(?2)) AND namespace = ?3
                    AND audit_id IN (SELECT id FROM audit_log
                                     WHERE run_id IN (SELECT value FROM json_each(?4)))",
-                params![timestamp_now(), names, namespace, runs],
+                params![deleted_at, names, namespace, runs],
             )
         });
     }
@@ -914,29 +1102,34 @@ impl Execution {
         };
         let names = json_list(names);
         let runs = json_list(run_ids);
-        let result = try_write(&recording.store, |tx| {
-            tx.execute(
-                "UPDATE resource_details SET status = 'deleted', deleted_at = ?1
-                 WHERE resource_name IN (SELECT value FROM json_each(?2)) AND namespace = ?3
-                   AND resource_type = ?5
-                   AND audit_id IN (SELECT id FROM audit_log
-                                    WHERE run_id IN (SELECT value FROM json_each(?4)))",
-                params![timestamp_now(), names, namespace, runs, kind.as_str()],
-            )
+        let namespace = namespace.to_string();
+        let deleted_at = timestamp_now();
+        recording.store.submit(move |conn| {
+            let result = try_write(conn, |tx| {
+                tx.execute(
+                    "UPDATE resource_details SET status = 'deleted', deleted_at = ?1
+                     WHERE resource_name IN (SELECT value FROM json_each(?2)) AND namespace = ?3
+                       AND resource_type = ?5
+                       AND audit_id IN (SELECT id FROM audit_log
+                                        WHERE run_id IN (SELECT value FROM json_each(?4)))",
+                    params![deleted_at, names, namespace, runs, kind.as_str()],
+                )
+            });
+            if let Err(error) = result {
+                tracing::warn!(
+                    op = "MarkResourcesDeletedByName",
+                    r#type = kind.as_str(),
+                    error = %error,
+                    "audit record failed"
+                );
+            }
         });
-        if let Err(error) = result {
-            tracing::warn!(
-                op = "MarkResourcesDeletedByName",
-                r#type = kind.as_str(),
-                error = %error,
-                "audit record failed"
-            );
-        }
     }
 
     /// Records how many objects the cleanup deleted.
     pub fn record_cleanup_counts(&self, counts: &CleanupCounts) {
-        self.write("RecordCleanupCounts", |tx, id| {
+        let counts = *counts;
+        self.write("RecordCleanupCounts", move |tx, id| {
             tx.execute(
                 "UPDATE audit_log SET vms_deleted = ?2, services_deleted = ?3,
                         secrets_deleted = ?4, dvs_deleted = ?5, pvcs_deleted = ?6,
@@ -1029,11 +1222,14 @@ mod tests {
         (dir, auditor)
     }
 
+    /// Reads one value through a connection of its own, after the queued writes landed.
     fn one<T: rusqlite::types::FromSql>(auditor: &Auditor, sql: &str) -> T {
-        let Auditor::Sqlite(s) = auditor else {
-            panic!("disabled")
-        };
-        s.store.lock().query_row(sql, [], |r| r.get(0)).unwrap()
+        assert!(auditor.flush());
+        reader(auditor).query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    fn reader(auditor: &Auditor) -> Connection {
+        Connection::open(auditor.path().expect("enabled")).unwrap()
     }
 
     #[test]
@@ -1147,13 +1343,13 @@ mod tests {
     fn write_failures_after_open_warn_with_the_operation_and_carry_on() {
         let (_dir, auditor) = open();
         let exec = auditor.start_execution(Uuid::new_v4(), &params(CommandKind::Run));
-        let Auditor::Sqlite(s) = &auditor else {
-            panic!("disabled")
-        };
-        s.store.lock().execute_batch("DROP TABLE events").unwrap();
+        assert!(exec.is_recording());
+        reader(&auditor).execute_batch("DROP TABLE events").unwrap();
         let logs = captured_logs(|| {
             exec.record_event(&Event::vm_ready("virtwork-cpu-0"));
             exec.complete_execution(ExecutionStatus::Success, None);
+            // The writes run on the writer thread, under this subscriber.
+            assert!(auditor.flush());
         });
         assert!(logs.contains("WARN"), "{logs}");
         assert!(logs.contains("audit record failed"), "{logs}");
@@ -1161,6 +1357,49 @@ mod tests {
         assert!(logs.contains("no such table: events"), "{logs}");
         let status: String = one(&auditor, "SELECT status FROM audit_log");
         assert_eq!(status, "success", "later writes still land");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_database_is_private_to_its_owner() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, auditor) = open();
+        let exec = auditor.start_execution(Uuid::new_v4(), &params(CommandKind::Run));
+        assert!(exec.is_recording());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path().join("nested")), 0o700);
+        assert_eq!(mode(&dir.path().join("nested/dir")), 0o700);
+        assert_eq!(mode(&dir.path().join("nested/dir/a.db")), 0o600);
+        for side in ["a.db-wal", "a.db-shm"] {
+            let path = dir.path().join("nested/dir").join(side);
+            assert_eq!(mode(&path) & 0o077, 0, "{side} is readable by others");
+        }
+    }
+
+    #[test]
+    fn writes_do_not_wait_for_a_locked_database() {
+        let (_dir, auditor) = open();
+        // Another process holds the write lock.
+        let holder = reader(&auditor);
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let exec = auditor.start_execution(Uuid::new_v4(), &params(CommandKind::Run));
+        for i in 0..100 {
+            exec.record_event(&Event::vm_created(&format!("vm-{i}")));
+        }
+        exec.complete_execution(ExecutionStatus::Success, None);
+        // The calls returned while the lock is still held: queued, nothing written yet.
+        let written: i64 = holder
+            .query_row("SELECT COUNT(*) FROM audit_log", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(written, 0);
+        holder.execute_batch("COMMIT").unwrap();
+        let events: i64 = one(&auditor, "SELECT COUNT(*) FROM events");
+        assert_eq!(
+            events, 100,
+            "every queued write landed once the lock was released"
+        );
+        let status: String = one(&auditor, "SELECT status FROM audit_log");
+        assert_eq!(status, "success");
     }
 
     #[test]

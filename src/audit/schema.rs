@@ -213,6 +213,15 @@ pub fn current_version(conn: &Connection) -> rusqlite::Result<i64> {
 /// version is re-read inside each `BEGIN IMMEDIATE` transaction, so a migration another
 /// process already applied is skipped.
 pub fn migrate(conn: &mut Connection) -> Result<(), MigrationError> {
+    // A current database needs no write at all: reading the version takes no lock in WAL
+    // mode, so a database another process holds locked still opens (writes then queue).
+    let current = current_version(conn).map_err(|source| MigrationError {
+        step: "reading schema_version".to_string(),
+        source,
+    })?;
+    if current >= latest_version() {
+        return Ok(());
+    }
     init_version_table(conn).map_err(|source| MigrationError {
         step: "initialising schema_version".to_string(),
         source,

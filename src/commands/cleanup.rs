@@ -27,10 +27,11 @@ use crate::k8s::cleanup::{
     discover, execute, wait_until_gone,
 };
 use crate::k8s::client::connect_from_env;
+use crate::k8s::namespace::TOOL_NAMESPACE;
 use crate::k8s::retry::RetryPolicy;
 use crate::model::OutputFormat;
 use crate::report::cleanup::{
-    CleanupStatus, CleanupSummary, Found, WaitReport, preview_text, summary_json, summary_text,
+    CleanupStatus, CleanupSummary, Found, WaitReport, preview_with_kept, summary_json, summary_text,
 };
 
 /// The prompt, as in the reference (written to stderr here).
@@ -133,6 +134,14 @@ fn print_summary(output: OutputFormat, summary: &CleanupSummary) -> Result<()> {
         OutputFormat::Text => summary_text(summary),
     };
     super::write_stdout(&text)
+}
+
+/// The error for a namespace `--delete-namespace` named but cleanup kept (exit 1: the user
+/// asked for it to be gone, and scripts must not carry on as if it were).
+fn kept_error(namespace: &str, reason: &str) -> Error {
+    Error::runtime(format!(
+        "kept namespace {namespace}: {reason}; everything else in scope was cleaned up"
+    ))
 }
 
 /// Lists up to three items of a one-line error, then how many more.
@@ -262,10 +271,13 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
 
     let cancel = CancellationToken::new();
     cancel_on_signal(cancel.clone());
+    // --timeout bounds the whole cleanup (lists, deletes and --wait), except the time a person
+    // takes to answer the prompt.
     let timeout = Duration::from_secs(settings.timeout.get().max(1));
-    let ctx = ApiContext {
+    let started = Instant::now();
+    let mut ctx = ApiContext {
         client: cluster.client.clone(),
-        policy: RetryPolicy::until(Instant::now() + timeout),
+        policy: RetryPolicy::until(started + timeout),
         cancel: cancel.clone(),
     };
     let mut summary = CleanupSummary::new(
@@ -275,7 +287,10 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
     );
     summary.dry_run = dry_run;
 
-    let discovery = match discover(&ctx, &scope, settings.delete_namespace).await {
+    // virtwork never deletes the namespace it runs in.
+    let mut own_namespaces = vec![TOOL_NAMESPACE.to_string()];
+    own_namespaces.extend(cluster.home_namespace.clone());
+    let discovery = match discover(&ctx, &scope, settings.delete_namespace, &own_namespaces).await {
         Ok(d) => d,
         Err(err) => {
             let status = if matches!(err, Error::Interrupted) {
@@ -288,13 +303,30 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
         }
     };
     log_preview(&scope, &discovery);
+    if let Some((namespace, reason)) = discovery.kept_namespace() {
+        tracing::warn!(namespace, reason, "namespace will be kept");
+    }
     summary.found = Found::of(&discovery);
+    summary.namespace_kept = discovery.kept_namespace().map(|(_, r)| r.to_string());
     let run_ids = discovery.run_ids();
 
     if discovery.to_delete.is_empty() {
         tracing::info!("nothing to clean up");
     }
-    if discovery.is_empty() {
+    if discovery.is_empty() && !dry_run {
+        if let Some((namespace, reason)) = discovery.kept_namespace() {
+            // Asked to delete the namespace and refused: not a silent success.
+            let err = kept_error(namespace, reason);
+            execution.complete_execution(ExecutionStatus::Failed, Some(&err.to_string()));
+            summary.status = CleanupStatus::NamespaceKept;
+            print_summary(output, &summary)?;
+            return Err(err);
+        }
+        execution.complete_execution(ExecutionStatus::Success, None);
+        summary.status = CleanupStatus::NothingToCleanUp;
+        return print_summary(output, &summary);
+    }
+    if discovery.is_empty() && discovery.kept_namespace().is_none() {
         execution.complete_execution(ExecutionStatus::Success, None);
         summary.status = CleanupStatus::NothingToCleanUp;
         return print_summary(output, &summary);
@@ -332,14 +364,18 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
         Confirmation::Ask => {
             eprint!(
                 "{}",
-                preview_text(
+                preview_with_kept(
                     scope.namespace.as_deref(),
                     scope.run_id.as_deref(),
-                    &summary.found
+                    &summary.found,
+                    summary.namespace_kept.as_deref(),
                 )
             );
+            let used = started.elapsed();
             match ask(&cancel).await {
-                Ok(true) => {}
+                Ok(true) => {
+                    ctx.policy = RetryPolicy::until(Instant::now() + timeout.saturating_sub(used));
+                }
                 Ok(false) => {
                     tracing::info!("cleanup aborted by user");
                     execution.complete_execution(ExecutionStatus::Aborted, None);
@@ -370,7 +406,15 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
     summary.already_gone = KindCounts::of(&outcome.already_gone).into();
     summary.not_attempted = outcome.not_attempted.len();
     summary.namespace_deleted = outcome.namespace_deleted;
+    summary.namespace_kept = outcome.namespace_kept.as_ref().map(|(_, r)| r.clone());
     summary.warnings = outcome.failures.iter().map(|f| f.to_string()).collect();
+    if let Some((namespace, reason)) = &outcome.namespace_kept {
+        tracing::warn!(
+            namespace = namespace.as_str(),
+            reason = reason.as_str(),
+            "namespace kept"
+        );
+    }
     summary.failures = outcome.failures.clone();
 
     let mut remaining = Vec::new();
@@ -396,7 +440,11 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
             namespace: scope.namespace.clone(),
             run_id: scope.run_id.clone(),
         };
-        let result = wait_until_gone(&ctx, &wait_scope, &mut tracker, timeout).await;
+        let left = ctx
+            .policy
+            .attempt_deadline
+            .saturating_duration_since(Instant::now());
+        let result = wait_until_gone(&ctx, &wait_scope, &mut tracker, left).await;
         summary.wait = Some(match &result {
             WaitResult::AllGone => WaitReport {
                 all_gone: true,
@@ -436,15 +484,25 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
             Some(Error::Interrupted),
         )
     } else if outcome.has_failures() {
-        let message = format!(
+        let failures: Vec<String> = outcome.failures.iter().map(|f| f.to_string()).collect();
+        let mut message = format!(
             "cleanup could not delete {} object(s): {}",
-            summary.warnings.len(),
-            first_few(&summary.warnings)
+            failures.len(),
+            first_few(&failures)
         );
+        if let Some((namespace, reason)) = &outcome.namespace_kept {
+            message.push_str(&format!("; kept namespace {namespace}: {reason}"));
+        }
         (
             CleanupStatus::CompletedWithErrors,
             ExecutionStatus::Failed,
             Some(Error::runtime(message)),
+        )
+    } else if let Some((namespace, reason)) = &outcome.namespace_kept {
+        (
+            CleanupStatus::NamespaceKept,
+            ExecutionStatus::Failed,
+            Some(kept_error(namespace, reason)),
         )
     } else if !remaining.is_empty() {
         let message = format!(

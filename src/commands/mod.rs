@@ -76,7 +76,11 @@ fn block_on<F: std::future::Future<Output = Result<()>>>(future: F) -> Result<()
         .enable_all()
         .build()
         .map_err(|err| Error::runtime(format!("cannot start the async runtime: {err}")))?;
-    runtime.block_on(future)
+    let result = runtime.block_on(future);
+    // A request abandoned at its timeout can leave a blocking task behind (a DNS lookup, an
+    // exec credential plugin); the command is done, so do not wait for it.
+    runtime.shutdown_background();
+    result
 }
 
 /// Writes a command's product to stdout. A reader that went away (`virtwork run --dry-run |

@@ -257,7 +257,8 @@ async fn drive(
         return finish(summary, Ok(()));
     }
 
-    let timeout = Duration::from_secs(settings.timeout.get());
+    // --timeout bounds the whole run: readiness gets what creation left of it.
+    let timeout = deadline.saturating_duration_since(Instant::now());
     tracing::info!(
         vm_count = plan.vms.len(),
         timeout = timeout.as_nanos() as u64,

@@ -17,9 +17,6 @@ use crate::k8s::status::collect;
 use crate::model::OutputFormat;
 use crate::report::status::{status_json, status_text};
 
-/// How long transient API errors are retried before status gives up.
-const STATUS_RETRY_DEADLINE: Duration = Duration::from_secs(60);
-
 /// Runs `virtwork status` with its resolved settings.
 pub async fn status(settings: &StatusSettings) -> Result<()> {
     let scope = Scope {
@@ -32,7 +29,10 @@ pub async fn status(settings: &StatusSettings) -> Result<()> {
     crate::commands::cleanup::cancel_on_signal(cancel.clone());
     let ctx = ApiContext {
         client: cluster.client.clone(),
-        policy: RetryPolicy::until(Instant::now() + STATUS_RETRY_DEADLINE),
+        // --timeout bounds the whole command: every attempt, retry and page.
+        policy: RetryPolicy::until(
+            Instant::now() + Duration::from_secs(settings.timeout.get().max(1)),
+        ),
         cancel,
     };
     let runs = collect(&ctx, &scope).await?;

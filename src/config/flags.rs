@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use super::io_reason;
 use super::partial::Partial;
 use super::value::{Source, Sourced};
-use crate::cli::{CleanupArgs, GlobalArgs, RunArgs, ValidateArgs};
+use crate::cli::{CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs};
 use crate::error::{Error, Result};
 use crate::model::{DryRunMode, Invalid, PublicKey};
 
@@ -68,6 +68,14 @@ pub fn run(args: &RunArgs) -> Result<Partial> {
 pub fn cleanup(args: &CleanupArgs) -> Partial {
     Partial {
         dry_run: switch(args.dry_run, Some(DryRunMode::Client), "--dry-run"),
+        timeout: given(&args.timeout, "--timeout"),
+        ..Partial::default()
+    }
+}
+
+/// The flags of `virtwork status`.
+pub fn status(args: &StatusArgs) -> Partial {
+    Partial {
         timeout: given(&args.timeout, "--timeout"),
         ..Partial::default()
     }

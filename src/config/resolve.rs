@@ -17,7 +17,7 @@ use super::settings::{
     AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, RunSettings,
     SampleBuild, StatusSettings, ValidateSettings,
 };
-use super::value::Sourced;
+use super::value::{Source, Sourced};
 use super::yaml::{self, FileLayer};
 use crate::cli::{AuditCommand, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs};
 use crate::error::{Error, Result};
@@ -25,6 +25,12 @@ use crate::k8s::client::RateLimit;
 use crate::model::{DnsLabel, SshAccess, TimeoutSecs};
 use crate::plan::{PlanInput, WorkloadOverride};
 use crate::workloads::{BUILTIN_NAMES, check_builtin_names};
+
+/// `virtwork status`'s time limit when none is configured.
+const STATUS_DEFAULT_TIMEOUT: TimeoutSecs = match TimeoutSecs::new(60) {
+    Some(timeout) => timeout,
+    None => panic!("60 s is a valid timeout"),
+};
 
 /// Every source parsed and merged, plus what is not a key: the per-workload YAML sections
 /// and the environment (for `KUBECONFIG` and `HOME`).
@@ -203,11 +209,18 @@ impl StatusSettings {
         args: &StatusArgs,
         env: &[(String, String)],
     ) -> Result<StatusSettings> {
-        let layers = Layers::load(global, flags::global(global), env)?;
+        let layers = Layers::load(global, flags::global(global).or(flags::status(args)), env)?;
+        let timeout = required(&layers.merged.timeout, "timeout")?;
         Ok(StatusSettings {
             global: GlobalSettings::from_layers(&layers)?,
             run_id: args.run_id,
             all_namespaces: args.all_namespaces,
+            // status only lists: the shared key's default (sized for waiting on VMs) would
+            // leave a user staring at an unreachable cluster for ten minutes.
+            timeout: match timeout.source {
+                Source::Default(_) => STATUS_DEFAULT_TIMEOUT,
+                _ => timeout.value,
+            },
         })
     }
 }

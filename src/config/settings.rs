@@ -86,6 +86,8 @@ pub struct StatusSettings {
     pub global: GlobalSettings,
     pub run_id: Option<RunId>,
     pub all_namespaces: bool,
+    /// Bounds the whole command.
+    pub timeout: TimeoutSecs,
 }
 
 /// `virtwork validate`.

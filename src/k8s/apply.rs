@@ -1,16 +1,16 @@
 //! Creating a plan's objects on the cluster: namespace, Services, then cloud-init Secrets and
 //! VirtualMachines concurrently, each create retried until the run deadline.
 //!
-//! Order (reference §7.2): the namespace is ensured (created with
-//! `app.kubernetes.io/managed-by=virtwork`, or that label merge-patched onto an existing
-//! one), Services are created one by one in name order, then every VM's Secret and
+//! Order: the namespace is ensured (created labelled `app.kubernetes.io/managed-by=virtwork`
+//! and annotated with the creating run; an existing namespace is used untouched), Services
+//! are created one by one in name order, then every VM's Secret and
 //! VirtualMachine are created as one unit, `--vm-concurrency` units at a time
 //! (`buffer_unordered`). Every request passes the client's rate limit.
 //!
 //! Creates are retried by [`crate::k8s::retry`]. A create that meets AlreadyExists GETs the
 //! object: carrying our `virtwork/run-id` it is our own earlier attempt whose response was
 //! lost (success); otherwise it is a conflict naming the other run and how to resolve it
-//! (SPEC §1 item 7). `--dry-run=server` submits every object with `dryRun=All`.
+//! and how to resolve it. `--dry-run=server` submits every object with `dryRun=All`.
 //! The first failure stops the remaining work (in-flight creates are dropped); what was
 //! created stays and is reported, so `virtwork cleanup --run-id` can remove it.
 //!
@@ -20,7 +20,7 @@ use std::fmt::Debug;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::k8s::kubevirt::VirtualMachine;
+use crate::k8s::namespace::CREATED_BY_RUN;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, retry};
 use crate::labels;
 use crate::plan::{Plan, PlannedVm};
@@ -146,15 +147,12 @@ fn explain_create_failure(err: RetryError, what: &str, namespace: &str) -> Error
     err.into_error(what)
 }
 
-/// Ensures the namespace exists and carries `app.kubernetes.io/managed-by=virtwork`.
-/// Returns whether it was created by this call.
-pub async fn ensure_namespace(client: &kube::Client, options: &ApplyOptions) -> Result<bool> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let name = options.namespace.clone();
-    let what = format!("ensuring namespace {name:?}");
-    let namespace = Namespace {
+/// The namespace object a run creates: labelled as virtwork's, and annotated with the
+/// creating run, the only proof of ownership `cleanup --delete-namespace` accepts.
+pub fn namespace_object(name: &str, run_id: &str) -> Namespace {
+    Namespace {
         metadata: kube::api::ObjectMeta {
-            name: Some(name.clone()),
+            name: Some(name.to_string()),
             labels: Some(
                 [(
                     labels::MANAGED_BY.to_string(),
@@ -162,10 +160,22 @@ pub async fn ensure_namespace(client: &kube::Client, options: &ApplyOptions) -> 
                 )]
                 .into(),
             ),
+            annotations: Some([(CREATED_BY_RUN.to_string(), run_id.to_string())].into()),
             ..Default::default()
         },
         ..Default::default()
-    };
+    }
+}
+
+/// Ensures the namespace exists, creating it (see [`namespace_object`]) when it does not.
+/// An existing namespace is used as it is: never labelled, annotated or otherwise changed,
+/// so a namespace virtwork did not create never looks like one it did. Returns whether this
+/// run created it (a create whose response was lost is recognised by its annotation).
+pub async fn ensure_namespace(client: &kube::Client, options: &ApplyOptions) -> Result<bool> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let name = options.namespace.clone();
+    let what = format!("ensuring namespace {name:?}");
+    let namespace = namespace_object(&name, &options.run_id);
     let params = options.post_params();
     match retry(&options.policy, &options.cancel, &what, || {
         api.create(&params, &namespace)
@@ -174,21 +184,11 @@ pub async fn ensure_namespace(client: &kube::Client, options: &ApplyOptions) -> 
     {
         Ok(_) => Ok(true),
         Err(err) if err.failure() == Some(Failure::AlreadyExists) => {
-            // A merge patch of just our label keeps every other label.
-            let patch = Patch::Merge(serde_json::json!({
-                "metadata": {"labels": {labels::MANAGED_BY: labels::MANAGED_BY_VALUE}}
-            }));
-            let mut params = PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_string()),
-                ..Default::default()
-            };
-            params.dry_run = options.server_dry_run;
-            retry(&options.policy, &options.cancel, &what, || {
-                api.patch(&name, &params, &patch)
-            })
-            .await
-            .map_err(|e| e.into_error(format!("{what}: labelling the existing namespace")))?;
-            Ok(false)
+            let existing = retry(&options.policy, &options.cancel, &what, || api.get(&name))
+                .await
+                .map_err(|e| e.into_error(format!("{what}: reading the existing namespace")))?;
+            let creator = existing.annotations().get(CREATED_BY_RUN);
+            Ok(creator == Some(&options.run_id) && !options.server_dry_run)
         }
         Err(err) => Err(err.into_error(what)),
     }

@@ -19,20 +19,26 @@ use std::future::Future;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions, PropagationPolicy};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::Client;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, ObjectList, Preconditions, PropagationPolicy,
+};
+use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 use serde::Serialize;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
+use crate::k8s::list::{LIST_PAGE_SIZE, list_pages};
+use crate::k8s::namespace::{
+    ContentObject, ContentsCheck, NamespaceFacts, NamespaceVerdict, classify_contents,
+    namespace_delete_decision, protected_reason,
+};
+use crate::k8s::ready::WATCH_TIMEOUT_SECS;
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
 use crate::labels;
 
-/// Page size of every list call (`limit`/`continue`).
-pub const LIST_PAGE_SIZE: u32 = 500;
 /// Deletes in flight at once; the shared client rate limit is the real bound on throughput.
 pub const DELETE_CONCURRENCY: usize = 32;
 
@@ -152,6 +158,20 @@ impl Scope {
         }
     }
 
+    /// A metadata-only `Api` for `kind` in this scope: its lists and watches carry no spec,
+    /// status or Secret data.
+    pub fn metadata_api(
+        &self,
+        client: &Client,
+        kind: ManagedKind,
+    ) -> Api<PartialObjectMeta<DynamicObject>> {
+        let resource = kind.api_resource();
+        match &self.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        }
+    }
+
     /// Whether `meta` carries the labels of this scope (the client-side re-check).
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
         let labels = meta.labels.as_ref();
@@ -264,16 +284,15 @@ impl KindCounts {
     }
 }
 
-/// The state of the configured namespace when `--delete-namespace` was asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NamespaceState {
-    /// Exists and carries `app.kubernetes.io/managed-by=virtwork`: will be deleted.
-    Managed,
-    /// Exists without our label: never deleted (reported as a warning).
-    Unmanaged,
-    /// Does not exist (or is already terminating away).
-    Absent,
+/// What `--delete-namespace` found out about the namespace, for the decision right before the
+/// delete (see [`crate::k8s::namespace`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceCheck {
+    /// virtwork's own namespaces, never deleted.
+    pub own: Vec<String>,
+    /// Uids of the namespace's objects that were virtwork's (or the cluster's) at discovery;
+    /// they still count as ours when their owners are already gone.
+    pub ours: BTreeSet<String>,
 }
 
 /// Everything discovery found, sorted by kind, namespace and name.
@@ -283,8 +302,12 @@ pub struct Discovery {
     pub to_delete: Vec<ManagedObject>,
     /// VMIs whose VM is also being deleted: garbage collection removes them; `--wait` waits.
     pub owned_vmis: Vec<ManagedObject>,
-    /// The namespace to delete with `--delete-namespace`, and its state.
-    pub namespace: Option<(String, NamespaceState)>,
+    /// The namespace named with `--delete-namespace`, and what to do with it
+    /// ([`NamespaceVerdict::Delete`], [`NamespaceVerdict::Keep`] or
+    /// [`NamespaceVerdict::Absent`]).
+    pub namespace: Option<(String, NamespaceVerdict)>,
+    /// What the namespace decision was based on.
+    pub namespace_check: NamespaceCheck,
 }
 
 impl Discovery {
@@ -308,6 +331,7 @@ impl Discovery {
             to_delete,
             owned_vmis,
             namespace: None,
+            namespace_check: NamespaceCheck::default(),
         }
     }
 
@@ -329,7 +353,15 @@ impl Discovery {
 
     /// Whether the namespace will be deleted.
     pub fn deletes_namespace(&self) -> bool {
-        matches!(self.namespace, Some((_, NamespaceState::Managed)))
+        matches!(self.namespace, Some((_, NamespaceVerdict::Delete { .. })))
+    }
+
+    /// The namespace `--delete-namespace` named that will be kept, and why.
+    pub fn kept_namespace(&self) -> Option<(&str, &str)> {
+        match &self.namespace {
+            Some((ns, NamespaceVerdict::Keep(reason))) => Some((ns.as_str(), reason.as_str())),
+            _ => None,
+        }
     }
 
     /// Whether there is nothing at all to do (no object and no namespace to delete).
@@ -399,6 +431,8 @@ pub struct CleanupOutcome {
     /// Objects not attempted because of an interrupt.
     pub not_attempted: Vec<ManagedObject>,
     pub namespace_deleted: bool,
+    /// The namespace `--delete-namespace` named that was kept, and why (one line).
+    pub namespace_kept: Option<(String, String)>,
     pub interrupted: bool,
 }
 
@@ -694,83 +728,229 @@ impl ApiContext {
     }
 }
 
-/// Lists every object of `kind` in `scope`, page by page, keeping only managed ones.
+/// Lists every object of `kind` in `scope`: one LIST of `scope`'s selector, page by page within
+/// the bounds of [`list_pages`]. `keep` sees every item; only those [`Scope::matches`] accepts
+/// are passed on (the client-side re-check of the server's selector).
+pub async fn for_each_in_scope<T, F, Fut>(
+    ctx: &ApiContext,
+    scope: &Scope,
+    kind: ManagedKind,
+    fetch: F,
+    mut keep: impl FnMut(T),
+) -> Result<()>
+where
+    T: Clone + kube::Resource,
+    F: FnMut(ListParams) -> Fut,
+    Fut: Future<Output = std::result::Result<ObjectList<T>, kube::Error>>,
+{
+    let what = format!(
+        "listing {} in {}",
+        kind.plural_noun(),
+        scope.namespace_display()
+    );
+    list_pages(
+        &ctx.policy,
+        &ctx.cancel,
+        &what,
+        &scope.selector(),
+        fetch,
+        |items| {
+            for item in items {
+                if scope.matches(item.meta()) {
+                    keep(item);
+                }
+            }
+        },
+    )
+    .await
+}
+
+/// Every object of `kind` in `scope`, whole (for callers that read spec or status), each
+/// once, within the bounds of [`list_pages`].
 pub async fn list_in_scope(
     ctx: &ApiContext,
     scope: &Scope,
     kind: ManagedKind,
 ) -> Result<Vec<DynamicObject>> {
     let api = scope.api(&ctx.client, kind);
-    let selector = scope.selector();
-    let what = format!(
-        "listing {} in {}",
-        kind.plural_noun(),
-        scope.namespace_display()
-    );
-    let mut out = Vec::new();
-    let mut continue_token: Option<String> = None;
-    loop {
-        let mut params = ListParams::default()
-            .labels(&selector)
-            .limit(LIST_PAGE_SIZE);
-        if let Some(token) = &continue_token {
-            params = params.continue_token(token);
-        }
-        let page = ctx
-            .call(&what, || api.list(&params))
-            .await
-            .map_err(|e| e.into_error(what.clone()))?;
-        out.extend(
-            page.items
-                .into_iter()
-                .filter(|o| scope.matches(&o.metadata)),
-        );
-        continue_token = page.metadata.continue_.filter(|t| !t.is_empty());
-        if continue_token.is_none() {
-            return Ok(out);
-        }
-    }
+    let mut found: BTreeMap<(String, String), DynamicObject> = BTreeMap::new();
+    for_each_in_scope(
+        ctx,
+        scope,
+        kind,
+        |params| {
+            let api = &api;
+            async move { api.list(&params).await }
+        },
+        |object: DynamicObject| {
+            let key = (
+                object.metadata.namespace.clone().unwrap_or_default(),
+                object.metadata.name.clone().unwrap_or_default(),
+            );
+            found.insert(key, object);
+        },
+    )
+    .await?;
+    Ok(found.into_values().collect())
 }
 
-/// Finds everything in `scope`; with `delete_namespace`, also looks at the namespace.
+/// The managed objects of `kind` in `scope`, from metadata-only lists (no spec, status or
+/// Secret data is transferred or held), each object once.
+pub async fn list_managed(
+    ctx: &ApiContext,
+    scope: &Scope,
+    kind: ManagedKind,
+) -> Result<Vec<ManagedObject>> {
+    let api = scope.api(&ctx.client, kind);
+    let mut found: BTreeMap<(String, String), ManagedObject> = BTreeMap::new();
+    for_each_in_scope(
+        ctx,
+        scope,
+        kind,
+        |params| {
+            let api = &api;
+            async move { api.list_metadata(&params).await }
+        },
+        |item| {
+            if let Some(object) = ManagedObject::from_meta(kind, &item.metadata, scope) {
+                found.insert((object.namespace.clone(), object.name.clone()), object);
+            }
+        },
+    )
+    .await?;
+    Ok(found.into_values().collect())
+}
+
+/// Finds everything in `scope`; with `delete_namespace`, also decides about the namespace
+/// (never one of `own_namespaces`, virtwork's own).
 pub async fn discover(
     ctx: &ApiContext,
     scope: &Scope,
     delete_namespace: bool,
+    own_namespaces: &[String],
 ) -> Result<Discovery> {
     let mut objects = Vec::new();
     for kind in ManagedKind::ALL {
-        for object in list_in_scope(ctx, scope, kind).await? {
-            objects.extend(ManagedObject::from_meta(kind, &object.metadata, scope));
-        }
+        objects.extend(list_managed(ctx, scope, kind).await?);
     }
     let mut discovery = Discovery::from_objects(objects);
     if delete_namespace && let Some(ns) = &scope.namespace {
-        let api: Api<Namespace> = Api::all(ctx.client.clone());
-        let what = format!("reading namespace {ns}");
-        let found = ctx
-            .call(&what, || api.get_opt(ns))
-            .await
-            .map_err(|e| e.into_error(what.clone()))?;
-        discovery.namespace = Some((ns.clone(), namespace_state(found.as_ref())));
+        discovery.namespace_check.own = own_namespaces.to_vec();
+        let (verdict, ours) = namespace_verdict(ctx, ns, own_namespaces, &BTreeSet::new()).await?;
+        discovery.namespace_check.ours = ours;
+        discovery.namespace = Some((ns.clone(), verdict));
     }
     Ok(discovery)
 }
 
-/// Whether a namespace (as read) may be deleted by virtwork.
-pub fn namespace_state(found: Option<&Namespace>) -> NamespaceState {
-    match found {
-        None => NamespaceState::Absent,
-        Some(n) if n.metadata.deletion_timestamp.is_some() => NamespaceState::Absent,
-        Some(n) => {
-            let label = n.labels().get(labels::MANAGED_BY).map(String::as_str);
-            if label == Some(labels::MANAGED_BY_VALUE) {
-                NamespaceState::Managed
-            } else {
-                NamespaceState::Unmanaged
-            }
-        }
+/// Every kind whose objects count when deciding whether a namespace holds something that is
+/// not virtwork's: the kinds cleanup knows, plus Pods, ConfigMaps and ServiceAccounts.
+fn content_kinds() -> Vec<(&'static str, ApiResource)> {
+    let mut kinds: Vec<(&'static str, ApiResource)> = ManagedKind::ALL
+        .into_iter()
+        .map(|k| {
+            let kind = match k {
+                ManagedKind::VirtualMachine => "VirtualMachine",
+                ManagedKind::VirtualMachineInstance => "VirtualMachineInstance",
+                ManagedKind::Service => "Service",
+                ManagedKind::Secret => "Secret",
+                ManagedKind::DataVolume => "DataVolume",
+                ManagedKind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            };
+            (kind, k.api_resource())
+        })
+        .collect();
+    for (kind, plural) in [
+        ("Pod", "pods"),
+        ("ConfigMap", "configmaps"),
+        ("ServiceAccount", "serviceaccounts"),
+    ] {
+        kinds.push((
+            kind,
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", kind), plural),
+        ));
     }
+    kinds
+}
+
+/// Every object in namespace `ns` of the [`content_kinds`], metadata only. A kind the server
+/// does not serve (CDI not installed) has no objects.
+async fn list_namespace_contents(ctx: &ApiContext, ns: &str) -> Result<Vec<ContentObject>> {
+    let mut objects = Vec::new();
+    for (kind, resource) in content_kinds() {
+        let api: Api<PartialObjectMeta<DynamicObject>> =
+            Api::namespaced_with(ctx.client.clone(), ns, &resource);
+        let what = format!("listing {} in {ns}", resource.plural);
+        list_pages(
+            &ctx.policy,
+            &ctx.cancel,
+            &what,
+            "",
+            |params| {
+                let api = &api;
+                async move {
+                    match api.list(&params).await {
+                        Err(kube::Error::Api(status)) if status.code == 404 => Ok(ObjectList {
+                            types: Default::default(),
+                            metadata: Default::default(),
+                            items: Vec::new(),
+                        }),
+                        other => other,
+                    }
+                }
+            },
+            |items| {
+                objects.extend(
+                    items
+                        .iter()
+                        .map(|item| ContentObject::from_meta(kind, &item.metadata)),
+                );
+            },
+        )
+        .await?;
+    }
+    Ok(objects)
+}
+
+/// Reads namespace `name` and, when virtwork created it, its contents, and decides with
+/// [`namespace_delete_decision`]. `known_ours` are uids an earlier check found to be ours.
+/// Returns the verdict and the uids of the objects that are ours. Only an interrupt is an
+/// error: anything that cannot be read keeps the namespace, with the reason.
+pub async fn namespace_verdict(
+    ctx: &ApiContext,
+    name: &str,
+    own: &[String],
+    known_ours: &BTreeSet<String>,
+) -> Result<(NamespaceVerdict, BTreeSet<String>)> {
+    let decide = |found: Option<&NamespaceFacts>, contents: &ContentsCheck| {
+        namespace_delete_decision(name, own, found, contents)
+    };
+    if protected_reason(name, own).is_some() {
+        return Ok((decide(None, &ContentsCheck::NotChecked), known_ours.clone()));
+    }
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    let what = format!("reading namespace {name}");
+    let facts = match ctx.call(&what, || api.get_opt(name)).await {
+        Ok(found) => found.as_ref().map(NamespaceFacts::of),
+        Err(RetryError::Cancelled) => return Err(crate::error::Error::Interrupted),
+        Err(RetryError::Failed { error, .. }) => {
+            let reason = format!("could not read it: {}", one_line(&error));
+            return Ok((NamespaceVerdict::Keep(reason), known_ours.clone()));
+        }
+    };
+    let verdict = decide(facts.as_ref(), &ContentsCheck::NotChecked);
+    if verdict != NamespaceVerdict::CheckContents {
+        return Ok((verdict, known_ours.clone()));
+    }
+    let (check, ours) = match list_namespace_contents(ctx, name).await {
+        Ok(objects) => {
+            let contents = classify_contents(&objects, known_ours);
+            (ContentsCheck::Foreign(contents.foreign), contents.ours)
+        }
+        Err(crate::error::Error::Interrupted) => return Err(crate::error::Error::Interrupted),
+        Err(error) => (ContentsCheck::Failed(error.to_string()), known_ours.clone()),
+    };
+    Ok((decide(facts.as_ref(), &check), ours))
 }
 
 /// Maps the retried delete to an outcome.
@@ -831,30 +1011,67 @@ pub async fn execute(ctx: &ApiContext, discovery: &Discovery) -> CleanupOutcome 
     }
     match &discovery.namespace {
         _ if ctx.cancel.is_cancelled() => {}
-        Some((ns, NamespaceState::Managed)) => {
-            let api: Api<Namespace> = Api::all(ctx.client.clone());
-            let what = format!("deleting namespace {ns}");
-            let params = DeleteParams::background();
-            let result = ctx.call(&what, || api.delete(ns, &params)).await;
-            match delete_outcome(result) {
-                DeleteOutcome::Deleted => outcome.namespace_deleted = true,
-                DeleteOutcome::Failed(e) => outcome.record_namespace_failure(ns, e),
-                DeleteOutcome::AlreadyGone | DeleteOutcome::NotAttempted => {}
-            }
+        Some((ns, NamespaceVerdict::Delete { uid })) => {
+            delete_namespace(ctx, ns, uid, &discovery.namespace_check, &mut outcome).await
         }
-        Some((ns, NamespaceState::Unmanaged)) => outcome.record_namespace_failure(
-            ns,
-            format!(
-                "the namespace is not labelled {}={}, so virtwork does not delete it",
-                labels::MANAGED_BY,
-                labels::MANAGED_BY_VALUE
-            ),
-        ),
-        Some((_, NamespaceState::Absent)) | None => {}
+        Some((ns, NamespaceVerdict::Keep(reason))) => {
+            outcome.namespace_kept = Some((ns.clone(), reason.clone()));
+        }
+        Some((_, NamespaceVerdict::Absent | NamespaceVerdict::CheckContents)) | None => {}
     }
     outcome.interrupted = ctx.cancel.is_cancelled();
     outcome.finish();
     outcome
+}
+
+/// Deletes namespace `ns` (checked at discovery as `uid`): checks it again first, since
+/// cleanup has been deleting for a while and someone may have put something of theirs in it
+/// or replaced it, then deletes it with the uid as precondition.
+async fn delete_namespace(
+    ctx: &ApiContext,
+    ns: &str,
+    uid: &str,
+    check: &NamespaceCheck,
+    outcome: &mut CleanupOutcome,
+) {
+    let replaced = "it was deleted and created again since cleanup checked it".to_string();
+    let reason = match namespace_verdict(ctx, ns, &check.own, &check.ours).await {
+        Err(_) => return, // interrupted: not attempted
+        Ok((NamespaceVerdict::Delete { uid: now }, _)) if now == uid => None,
+        Ok((NamespaceVerdict::Delete { .. }, _)) => Some(replaced.clone()),
+        Ok((NamespaceVerdict::Keep(reason), _)) => Some(reason),
+        Ok((NamespaceVerdict::Absent | NamespaceVerdict::CheckContents, _)) => return,
+    };
+    if let Some(reason) = reason {
+        outcome.namespace_kept = Some((ns.to_string(), reason));
+        return;
+    }
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    let what = format!("deleting namespace {ns}");
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let result = ctx.call(&what, || api.delete(ns, &params)).await;
+    if let Err(RetryError::Failed {
+        error: kube::Error::Api(status),
+        ..
+    }) = &result
+        && status.code == 409
+    {
+        // The uid precondition failed: the name now belongs to another namespace.
+        outcome.namespace_kept = Some((ns.to_string(), replaced));
+        return;
+    }
+    match delete_outcome(result) {
+        DeleteOutcome::Deleted => outcome.namespace_deleted = true,
+        DeleteOutcome::Failed(e) => outcome.record_namespace_failure(ns, e),
+        DeleteOutcome::AlreadyGone | DeleteOutcome::NotAttempted => {}
+    }
 }
 
 /// Why `--wait` stopped.
@@ -878,7 +1095,10 @@ pub async fn wait_until_gone(
     use futures::stream::BoxStream;
 
     enum Seen {
-        Object(ManagedKind, watcher::Event<DynamicObject>),
+        Object(
+            ManagedKind,
+            watcher::Event<PartialObjectMeta<DynamicObject>>,
+        ),
         Namespace(watcher::Event<Namespace>),
     }
 
@@ -888,11 +1108,14 @@ pub async fn wait_until_gone(
     for (kind, with_dependents) in tracker.watches() {
         // Dependents (a DataVolume's PVC) may carry none of our labels: watch the kind
         // unfiltered; the tracker only ever counts expected objects and their dependents.
-        let mut config = watcher::Config::default().page_size(LIST_PAGE_SIZE);
+        let mut config = watcher::Config::default()
+            .page_size(LIST_PAGE_SIZE)
+            .timeout(WATCH_TIMEOUT_SECS);
         if !with_dependents {
             config = config.labels(&selector);
         }
-        let stream = watcher(scope.api(&ctx.client, kind), config)
+        // Metadata is all the tracker reads (and Secret data must never be held).
+        let stream = watcher(scope.metadata_api(&ctx.client, kind), config)
             .default_backoff()
             .map_ok(move |event| Seen::Object(kind, event))
             .boxed();
@@ -901,7 +1124,9 @@ pub async fn wait_until_gone(
     let namespace_name = tracker.namespace.as_ref().map(|(n, _)| n.clone());
     if let Some(ns) = &namespace_name {
         let api: Api<Namespace> = Api::all(ctx.client.clone());
-        let config = watcher::Config::default().fields(&format!("metadata.name={ns}"));
+        let config = watcher::Config::default()
+            .fields(&format!("metadata.name={ns}"))
+            .timeout(WATCH_TIMEOUT_SECS);
         streams.push(
             watcher(api, config)
                 .default_backoff()
@@ -1087,10 +1312,13 @@ mod tests {
     fn nothing_to_delete_but_the_namespace_is_not_empty() {
         let mut d = Discovery::default();
         assert!(d.is_empty());
-        d.namespace = Some(("virtwork".into(), NamespaceState::Managed));
+        d.namespace = Some((
+            "virtwork".into(),
+            NamespaceVerdict::Delete { uid: "u".into() },
+        ));
         assert!(!d.is_empty());
         assert!(d.deletion_phases().is_empty());
-        d.namespace = Some(("virtwork".into(), NamespaceState::Absent));
+        d.namespace = Some(("virtwork".into(), NamespaceVerdict::Absent));
         assert!(d.is_empty());
     }
 

@@ -11,10 +11,14 @@
 //! kube's own transparent retry layer is switched off: retries are decided by
 //! [`crate::k8s::retry`], which knows the run deadline, cancellation and AlreadyExists.
 //!
+//! Requests go through a proxy when kubectl would use one (see [`crate::k8s::proxy`]); the
+//! proxy shows in [`Cluster::describe`] without its userinfo.
+//!
 //! This module performs no API call itself; connectivity problems surface on the first
 //! request (see preflight.rs for the friendly messages).
 
 use std::future::Future;
+use std::io::IsTerminal;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -25,10 +29,12 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{Quota, RateLimiter};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{ExecInteractiveMode, KubeConfigOptions, Kubeconfig};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::k8s::proxy::{ProxyEnv, choose_proxy};
+use crate::k8s::retry::ATTEMPT_TIMEOUT;
 
 /// Context name recorded for the audit when running with the pod's service account.
 pub const IN_CLUSTER_CONTEXT: &str = "in-cluster";
@@ -234,6 +240,208 @@ where
     }
 }
 
+/// The interactive mode an exec credential plugin runs with. kube treats every mode but
+/// `Never` as interactive and lets the plugin write straight to our stderr (and read stdin);
+/// `IfAvailable` (and no mode) only means "interactive when a terminal is there", so without a
+/// terminal the plugin runs with its output captured, where a failing plugin's output (which
+/// can hold a token) is never shown (see [`credential_plugin_failure`]).
+pub fn exec_interactive_mode(
+    configured: Option<ExecInteractiveMode>,
+    stdin_is_terminal: bool,
+) -> ExecInteractiveMode {
+    match configured {
+        Some(ExecInteractiveMode::Always) => ExecInteractiveMode::Always,
+        Some(ExecInteractiveMode::Never) => ExecInteractiveMode::Never,
+        Some(ExecInteractiveMode::IfAvailable) | None if stdin_is_terminal => {
+            ExecInteractiveMode::IfAvailable
+        }
+        Some(ExecInteractiveMode::IfAvailable) | None => ExecInteractiveMode::Never,
+    }
+}
+
+/// A failed credential plugin, described without anything it printed: its stdout and stderr
+/// can hold a token, so only the command from the kubeconfig and how it ended are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialPluginFailed {
+    message: String,
+}
+
+impl std::fmt::Display for CredentialPluginFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CredentialPluginFailed {}
+
+/// The safe description of `error` when it (or its cause) is an exec credential plugin that
+/// failed or printed something that is not an ExecCredential; None for any other error.
+/// `plugin` is the kubeconfig's `users[].user.exec.command`.
+pub fn credential_plugin_failure(
+    error: &(dyn std::error::Error + 'static),
+    plugin: Option<&str>,
+) -> Option<CredentialPluginFailed> {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if let Some(auth) = e.downcast_ref::<kube::client::AuthError>() {
+            return plugin_failure_text(auth, plugin)
+                .map(|message| CredentialPluginFailed { message });
+        }
+        if let Some(kube::Error::Auth(auth)) = e.downcast_ref::<kube::Error>() {
+            return plugin_failure_text(auth, plugin)
+                .map(|message| CredentialPluginFailed { message });
+        }
+        current = e.source();
+    }
+    None
+}
+
+/// The [`CredentialPluginFailed`] somewhere in `error`'s source chain, if any.
+pub fn find_plugin_failure<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a CredentialPluginFailed> {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if let Some(found) = e.downcast_ref::<CredentialPluginFailed>() {
+            return Some(found);
+        }
+        current = e.source();
+    }
+    None
+}
+
+fn plugin_failure_text(error: &kube::client::AuthError, plugin: Option<&str>) -> Option<String> {
+    use kube::client::AuthError;
+    let command = plugin.filter(|c| !c.is_empty()).unwrap_or("<no command>");
+    let withheld = "its output is not shown because it can contain credentials";
+    match error {
+        AuthError::AuthExecRun { out, .. } => Some(format!(
+            "exec credential plugin {command:?} failed ({}); {withheld}; run it by hand to see why",
+            out.status
+        )),
+        AuthError::AuthExecParse(_) => Some(format!(
+            "exec credential plugin {command:?} printed something that is not an ExecCredential; \
+             {withheld}"
+        )),
+        AuthError::AuthExecStart(io) => Some(format!(
+            "cannot start exec credential plugin {command:?}: {io} (is it installed and on PATH?)"
+        )),
+        _ => None,
+    }
+}
+
+/// tower layer replacing a credential plugin's error (which carries everything the plugin
+/// printed) by [`CredentialPluginFailed`] before it reaches retry logic, logs or messages.
+#[derive(Clone)]
+pub struct RedactPluginOutputLayer {
+    plugin: Option<String>,
+}
+
+impl<S> tower::Layer<S> for RedactPluginOutputLayer {
+    type Service = RedactPluginOutput<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RedactPluginOutput {
+            inner,
+            plugin: self.plugin.clone(),
+        }
+    }
+}
+
+/// The service produced by [`RedactPluginOutputLayer`].
+#[derive(Clone)]
+pub struct RedactPluginOutput<S> {
+    inner: S,
+    plugin: Option<String>,
+}
+
+impl<S, Req> tower::Service<Req> for RedactPluginOutput<S>
+where
+    S: tower::Service<Req, Error = tower::BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, tower::BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let plugin = self.plugin.clone();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            response.await.map_err(|error| {
+                match credential_plugin_failure(error.as_ref(), plugin.as_deref()) {
+                    Some(safe) => Box::new(safe) as tower::BoxError,
+                    None => error,
+                }
+            })
+        })
+    }
+}
+
+/// tower layer bounding the time from sending a request to its response head by
+/// [`ATTEMPT_TIMEOUT`]. It covers every request, including those kube's watcher makes on its
+/// own (its LIST and each WATCH start); the stream of a watch after its head is bounded by
+/// the watch's `timeoutSeconds` (kube abandons a stream silent for longer), and the retry loop
+/// bounds whole attempts, bodies included, by the command's deadline. Admission by the rate
+/// limit is outside this layer, so waiting for a token never counts as a slow server.
+#[derive(Clone)]
+pub struct ResponseTimeoutLayer {
+    timeout: Duration,
+}
+
+impl<S> tower::Layer<S> for ResponseTimeoutLayer {
+    type Service = ResponseTimeout<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ResponseTimeout {
+            inner,
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// The service produced by [`ResponseTimeoutLayer`].
+#[derive(Clone)]
+pub struct ResponseTimeout<S> {
+    inner: S,
+    timeout: Duration,
+}
+
+impl<S, Req> tower::Service<Req> for ResponseTimeout<S>
+where
+    S: tower::Service<Req, Error = tower::BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, tower::BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let timeout = self.timeout;
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, response).await {
+                Ok(result) => result,
+                Err(_) => Err(Box::new(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no response from the API server within {}s",
+                        timeout.as_secs()
+                    ),
+                )) as tower::BoxError),
+            }
+        })
+    }
+}
+
 /// Where the credentials came from, for error messages and the audit record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CredentialSource {
@@ -264,6 +472,11 @@ pub struct Cluster {
     /// The API server URL, for error messages.
     pub server_url: String,
     pub source: CredentialSource,
+    /// `via proxy <url without userinfo> from <setting>` when requests go through a proxy.
+    pub proxy: Option<String>,
+    /// The namespace of the pod virtwork runs in, when it uses the in-cluster service account
+    /// (cleanup never deletes it).
+    pub home_namespace: Option<String>,
     /// The shared admission gate (request counts for reports and benchmarks).
     pub gate: Arc<RequestGate>,
 }
@@ -274,6 +487,7 @@ impl std::fmt::Debug for Cluster {
             .field("context", &self.context)
             .field("server_url", &self.server_url)
             .field("source", &self.source)
+            .field("proxy", &self.proxy)
             .finish_non_exhaustive()
     }
 }
@@ -282,7 +496,10 @@ impl Cluster {
     /// "server <url> (<source>)": appended to connection errors so users know which
     /// cluster and which credentials were used.
     pub fn describe(&self) -> String {
-        format!("API server {} ({})", self.server_url, self.source)
+        match &self.proxy {
+            Some(proxy) => format!("API server {} ({}, {proxy})", self.server_url, self.source),
+            None => format!("API server {} ({})", self.server_url, self.source),
+        }
     }
 }
 
@@ -293,26 +510,89 @@ pub async fn connect_from_env(kubeconfig: &[PathBuf], limit: RateLimit) -> Resul
     connect(kubeconfig, in_cluster, limit).await
 }
 
-/// Builds the client (no API call is made).
-///
-/// * `kubeconfig` non-empty: those files merged in order as kubectl merges a `KUBECONFIG`
-///   list (first file to set a value wins; files that do not exist are skipped unless
-///   none exists), using the merged `current-context`.
-/// * empty and `in_cluster`: the pod's service account (context [`IN_CLUSTER_CONTEXT`]).
-/// * otherwise `~/.kube/config`.
+/// Which credentials a command uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialChoice {
+    /// These kubeconfig files, merged in order.
+    Kubeconfig(Vec<PathBuf>),
+    /// The pod's service account.
+    InCluster,
+}
+
+/// Decides where credentials come from, in client-go/kubectl order: kubeconfig files given
+/// explicitly (`--kubeconfig`, `KUBECONFIG`) win; then `~/.kube/config` when it exists; the
+/// in-cluster service account is only the fallback, so a user who runs virtwork inside a pod
+/// (a toolbox, a CI runner) with their own kubeconfig is not silently switched to the pod's
+/// identity. `home_kubeconfig` is `~/.kube/config` and whether it exists (None without HOME).
+pub fn choose_credentials(
+    explicit: &[PathBuf],
+    home_kubeconfig: Option<(PathBuf, bool)>,
+    in_cluster: bool,
+) -> Result<CredentialChoice> {
+    if !explicit.is_empty() {
+        return Ok(CredentialChoice::Kubeconfig(explicit.to_vec()));
+    }
+    match home_kubeconfig {
+        Some((path, true)) => Ok(CredentialChoice::Kubeconfig(vec![path])),
+        _ if in_cluster => Ok(CredentialChoice::InCluster),
+        // Reading it reports "no kubeconfig file found at ~/.kube/config".
+        Some((path, false)) => Ok(CredentialChoice::Kubeconfig(vec![path])),
+        None => Err(Error::input(
+            "no kubeconfig: pass --kubeconfig <path>, set KUBECONFIG, or run in a pod with a service account",
+        )),
+    }
+}
+
+/// Builds the client (no API call is made). Credentials are chosen by [`choose_credentials`]
+/// from `kubeconfig` (files merged in order as kubectl merges a `KUBECONFIG` list: first file
+/// to set a value wins; files that do not exist are skipped unless none exists; the merged
+/// `current-context` is used), `~/.kube/config`, and `in_cluster` (the pod environment is
+/// present; context [`IN_CLUSTER_CONTEXT`]).
 pub async fn connect(
     kubeconfig: &[PathBuf],
     in_cluster: bool,
     limit: RateLimit,
 ) -> Result<Cluster> {
     let gate = RequestGate::new(limit)?;
-    let (mut kube_config, context, source) = load_kube_config(kubeconfig, in_cluster).await?;
+    let proxy_env = ProxyEnv::from_process();
+    let Credentials {
+        config: mut kube_config,
+        context,
+        source,
+        kubeconfig_proxy,
+        home_namespace,
+    } = load_credentials(kubeconfig, in_cluster, &proxy_env).await?;
     // Retries are ours (deadline-, cancellation- and AlreadyExists-aware).
     kube_config.default_retry = false;
+    let plugin = kube_config.auth_info.exec.as_mut().map(|exec| {
+        exec.interactive_mode = Some(exec_interactive_mode(
+            exec.interactive_mode.clone(),
+            std::io::stdin().is_terminal(),
+        ));
+        exec.command.clone().unwrap_or_default()
+    });
+    // kube reads HTTPS_PROXY itself but not HTTP_PROXY, and checks NO_PROXY against the proxy
+    // instead of the server; the choice is made here the way kubectl makes it.
+    let proxy = choose_proxy(
+        &kube_config.cluster_url,
+        kubeconfig_proxy.as_deref(),
+        &proxy_env,
+    )
+    .map_err(|e| Error::input(format!("{e} ({source})")))?;
+    kube_config.proxy_url = proxy.as_ref().map(|p| p.uri.clone());
     let server_url = kube_config.cluster_url.to_string();
-    let builder = kube::client::ClientBuilder::try_from(kube_config)
-        .map_err(|e| Error::kube(format!("building a client for {server_url} ({source})"), e))?;
+    let builder = kube::client::ClientBuilder::try_from(kube_config).map_err(|e| {
+        let context = format!("building a client for {server_url} ({source})");
+        match credential_plugin_failure(&e, plugin.as_deref()) {
+            Some(failure) => Error::runtime(format!("{context}: {failure}")),
+            None => Error::kube(context, e),
+        }
+    })?;
     let client = builder
+        .with_layer(&RedactPluginOutputLayer { plugin })
+        .with_layer(&ResponseTimeoutLayer {
+            timeout: ATTEMPT_TIMEOUT,
+        })
         .with_layer(&RateLimitLayer::new(gate.clone()))
         .build();
     Ok(Cluster {
@@ -320,7 +600,91 @@ pub async fn connect(
         context,
         server_url: server_url.trim_end_matches('/').to_string(),
         source,
+        proxy: proxy.map(|p| p.to_string()),
+        home_namespace,
         gate,
+    })
+}
+
+/// What [`load_credentials`] found.
+struct Credentials {
+    config: kube::Config,
+    context: String,
+    source: CredentialSource,
+    /// The current cluster's `proxy-url` in the kubeconfig.
+    kubeconfig_proxy: Option<String>,
+    /// The pod's namespace, when in-cluster.
+    home_namespace: Option<String>,
+}
+
+/// Chooses and loads the credentials (see [`choose_credentials`]); no client is built and no
+/// API call made. A bad proxy setting is reported here, naming the setting.
+async fn load_credentials(
+    kubeconfig: &[PathBuf],
+    in_cluster: bool,
+    proxy_env: &ProxyEnv,
+) -> Result<Credentials> {
+    let home_kubeconfig = default_kubeconfig_path().map(|p| {
+        let exists = p.exists();
+        (p, exists)
+    });
+    let choice = choose_credentials(kubeconfig, home_kubeconfig, in_cluster)?;
+    let mut kubeconfig_proxy = None;
+    let mut home_namespace = None;
+    let (config, context, source) = match choice {
+        CredentialChoice::InCluster => {
+            let config = kube::Config::incluster().map_err(|e| {
+                Error::runtime(format!(
+                    "loading the in-cluster service account configuration: {e}"
+                ))
+            })?;
+            home_namespace = Some(config.default_namespace.clone());
+            (
+                config,
+                IN_CLUSTER_CONTEXT.to_string(),
+                CredentialSource::InCluster,
+            )
+        }
+        CredentialChoice::Kubeconfig(paths) => {
+            let (merged, used) = read_merged_kubeconfig(&paths)?;
+            let source = CredentialSource::Kubeconfig(used);
+            let context = merged.current_context.clone().ok_or_else(|| {
+                Error::input(format!(
+                    "{source} has no current-context: set one with `kubectl config use-context <name>`"
+                ))
+            })?;
+            let cluster = current_cluster(&merged);
+            kubeconfig_proxy = cluster.and_then(|c| c.proxy_url.clone());
+            // kube's loader parses the proxy settings too, with less helpful messages:
+            // report a bad value first, naming the setting.
+            if let Some(server) = cluster
+                .and_then(|c| c.server.as_deref())
+                .and_then(|s| s.parse::<http::Uri>().ok())
+            {
+                choose_proxy(&server, kubeconfig_proxy.as_deref(), proxy_env)
+                    .map_err(|e| Error::input(format!("{e} ({source})")))?;
+            }
+            let config =
+                kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| match e {
+                        kube::config::KubeconfigError::ParseNoProxy(cause) => {
+                            Error::input(format!(
+                                "NO_PROXY/no_proxy: {cause}; the Kubernetes client rejects empty \
+                                 or malformed entries (e.g. a trailing comma): remove them"
+                            ))
+                        }
+                        other => Error::input(format!("{source} (context {context}): {other}")),
+                    })?;
+            (config, context, source)
+        }
+    };
+    Ok(Credentials {
+        config,
+        context,
+        source,
+        kubeconfig_proxy,
+        home_namespace,
     })
 }
 
@@ -330,46 +694,32 @@ pub async fn load_kube_config(
     kubeconfig: &[PathBuf],
     in_cluster: bool,
 ) -> Result<(kube::Config, String, CredentialSource)> {
-    let loaded = if kubeconfig.is_empty() && in_cluster {
-        let config = kube::Config::incluster().map_err(|e| {
-            Error::runtime(format!(
-                "loading the in-cluster service account configuration: {e}"
-            ))
-        })?;
-        (
-            config,
-            IN_CLUSTER_CONTEXT.to_string(),
-            CredentialSource::InCluster,
-        )
-    } else {
-        let paths = if kubeconfig.is_empty() {
-            vec![default_kubeconfig_path()?]
-        } else {
-            kubeconfig.to_vec()
-        };
-        let (merged, used) = read_merged_kubeconfig(&paths)?;
-        let source = CredentialSource::Kubeconfig(used);
-        let context = merged.current_context.clone().ok_or_else(|| {
-            Error::input(format!(
-                "{source} has no current-context: set one with `kubectl config use-context <name>`"
-            ))
-        })?;
-        let config = kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
-            .await
-            .map_err(|e| Error::input(format!("{source} (context {context}): {e}")))?;
-        (config, context, source)
-    };
-    Ok(loaded)
+    let loaded = load_credentials(kubeconfig, in_cluster, &ProxyEnv::from_process()).await?;
+    Ok((loaded.config, loaded.context, loaded.source))
 }
 
-fn default_kubeconfig_path() -> Result<PathBuf> {
+/// The cluster the merged kubeconfig's current context uses.
+fn current_cluster(kubeconfig: &Kubeconfig) -> Option<&kube::config::Cluster> {
+    let name = kubeconfig.current_context.as_ref()?;
+    let context = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| &c.name == name)?
+        .context
+        .as_ref()?;
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == context.cluster)?
+        .cluster
+        .as_ref()
+}
+
+/// `~/.kube/config`, or None without HOME.
+fn default_kubeconfig_path() -> Option<PathBuf> {
     std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
         .map(|home| Path::new(&home).join(".kube").join("config"))
-        .ok_or_else(|| {
-            Error::input(
-                "no kubeconfig: pass --kubeconfig <path>, set KUBECONFIG, or run in a pod with a service account",
-            )
-        })
 }
 
 /// Reads and merges kubeconfig files in order; returns the merged config and the files
@@ -467,6 +817,93 @@ mod tests {
         assert_eq!(cluster.context, "one");
         assert_eq!(cluster.server_url, "https://one.example:6443");
         assert_eq!(cluster.gate.requests_sent(), 0);
+    }
+
+    #[test]
+    fn explicit_files_then_home_kubeconfig_then_in_cluster() {
+        let home = PathBuf::from("/home/u/.kube/config");
+        let given = vec![PathBuf::from("/tmp/a"), PathBuf::from("/tmp/b")];
+        for in_cluster in [false, true] {
+            for home_state in [
+                None,
+                Some((home.clone(), true)),
+                Some((home.clone(), false)),
+            ] {
+                assert_eq!(
+                    choose_credentials(&given, home_state, in_cluster).unwrap(),
+                    CredentialChoice::Kubeconfig(given.clone()),
+                    "explicit files always win"
+                );
+            }
+            assert_eq!(
+                choose_credentials(&[], Some((home.clone(), true)), in_cluster).unwrap(),
+                CredentialChoice::Kubeconfig(vec![home.clone()]),
+                "an existing ~/.kube/config wins over the service account"
+            );
+        }
+        assert_eq!(
+            choose_credentials(&[], Some((home.clone(), false)), true).unwrap(),
+            CredentialChoice::InCluster
+        );
+        assert_eq!(
+            choose_credentials(&[], None, true).unwrap(),
+            CredentialChoice::InCluster
+        );
+        assert_eq!(
+            choose_credentials(&[], Some((home.clone(), false)), false).unwrap(),
+            CredentialChoice::Kubeconfig(vec![home])
+        );
+        let none = choose_credentials(&[], None, false).unwrap_err();
+        assert_eq!(none.exit_code(), 2);
+        assert!(none.to_string().contains("no kubeconfig"), "{none}");
+    }
+
+    #[test]
+    fn exec_plugins_are_interactive_only_with_a_terminal_or_when_they_insist() {
+        use ExecInteractiveMode::*;
+        for (configured, terminal, expected) in [
+            (None, false, Never),
+            (Some(IfAvailable), false, Never),
+            (None, true, IfAvailable),
+            (Some(IfAvailable), true, IfAvailable),
+            (Some(Always), false, Always),
+            (Some(Never), true, Never),
+        ] {
+            assert_eq!(
+                exec_interactive_mode(configured.clone(), terminal),
+                expected,
+                "{configured:?} terminal={terminal}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_plugin_is_described_without_its_output() {
+        use std::os::unix::process::ExitStatusExt;
+        let failed = kube::Error::Auth(kube::client::AuthError::AuthExecRun {
+            cmd: "\"get-token\" \"--password=hunter2\"".into(),
+            out: Box::new(std::process::Output {
+                status: std::process::ExitStatus::from_raw(3 << 8),
+                stdout: b"token-from-stdout".to_vec(),
+                stderr: b"token-from-stderr".to_vec(),
+            }),
+        });
+        let text = credential_plugin_failure(&failed, Some("/usr/bin/get-token"))
+            .unwrap()
+            .to_string();
+        assert!(text.contains("\"/usr/bin/get-token\""), "{text}");
+        assert!(text.contains("exit status: 3"), "{text}");
+        for secret in ["token-from", "hunter2"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        // Behind a service error, as the request path sees it.
+        let wrapped = kube::Error::Service(Box::new(
+            credential_plugin_failure(&failed, Some("get-token")).unwrap(),
+        ));
+        assert!(find_plugin_failure(&wrapped).is_some());
+        // Other errors are left alone.
+        let other = kube::Error::Auth(kube::client::AuthError::MissingCommand);
+        assert!(credential_plugin_failure(&other, None).is_none());
     }
 
     #[test]

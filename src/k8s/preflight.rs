@@ -23,8 +23,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::k8s::client::Cluster;
+use crate::k8s::client::{Cluster, find_plugin_failure};
 use crate::k8s::kubevirt::VirtualMachine;
+use crate::k8s::list::list_pages;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, classify, retry};
 use crate::labels;
 use crate::plan::Plan;
@@ -102,6 +103,12 @@ pub fn unreachable_error(cluster: &Cluster, err: &kube::Error) -> Error {
             cluster.context, status.message
         ));
     }
+    if let Some(plugin) = find_plugin_failure(err) {
+        return Error::runtime(format!(
+            "{place}: the credentials of context {:?} could not be obtained: {plugin}",
+            cluster.context
+        ));
+    }
     let detail = error_chain(err);
     let hint = match classify(err) {
         Failure::Transient { .. } => "check that the cluster is up and the server URL is right",
@@ -136,7 +143,7 @@ pub async fn preflight(
 ) -> Result<PreflightReport> {
     let client = &cluster.client;
     let policy = RetryPolicy::until(deadline);
-    let reach_policy = RetryPolicy::until(deadline.min(Instant::now() + REACH_BUDGET));
+    let reach_policy = policy.retrying_until(Instant::now() + REACH_BUDGET);
 
     let version = match retry(&reach_policy, cancel, "reaching the API server", || {
         client.apiserver_version()
@@ -201,7 +208,7 @@ pub async fn preflight(
         }
     }
 
-    // The namespace: create it, or label an existing one.
+    // The namespace: created by the run when missing, used untouched when it exists.
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace_state = match retry(&policy, cancel, "reading the namespace", || {
         namespaces.get_opt(&needs.namespace)
@@ -222,21 +229,11 @@ pub async fn preflight(
     };
     let namespace_exists = matches!(namespace_state, Some(Some(_)));
 
-    // Access reviews: one per verb and kind we will use.
+    // Access reviews: one per verb and kind we will use. An existing namespace is used as it
+    // is (never patched), so only a missing one needs `create`.
     let mut reviews: Vec<(&str, &str, &str, Option<&str>)> = vec![("", "namespaces", "get", None)];
-    match &namespace_state {
-        Some(Some(ns)) => {
-            if ns.labels().get(labels::MANAGED_BY).map(String::as_str)
-                != Some(labels::MANAGED_BY_VALUE)
-            {
-                reviews.push(("", "namespaces", "patch", None));
-            }
-        }
-        Some(None) => reviews.push(("", "namespaces", "create", None)),
-        None => {
-            reviews.push(("", "namespaces", "create", None));
-            reviews.push(("", "namespaces", "patch", None));
-        }
+    if !namespace_exists {
+        reviews.push(("", "namespaces", "create", None));
     }
     let ns = Some(needs.namespace.as_str());
     if !needs.services.is_empty() {
@@ -430,25 +427,37 @@ where
 {
     let kind = K::kind(&K::DynamicType::default()).to_string();
     let api: Api<K> = Api::namespaced(client.clone(), &needs.namespace);
-    let params = ListParams::default().labels(selector);
-    let list = retry(policy, cancel, "listing existing objects", || {
-        api.list(&params)
-    })
-    .await
-    .map_err(|e| {
-        e.into_error(format!(
-            "listing {kind} objects in namespace {}",
-            needs.namespace
-        ))
-    })?;
-    for item in list.items {
-        let name = item.name_any();
-        let owner = item
-            .labels()
-            .get(labels::RUN_ID)
-            .cloned()
-            .unwrap_or_default();
-        if ours.contains(&name) && owner != needs.run_id {
+    let what = format!("listing {kind} objects in namespace {}", needs.namespace);
+    // Metadata only: names and labels are all this needs (and Secret data is never fetched).
+    let mut found = Vec::new();
+    list_pages(
+        policy,
+        cancel,
+        &what,
+        selector,
+        |params| {
+            let api = &api;
+            async move { api.list_metadata(&params).await }
+        },
+        |items| {
+            for item in items {
+                let name = item.metadata.name.clone().unwrap_or_default();
+                if ours.contains(&name) {
+                    let owner = item
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(labels::RUN_ID))
+                        .cloned()
+                        .unwrap_or_default();
+                    found.push((name, owner));
+                }
+            }
+        },
+    )
+    .await?;
+    for (name, owner) in found {
+        if owner != needs.run_id {
             conflicts
                 .entry(owner)
                 .or_default()

@@ -6,7 +6,9 @@
 //! `kube::runtime::watcher` stream selected by `virtwork/run-id=<id>` (LIST once, then WATCH;
 //! the watcher resumes from the last resourceVersion when the server drops the stream and
 //! relists on 410 Gone), transient stream errors retried with jittered backoff, permanent
-//! ones (401/403) ending the wait with the server's message. The API cost is therefore a
+//! ones (401/403) ending the wait with the server's message. Each watch request asks the
+//! server to end it after [`WATCH_TIMEOUT_SECS`], and a stream silent for longer is dropped
+//! and resumed, so a dead connection cannot hold the wait until the deadline. The API cost is therefore a
 //! handful of requests per run, independent of the number of VMs, and a VMI that reaches
 //! the wanted state is noticed as soon as its watch event arrives (no poll interval).
 
@@ -251,8 +253,15 @@ pub struct WatchStats {
     pub reconnects: u32,
 }
 
+/// `timeoutSeconds` of every watch: the server ends the stream after this long and the
+/// watcher resumes it. kube abandons a stream that stays silent for this plus 5 s, so a
+/// connection that died without a FIN (a lost NAT entry, a proxy that stopped forwarding)
+/// is noticed within about a minute instead of kube's default of almost five.
+pub const WATCH_TIMEOUT_SECS: u32 = 60;
+
 /// Waits until every VM in `tracker` meets its condition, one fails, `timeout` passes or
-/// `cancel` fires. Watches VMIs in `namespace` labelled `virtwork/run-id=<run_id>`.
+/// `cancel` fires. Watches VMIs in `namespace` labelled `virtwork/run-id=<run_id>`, each
+/// watch request lasting [`WATCH_TIMEOUT_SECS`].
 pub async fn wait_for_ready(
     client: kube::Client,
     namespace: &str,
@@ -262,13 +271,42 @@ pub async fn wait_for_ready(
     cancel: &CancellationToken,
     observer: &mut dyn ReadinessObserver,
 ) -> (WaitOutcome, WatchStats) {
+    let watch = ReadinessWatch {
+        namespace,
+        run_id,
+        watch_timeout_secs: WATCH_TIMEOUT_SECS,
+    };
+    wait_for_ready_with(client, &watch, tracker, timeout, cancel, observer).await
+}
+
+/// Which VMIs [`wait_for_ready_with`] watches, and the `timeoutSeconds` of each watch request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadinessWatch<'a> {
+    pub namespace: &'a str,
+    pub run_id: &'a str,
+    pub watch_timeout_secs: u32,
+}
+
+/// [`wait_for_ready`] with the watch spelled out (tests shorten the watch timeout to see a
+/// silent stream abandoned and resumed).
+pub async fn wait_for_ready_with(
+    client: kube::Client,
+    watch: &ReadinessWatch<'_>,
+    tracker: &mut ReadinessTracker,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    observer: &mut dyn ReadinessObserver,
+) -> (WaitOutcome, WatchStats) {
     let mut stats = WatchStats::default();
     if tracker.all_ready() {
         return (WaitOutcome::AllReady, stats);
     }
-    let api: Api<VirtualMachineInstance> = Api::namespaced(client, namespace);
-    let selector = format!("{}={}", labels::RUN_ID, run_id);
-    let stream = watcher::watcher(api, watcher::Config::default().labels(&selector));
+    let api: Api<VirtualMachineInstance> = Api::namespaced(client, watch.namespace);
+    let selector = format!("{}={}", labels::RUN_ID, watch.run_id);
+    let config = watcher::Config::default()
+        .labels(&selector)
+        .timeout(watch.watch_timeout_secs);
+    let stream = watcher::watcher(api, config);
     let mut stream = std::pin::pin!(stream);
     let deadline = Instant::now() + timeout;
     let backoff = Backoff::default();

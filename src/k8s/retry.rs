@@ -5,7 +5,9 @@
 //! (200 ms·2^n capped at 10 s), and [`RetryPolicy::decide`] says "wait this long" or "give
 //! up" from the failure, the attempt number, the clock and the deadline. All three are
 //! plain functions with unit tests. [`retry`] is the thin async loop around them that also
-//! stops at once when the command is cancelled (Ctrl-C).
+//! stops at once when the command is cancelled (Ctrl-C), and bounds every attempt by
+//! [`RetryPolicy::attempt_budget`] ([`ATTEMPT_TIMEOUT`], never past the command's deadline):
+//! a server that accepts the connection and never answers costs one attempt, not forever.
 //!
 //! Retried: 429 (waiting at least the server's `retryAfterSeconds`; the `Retry-After`
 //! header additionally pauses every request in client.rs), 500/502/503/504, reasons
@@ -179,20 +181,50 @@ pub enum Decision {
     GiveUp,
 }
 
-/// Backoff plus a deadline: retry transient failures until the deadline.
+/// Longest one request attempt may take (connect, credentials, response and body) when the
+/// command's deadline is further away. The API server answers ordinary requests in
+/// milliseconds and ends its own handlers after 60 s; 30 s leaves room for a slow link or an
+/// exec credential plugin while a silent connection is abandoned and retried in time.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Backoff plus deadlines: retry transient failures until `deadline`, and never let one
+/// attempt run longer than `attempt_timeout` or past `attempt_deadline` (the command's
+/// deadline; `deadline` may be earlier when only a short retry window is wanted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub backoff: Backoff,
+    /// No retry is scheduled past this instant.
     pub deadline: Instant,
+    /// No attempt runs past this instant.
+    pub attempt_deadline: Instant,
+    /// Longest single attempt.
+    pub attempt_timeout: Duration,
 }
 
 impl RetryPolicy {
-    /// The default backoff with the given deadline.
+    /// The default backoff and [`ATTEMPT_TIMEOUT`], everything bounded by `deadline`.
     pub fn until(deadline: Instant) -> Self {
         RetryPolicy {
             backoff: Backoff::default(),
             deadline,
+            attempt_deadline: deadline,
+            attempt_timeout: ATTEMPT_TIMEOUT,
         }
+    }
+
+    /// The same policy retrying only until `retry_until` (attempts keep their bound).
+    pub fn retrying_until(self, retry_until: Instant) -> Self {
+        RetryPolicy {
+            deadline: retry_until.min(self.deadline),
+            ..self
+        }
+    }
+
+    /// How long an attempt starting at `now` may take; None when the command's deadline has
+    /// already passed.
+    pub fn attempt_budget(&self, now: Instant) -> Option<Duration> {
+        let left = self.attempt_deadline.checked_duration_since(now)?;
+        (!left.is_zero()).then(|| left.min(self.attempt_timeout))
     }
 
     /// Decides after `attempt` (0-based) failed with `failure` at time `now`.
@@ -207,6 +239,23 @@ impl RetryPolicy {
         }
         Decision::RetryAfter(delay)
     }
+}
+
+/// The error of an attempt abandoned after `after` without a complete response (or of one
+/// never started because the deadline had passed): a transient transport failure.
+pub fn timed_out(after: Duration) -> kube::Error {
+    let message = if after.is_zero() {
+        "the command's --timeout ran out before the request could be sent".to_string()
+    } else {
+        format!(
+            "no complete response from the API server within {:.1}s",
+            after.as_secs_f64()
+        )
+    };
+    kube::Error::Service(Box::new(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        message,
+    )))
 }
 
 /// Why [`retry`] stopped without a result.
@@ -273,10 +322,19 @@ where
         if cancel.is_cancelled() {
             return Err(RetryError::Cancelled);
         }
+        let Some(budget) = policy.attempt_budget(Instant::now()) else {
+            return Err(RetryError::Failed {
+                error: timed_out(Duration::ZERO),
+                attempts: n.max(1),
+                transient: true,
+            });
+        };
         let outcome = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(RetryError::Cancelled),
-            outcome = attempt() => outcome,
+            outcome = tokio::time::timeout(budget, attempt()) => {
+                outcome.unwrap_or_else(|_| Err(timed_out(budget)))
+            }
         };
         let error = match outcome {
             Ok(value) => return Ok(value),
@@ -528,6 +586,68 @@ mod tests {
         assert!(Instant::now() <= start + Duration::from_secs(30));
     }
 
+    #[test]
+    fn attempts_are_bounded_by_the_attempt_timeout_and_the_command_deadline() {
+        let now = Instant::now();
+        let policy = RetryPolicy::until(now + Duration::from_secs(100));
+        assert_eq!(policy.attempt_budget(now), Some(ATTEMPT_TIMEOUT));
+        assert_eq!(
+            policy.attempt_budget(now + Duration::from_secs(90)),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(policy.attempt_budget(now + Duration::from_secs(100)), None);
+        assert_eq!(policy.attempt_budget(now + Duration::from_secs(101)), None);
+        // A short retry window keeps the attempt bound of the command.
+        let reach = policy.retrying_until(now + Duration::from_secs(3));
+        assert_eq!(reach.deadline, now + Duration::from_secs(3));
+        assert_eq!(reach.attempt_budget(now), Some(ATTEMPT_TIMEOUT));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_that_never_completes_is_abandoned_at_the_deadline() {
+        let cancel = CancellationToken::new();
+        let start = Instant::now();
+        let policy = RetryPolicy::until(start + Duration::from_secs(5));
+        let mut calls = 0;
+        let err = retry(&policy, &cancel, "test", || {
+            calls += 1;
+            std::future::pending::<Result<(), kube::Error>>()
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(calls, 1);
+        assert_eq!(Instant::now(), start + Duration::from_secs(5));
+        let RetryError::Failed {
+            error, transient, ..
+        } = err
+        else {
+            panic!("expected a failure");
+        };
+        assert!(transient);
+        assert!(matches!(classify(&error), Failure::Transient { .. }));
+        assert!(error.to_string().contains("within 5.0s"), "{error}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_attempt_is_retried_while_the_deadline_allows() {
+        let cancel = CancellationToken::new();
+        let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(120));
+        let mut calls = 0;
+        let value = retry(&policy, &cancel, "test", || {
+            calls += 1;
+            let n = calls;
+            async move {
+                if n == 1 {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, kube::Error>(n)
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(value, 2);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn cancellation_interrupts_backoff() {
         let cancel = CancellationToken::new();
@@ -536,7 +656,7 @@ mod tests {
                 base: Duration::from_secs(5),
                 cap: Duration::from_secs(5),
             },
-            deadline: Instant::now() + Duration::from_secs(3600),
+            ..RetryPolicy::until(Instant::now() + Duration::from_secs(3600))
         };
         let trigger = cancel.clone();
         tokio::spawn(async move {

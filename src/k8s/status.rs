@@ -1,7 +1,8 @@
 //! `virtwork status`: the runs present on the cluster, read from label-selected VMs and VMIs.
 //!
 //! [`assemble`] is the pure part (join VMs with their VMIs, group by run, sort); [`collect`]
-//! lists the two kinds through the shared client and retry policy. Read-only: nothing here
+//! lists the two kinds through the shared client and retry policy, with the bounds of
+//! [`crate::k8s::list`], keeping of each object only the fields it shows. Read-only: nothing here
 //! writes to the cluster.
 
 use std::collections::BTreeMap;
@@ -10,7 +11,7 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, list_in_scope};
+use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, for_each_in_scope};
 use crate::labels;
 
 /// One VM of a run as the cluster reports it.
@@ -119,9 +120,70 @@ pub fn assemble(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<RunStatus>
 
 /// Reads the runs in `scope` from the cluster.
 pub async fn collect(ctx: &ApiContext, scope: &Scope) -> Result<Vec<RunStatus>> {
-    let vms = list_in_scope(ctx, scope, ManagedKind::VirtualMachine).await?;
-    let vmis = list_in_scope(ctx, scope, ManagedKind::VirtualMachineInstance).await?;
+    let vms = list_kind(ctx, scope, ManagedKind::VirtualMachine).await?;
+    let vmis = list_kind(ctx, scope, ManagedKind::VirtualMachineInstance).await?;
     Ok(assemble(&vms, &vmis))
+}
+
+/// The `status` fields [`assemble`] reads; everything else of a listed object is dropped as
+/// each page arrives.
+const KEPT_STATUS_FIELDS: [&str; 4] = ["printableStatus", "phase", "nodeName", "conditions"];
+
+/// Lists `kind` in `scope`, keeping of each object only what [`assemble`] reads (name,
+/// namespace, labels, creation time and the status fields it shows), each object once.
+async fn list_kind(
+    ctx: &ApiContext,
+    scope: &Scope,
+    kind: ManagedKind,
+) -> Result<Vec<DynamicObject>> {
+    let api = scope.api(&ctx.client, kind);
+    let mut kept: BTreeMap<(String, String), DynamicObject> = BTreeMap::new();
+    for_each_in_scope(
+        ctx,
+        scope,
+        kind,
+        |params| {
+            let api = &api;
+            async move { api.list(&params).await }
+        },
+        |object: DynamicObject| {
+            let slim = slim(object);
+            let key = (
+                slim.metadata.namespace.clone().unwrap_or_default(),
+                slim.metadata.name.clone().unwrap_or_default(),
+            );
+            kept.insert(key, slim);
+        },
+    )
+    .await?;
+    Ok(kept.into_values().collect())
+}
+
+/// `object` reduced to what `status` shows.
+fn slim(object: DynamicObject) -> DynamicObject {
+    let meta = object.metadata;
+    let status: serde_json::Map<String, serde_json::Value> = object
+        .data
+        .get("status")
+        .and_then(|s| s.as_object())
+        .map(|s| {
+            s.iter()
+                .filter(|(k, _)| KEPT_STATUS_FIELDS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    DynamicObject {
+        types: None,
+        metadata: kube::api::ObjectMeta {
+            name: meta.name,
+            namespace: meta.namespace,
+            labels: meta.labels,
+            creation_timestamp: meta.creation_timestamp,
+            ..Default::default()
+        },
+        data: serde_json::json!({ "status": status }),
+    }
 }
 
 #[cfg(test)]
@@ -196,6 +258,11 @@ mod tests {
                    "conditions": [{"type": "Ready", "status": "False"}]}),
         )];
         let runs = assemble(&vms, &vmis);
+        // What the listing keeps of each object is all assemble needs.
+        let slimmed = |objects: &[DynamicObject]| -> Vec<DynamicObject> {
+            objects.iter().cloned().map(slim).collect()
+        };
+        assert_eq!(assemble(&slimmed(&vms), &slimmed(&vmis)), runs);
         let ids: Vec<_> = runs.iter().map(|r| r.run_id.clone()).collect();
         assert_eq!(ids, vec![Some(RUN_A.into()), Some(RUN_B.into()), None]);
         let b = &runs[1];

@@ -25,6 +25,9 @@ pub enum CleanupStatus {
     Interrupted,
     /// `--wait` ran out of time with objects still present (exit 1).
     WaitTimedOut,
+    /// `--delete-namespace` was refused (`namespace_kept` says why); everything else in scope
+    /// was deleted (exit 1).
+    NamespaceKept,
 }
 
 /// Counts per kind plus their total.
@@ -99,6 +102,8 @@ pub struct CleanupSummary {
     /// Objects not attempted because of an interrupt.
     pub not_attempted: usize,
     pub namespace_deleted: bool,
+    /// Why the namespace `--delete-namespace` named was kept, else `null`.
+    pub namespace_kept: Option<String>,
     /// Present only with `--wait` after deletes.
     pub wait: Option<WaitReport>,
     /// One line per failed delete (`deleting secret ns/name: ...`), sorted.
@@ -122,6 +127,7 @@ impl CleanupSummary {
             already_gone: CountsWithTotal::default(),
             not_attempted: 0,
             namespace_deleted: false,
+            namespace_kept: None,
             wait: None,
             warnings: Vec::new(),
             failures: Vec::new(),
@@ -151,6 +157,16 @@ fn counts_table(out: &mut String, counts: &KindCounts) {
 
 /// The preview shown before the confirmation prompt and in a dry run.
 pub fn preview_text(namespace: Option<&str>, run_id_filter: Option<&str>, found: &Found) -> String {
+    preview_with_kept(namespace, run_id_filter, found, None)
+}
+
+/// [`preview_text`] plus, when `--delete-namespace` will be refused, why.
+pub fn preview_with_kept(
+    namespace: Option<&str>,
+    run_id_filter: Option<&str>,
+    found: &Found,
+    kept: Option<&str>,
+) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -171,6 +187,9 @@ pub fn preview_text(namespace: Option<&str>, run_id_filter: Option<&str>, found:
             "  The namespace {ns} will be deleted, with everything in it."
         );
     }
+    if let (Some(ns), Some(reason)) = (namespace, kept) {
+        let _ = writeln!(out, "  The namespace {ns} will be kept: {reason}.");
+    }
     out
 }
 
@@ -189,10 +208,11 @@ pub fn summary_text(summary: &CleanupSummary) -> String {
             return out;
         }
         CleanupStatus::DryRun => {
-            out.push_str(&preview_text(
+            out.push_str(&preview_with_kept(
                 summary.namespace.as_deref(),
                 summary.run_id_filter.as_deref(),
                 &summary.found,
+                summary.namespace_kept.as_deref(),
             ));
             out.push_str("Dry run: nothing was deleted.\n");
             return out;
@@ -207,6 +227,7 @@ pub fn summary_text(summary: &CleanupSummary) -> String {
         CleanupStatus::Interrupted => "Cleanup interrupted",
         CleanupStatus::CompletedWithErrors => "Cleanup finished with errors",
         CleanupStatus::WaitTimedOut => "Cleanup finished, but not everything is gone yet",
+        CleanupStatus::NamespaceKept => "Cleanup finished, the namespace was kept",
         _ => "Cleanup complete",
     };
     let _ = writeln!(out, "{headline}: {ns}{filter}");
@@ -227,6 +248,9 @@ pub fn summary_text(summary: &CleanupSummary) -> String {
     }
     if summary.namespace_deleted {
         let _ = writeln!(out, "Namespace {ns} deleted.");
+    }
+    if let Some(reason) = &summary.namespace_kept {
+        let _ = writeln!(out, "Namespace {ns} kept: {reason}.");
     }
     match &summary.wait {
         Some(wait) if wait.all_gone => out.push_str("Waited: every deleted object is gone.\n"),

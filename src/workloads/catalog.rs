@@ -2,7 +2,10 @@
 //! `workload.yaml` (packages, typed params, roles, storage, one Service).
 //!
 //! Loading is strict: unknown manifest keys, bad names, sizes, serials, mounts, ports and
-//! param defaults are input errors naming the entry and file. `{{key}}` placeholders are
+//! param defaults are input errors naming the entry and file. Only regular files directly
+//! inside the entry directory are read (never a symbolic link, which could ship
+//! `~/.kube/config` to every guest), each at most [`MAX_FILE_BYTES`] and together at most
+//! [`MAX_ENTRY_BYTES`]; unit file names must pass [`check_unit_file_name`]. `{{key}}` placeholders are
 //! replaced by validated param values in one pass (values are never re-scanned); list
 //! params are written comma-joined, dict params as `k=v` pairs comma-joined.
 
@@ -124,6 +127,114 @@ pub struct PlaceholderReport {
     pub warnings: Vec<String>,
 }
 
+/// Largest single file of an entry (a unit file or the manifest). Units are a few KiB; the cap
+/// stops a stray large file from being read at all.
+pub const MAX_FILE_BYTES: u64 = 256 * 1024;
+/// Largest total of an entry's files. Everything read ends up in a cloud-init user-data
+/// Secret, which Kubernetes caps at 1 MiB, so a larger entry could never be deployed.
+pub const MAX_ENTRY_BYTES: u64 = 1024 * 1024;
+
+/// Whether `name` may be installed as a systemd unit file: `[A-Za-z0-9@._-]` only, no leading
+/// `-` (it would read as an option to `systemctl`), a non-empty stem, and a `.service` or
+/// `.timer` suffix. The name reaches a guest command line, so the check is strict.
+pub fn check_unit_file_name(name: &str) -> std::result::Result<(), String> {
+    let stem = name
+        .strip_suffix(".service")
+        .or_else(|| name.strip_suffix(".timer"));
+    let chars_ok = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'@' | b'.' | b'_' | b'-'));
+    match stem {
+        Some(stem) if !stem.is_empty() && chars_ok && !name.starts_with(['-', '.', '@']) => Ok(()),
+        _ => Err(
+            "not a usable unit file name: expected letters, digits, '@', '.', '_' and '-' only, \
+             not starting with '-', '.' or '@', ending in .service or .timer (e.g. stress.service)"
+                .to_string(),
+        ),
+    }
+}
+
+/// Bytes of an entry read so far, against [`MAX_ENTRY_BYTES`].
+#[derive(Debug, Default)]
+struct EntryBudget {
+    used: u64,
+}
+
+/// Reads `dir/file` if it exists: `None` when absent, `Some(Err(problem))` when it must not be
+/// used. Only a regular file directly inside the entry directory is read: a symbolic link
+/// (which could point at `~/.kube/config` and ship it to every guest), a directory, a FIFO or
+/// a device is refused, and so is a file over [`MAX_FILE_BYTES`] or one that would take the
+/// entry over [`MAX_ENTRY_BYTES`]. The opened file must be the very inode that was checked,
+/// so swapping in a link between the check and the read is caught too.
+fn read_entry_file(
+    dir: &Path,
+    file: &str,
+    budget: &mut EntryBudget,
+) -> Option<std::result::Result<String, String>> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+
+    let path = dir.join(file);
+    let checked = match std::fs::symlink_metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(Err(format!("cannot be read: {e}"))),
+    };
+    let kind = checked.file_type();
+    if kind.is_symlink() {
+        return Some(Err(
+            "is a symbolic link; catalog files must be regular files inside \
+                         the entry directory (copy the file into the entry instead)"
+                .to_string(),
+        ));
+    }
+    if !kind.is_file() {
+        return Some(Err(
+            "is not a regular file; catalog files must be regular files \
+                         inside the entry directory"
+                .to_string(),
+        ));
+    }
+    let too_big = |size: u64| {
+        format!(
+            "is {size} bytes, over the {} KiB limit for one catalog file",
+            MAX_FILE_BYTES / 1024
+        )
+    };
+    if checked.len() > MAX_FILE_BYTES {
+        return Some(Err(too_big(checked.len())));
+    }
+    let opened = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) => return Some(Err(format!("cannot be read: {e}"))),
+    };
+    let same_file = opened
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.dev() == checked.dev() && m.ino() == checked.ino());
+    if !same_file {
+        return Some(Err(
+            "changed while being read (replaced by a link or another file)".to_string(),
+        ));
+    }
+    let mut bytes = Vec::new();
+    if let Err(e) = opened.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes) {
+        return Some(Err(format!("cannot be read: {e}")));
+    }
+    let size = bytes.len() as u64;
+    if size > MAX_FILE_BYTES {
+        return Some(Err(too_big(size)));
+    }
+    budget.used += size;
+    if budget.used > MAX_ENTRY_BYTES {
+        return Some(Err(format!(
+            "takes the entry's files over {} KiB in total (they must fit the 1 MiB cloud-init \
+             user-data limit)",
+            MAX_ENTRY_BYTES / 1024
+        )));
+    }
+    Some(String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_string()))
+}
+
 impl CatalogEntry {
     /// Loads and validates `<catalog_dir>/<name>`. Placeholders are not checked here
     /// (see [`placeholder_report`](Self::placeholder_report)).
@@ -141,28 +252,36 @@ impl CatalogEntry {
                 "entry name must be a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters); rename the directory".to_string(),
             ));
         }
-        let read_dir = std::fs::read_dir(&dir).map_err(|source| Error::Io {
-            context: "reading catalog entry",
-            path: dir.clone(),
-            source,
+        let read_dir = std::fs::read_dir(&dir).map_err(|e| {
+            fail(format!(
+                "reading the entry directory {}: {e}",
+                dir.display()
+            ))
         })?;
-        let mut units = BTreeMap::new();
+        let mut budget = EntryBudget::default();
+        let mut unit_names = Vec::new();
         for item in read_dir {
-            let item = item.map_err(|source| Error::Io {
-                context: "reading catalog entry",
-                path: dir.clone(),
-                source,
+            let item = item.map_err(|e| {
+                fail(format!(
+                    "reading the entry directory {}: {e}",
+                    dir.display()
+                ))
             })?;
             let file_name = item.file_name().to_string_lossy().into_owned();
-            let path = item.path();
-            if !file_name.ends_with(".service") || !path.is_file() {
+            // Hidden files (editor lock and swap files) are never part of an entry.
+            if file_name.starts_with('.') || !file_name.ends_with(".service") {
                 continue;
             }
-            let content = std::fs::read_to_string(&path).map_err(|source| Error::Io {
-                context: "reading catalog service file",
-                path: path.clone(),
-                source,
-            })?;
+            check_unit_file_name(&file_name)
+                .map_err(|msg| fail(format!("file {file_name:?}: {msg}")))?;
+            unit_names.push(file_name);
+        }
+        unit_names.sort();
+        let mut units = BTreeMap::new();
+        for file_name in unit_names {
+            let content = read_entry_file(&dir, &file_name, &mut budget)
+                .ok_or_else(|| fail(format!("file {file_name:?} disappeared while loading")))
+                .and_then(|r| r.map_err(|msg| fail(format!("file {file_name:?}: {msg}"))))?;
             units.insert(file_name, content);
         }
         if units.is_empty() {
@@ -170,23 +289,17 @@ impl CatalogEntry {
         }
 
         let manifest_path = dir.join(MANIFEST);
-        let manifest: Manifest = match std::fs::read_to_string(&manifest_path) {
-            Ok(text) if text.trim().is_empty() => Manifest::default(),
-            Ok(text) => serde_yaml::from_str(&text).map_err(|e| {
+        let manifest: Manifest = match read_entry_file(&dir, MANIFEST, &mut budget) {
+            None => Manifest::default(),
+            Some(Err(msg)) => return Err(fail(format!("file {MANIFEST:?}: {msg}"))),
+            Some(Ok(text)) if text.trim().is_empty() => Manifest::default(),
+            Some(Ok(text)) => serde_yaml::from_str(&text).map_err(|e| {
                 fail(format!(
                     "parsing {}: {}",
                     manifest_path.display(),
                     e.to_string().replace('\n', " ")
                 ))
             })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
-            Err(source) => {
-                return Err(Error::Io {
-                    context: "reading catalog manifest",
-                    path: manifest_path,
-                    source,
-                });
-            }
         };
         let schema = validate_manifest(name, &manifest).map_err(|msg| {
             fail(format!(

@@ -17,6 +17,8 @@ pub const NS: &str = "virtwork";
 pub const RUN_A: &str = "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f";
 pub const RUN_B: &str = "7d3e2f10-8a4b-4c5d-9e6f-0a1b2c3d4e5f";
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// The annotation virtwork puts on a namespace it creates.
+pub const CREATED_BY_RUN: &str = "virtwork/created-by-run";
 /// Upper bound for the fixture's controllers to settle (a hang guard, not a timing check).
 pub const SETTLE: Duration = Duration::from_secs(30);
 /// Every kind cleanup handles, as fixture resource names.
@@ -65,16 +67,26 @@ impl Cluster {
         self.dir.path().join("audit.db")
     }
 
-    /// Creates a namespace, labelled as virtwork's when `managed`.
+    /// Creates a namespace; when `managed`, as `virtwork run` creates one (labelled, and
+    /// annotated with the creating run, which makes it deletable by `--delete-namespace`).
     pub fn namespace(&self, name: &str, managed: bool) {
-        let labels = if managed {
-            json!({ MANAGED_BY: "virtwork" })
+        let metadata = if managed {
+            json!({ "name": name, "labels": { MANAGED_BY: "virtwork" },
+                    "annotations": { CREATED_BY_RUN: RUN_A } })
         } else {
-            json!({})
+            json!({ "name": name })
         };
         self.server.insert(json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": metadata,
+        }));
+    }
+
+    /// Creates a namespace the way earlier virtwork versions left one: labelled managed-by
+    /// virtwork (they labelled every namespace they ran in) but with no creator annotation.
+    pub fn legacy_labelled_namespace(&self, name: &str) {
+        self.server.insert(json!({
             "apiVersion": "v1", "kind": "Namespace",
-            "metadata": { "name": name, "labels": labels },
+            "metadata": { "name": name, "labels": { MANAGED_BY: "virtwork" } },
         }));
     }
 
@@ -286,4 +298,51 @@ pub fn json_doc(output: &Output) -> Value {
             text(&output.stdout)
         )
     })
+}
+
+/// How a guarded child process ended.
+pub struct Guarded {
+    /// None when it had to be killed (still running at the guard, or over the memory limit).
+    pub output: Option<Output>,
+    /// Largest resident set size seen while it ran, in KiB (Linux `/proc`; 0 elsewhere).
+    pub peak_rss_kib: u64,
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Runs `cmd`, sampling its memory every 20 ms; kills it when it outlives `guard` or grows
+/// past `limit_kib` (hang and runaway guards: the caller asserts on what happened).
+pub fn run_guarded(mut cmd: Command, guard: Duration, limit_kib: u64) -> Guarded {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + guard;
+    let mut peak = 0;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return Guarded {
+                output: Some(child.wait_with_output().unwrap()),
+                peak_rss_kib: peak,
+            };
+        }
+        peak = peak.max(rss_kib(child.id()).unwrap_or(0));
+        if peak > limit_kib || std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Guarded {
+                output: None,
+                peak_rss_kib: peak,
+            };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

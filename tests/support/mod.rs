@@ -25,10 +25,11 @@
 
 pub mod apiserver;
 pub mod prometheus;
+pub mod proxy;
 pub mod schema;
 
 pub use apiserver::{
     AccessAttributes, AfterCommit, ApiError, Authorizer, Backend, ControllerOptions, Denial,
-    EventType, FakeApiServer, FaultAction, Faults, Options, RequestRecord, SchemaMode,
+    EndlessList, EventType, FakeApiServer, FaultAction, Faults, Options, RequestRecord, SchemaMode,
     SchemaReport, SchemaValidator, SchemaViolation, ScriptedFault, StoreEvent,
 };

@@ -209,7 +209,15 @@ fn react(
             let mut store = shared.store.lock().unwrap();
             reconcile_vm(&mut store, &key, opts);
         }
+        (NS, EventType::Added) => {
+            let mut store = shared.store.lock().unwrap();
+            publish_namespace_defaults(&mut store, &ev.name);
+        }
         (VMI, EventType::Added) => {
+            {
+                let mut store = shared.store.lock().unwrap();
+                create_launcher_pod(&mut store, &ev.object);
+            }
             spawn_vmi_progress(shared, key, meta_str(&ev.object, "uid").to_string());
         }
         (DV, EventType::Added) => {
@@ -244,6 +252,61 @@ fn react(
             refresh_vm_status(&mut store, &(VM, ev.namespace.clone(), vm), opts);
         }
     }
+}
+
+/// What kube-controller-manager puts in every new namespace: the `kube-root-ca.crt` ConfigMap
+/// (root CA publisher) and the `default` ServiceAccount (service account controller).
+fn publish_namespace_defaults(store: &mut Store, ns: &str) {
+    let configmaps = idx("configmaps");
+    if store
+        .objects
+        .contains_key(&(configmaps, ns.to_string(), "kube-root-ca.crt".to_string()))
+    {
+        return;
+    }
+    store.upsert(
+        configmaps,
+        json!({
+            "metadata": { "name": "kube-root-ca.crt", "namespace": ns,
+                          "annotations": { "kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc." } },
+            "data": { "ca.crt": "-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n" },
+        }),
+    );
+    store.upsert(
+        idx("serviceaccounts"),
+        json!({ "metadata": { "name": "default", "namespace": ns } }),
+    );
+}
+
+/// KubeVirt runs each VMI in a `virt-launcher-<vmi>-<suffix>` Pod that carries the VMI's
+/// labels and is owned by it (so garbage collection removes it with the VMI).
+fn create_launcher_pod(store: &mut Store, vmi: &Value) {
+    let name = meta_str(vmi, "name");
+    let ns = meta_str(vmi, "namespace");
+    let suffix: String = meta_str(vmi, "uid")
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(5)
+        .collect();
+    let mut labels = vmi
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    labels["kubevirt.io"] = json!("virt-launcher");
+    labels["vm.kubevirt.io/name"] = json!(name);
+    store.upsert(
+        idx("pods"),
+        json!({
+            "metadata": {
+                "name": format!("virt-launcher-{name}-{suffix}"),
+                "namespace": ns,
+                "labels": labels,
+                "ownerReferences": [owner_ref(vmi)],
+            },
+            "spec": { "containers": [{ "name": "compute", "image": "quay.io/kubevirt/virt-launcher" }] },
+            "status": { "phase": "Running" },
+        }),
+    );
 }
 
 /// Creates missing DataVolumes and the VMI for a VM, deletes the VMI of a stopped VM, and
@@ -725,7 +788,11 @@ fn foreground_pass(shared: &Arc<Shared>) {
         .map(|(k, _)| k.clone())
         .collect();
     for key in owners {
-        let uid = meta_str(&store.objects[&key], "uid").to_string();
+        // An earlier owner of this pass may already have removed it (a chain VM → VMI → Pod).
+        let Some(owner) = store.objects.get(&key) else {
+            continue;
+        };
+        let uid = meta_str(owner, "uid").to_string();
         let deps = store.dependents_of(&uid);
         if deps.is_empty() {
             let mut obj = store.objects[&key].clone();
@@ -738,7 +805,10 @@ fn foreground_pass(shared: &Arc<Shared>) {
             }
         } else {
             for d in deps {
-                let dep_uid = meta_str(&store.objects[&d], "uid").to_string();
+                let Some(dep) = store.objects.get(&d) else {
+                    continue;
+                };
+                let dep_uid = meta_str(dep, "uid").to_string();
                 if store.dependents_of(&dep_uid).is_empty() {
                     store.remove_now(&d);
                 } else if !terminating(&store.objects[&d]) {

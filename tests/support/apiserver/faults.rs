@@ -104,6 +104,18 @@ pub enum FaultAction {
     DropAfterCommit,
     /// Delay the request by this long.
     Delay(Duration),
+    /// Answer 200 with headers, then never send a byte and never close: a silent connection
+    /// (for a watch, a stream that stalls without the server ending it).
+    Stall,
+}
+
+/// Lists of `resource` (plural) never end: each page is served with a continue token, and a
+/// request with such a token gets the first page again. `same_token`: always the same token
+/// (a server stuck in a loop); otherwise a fresh one each time (a server that never ends).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndlessList {
+    pub resource: String,
+    pub same_token: bool,
 }
 
 /// All fault knobs; `Faults::default()` is a well-behaved server.
@@ -134,6 +146,8 @@ pub struct Faults {
     pub authorizer: Option<Authorizer>,
     /// One-shot faults, consumed in order of the list.
     pub scripted: Vec<ScriptedFault>,
+    /// Lists of one resource never end: every page carries a continue token.
+    pub endless_list: Option<EndlessList>,
     /// Seed of the random draws, so a failing run can be replayed.
     pub seed: u64,
 }

@@ -48,6 +48,10 @@ pub struct RequestRecord {
     pub timestamp: SystemTime,
     /// Whether the write was committed (mutating verbs only; true for dry runs never).
     pub committed: bool,
+    /// The request's `Accept` header ("" when none): shows metadata-only and Table requests.
+    pub accept: String,
+    /// The DeleteOptions body of a delete (preconditions, propagation), else None.
+    pub delete_options: Option<Value>,
 }
 
 /// Settings changeable while the server runs.
@@ -218,6 +222,30 @@ fn parse_target(
     Ok(t)
 }
 
+/// How objects are sent back, from the `Accept` header: as stored, as a `meta.k8s.io/v1`
+/// Table (kubectl's printers), or metadata only (`as=PartialObjectMetadata[List]`, what
+/// clients ask for when they need no spec, status or Secret data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Render {
+    Full,
+    Table,
+    Metadata,
+}
+
+/// `meta.k8s.io/v1` PartialObjectMetadata of `obj`.
+fn partial_object(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
+    })
+}
+
+/// Continue tokens of the endless-list fault start with this.
+const ENDLESS_TOKEN: &str = "endless";
+/// Pages served under the endless-list fault (makes fresh tokens unique).
+static ENDLESS_PAGES: AtomicUsize = AtomicUsize::new(0);
+
 fn is_mutating(verb: &str) -> bool {
     matches!(
         verb,
@@ -239,6 +267,7 @@ struct FaultPlan {
     delay: Duration,
     fail_before: Option<u16>,
     drop_before: bool,
+    stall: bool,
     after_commit: Option<AfterCommit>,
 }
 
@@ -263,6 +292,7 @@ fn plan_faults(shared: &Shared, t: &Target) -> FaultPlan {
             FaultAction::Drop => plan.drop_before = true,
             FaultAction::DropAfterCommit => plan.after_commit = Some(AfterCommit::Drop),
             FaultAction::Delay(d) => plan.delay += d,
+            FaultAction::Stall => plan.stall = true,
         }
         return plan;
     }
@@ -336,6 +366,13 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         inflight_at_start,
         timestamp,
         committed: false,
+        accept: req
+            .headers()
+            .get("accept")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string(),
+        delete_options: None,
     };
     if let Ok(t) = &target {
         record.verb = t.verb.clone();
@@ -449,7 +486,13 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let wants_table = accept.contains("as=Table");
+    let render = if accept.contains("as=Table") {
+        Render::Table
+    } else if accept.contains("as=PartialObjectMetadata") {
+        Render::Metadata
+    } else {
+        Render::Full
+    };
     let content_type = req
         .headers()
         .get("content-type")
@@ -463,6 +506,9 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
             return drop_connection(&kill).await;
         }
     };
+    if t.verb == "delete" && !body.is_empty() {
+        record.delete_options = serde_json::from_slice(&body).ok();
+    }
     let mut t = t;
     if t.verb == "create" && t.name.is_empty() {
         // Name the object being created (for scripted faults and the log) from its body.
@@ -519,13 +565,22 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         finish(&shared, record, code);
         return error_response(&e);
     }
+    if plan.stall {
+        finish(&shared, record, 200);
+        let silent = futures::stream::pending::<Result<Frame<Bytes>, Infallible>>();
+        return Response::builder()
+            .status(200)
+            .header("Content-Type", "application/json")
+            .body(StreamBody::new(silent).boxed())
+            .unwrap();
+    }
 
     if t.verb == "watch" {
         let resp = watch(
             &shared,
             &t,
             &query,
-            wants_table,
+            render,
             faults_snapshot.watch_max_duration,
         );
         let status = resp.status().as_u16();
@@ -533,15 +588,7 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         return resp;
     }
 
-    let result = execute(
-        &shared,
-        &t,
-        &query,
-        &content_type,
-        &body,
-        wants_table,
-        &user,
-    );
+    let result = execute(&shared, &t, &query, &content_type, &body, render, &user);
     let committed = is_mutating(&t.verb) && result.is_ok() && !dry_run(&query);
     record.committed = committed;
     match (result, plan.after_commit) {
@@ -707,7 +754,7 @@ fn execute(
     query: &BTreeMap<String, String>,
     content_type: &str,
     body: &[u8],
-    wants_table: bool,
+    render: Render,
     user: &str,
 ) -> Result<WriteResult, ApiError> {
     let res = t.res.unwrap();
@@ -726,11 +773,14 @@ fn execute(
                 .lock()
                 .unwrap()
                 .get(res, &t.namespace, &t.name)?;
-            if wants_table {
-                let rv = meta_str(&obj, "resourceVersion").to_string();
-                return ok(table(ri, &[obj], &rv));
+            match render {
+                Render::Table => {
+                    let rv = meta_str(&obj, "resourceVersion").to_string();
+                    ok(table(ri, &[obj], &rv))
+                }
+                Render::Metadata => ok(partial_object(&obj)),
+                Render::Full => ok(obj),
             }
-            ok(obj)
         }
         "list" => {
             let (labels, fields) = selectors(query)?;
@@ -742,16 +792,51 @@ fn execute(
                 None => None,
             };
             let ns = t.namespaced_url.then_some(t.namespace.as_str());
-            let page = shared.store.lock().unwrap().list(
+            let endless = shared
+                .faults
+                .lock()
+                .unwrap()
+                .0
+                .endless_list
+                .clone()
+                .filter(|e| e.resource == ri.plural);
+            let mut continue_token = query.get("continue").map(String::as_str);
+            if endless.is_some() && continue_token.is_some_and(|c| c.starts_with(ENDLESS_TOKEN)) {
+                continue_token = None;
+            }
+            let mut page = shared.store.lock().unwrap().list(
                 res,
                 ns,
                 &labels,
                 &fields,
                 limit,
-                query.get("continue").map(String::as_str),
+                continue_token,
             )?;
+            if let Some(endless) = endless {
+                // Every page claims another one follows: the same page again, under a fresh
+                // token or always the same one.
+                let served = ENDLESS_PAGES.fetch_add(1, Ordering::SeqCst);
+                page.continue_token = Some(if endless.same_token {
+                    ENDLESS_TOKEN.to_string()
+                } else {
+                    format!("{ENDLESS_TOKEN}-{served}")
+                });
+            }
             let rv = page.resource_version.to_string();
-            if wants_table {
+            if render == Render::Metadata {
+                let mut metadata = json!({ "resourceVersion": rv });
+                if let Some(c) = &page.continue_token {
+                    metadata["continue"] = json!(c);
+                }
+                let items: Vec<Value> = page.items.iter().map(partial_object).collect();
+                return ok(json!({
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": metadata,
+                    "items": items,
+                }));
+            }
+            if render == Render::Table {
                 let mut tbl = table(ri, &page.items, &rv);
                 if let Some(c) = &page.continue_token {
                     tbl["metadata"]["continue"] = json!(c);
@@ -1003,7 +1088,7 @@ fn watch(
     shared: &Arc<Shared>,
     t: &Target,
     query: &BTreeMap<String, String>,
-    wants_table: bool,
+    render: Render,
     max_duration: Option<Duration>,
 ) -> Response<Body> {
     let res = t.res.unwrap();
@@ -1029,11 +1114,14 @@ fn watch(
     }
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let encode = move |ty: &str, obj: &Value| -> Bytes {
-        if wants_table && ty != "BOOKMARK" && ty != "ERROR" {
-            let rv = meta_str(obj, "resourceVersion").to_string();
-            watch_line(ty, &table(&ri, std::slice::from_ref(obj), &rv))
-        } else {
-            watch_line(ty, obj)
+        match render {
+            _ if ty == "BOOKMARK" || ty == "ERROR" => watch_line(ty, obj),
+            Render::Table => {
+                let rv = meta_str(obj, "resourceVersion").to_string();
+                watch_line(ty, &table(&ri, std::slice::from_ref(obj), &rv))
+            }
+            Render::Metadata => watch_line(ty, &partial_object(obj)),
+            Render::Full => watch_line(ty, obj),
         }
     };
     let bookmark = move |rv: u64, initial_end: bool| -> Bytes {

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 pub use authz::{AccessAttributes, Authorizer};
 pub use controllers::ControllerOptions;
-pub use faults::{AfterCommit, Denial, FaultAction, Faults, ScriptedFault};
+pub use faults::{AfterCommit, Denial, EndlessList, FaultAction, Faults, ScriptedFault};
 pub use http::RequestRecord;
 pub use proxy::Backend;
 pub use status::ApiError;

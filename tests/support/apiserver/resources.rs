@@ -176,6 +176,30 @@ pub const RESOURCES: &[ResourceInfo] = &[
         &["sc"],
         false,
     ),
+    // What every real namespace holds besides virtwork's objects: the control plane puts a
+    // `kube-root-ca.crt` ConfigMap and a `default` ServiceAccount in each, and KubeVirt runs
+    // each VMI in a virt-launcher Pod (all three simulated by the controllers).
+    res("", "v1", "pods", "pod", "Pod", true, &["po"], true),
+    res(
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        true,
+        &["cm"],
+        false,
+    ),
+    res(
+        "",
+        "v1",
+        "serviceaccounts",
+        "serviceaccount",
+        "ServiceAccount",
+        true,
+        &["sa"],
+        false,
+    ),
     ResourceInfo {
         create_only: true,
         ..res(
