@@ -27,9 +27,9 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::k8s::kubevirt::VirtualMachine;
 use crate::k8s::namespace::CREATED_BY_RUN;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, retry};
+use crate::kubevirt::VirtualMachine;
 use crate::labels;
 use crate::plan::{Plan, PlannedVm};
 
