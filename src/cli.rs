@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::model::{
-    Burst, CpuCores, DnsLabel, DryRunMode, ImageRef, LogFormat, OutputFormat, PublicKey, Qps,
-    Quantity, ReadyCondition, RunId, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
+    Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, LogFormat, OutputFormat, PublicKey,
+    Qps, Quantity, ReadyCondition, RunId, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// Create VMs on OpenShift Virtualization / KubeVirt with continuous workloads.
@@ -170,6 +170,11 @@ pub struct RunArgs {
     /// [default: quay.io/containerdisks/fedora:42]
     #[arg(long, value_name = "IMAGE")]
     pub container_disk_image: Option<ImageRef>,
+
+    /// Guest OS family the payloads are written for: auto (from the image name), fedora or
+    /// debian [env: VIRTWORK_GUEST_OS] [default: auto]
+    #[arg(long, value_name = "OS")]
+    pub guest_os: Option<GuestOs>,
 
     /// Print the objects without creating them (client), or submit them with dryRun=All (server)
     #[arg(

@@ -50,6 +50,8 @@ const SERVICE_NAME_LABEL: &str = "virtwork";
 pub struct PlanInput {
     pub namespace: DnsLabel,
     pub container_disk_image: ImageRef,
+    /// The guest OS family of every workload without its own `guest-os`.
+    pub guest_os: GuestOs,
     /// Data disk size of disk-backed built-ins.
     pub disk_size: Quantity,
     pub cpu_cores: u32,
@@ -76,6 +78,7 @@ pub struct WorkloadOverride {
     pub vm_count: Option<u32>,
     pub cpu_cores: Option<u32>,
     pub memory: Option<Quantity>,
+    pub guest_os: Option<GuestOs>,
     /// Raw param values, validated against the workload's schema when planning.
     pub params: BTreeMap<String, String>,
 }
@@ -186,10 +189,7 @@ pub fn resolve_requests(input: &PlanInput) -> Result<Requests> {
     let mut seen = BTreeSet::new();
     let mut planned = Vec::new();
     let mut skipped = Vec::new();
-    // Until the guest OS is configurable, every workload infers it from the image name
-    // (the behaviour of `--guest-os auto`).
-    let family = GuestOs::Auto.resolve(input.container_disk_image.as_str());
-    let warnings: Vec<String> = family.warning.into_iter().collect();
+    let mut warnings: Vec<String> = Vec::new();
     for name in input.workloads.iter().chain(&input.from_catalog) {
         if !seen.insert(name.as_str()) {
             let both = input.workloads.contains(name) && input.from_catalog.contains(name);
@@ -220,7 +220,17 @@ pub fn resolve_requests(input: &PlanInput) -> Result<Requests> {
                 .and_then(|o| o.memory.clone())
                 .unwrap_or_else(|| input.memory.clone()),
             params: overrides.map(|o| o.params.clone()).unwrap_or_default(),
-            guest_family: family.family,
+            guest_family: {
+                let chosen = overrides.and_then(|o| o.guest_os).unwrap_or(input.guest_os);
+                let family = chosen.resolve(input.container_disk_image.as_str());
+                // One image, so one guess: warn once however many workloads guessed.
+                if let Some(warning) = family.warning {
+                    if !warnings.contains(&warning) {
+                        warnings.push(warning);
+                    }
+                }
+                family.family
+            },
         };
         if settings.vm_count == 0 {
             return Err(Error::input(format!(

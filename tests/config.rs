@@ -184,6 +184,14 @@ fn cases() -> Vec<Case> {
             get: |s| s.plan.container_disk_image.to_string(),
         },
         Case {
+            key: "guest-os",
+            env: "VIRTWORK_GUEST_OS",
+            values: ["fedora", "debian", "fedora"],
+            default: "auto",
+            flag: Flag::Value("--guest-os"),
+            get: |s| s.plan.guest_os.to_string(),
+        },
+        Case {
             key: "disk-size",
             env: "VIRTWORK_DISK_SIZE",
             values: ["11Gi", "12Gi", "13Gi"],

@@ -727,7 +727,7 @@ fn unit_names_unsafe_for_the_readiness_probe_are_rejected() {
     assert!(plan::workload_probe("w", &[]).unwrap().is_none());
 }
 
-/// Until `--guest-os` is configurable, the family is inferred from the containerdisk image:
+/// With `guest-os: auto` (the default), the family is inferred from the containerdisk image:
 /// the payload follows it, and an image naming no known distribution renders for fedora
 /// with a plan warning naming the image.
 #[test]

@@ -21,6 +21,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("qps", "50"),
     ("burst", "100"),
     ("container-disk-image", "quay.io/containerdisks/fedora:42"),
+    ("guest-os", "auto"),
     ("disk-size", "10Gi"),
     ("cpu-cores", "2"),
     ("memory", "2Gi"),

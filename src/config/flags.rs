@@ -49,6 +49,7 @@ pub fn run(args: &RunArgs) -> Result<Partial> {
         memory: given(&args.memory, "--memory"),
         disk_size: given(&args.disk_size, "--disk-size"),
         container_disk_image: given(&args.container_disk_image, "--container-disk-image"),
+        guest_os: given(&args.guest_os, "--guest-os"),
         dry_run: given(&args.dry_run.map(Some), "--dry-run"),
         wait_for_ready: switch(args.no_wait, false, "--no-wait"),
         timeout: given(&args.timeout, "--timeout"),

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use super::value::{KeyValue, Raw, Source, Sourced};
 use crate::error::{Error, Result};
 use crate::model::{
-    Burst, CpuCores, DnsLabel, DryRunMode, ImageRef, LogFormat, OutputFormat, PublicKey, Qps,
-    Quantity, ReadyCondition, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
+    Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, LogFormat, OutputFormat, PublicKey,
+    Qps, Quantity, ReadyCondition, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// One key's spellings: canonical YAML name (hyphenated), other YAML names, and the
@@ -76,6 +76,8 @@ configuration_keys! {
     qps: Qps = "qps", env ["VIRTWORK_QPS"];
     burst: Burst = "burst", env ["VIRTWORK_BURST"];
     container_disk_image: ImageRef = "container-disk-image", env ["VIRTWORK_CONTAINER_DISK_IMAGE"];
+    /// The guest OS family payloads are written for; `auto` infers it from the image name.
+    guest_os: GuestOs = "guest-os", env ["VIRTWORK_GUEST_OS"];
     disk_size: Quantity = "disk-size" | "data-disk-size",
         env ["VIRTWORK_DISK_SIZE", "VIRTWORK_DATA_DISK_SIZE"];
     cpu_cores: CpuCores = "cpu-cores", env ["VIRTWORK_CPU_CORES"];

@@ -154,6 +154,7 @@ impl RunSettings {
             container_disk_image: required(&p.container_disk_image, "container-disk-image")?
                 .value
                 .clone(),
+            guest_os: required(&p.guest_os, "guest-os")?.value,
             disk_size: required(&p.disk_size, "disk-size")?.value.clone(),
             cpu_cores: required(&p.cpu_cores, "cpu-cores")?.value.get(),
             memory: required(&p.memory, "memory")?.value.clone(),

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Burst, CpuCores, DnsLabel, DryRunMode, ImageRef, Invalid, LogFormat, OutputFormat, PublicKey,
-    Qps, Quantity, ReadyCondition, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
+    Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat, OutputFormat,
+    PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// The input that supplied a value, as the user wrote it.
@@ -99,6 +99,7 @@ read_by_from_str!(
     Burst,
     CpuCores,
     DnsLabel,
+    GuestOs,
     ImageRef,
     LogFormat,
     OutputFormat,

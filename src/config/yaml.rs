@@ -12,12 +12,18 @@ use super::io_reason;
 use super::partial::{KEYS, KeySpec, Partial};
 use super::value::{KeyValue, Raw, Source};
 use crate::error::{Error, Result};
-use crate::model::{CpuCores, DnsLabel, Quantity, VmCount, suggest};
+use crate::model::{CpuCores, DnsLabel, GuestOs, Quantity, VmCount, suggest};
 use crate::plan::WorkloadOverride;
 
 /// Keys of a `workloads.<name>` section, canonical spelling.
-pub const WORKLOAD_SECTION_KEYS: &[&str] =
-    &["enabled", "vm-count", "cpu-cores", "memory", "params"];
+pub const WORKLOAD_SECTION_KEYS: &[&str] = &[
+    "enabled",
+    "vm-count",
+    "cpu-cores",
+    "memory",
+    "guest-os",
+    "params",
+];
 
 /// Top-level keys that exist but not in the file (they come from flags or the environment).
 const NOT_IN_FILE: &[&str] = &["params"];
@@ -235,6 +241,9 @@ fn workload_section(
             }
             "memory" => {
                 parsed.memory = Some(Quantity::from_text(&scalar(&value, &source)?, &source)?);
+            }
+            "guest-os" => {
+                parsed.guest_os = Some(GuestOs::from_text(&scalar(&value, &source)?, &source)?);
             }
             "params" => parsed.params = params(value, &source)?,
             _ => {

@@ -12,6 +12,7 @@
 
 mod choices;
 mod counts;
+mod guest;
 mod names;
 mod quantity;
 mod ssh;
@@ -22,6 +23,7 @@ pub use counts::{
     Burst, Count, CpuCores, MAX_BURST, MAX_QPS, MAX_TIMEOUT_SECS, MAX_VM_CONCURRENCY, MAX_VM_COUNT,
     Qps, TimeoutSecs, VmConcurrency, VmCount,
 };
+pub use guest::{GuestFamily, GuestOs};
 pub use names::{DnsLabel, ImageRef, RunId, UserName};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};

@@ -29,6 +29,7 @@ pub fn plan_input(workloads: &[&str], vm_count: u32) -> PlanInput {
     PlanInput {
         namespace: "virtwork".parse().unwrap(),
         container_disk_image: "quay.io/containerdisks/fedora:42".parse().unwrap(),
+        guest_os: Default::default(),
         disk_size: "10Gi".parse().unwrap(),
         cpu_cores: 2,
         memory: "2Gi".parse().unwrap(),
