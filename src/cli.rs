@@ -13,8 +13,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::model::{
-    Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, LogFormat, OutputFormat, PublicKey,
-    Qps, Quantity, ReadyCondition, RunId, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
+    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, LogFormat, OutputFormat,
+    PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret, SshUser, StorageClassName,
+    TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// Create VMs on OpenShift Virtualization / KubeVirt with continuous workloads.
@@ -165,6 +166,16 @@ pub struct RunArgs {
     /// Data disk size for disk-backed workloads [env: VIRTWORK_DISK_SIZE] [default: 10Gi]
     #[arg(long, visible_alias = "data-disk-size", value_name = "QUANTITY")]
     pub disk_size: Option<Quantity>,
+
+    /// StorageClass of the data disks (default: the cluster's virtualization default class,
+    /// else its default class) [env: VIRTWORK_STORAGE_CLASS]
+    #[arg(long, value_name = "NAME")]
+    pub storage_class: Option<StorageClassName>,
+
+    /// Access mode of the data disks; ReadWriteMany lets VMs with data disks live-migrate
+    /// [env: VIRTWORK_ACCESS_MODE] [default: ReadWriteOnce]
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub access_mode: Option<AccessMode>,
 
     /// Container disk image for VMs [env: VIRTWORK_CONTAINER_DISK_IMAGE]
     /// [default: quay.io/containerdisks/fedora:42]

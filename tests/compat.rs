@@ -197,3 +197,270 @@ fn bad_guest_os_values_are_refused_naming_their_input() {
         assert!(out.stdout.is_empty());
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Against the fake API server
+// ---------------------------------------------------------------------------------------------
+
+use support::{FakeApiServer, Options};
+
+const NS: &str = "virtwork";
+
+/// A scratch directory with a kubeconfig for the fake server and an audit database.
+struct Cluster {
+    server: FakeApiServer,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let server = FakeApiServer::start(Options::default());
+        let dir = tempfile::tempdir().unwrap();
+        server
+            .write_kubeconfig(dir.path().join("kubeconfig"))
+            .unwrap();
+        Cluster { server, dir }
+    }
+
+    /// `virtwork --kubeconfig .. --audit-db .. <args>` with a clean environment plus `env`.
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let kubeconfig = self.dir.path().join("kubeconfig");
+        let db = self.dir.path().join("audit.db");
+        let mut full = vec![
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--audit-db",
+            db.to_str().unwrap(),
+        ];
+        full.extend_from_slice(args);
+        let mut cmd = command(self.dir.path(), &full, env);
+        cmd.env("RUST_LOG", "info");
+        cmd
+    }
+
+    fn virtwork(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.command(args, env).output().unwrap()
+    }
+
+    fn storage_class(&self, name: &str, annotations: serde_json::Value) {
+        self.server.insert(serde_json::json!({
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name, "annotations": annotations},
+            "provisioner": "fake.virtwork.test/hostpath"
+        }));
+    }
+
+    fn without_default_class(self) -> Cluster {
+        self.server
+            .remove("storageclasses", "", "standard")
+            .expect("the fake seeds a default class");
+        self
+    }
+
+    /// Requests that change the cluster (access reviews write nothing).
+    fn writes(&self) -> Vec<String> {
+        self.server
+            .request_log()
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.verb.as_str(),
+                    "create" | "update" | "patch" | "delete" | "deletecollection"
+                ) && r.resource != "selfsubjectaccessreviews"
+            })
+            .map(|r| format!("{} {}", r.verb, r.resource))
+            .collect()
+    }
+
+    /// (storageClassName, accessModes) of every DataVolume template of the VMs of `workload`.
+    fn vm_storage(&self, workload: &str) -> Vec<(Option<String>, Vec<String>)> {
+        let mut found = Vec::new();
+        for vm in self.server.objects("virtualmachines", Some(NS)) {
+            if vm["metadata"]["labels"]["app.kubernetes.io/component"] != workload {
+                continue;
+            }
+            for template in vm["spec"]["dataVolumeTemplates"].as_array().unwrap() {
+                let storage = &template["spec"]["storage"];
+                found.push((
+                    storage["storageClassName"].as_str().map(str::to_string),
+                    storage["accessModes"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|m| m.as_str().unwrap().to_string())
+                        .collect(),
+                ));
+            }
+        }
+        found
+    }
+
+    /// The class of every PVC the fake CDI created, sorted.
+    fn pvc_classes(&self) -> Vec<String> {
+        let mut classes: Vec<String> = self
+            .server
+            .objects("persistentvolumeclaims", Some(NS))
+            .iter()
+            .map(|p| {
+                p["spec"]["storageClassName"]
+                    .as_str()
+                    .unwrap_or("-")
+                    .to_string()
+            })
+            .collect();
+        classes.sort();
+        classes
+    }
+}
+
+fn virt_default() -> serde_json::Value {
+    serde_json::json!({"storageclass.kubevirt.io/is-default-virt-class": "true"})
+}
+
+#[test]
+fn preflight_accepts_a_cluster_whose_only_default_is_the_virtualization_default() {
+    let cluster = Cluster::start().without_default_class();
+    cluster.storage_class("rbd-virt", virt_default());
+    cluster.storage_class("other", serde_json::json!({}));
+    let out = cluster.virtwork(
+        &["run", "--workloads", "disk,database", "--timeout", "60"],
+        &[],
+    );
+    assert_exit(&out, 0);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("StorageClass rbd-virt, the cluster's virtualization default class"),
+        "{stderr}"
+    );
+    // The disks name no class; CDI (faked) bound them to the virtualization default.
+    assert_eq!(
+        cluster.vm_storage("disk"),
+        [(None, vec!["ReadWriteOnce".to_string()])]
+    );
+    assert_eq!(cluster.pvc_classes(), ["rbd-virt", "rbd-virt"]);
+}
+
+#[test]
+fn the_virtualization_default_is_named_over_the_kubernetes_default() {
+    let cluster = Cluster::start();
+    cluster.storage_class("rbd-virt", virt_default());
+    let out = cluster.virtwork(&["run", "--workloads", "disk", "--timeout", "60"], &[]);
+    assert_exit(&out, 0);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("StorageClass rbd-virt"), "{stderr}");
+    assert!(!stderr.contains("StorageClass standard"), "{stderr}");
+}
+
+#[test]
+fn storage_class_and_access_mode_reach_every_data_volume_and_need_no_default() {
+    let cluster = Cluster::start().without_default_class();
+    cluster.storage_class("fast", serde_json::json!({}));
+    cluster.storage_class("slow", serde_json::json!({}));
+    let config = yaml_file(
+        cluster.dir.path(),
+        "storage-class: slow\nworkloads:\n  database:\n    storage-class: fast\n",
+    );
+    let out = cluster.virtwork(
+        &[
+            "--config",
+            &config,
+            "run",
+            "--workloads",
+            "disk,database,chaos-disk,cpu",
+            "--access-mode",
+            "ReadWriteMany",
+            "--timeout",
+            "60",
+        ],
+        &[],
+    );
+    assert_exit(&out, 0);
+    let rwx = || vec!["ReadWriteMany".to_string()];
+    assert_eq!(cluster.vm_storage("disk"), [(Some("slow".into()), rwx())]);
+    assert_eq!(
+        cluster.vm_storage("chaos-disk"),
+        [(Some("slow".into()), rwx())]
+    );
+    assert_eq!(
+        cluster.vm_storage("database"),
+        [(Some("fast".into()), rwx())]
+    );
+    assert_eq!(cluster.pvc_classes(), ["fast", "slow", "slow"]);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("data disks use StorageClass fast"),
+        "{stderr}"
+    );
+
+    // The environment variable, for a class that does not exist: refused before any write,
+    // naming the classes there are.
+    let cluster = Cluster::start();
+    cluster.storage_class("fast", serde_json::json!({}));
+    let out = cluster.virtwork(
+        &["run", "--workloads", "disk"],
+        &[("VIRTWORK_STORAGE_CLASS", "gold")],
+    );
+    assert_exit(&out, 1);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("StorageClass \"gold\" given with storage-class does not exist; available: fast, standard (default)"),
+        "{stderr}"
+    );
+    assert!(cluster.writes().is_empty(), "{:?}", cluster.writes());
+}
+
+#[test]
+fn without_any_default_class_preflight_refuses_and_names_the_choices() {
+    let cluster = Cluster::start().without_default_class();
+    cluster.storage_class("fast", serde_json::json!({}));
+    let out = cluster.virtwork(&["run", "--workloads", "chaos-disk"], &[]);
+    assert_exit(&out, 1);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("no default StorageClass"), "{stderr}");
+    assert!(
+        stderr.contains("--storage-class (available: fast)"),
+        "{stderr}"
+    );
+    assert!(cluster.writes().is_empty(), "{:?}", cluster.writes());
+}
+
+#[test]
+fn bad_storage_class_and_access_mode_values_are_input_errors() {
+    for (args, env, needle) in [
+        (
+            vec!["--access-mode", "ReadOnlyMany"],
+            vec![],
+            "for --access-mode: expected one of ReadWriteOnce, ReadWriteMany, ReadWriteOncePod",
+        ),
+        (
+            vec![],
+            vec![("VIRTWORK_ACCESS_MODE", "ReadOnlyMany")],
+            "ReadOnlyMany cannot be used",
+        ),
+        (
+            vec![],
+            vec![("VIRTWORK_ACCESS_MODE", "shared")],
+            "invalid value \"shared\" for VIRTWORK_ACCESS_MODE",
+        ),
+        (
+            vec!["--storage-class", "Fast_Disks"],
+            vec![],
+            "invalid value \"Fast_Disks\" for --storage-class: expected a StorageClass name",
+        ),
+    ] {
+        let mut full = vec!["run", "--dry-run", "--no-audit", "--workloads", "disk"];
+        full.extend(args);
+        let out = virtwork(&full, &env);
+        assert_exit(&out, 2);
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+    }
+    // The short forms are accepted.
+    let (docs, _) = dry_run(&["--workloads", "disk", "--access-mode", "rwx"], &[]);
+    let vm = docs.iter().find(|d| d["kind"] == "VirtualMachine").unwrap();
+    assert_eq!(
+        vm["spec"]["dataVolumeTemplates"][0]["spec"]["storage"]["accessModes"][0],
+        "ReadWriteMany"
+    );
+}

@@ -205,7 +205,8 @@ fn vm_spec_matches_the_reference_shape() {
             "dataVolumeTemplates": [{
                 "metadata": {"name": "virtwork-disk-data-virtwork-disk-0", "labels": labels},
                 "spec": {"source": {"blank": {}},
-                         "storage": {"resources": {"requests": {"storage": "10Gi"}}}}
+                         "storage": {"accessModes": ["ReadWriteOnce"],
+                                     "resources": {"requests": {"storage": "10Gi"}}}}
             }],
             "runStrategy": "Always",
             "template": {

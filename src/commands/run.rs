@@ -214,6 +214,9 @@ async fn drive(
             for warning in report.warnings {
                 tracing::warn!(warning = %warning, "preflight warning");
             }
+            for note in report.storage {
+                tracing::info!("preflight: {note}");
+            }
             if server_dry_run && !report.namespace_exists {
                 // The server dry-runs namespaced objects only inside an existing namespace.
                 let error = Error::runtime(format!(

@@ -23,6 +23,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("container-disk-image", "quay.io/containerdisks/fedora:42"),
     ("guest-os", "auto"),
     ("disk-size", "10Gi"),
+    ("access-mode", "ReadWriteOnce"),
     ("cpu-cores", "2"),
     ("memory", "2Gi"),
     ("wait-for-ready", "true"),

@@ -48,6 +48,8 @@ pub fn run(args: &RunArgs) -> Result<Partial> {
         cpu_cores: given(&args.cpu_cores, "--cpu-cores"),
         memory: given(&args.memory, "--memory"),
         disk_size: given(&args.disk_size, "--disk-size"),
+        storage_class: given(&args.storage_class, "--storage-class"),
+        access_mode: given(&args.access_mode, "--access-mode"),
         container_disk_image: given(&args.container_disk_image, "--container-disk-image"),
         guest_os: given(&args.guest_os, "--guest-os"),
         dry_run: given(&args.dry_run.map(Some), "--dry-run"),

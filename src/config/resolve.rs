@@ -156,6 +156,8 @@ impl RunSettings {
                 .clone(),
             guest_os: required(&p.guest_os, "guest-os")?.value,
             disk_size: required(&p.disk_size, "disk-size")?.value.clone(),
+            storage_class: p.storage_class.as_ref().map(|given| given.value.clone()),
+            access_mode: required(&p.access_mode, "access-mode")?.value,
             cpu_cores: required(&p.cpu_cores, "cpu-cores")?.value.get(),
             memory: required(&p.memory, "memory")?.value.clone(),
             vm_count: required(&p.vm_count, "vm-count")?.value.get(),

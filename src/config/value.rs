@@ -10,8 +10,9 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat, OutputFormat,
-    PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
+    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat,
+    OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser, StorageClassName,
+    TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// The input that supplied a value, as the user wrote it.
@@ -96,6 +97,7 @@ macro_rules! read_by_from_str {
 }
 
 read_by_from_str!(
+    AccessMode,
     Burst,
     CpuCores,
     DnsLabel,
@@ -109,6 +111,7 @@ read_by_from_str!(
     ReadyCondition,
     Secret,
     SshUser,
+    StorageClassName,
     TimeoutSecs,
     VmConcurrency,
     VmCount,

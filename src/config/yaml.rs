@@ -12,7 +12,9 @@ use super::io_reason;
 use super::partial::{KEYS, KeySpec, Partial};
 use super::value::{KeyValue, Raw, Source};
 use crate::error::{Error, Result};
-use crate::model::{CpuCores, DnsLabel, GuestOs, Quantity, VmCount, suggest};
+use crate::model::{
+    AccessMode, CpuCores, DnsLabel, GuestOs, Quantity, StorageClassName, VmCount, suggest,
+};
 use crate::plan::WorkloadOverride;
 
 /// Keys of a `workloads.<name>` section, canonical spelling.
@@ -22,6 +24,8 @@ pub const WORKLOAD_SECTION_KEYS: &[&str] = &[
     "cpu-cores",
     "memory",
     "guest-os",
+    "storage-class",
+    "access-mode",
     "params",
 ];
 
@@ -244,6 +248,16 @@ fn workload_section(
             }
             "guest-os" => {
                 parsed.guest_os = Some(GuestOs::from_text(&scalar(&value, &source)?, &source)?);
+            }
+            "storage-class" => {
+                parsed.storage_class = Some(StorageClassName::from_text(
+                    &scalar(&value, &source)?,
+                    &source,
+                )?);
+            }
+            "access-mode" => {
+                parsed.access_mode =
+                    Some(AccessMode::from_text(&scalar(&value, &source)?, &source)?);
             }
             "params" => parsed.params = params(value, &source)?,
             _ => {

@@ -16,6 +16,7 @@ mod guest;
 mod names;
 mod quantity;
 mod ssh;
+mod storage;
 mod suggest;
 
 pub use choices::{DryRunMode, LogFormat, OutputFormat, ReadyCondition};
@@ -27,6 +28,7 @@ pub use guest::{GuestFamily, GuestOs};
 pub use names::{DnsLabel, ImageRef, RunId, UserName};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
+pub use storage::{AccessMode, StorageClassName};
 pub use suggest::suggest;
 
 use std::fmt;
