@@ -464,3 +464,45 @@ fn bad_storage_class_and_access_mode_values_are_input_errors() {
         "ReadWriteMany"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cloud-init users section
+// ---------------------------------------------------------------------------------------------
+
+fn cloud_config(userdata: &str) -> serde_yaml::Value {
+    serde_yaml::from_str(userdata.strip_prefix("#cloud-config\n").unwrap()).unwrap()
+}
+
+const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f ops@example.com";
+
+#[test]
+fn users_section_only_with_ssh_credentials() {
+    // Defaults: a user name (virtwork) but no key or password: the image's default user is
+    // left alone, so no users section at all.
+    let (docs, _) = dry_run(&["--workloads", "cpu,disk"], &[]);
+    for workload in ["cpu", "disk"] {
+        let ud = userdata(&docs, workload);
+        assert!(cloud_config(&ud).get("users").is_none(), "{ud}");
+        assert!(!ud.contains("lock_passwd"), "{ud}");
+    }
+    // A key from the environment: the account, password locked.
+    let (docs, _) = dry_run(
+        &["--workloads", "cpu"],
+        &[("VIRTWORK_SSH_AUTHORIZED_KEYS", KEY)],
+    );
+    let config = cloud_config(&userdata(&docs, "cpu"));
+    assert_eq!(config["users"][0]["name"], "virtwork");
+    assert_eq!(config["users"][0]["lock_passwd"], true);
+    assert_eq!(config["users"][0]["ssh_authorized_keys"][0], KEY);
+    // A password: the account with a hashed password and password login.
+    let (docs, _) = dry_run(
+        &["--workloads", "cpu", "--ssh-user", "ops"],
+        &[("VIRTWORK_SSH_PASSWORD", "s3cret-pass")],
+    );
+    let ud = userdata(&docs, "cpu");
+    let config = cloud_config(&ud);
+    assert_eq!(config["users"][0]["name"], "ops");
+    assert_eq!(config["users"][0]["lock_passwd"], false);
+    assert_eq!(config["ssh_pwauth"], true);
+    assert!(!ud.contains("s3cret-pass"));
+}
