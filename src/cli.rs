@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::model::{
-    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, LogFormat, OutputFormat,
-    PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret, SshUser, StorageClassName,
+    AccessMode, Burst, CpuCores, DnsLabel, DryRunFlag, GuestOs, ImageRef, LogFormat, OutputFormat,
+    PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret, SshUser, StorageClassName, Switch,
     TimeoutSecs, VmConcurrency, VmCount,
 };
 
@@ -58,8 +58,17 @@ pub struct GlobalArgs {
     pub verbose: bool,
 
     /// Enable audit logging to SQLite [env: VIRTWORK_AUDIT] [default: true]
-    #[arg(long, global = true, overrides_with = "no_audit")]
-    pub audit: bool,
+    // `--audit=false` is the Go tool's spelling, still accepted (with a warning).
+    #[arg(
+        long,
+        global = true,
+        overrides_with = "no_audit",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        value_name = "BOOL"
+    )]
+    pub audit: Option<Switch>,
 
     /// Disable audit logging
     #[arg(long, global = true, overrides_with = "audit")]
@@ -187,20 +196,27 @@ pub struct RunArgs {
     #[arg(long, value_name = "OS")]
     pub guest_os: Option<GuestOs>,
 
-    /// Print the objects without creating them (client), or submit them with dryRun=All (server)
+    /// Print the objects without creating them (client), or submit them with dryRun=All
+    /// (server). Values: `client`, `server`
     #[arg(
         long,
-        value_enum,
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "client",
         value_name = "MODE"
     )]
-    pub dry_run: Option<DryRunMode>,
+    pub dry_run: Option<DryRunFlag>,
 
     /// Skip waiting for VM readiness
-    #[arg(long)]
-    pub no_wait: bool,
+    // `--no-wait=true|false` is the Go tool's spelling, still accepted (with a warning).
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        value_name = "BOOL"
+    )]
+    pub no_wait: Option<Switch>,
 
     /// Time limit in seconds for the whole run: creation and readiness [env: VIRTWORK_TIMEOUT] [default: 600]
     #[arg(long, value_name = "SECONDS")]
@@ -263,8 +279,15 @@ pub struct CleanupArgs {
     pub run_id: Option<RunId>,
 
     /// Print intent without destroying resources
-    #[arg(long)]
-    pub dry_run: bool,
+    // `--dry-run=true|false` is the Go tool's spelling, still accepted (with a warning).
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        value_name = "BOOL"
+    )]
+    pub dry_run: Option<Switch>,
 
     /// Skip confirmation prompt and proceed with cleanup
     #[arg(long, short = 'y')]

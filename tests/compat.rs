@@ -506,3 +506,128 @@ fn users_section_only_with_ssh_credentials() {
     assert_eq!(config["ssh_pwauth"], true);
     assert!(!ud.contains("s3cret-pass"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Inputs the Go tool accepted
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn go_boolean_flag_syntax_is_accepted_with_a_deprecation_warning() {
+    // --dry-run=true is --dry-run (client): objects on stdout.
+    let (_, stderr) = dry_run(&["--workloads", "cpu"], &[]);
+    assert!(!stderr.contains("deprecated"), "{stderr}");
+    let out = virtwork(
+        &[
+            "run",
+            "--dry-run=true",
+            "--audit=false",
+            "--workloads",
+            "cpu",
+        ],
+        &[],
+    );
+    assert_exit(&out, 0);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("kind: VirtualMachine"), "{stdout}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "--dry-run=true is the Go tool's boolean flag syntax and is deprecated; write --dry-run"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "--audit=false is the Go tool's boolean flag syntax and is deprecated; write --no-audit"
+        ),
+        "{stderr}"
+    );
+
+    // Against a cluster: --dry-run=false beats VIRTWORK_DRY_RUN, --no-wait=true skips the
+    // readiness watch, --audit=false writes no audit database.
+    let cluster = Cluster::start();
+    let out = cluster.virtwork(
+        &[
+            "--audit=false",
+            "run",
+            "--dry-run=false",
+            "--no-wait=true",
+            "--workloads",
+            "cpu",
+        ],
+        &[("VIRTWORK_DRY_RUN", "true")],
+    );
+    assert_exit(&out, 0);
+    assert_eq!(cluster.server.objects("virtualmachines", Some(NS)).len(), 1);
+    assert_eq!(cluster.server.count("watch", "virtualmachineinstances"), 0);
+    assert!(!cluster.dir.path().join("audit.db").exists());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("write no --dry-run"), "{stderr}");
+    assert!(stderr.contains("--no-wait=true"), "{stderr}");
+
+    // --no-wait=false waits; cleanup --dry-run=true previews and deletes nothing.
+    let out = cluster.virtwork(
+        &[
+            "run",
+            "--no-wait=false",
+            "--workloads",
+            "memory",
+            "--timeout",
+            "60",
+        ],
+        &[],
+    );
+    assert_exit(&out, 0);
+    assert!(cluster.server.count("watch", "virtualmachineinstances") >= 1);
+    let out = cluster.virtwork(&["cleanup", "--dry-run=true"], &[]);
+    assert_exit(&out, 0);
+    assert!(text(&out.stderr).contains("deprecated"));
+    assert_eq!(cluster.server.count("delete", "virtualmachines"), 0);
+
+    // Anything else is still refused.
+    for bad in ["--audit=maybe", "--no-wait=yes"] {
+        let out = virtwork(&["run", "--dry-run", bad], &[]);
+        assert_exit(&out, 2);
+        assert!(text(&out.stderr).contains(bad.split('=').next().unwrap()));
+    }
+    let out = virtwork(&["run", "--dry-run=perhaps"], &[]);
+    assert_exit(&out, 2);
+    assert!(text(&out.stderr).contains("expected one of client, server"));
+}
+
+#[test]
+fn cleanup_mode_from_the_go_config_is_accepted_and_warned_as_without_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = yaml_file(dir.path(), "namespace: virtwork\ncleanup_mode: all\n");
+    let out = command(
+        dir.path(),
+        &[
+            "--config",
+            &config,
+            "run",
+            "--dry-run",
+            "--no-audit",
+            "--workloads",
+            "cpu",
+        ],
+        &[("VIRTWORK_CLEANUP_MODE", "run-id")],
+    )
+    .output()
+    .unwrap();
+    assert_exit(&out, 0);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cleanup_mode in {config} has no effect")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("VIRTWORK_CLEANUP_MODE has no effect"),
+        "{stderr}"
+    );
+    // Other unknown keys are still errors.
+    let config = yaml_file(dir.path(), "cleanup-modes: all\n");
+    let out = command(dir.path(), &["--config", &config, "run", "--dry-run"], &[])
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+}

@@ -67,6 +67,9 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
 
 fn start_logging(global: &GlobalSettings) {
     crate::logging::init(global.log_format, global.verbose);
+    for notice in &global.notices {
+        tracing::warn!("{notice}");
+    }
 }
 
 /// Runs an async command to completion on a two-worker runtime.

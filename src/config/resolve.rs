@@ -26,6 +26,9 @@ use crate::model::{DnsLabel, SshAccess, TimeoutSecs};
 use crate::plan::{PlanInput, WorkloadOverride};
 use crate::workloads::{BUILTIN_NAMES, check_builtin_names};
 
+/// Set by the Go tool's example deployment; read only to say that it does nothing.
+const CLEANUP_MODE_ENV: &str = "VIRTWORK_CLEANUP_MODE";
+
 /// `virtwork status`'s time limit when none is configured.
 const STATUS_DEFAULT_TIMEOUT: TimeoutSecs = match TimeoutSecs::new(60) {
     Some(timeout) => timeout,
@@ -36,6 +39,8 @@ const STATUS_DEFAULT_TIMEOUT: TimeoutSecs = match TimeoutSecs::new(60) {
 /// and the environment (for `KUBECONFIG` and `HOME`).
 struct Layers {
     merged: Partial,
+    /// Warnings about inputs that are accepted but legacy or without effect.
+    notices: Vec<String>,
     sections: BTreeMap<String, WorkloadOverride>,
     env: EnvView,
 }
@@ -43,18 +48,31 @@ struct Layers {
 impl Layers {
     /// `flags` are the command's flag layer; the file is `--config`'s. Every key of every
     /// source is parsed whatever the command, so a bad value is reported the same way by all.
-    fn load(global: &GlobalArgs, flags: Partial, env: &[(String, String)]) -> Result<Layers> {
+    fn load(
+        global: &GlobalArgs,
+        flags: Partial,
+        mut notices: Vec<String>,
+        env: &[(String, String)],
+    ) -> Result<Layers> {
         let env = EnvView::new(env);
         let file = match &global.config {
             Some(path) => yaml::load(path)?,
             None => FileLayer::default(),
         };
+        notices.extend(flags::legacy_global(global));
+        if env.get(CLEANUP_MODE_ENV).is_some() {
+            notices.push(format!(
+                "{CLEANUP_MODE_ENV} has no effect (cleanup chooses its mode from --run-id and --dry-run); remove it"
+            ));
+        }
+        notices.extend(file.notices.iter().cloned());
         let merged = flags
             .or(env::layer(&env)?)
             .or(file.partial)
             .or(defaults::layer()?);
         Ok(Layers {
             merged,
+            notices,
             sections: file.sections,
             env,
         })
@@ -73,7 +91,12 @@ fn required<'a, T>(slot: &'a Option<Sourced<T>>, key: &str) -> Result<&'a Source
 impl GlobalSettings {
     /// The settings every command shares, for a command with only the global flags.
     pub fn resolve(global: &GlobalArgs, env: &[(String, String)]) -> Result<GlobalSettings> {
-        GlobalSettings::from_layers(&Layers::load(global, flags::global(global), env)?)
+        GlobalSettings::from_layers(&Layers::load(
+            global,
+            flags::global(global),
+            Vec::new(),
+            env,
+        )?)
     }
 
     fn from_layers(layers: &Layers) -> Result<GlobalSettings> {
@@ -120,6 +143,7 @@ impl GlobalSettings {
             log_format: required(&p.log_format, "log-format")?.value,
             verbose: required(&p.verbose, "verbose")?.value,
             output: required(&p.output, "output")?.value,
+            notices: layers.notices.clone(),
         })
     }
 }
@@ -131,7 +155,12 @@ impl RunSettings {
         args: &RunArgs,
         env: &[(String, String)],
     ) -> Result<RunSettings> {
-        let layers = Layers::load(global, flags::global(global).or(flags::run(args)?), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::run(args)?),
+            flags::legacy_run(args),
+            env,
+        )?;
         let p = &layers.merged;
         let from_catalog = unique_catalog_entries(p)?;
         let workloads = match &p.workloads {
@@ -186,7 +215,12 @@ impl CleanupSettings {
         args: &CleanupArgs,
         env: &[(String, String)],
     ) -> Result<CleanupSettings> {
-        let layers = Layers::load(global, flags::global(global).or(flags::cleanup(args)), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::cleanup(args)),
+            flags::legacy_cleanup(args),
+            env,
+        )?;
         let p = &layers.merged;
         let timeout = required(&p.timeout, "timeout")?;
         if args.wait {
@@ -212,7 +246,12 @@ impl StatusSettings {
         args: &StatusArgs,
         env: &[(String, String)],
     ) -> Result<StatusSettings> {
-        let layers = Layers::load(global, flags::global(global).or(flags::status(args)), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::status(args)),
+            Vec::new(),
+            env,
+        )?;
         let timeout = required(&layers.merged.timeout, "timeout")?;
         Ok(StatusSettings {
             global: GlobalSettings::from_layers(&layers)?,
@@ -235,7 +274,12 @@ impl ValidateSettings {
         args: &ValidateArgs,
         env: &[(String, String)],
     ) -> Result<ValidateSettings> {
-        let layers = Layers::load(global, flags::global(global).or(flags::validate(args)), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::validate(args)),
+            Vec::new(),
+            env,
+        )?;
         let defaults = defaults::layer()?;
         Ok(ValidateSettings {
             global: GlobalSettings::from_layers(&layers)?,
@@ -258,7 +302,7 @@ impl AuditSettings {
         command: &AuditCommand,
         env: &[(String, String)],
     ) -> Result<AuditSettings> {
-        let layers = Layers::load(global, flags::global(global), env)?;
+        let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
         Ok(AuditSettings {
             global: GlobalSettings::from_layers(&layers)?,
             command: command.clone(),

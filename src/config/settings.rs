@@ -19,6 +19,8 @@ pub struct GlobalSettings {
     pub log_format: LogFormat,
     pub verbose: bool,
     pub output: OutputFormat,
+    /// Warnings about accepted but legacy or ineffective inputs, logged once logging is up.
+    pub notices: Vec<String>,
 }
 
 /// How to reach the API server.

@@ -29,6 +29,10 @@ pub const WORKLOAD_SECTION_KEYS: &[&str] = &[
     "params",
 ];
 
+/// A key of the Go tool's example configuration that only its cleanup set internally:
+/// accepted with a warning, so old files keep loading.
+const IGNORED_KEY: &str = "cleanup-mode";
+
 /// Top-level keys that exist but not in the file (they come from flags or the environment).
 const NOT_IN_FILE: &[&str] = &["params"];
 
@@ -38,6 +42,8 @@ pub struct FileLayer {
     pub partial: Partial,
     /// Per-workload sections keyed by workload name, already validated.
     pub sections: BTreeMap<String, WorkloadOverride>,
+    /// Warnings about keys accepted without effect.
+    pub notices: Vec<String>,
 }
 
 /// Reads and parses the file at `path`.
@@ -102,6 +108,12 @@ pub fn parse(text: &str, file: &str) -> Result<FileLayer> {
         }
         if canonical == "workloads" {
             layer.sections = sections(value, file)?;
+            continue;
+        }
+        if canonical == IGNORED_KEY {
+            layer.notices.push(format!(
+                "{spelled} in {file} has no effect (cleanup chooses its mode from --run-id and --dry-run); remove it"
+            ));
             continue;
         }
         if NOT_IN_FILE.contains(&canonical.as_str()) {

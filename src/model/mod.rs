@@ -19,7 +19,7 @@ mod ssh;
 mod storage;
 mod suggest;
 
-pub use choices::{DryRunMode, LogFormat, OutputFormat, ReadyCondition};
+pub use choices::{DryRunFlag, DryRunMode, LogFormat, OutputFormat, ReadyCondition, Switch};
 pub use counts::{
     Burst, Count, CpuCores, MAX_BURST, MAX_QPS, MAX_TIMEOUT_SECS, MAX_VM_CONCURRENCY, MAX_VM_COUNT,
     Qps, TimeoutSecs, VmConcurrency, VmCount,
