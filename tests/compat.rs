@@ -631,3 +631,44 @@ fn cleanup_mode_from_the_go_config_is_accepted_and_warned_as_without_effect() {
         .unwrap();
     assert_exit(&out, 2);
 }
+
+#[test]
+fn chaos_process_signals_take_numbers_and_short_names_and_reach_the_guest_canonical() {
+    for given in ["9", "KILL", "kill", "SIGKILL", "sigkill"] {
+        let param = format!("chaos-process.signal={given}");
+        let (docs, _) = dry_run(&["--workloads", "chaos-process", "--params", &param], &[]);
+        let ud = userdata(&docs, "chaos-process");
+        assert!(ud.contains("CHAOS_SIGNAL=SIGKILL"), "{given}: {ud}");
+    }
+    let (docs, _) = dry_run(
+        &[
+            "--workloads",
+            "chaos-process",
+            "--params",
+            "chaos-process.signal=15",
+        ],
+        &[],
+    );
+    assert!(userdata(&docs, "chaos-process").contains("CHAOS_SIGNAL=SIGTERM"));
+    // Still a closed list: other signals, unknown numbers and anything else are refused.
+    for bad in ["SEGV", "11", "64", "9;reboot", "-9", "SIG"] {
+        let param = format!("chaos-process.signal={bad}");
+        let out = virtwork(
+            &[
+                "run",
+                "--dry-run",
+                "--no-audit",
+                "--workloads",
+                "chaos-process",
+                "--params",
+                &param,
+            ],
+            &[],
+        );
+        assert_exit(&out, 2);
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("param \"signal\""), "{bad}: {stderr}");
+        assert!(stderr.contains("e.g. KILL or 9"), "{bad}: {stderr}");
+        assert!(out.stdout.is_empty());
+    }
+}

@@ -1209,7 +1209,7 @@ fn param_errors_name_workload_key_value_and_form() {
     assert!(err.contains("(did you mean \"matrixprod\"?)"), "{err}");
     let err = create_err("disk", &[("block-size-rw", "1000")]);
     assert!(err.contains("multiple of 512"), "{err}");
-    let err = create_err("chaos-process", &[("signal", "TERM")]);
+    let err = create_err("chaos-process", &[("signal", "SEGV")]);
     assert!(err.contains("one of: SIGTERM, SIGKILL"), "{err}");
     let err = create_err("network", &[("parallel-streams", "0")]);
     assert!(err.contains("from 1 to 128"), "{err}");
