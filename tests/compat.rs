@@ -672,3 +672,63 @@ fn chaos_process_signals_take_numbers_and_short_names_and_reach_the_guest_canoni
         assert!(out.stdout.is_empty());
     }
 }
+
+/// The workloads of the VMs in a dry-run stream, sorted and deduplicated.
+fn planned_workloads(docs: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = docs
+        .iter()
+        .filter(|d| d["kind"] == "VirtualMachine")
+        .map(|d| {
+            d["metadata"]["labels"]["app.kubernetes.io/component"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn workload_and_catalog_lists_in_the_environment_take_blanks_and_commas() {
+    for list in [
+        "cpu memory disk",
+        "cpu, memory,disk",
+        "cpu,memory disk",
+        " cpu\tmemory  disk ",
+    ] {
+        let (docs, _) = dry_run(&[], &[("VIRTWORK_WORKLOADS", list)]);
+        assert_eq!(
+            planned_workloads(&docs),
+            ["cpu", "disk", "memory"],
+            "{list:?}"
+        );
+    }
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+    for list in ["sysbench redis-bench", "sysbench, redis-bench"] {
+        let (docs, _) = dry_run(
+            &[],
+            &[
+                ("VIRTWORK_FROM_CATALOG", list),
+                ("VIRTWORK_CATALOG_DIR", catalog.to_str().unwrap()),
+            ],
+        );
+        assert_eq!(
+            planned_workloads(&docs),
+            ["redis-bench", "sysbench"],
+            "{list:?}"
+        );
+    }
+    // A bad name in a blank-separated list is still named.
+    let out = virtwork(
+        &["run", "--dry-run", "--no-audit"],
+        &[("VIRTWORK_WORKLOADS", "cpu memroy")],
+    );
+    assert_exit(&out, 2);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("VIRTWORK_WORKLOADS") && stderr.contains("memroy"),
+        "{stderr}"
+    );
+}
