@@ -732,3 +732,68 @@ fn workload_and_catalog_lists_in_the_environment_take_blanks_and_commas() {
         "{stderr}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Dry-run audit events
+// ---------------------------------------------------------------------------------------------
+
+/// (event_type, message) of every event in the audit database at `db`, in order.
+fn audit_events(db: &Path) -> Vec<(String, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT event_type, COALESCE(message, '') FROM events ORDER BY id")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn dry_run_audit_records_skipped_workloads_and_the_planned_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = yaml_file(
+        dir.path(),
+        "workloads:\n  memory:\n    enabled: false\n  network:\n    vm-count: 2\n",
+    );
+    let db = dir.path().join("audit.db");
+    let out = command(
+        dir.path(),
+        &[
+            "--config",
+            &config,
+            "--audit-db",
+            db.to_str().unwrap(),
+            "run",
+            "--dry-run",
+            "--workloads",
+            "cpu,memory,network",
+        ],
+        &[],
+    )
+    .output()
+    .unwrap();
+    assert_exit(&out, 0);
+    let events = audit_events(&db);
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    // cpu 1 + network 2 servers + 2 clients = 5 VMs; 3 workloads requested, memory skipped.
+    assert!(
+        events.contains(&(
+            "workload_skipped".into(),
+            "Workload \"memory\" disabled via config (enabled: false)".into()
+        )),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&(
+            "execution_started".into(),
+            "Planned 5 VMs across 3 workloads".into()
+        )),
+        "{events:?}"
+    );
+    assert_eq!(types.first(), Some(&"execution_started"), "{events:?}");
+    assert!(
+        events[0].1.starts_with("Starting dry-run with run-id "),
+        "{events:?}"
+    );
+}
