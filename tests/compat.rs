@@ -797,3 +797,51 @@ fn dry_run_audit_records_skipped_workloads_and_the_planned_event() {
         "{events:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// docs/migrating-from-go.md against deploy/ and the binary
+// ---------------------------------------------------------------------------------------------
+
+/// The upgrade steps name the objects the manifests really create: if a rename in deploy/
+/// leaves the guide behind, a user would copy the wrong data or delete the wrong thing.
+#[test]
+fn the_migration_guide_names_what_deploy_creates() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let guide = std::fs::read_to_string(repo.join("docs/migrating-from-go.md")).unwrap();
+    let tool: String = ["namespace", "pvc", "secret", "configmap", "deployment"]
+        .iter()
+        .map(|f| std::fs::read_to_string(repo.join(format!("deploy/tool/{f}.yaml"))).unwrap())
+        .collect();
+    for name in [
+        "name: virtwork-system",
+        "name: virtwork-audit-data",
+        "name: virtwork-secrets",
+        "name: virtwork-config",
+        "VIRTWORK_AUDIT_DB: /data/virtwork.db",
+        "VIRTWORK_LOG_FORMAT: json",
+    ] {
+        assert!(tool.contains(name), "deploy/tool no longer has {name:?}");
+        let value = name.split(": ").last().unwrap();
+        assert!(
+            guide.contains(value),
+            "the guide does not mention {value:?}"
+        );
+    }
+    assert!(
+        !tool.contains("app.kubernetes.io/managed-by"),
+        "the guide says the tool's objects carry no managed-by label"
+    );
+    // The exit codes the guide lists are the ones bad input and a good dry run give.
+    assert!(guide.contains("| 2 | bad input"));
+    assert_exit(
+        &virtwork(&["run", "--dry-run", "--cpu-cores", "0x10"], &[]),
+        2,
+    );
+    assert_exit(
+        &virtwork(
+            &["run", "--dry-run", "--no-audit", "--workloads", "cpu"],
+            &[],
+        ),
+        0,
+    );
+}
