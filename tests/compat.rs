@@ -845,3 +845,69 @@ fn the_migration_guide_names_what_deploy_creates() {
         0,
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 403 Forbidden
+// ---------------------------------------------------------------------------------------------
+
+use support::{FaultAction, ScriptedFault};
+
+#[test]
+fn a_forbidden_create_is_one_line_naming_verb_resource_namespace_and_the_check() {
+    let cluster = Cluster::start();
+    cluster.server.update_faults(|f| {
+        f.scripted.push(
+            ScriptedFault::new("create", "virtualmachines", FaultAction::Fail(403)).times(100),
+        )
+    });
+    let out = cluster.virtwork(&["run", "--workloads", "cpu", "--timeout", "60"], &[]);
+    assert_exit(&out, 1);
+    let stderr = text(&out.stderr);
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("Error: "))
+        .unwrap_or_else(|| panic!("no error line:\n{stderr}"));
+    eprintln!("{error}");
+    assert!(error.contains("forbidden"), "{error}");
+    assert!(
+        error.contains("cannot create virtualmachines.kubevirt.io in namespace virtwork"),
+        "{error}"
+    );
+    assert!(
+        error.contains("oc auth can-i create virtualmachines.kubevirt.io -n virtwork"),
+        "{error}"
+    );
+    assert!(!error.contains("Status {"), "no debug dump: {error}");
+    // Not retried: one attempt per VM.
+    assert_eq!(cluster.server.count("create", "virtualmachines"), 1);
+}
+
+#[test]
+fn a_forbidden_readiness_watch_ends_the_wait_at_once() {
+    let cluster = Cluster::start();
+    cluster.server.update_faults(|f| {
+        // The initial list succeeds; the watch that follows is refused.
+        f.scripted.push(
+            ScriptedFault::new("watch", "virtualmachineinstances", FaultAction::Fail(403))
+                .times(1000),
+        );
+    });
+    let started = std::time::Instant::now();
+    let out = cluster.virtwork(&["run", "--workloads", "cpu", "--timeout", "120"], &[]);
+    assert_exit(&out, 1);
+    let stderr = text(&out.stderr);
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("Error: "))
+        .unwrap_or(&stderr);
+    eprintln!("{error}");
+    assert!(error.contains("forbidden"), "{error}");
+    assert!(
+        error.contains("virtualmachineinstances.kubevirt.io"),
+        "{error}"
+    );
+    assert!(error.contains("oc auth can-i"), "{error}");
+    let attempts = cluster.server.count("watch", "virtualmachineinstances");
+    assert_eq!(attempts, 1, "a 403 is final, not retried");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}
