@@ -334,7 +334,7 @@ pub struct StatusArgs {
 }
 
 /// Flags of `virtwork verify`. Values are typed here (parsed once); see
-/// `commands::verify::resolve_settings` for how they combine with the configuration.
+/// `config::VerifySettings::resolve` for how they combine with the configuration.
 #[derive(Debug, Args, Clone, Default)]
 pub struct VerifyArgs {
     /// Only verify this run (UUID)

@@ -911,3 +911,77 @@ fn a_forbidden_readiness_watch_ends_the_wait_at_once() {
     assert_eq!(attempts, 1, "a 403 is final, not retried");
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }
+
+// ---------------------------------------------------------------------------------------------
+// verify's settings come from the configuration layer like every command's
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn verify_settings_resolve_in_the_configuration_layer() {
+    use clap::Parser;
+    use virtwork::cli::{Cli, Command as Sub};
+    use virtwork::config::{PrometheusTarget, VerifySettings};
+
+    let resolve = |args: &[&str], env: &[(&str, &str)]| {
+        let cli =
+            Cli::try_parse_from(std::iter::once("virtwork").chain(args.iter().copied())).unwrap();
+        let Sub::Verify(verify) = cli.command else {
+            panic!("not verify")
+        };
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        VerifySettings::resolve(&cli.global, &verify, &env)
+    };
+    let settings = resolve(&["verify", "--wait"], &[("VIRTWORK_NAMESPACE", "team-a")]).unwrap();
+    assert_eq!(settings.scope.namespace.as_deref(), Some("team-a"));
+    assert_eq!(settings.wait, Some(std::time::Duration::from_secs(600)));
+    assert_eq!(settings.prometheus, PrometheusTarget::Discover);
+    assert_eq!(settings.global.namespace.to_string(), "team-a");
+    let settings = resolve(&["verify", "-A", "--output", "json"], &[]).unwrap();
+    assert_eq!(settings.scope.namespace, None);
+    assert_eq!(settings.output.to_string(), "json");
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "abc.def\n").unwrap();
+    let settings = resolve(
+        &[
+            "verify",
+            "--prometheus",
+            "https://prom.example.com",
+            "--prometheus-token-file",
+            token.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .unwrap();
+    let PrometheusTarget::Url {
+        token: Some(secret),
+        ..
+    } = settings.prometheus
+    else {
+        panic!("expected a URL target with a token")
+    };
+    assert_eq!(secret.expose(), "abc.def");
+
+    // Bad input through the binary: exit 2 before any request, naming the flag.
+    let missing = dir.path().join("nope");
+    let out = virtwork(
+        &[
+            "verify",
+            "--prometheus",
+            "https://prom.example.com",
+            "--prometheus-token-file",
+            missing.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_exit(&out, 2);
+    assert!(text(&out.stderr).contains("--prometheus-token-file"));
+    // A bad configuration value is refused by verify like by every command.
+    let out = virtwork(&["verify"], &[("VIRTWORK_QPS", "fast")]);
+    assert_exit(&out, 2);
+    assert!(text(&out.stderr).contains("VIRTWORK_QPS"));
+}

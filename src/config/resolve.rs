@@ -14,16 +14,20 @@ use super::flags;
 use super::params::parse_params;
 use super::partial::Partial;
 use super::settings::{
-    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, RunSettings,
-    SampleBuild, StatusSettings, ValidateSettings,
+    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, PrometheusTarget,
+    RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
 use super::value::{Source, Sourced};
 use super::yaml::{self, FileLayer};
-use crate::cli::{AuditCommand, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs};
+use crate::cli::{
+    AuditCommand, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs,
+};
 use crate::error::{Error, Result};
+use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
-use crate::model::{DnsLabel, SshAccess, TimeoutSecs};
+use crate::model::{DnsLabel, Secret, SshAccess, TimeoutSecs};
 use crate::plan::{PlanInput, WorkloadOverride};
+use crate::verify::promql::Window;
 use crate::workloads::{BUILTIN_NAMES, check_builtin_names};
 
 /// Set by the Go tool's example deployment; read only to say that it does nothing.
@@ -293,6 +297,63 @@ impl ValidateSettings {
             },
         })
     }
+}
+
+/// `virtwork verify --wait`'s polling limit when `--timeout` is not given.
+const VERIFY_DEFAULT_WAIT_SECS: u64 = 600;
+
+impl VerifySettings {
+    /// The settings of `virtwork verify`; reads `--prometheus-token-file`.
+    pub fn resolve(
+        global: &GlobalArgs,
+        args: &VerifyArgs,
+        env: &[(String, String)],
+    ) -> Result<VerifySettings> {
+        let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
+        let global = GlobalSettings::from_layers(&layers)?;
+        let prometheus = match &args.prometheus {
+            None => PrometheusTarget::Discover,
+            Some(url) => PrometheusTarget::Url {
+                url: url.clone(),
+                token: args
+                    .prometheus_token_file
+                    .as_deref()
+                    .map(read_token_file)
+                    .transpose()?,
+            },
+        };
+        Ok(VerifySettings {
+            scope: Scope {
+                namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
+                run_id: args.run_id.map(|id| id.to_string()),
+            },
+            window: args.window.unwrap_or(Window::DEFAULT),
+            wait: args.wait.then(|| {
+                std::time::Duration::from_secs(args.timeout.unwrap_or(VERIFY_DEFAULT_WAIT_SECS))
+            }),
+            prometheus,
+            output: global.output,
+            global,
+        })
+    }
+}
+
+/// The bearer token in `path`: one token on one line.
+fn read_token_file(path: &Path) -> Result<Secret> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::input(format!(
+            "--prometheus-token-file {}: {e} (expected a readable file holding a bearer token)",
+            path.display()
+        ))
+    })?;
+    let token = text.trim();
+    if token.is_empty() || token.contains(char::is_whitespace) {
+        return Err(Error::input(format!(
+            "--prometheus-token-file {}: expected one bearer token on one line",
+            path.display()
+        )));
+    }
+    Ok(Secret::new(token))
 }
 
 impl AuditSettings {
