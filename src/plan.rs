@@ -229,10 +229,10 @@ pub fn resolve_requests(input: &PlanInput) -> Result<Requests> {
                 let chosen = overrides.and_then(|o| o.guest_os).unwrap_or(input.guest_os);
                 let family = chosen.resolve(input.container_disk_image.as_str());
                 // One image, so one guess: warn once however many workloads guessed.
-                if let Some(warning) = family.warning {
-                    if !warnings.contains(&warning) {
-                        warnings.push(warning);
-                    }
+                if let Some(warning) = family.warning
+                    && !warnings.contains(&warning)
+                {
+                    warnings.push(warning);
                 }
                 family.family
             },
