@@ -985,3 +985,43 @@ fn verify_settings_resolve_in_the_configuration_layer() {
     assert_exit(&out, 2);
     assert!(text(&out.stderr).contains("VIRTWORK_QPS"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// README's packaging claim
+// ---------------------------------------------------------------------------------------------
+
+/// The README says which glibc the binary needs; that must be the newest GLIBC_ symbol
+/// version the built binary really references (and it must not claim a static binary).
+#[test]
+fn the_readme_states_the_glibc_the_binary_really_needs() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    assert!(
+        !readme.contains("static binary"),
+        "the binary is not static"
+    );
+    let Ok(out) = Command::new("objdump")
+        .arg("-T")
+        .arg(env!("CARGO_BIN_EXE_virtwork"))
+        .output()
+    else {
+        eprintln!("SKIP: objdump (binutils) not installed");
+        return;
+    };
+    let dump = text(&out.stdout);
+    let newest = dump
+        .split("GLIBC_")
+        .skip(1)
+        .map(|piece| {
+            let version: String = piece
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+            (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+        })
+        .max()
+        .expect("the binary links glibc");
+    let claim = format!("glibc {}.{} or newer", newest.0, newest.1);
+    assert!(readme.contains(&claim), "README should say {claim:?}");
+}
