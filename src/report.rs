@@ -253,21 +253,11 @@ impl RunProgress {
         }
     }
 
-    /// Whether the live view is drawn.
-    pub fn is_live(&self) -> bool {
-        self.bar.is_some()
-    }
-
     /// Removes the live view (before the summary is printed).
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
-    }
-
-    /// Time since the wait began.
-    pub fn elapsed(&self) -> Duration {
-        self.started.elapsed()
     }
 }
 

@@ -17,11 +17,10 @@ use crate::error::{Error, Result};
 use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
 use crate::k8s::client::{connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
-use crate::model::OutputFormat;
-use crate::verify::contract::checks;
+use crate::model::{OutputFormat, Window};
+use crate::signals::contract::checks;
 use crate::verify::evaluate::{QueryAnswer, Verdict, judge};
 use crate::verify::prometheus::{PrometheusApi, discover};
-use crate::verify::promql::Window;
 use crate::verify::{
     SignalResult, Target, VmResult, json_report, missing_message, targets, text_report,
 };
@@ -155,7 +154,7 @@ async fn evaluate(
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<Vec<VmResult>> {
-    let jobs: Vec<(usize, crate::verify::contract::Check)> = targets
+    let jobs: Vec<(usize, crate::signals::contract::Check)> = targets
         .iter()
         .enumerate()
         .flat_map(|(i, t)| checks(&t.facts, window).into_iter().map(move |c| (i, c)))

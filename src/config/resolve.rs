@@ -25,9 +25,9 @@ use crate::cli::{
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
+use crate::model::Window;
 use crate::model::{DnsLabel, Secret, SshAccess, TimeoutSecs};
 use crate::plan::{PlanInput, WorkloadOverride};
-use crate::verify::promql::Window;
 use crate::workloads::{BUILTIN_NAMES, check_builtin_names};
 
 /// Set by the Go tool's example deployment; read only to say that it does nothing.

@@ -7,12 +7,12 @@ use std::time::Duration;
 use crate::cli::AuditCommand;
 use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
+use crate::model::Window;
 use crate::model::{
     DnsLabel, DryRunMode, LogFormat, OutputFormat, Quantity, ReadyCondition, RunId, Secret,
     TimeoutSecs,
 };
 use crate::plan::PlanInput;
-use crate::verify::promql::Window;
 
 /// What every command shares.
 #[derive(Debug, Clone)]

@@ -1,5 +1,6 @@
 //! The domain vocabulary: values parsed once from user input into types that cannot hold an
-//! invalid value — names, quantities, counts, SSH access, run ids and the enumerated choices.
+//! invalid value — names, quantities, counts, SSH access, run ids, windows and the enumerated
+//! choices.
 //!
 //! A leaf module: it depends on std, serde, uuid, clap (for `ValueEnum`) and strsim only,
 //! never on another module of this crate. Every `FromStr` here fails with an [`Invalid`]
@@ -18,11 +19,12 @@ mod quantity;
 mod ssh;
 mod storage;
 mod suggest;
+mod window;
 
 pub use choices::{DryRunFlag, DryRunMode, LogFormat, OutputFormat, ReadyCondition, Switch};
 pub use counts::{
     Burst, Count, CpuCores, MAX_BURST, MAX_QPS, MAX_TIMEOUT_SECS, MAX_VM_CONCURRENCY, MAX_VM_COUNT,
-    Qps, TimeoutSecs, VmConcurrency, VmCount,
+    Qps, TimeoutSecs, VmConcurrency, VmCount, parse_int,
 };
 pub use guest::{GuestFamily, GuestOs};
 pub use names::{DnsLabel, ImageRef, RunId, UserName};
@@ -30,6 +32,7 @@ pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
 pub use storage::{AccessMode, StorageClassName};
 pub use suggest::suggest;
+pub use window::Window;
 
 use std::fmt;
 

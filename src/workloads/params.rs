@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::error::{Error, Result};
-use crate::model::suggest;
+use crate::model::{parse_int, suggest};
 
 /// How a string (or list/dict element) value must look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,15 +352,6 @@ pub fn canonical_signal(names: &[&'static str], value: &str) -> Option<&'static 
         }
     };
     names.iter().copied().find(|name| *name == wanted)
-}
-
-/// Strict decimal integer: optional `-`, ASCII digits, nothing else.
-pub fn parse_int(value: &str) -> Option<i64> {
-    let digits = value.strip_prefix('-').unwrap_or(value);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    value.parse().ok()
 }
 
 /// Bytes of a fio block size like `4k`, `128K`, `1m` or `4096`.
