@@ -13,8 +13,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::model::{
-    Burst, CpuCores, DnsLabel, DryRunMode, ImageRef, LogFormat, OutputFormat, PublicKey, Qps,
-    Quantity, ReadyCondition, RunId, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
+    AccessMode, Burst, CpuCores, DnsLabel, DryRunFlag, GuestOs, ImageRef, LogFormat, OutputFormat,
+    PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret, SshUser, StorageClassName, Switch,
+    TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// Create VMs on OpenShift Virtualization / KubeVirt with continuous workloads.
@@ -57,8 +58,17 @@ pub struct GlobalArgs {
     pub verbose: bool,
 
     /// Enable audit logging to SQLite [env: VIRTWORK_AUDIT] [default: true]
-    #[arg(long, global = true, overrides_with = "no_audit")]
-    pub audit: bool,
+    // `--audit=false` is the Go tool's spelling, still accepted (with a warning).
+    #[arg(
+        long,
+        global = true,
+        overrides_with = "no_audit",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        value_name = "BOOL"
+    )]
+    pub audit: Option<Switch>,
 
     /// Disable audit logging
     #[arg(long, global = true, overrides_with = "audit")]
@@ -166,25 +176,47 @@ pub struct RunArgs {
     #[arg(long, visible_alias = "data-disk-size", value_name = "QUANTITY")]
     pub disk_size: Option<Quantity>,
 
+    /// StorageClass of the data disks (default: the cluster's virtualization default class,
+    /// else its default class) [env: VIRTWORK_STORAGE_CLASS]
+    #[arg(long, value_name = "NAME")]
+    pub storage_class: Option<StorageClassName>,
+
+    /// Access mode of the data disks; ReadWriteMany lets VMs with data disks live-migrate
+    /// [env: VIRTWORK_ACCESS_MODE] [default: ReadWriteOnce]
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub access_mode: Option<AccessMode>,
+
     /// Container disk image for VMs [env: VIRTWORK_CONTAINER_DISK_IMAGE]
     /// [default: quay.io/containerdisks/fedora:42]
     #[arg(long, value_name = "IMAGE")]
     pub container_disk_image: Option<ImageRef>,
 
-    /// Print the objects without creating them (client), or submit them with dryRun=All (server)
+    /// Guest OS family the payloads are written for: auto (from the image name), fedora or
+    /// debian [env: VIRTWORK_GUEST_OS] [default: auto]
+    #[arg(long, value_name = "OS")]
+    pub guest_os: Option<GuestOs>,
+
+    /// Print the objects without creating them (client), or submit them with dryRun=All
+    /// (server). Values: `client`, `server`
     #[arg(
         long,
-        value_enum,
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "client",
         value_name = "MODE"
     )]
-    pub dry_run: Option<DryRunMode>,
+    pub dry_run: Option<DryRunFlag>,
 
     /// Skip waiting for VM readiness
-    #[arg(long)]
-    pub no_wait: bool,
+    // `--no-wait=true|false` is the Go tool's spelling, still accepted (with a warning).
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        value_name = "BOOL"
+    )]
+    pub no_wait: Option<Switch>,
 
     /// Time limit in seconds for the whole run: creation and readiness [env: VIRTWORK_TIMEOUT] [default: 600]
     #[arg(long, value_name = "SECONDS")]
@@ -247,8 +279,15 @@ pub struct CleanupArgs {
     pub run_id: Option<RunId>,
 
     /// Print intent without destroying resources
-    #[arg(long)]
-    pub dry_run: bool,
+    // `--dry-run=true|false` is the Go tool's spelling, still accepted (with a warning).
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        value_name = "BOOL"
+    )]
+    pub dry_run: Option<Switch>,
 
     /// Skip confirmation prompt and proceed with cleanup
     #[arg(long, short = 'y')]
@@ -295,7 +334,7 @@ pub struct StatusArgs {
 }
 
 /// Flags of `virtwork verify`. Values are typed here (parsed once); see
-/// `commands::verify::resolve_settings` for how they combine with the configuration.
+/// `config::VerifySettings::resolve` for how they combine with the configuration.
 #[derive(Debug, Args, Clone, Default)]
 pub struct VerifyArgs {
     /// Only verify this run (UUID)

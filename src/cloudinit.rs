@@ -44,12 +44,17 @@ pub struct UserAccount {
 }
 
 impl UserAccount {
-    /// The account for `ssh`, or `None` when the user asked for no account. The name and keys
-    /// are already valid by type; the password is hashed here (random salt).
+    /// The account for `ssh`, or `None` when the user asked for no account or gave no way to
+    /// log in (no password, no key): a `users` section replaces the image's default user, so
+    /// an account nobody can use would only take that user away. The name and keys are
+    /// already valid by type; the password is hashed here (random salt).
     pub fn from_ssh(ssh: &SshAccess) -> Result<Option<UserAccount>> {
         let Some(name) = &ssh.user else {
             return Ok(None);
         };
+        if ssh.password.is_none() && ssh.authorized_keys.is_empty() {
+            return Ok(None);
+        }
         let password_hash = match &ssh.password {
             Some(password) => Some(hash_password(password.expose())?),
             None => None,

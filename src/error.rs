@@ -16,7 +16,7 @@ pub enum Error {
     Input(String),
 
     /// A Kubernetes API call failed; `context` says what we were doing.
-    #[error("{context}: {source}")]
+    #[error("{context}: {}", kube_text(source))]
     Kube {
         context: String,
         #[source]
@@ -82,5 +82,92 @@ impl Error {
                 if path.as_os_str() == "stdout"
                     && source.kind() == std::io::ErrorKind::BrokenPipe
         )
+    }
+}
+
+/// The text of a failed API call. A 403 becomes one line naming who may not do what where,
+/// and the command that checks it; anything else is the client's own text.
+pub fn kube_text(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) if status.code == 403 => forbidden_text(&status.message),
+        other => other.to_string(),
+    }
+}
+
+/// `forbidden: User "u" cannot create virtualmachines.kubevirt.io in namespace ns (RBAC);
+/// check with `oc auth can-i create virtualmachines.kubevirt.io -n ns``, from the API
+/// server's RBAC message; a message in another shape is kept whole with a general hint.
+fn forbidden_text(message: &str) -> String {
+    match parse_rbac_denial(message) {
+        Some(denial) => {
+            let resource = if denial.group.is_empty() {
+                denial.resource.to_string()
+            } else {
+                format!("{}.{}", denial.resource, denial.group)
+            };
+            let (place, flag) = match denial.namespace {
+                Some(ns) => (format!("in namespace {ns}"), format!(" -n {ns}")),
+                None => ("at the cluster scope".to_string(), String::new()),
+            };
+            format!(
+                "forbidden: {} cannot {} {resource} {place} (RBAC: the account lacks this \
+                 permission); check with `oc auth can-i {} {resource}{flag}` (or kubectl) and \
+                 see docs/deployment.md#rbac",
+                denial.who, denial.verb, denial.verb
+            )
+        }
+        None => format!(
+            "forbidden: {message} (RBAC or admission); list what the account may do with \
+             `oc auth can-i --list` (or kubectl)"
+        ),
+    }
+}
+
+/// The parts of kube-apiserver's RBAC denial: `<what> is forbidden: User "u" cannot <verb>
+/// resource "<res>" in API group "<g>" in the namespace "<ns>"` (or `at the cluster scope`).
+struct RbacDenial<'a> {
+    who: &'a str,
+    verb: &'a str,
+    resource: &'a str,
+    group: &'a str,
+    namespace: Option<&'a str>,
+}
+
+fn parse_rbac_denial(message: &str) -> Option<RbacDenial<'_>> {
+    let (_, rest) = message.split_once(" is forbidden: ")?;
+    let (who, rest) = rest.split_once(" cannot ")?;
+    let (verb, rest) = rest.split_once(" resource \"")?;
+    let (resource, rest) = rest.split_once('"')?;
+    let rest = rest.strip_prefix(" in API group \"")?;
+    let (group, rest) = rest.split_once('"')?;
+    let namespace = match rest.strip_prefix(" in the namespace \"") {
+        Some(ns) => Some(ns.split_once('"')?.0),
+        None => None,
+    };
+    Some(RbacDenial {
+        who,
+        verb,
+        resource,
+        group,
+        namespace,
+    })
+}
+
+#[cfg(test)]
+mod forbidden_tests {
+    use super::*;
+
+    #[test]
+    fn rbac_denials_read_as_one_actionable_line() {
+        let namespaced = "virtualmachines.kubevirt.io is forbidden: User \"system:serviceaccount:virtwork-system:virtwork\" cannot create resource \"virtualmachines\" in API group \"kubevirt.io\" in the namespace \"team-a\"";
+        assert_eq!(
+            forbidden_text(namespaced),
+            "forbidden: User \"system:serviceaccount:virtwork-system:virtwork\" cannot create virtualmachines.kubevirt.io in namespace team-a (RBAC: the account lacks this permission); check with `oc auth can-i create virtualmachines.kubevirt.io -n team-a` (or kubectl) and see docs/deployment.md#rbac"
+        );
+        let cluster = "namespaces is forbidden: User \"u\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope";
+        assert!(forbidden_text(cluster).contains("cannot list namespaces at the cluster scope"));
+        assert!(forbidden_text(cluster).contains("`oc auth can-i list namespaces`"));
+        let other = "admission webhook \"x\" denied the request";
+        assert!(forbidden_text(other).contains("denied the request (RBAC or admission)"));
     }
 }

@@ -470,11 +470,16 @@ pub struct DataVolumeSource {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct DataVolumeBlankImage {}
 
-/// `v1beta1.StorageSpec`: no storage class, access mode or volume mode, so CDI picks them
-/// from the default StorageClass's profile.
+/// `v1beta1.StorageSpec`: size, access mode and optionally the class; no volume mode, so CDI
+/// picks it from the class's StorageProfile. Without a class CDI uses the virtualization
+/// default class, else the Kubernetes default.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default)]
+#[serde(default, rename_all = "camelCase")]
 pub struct StorageSpec {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub access_modes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<StorageResources>,
 }

@@ -27,7 +27,7 @@ use crate::kubevirt::{
     VirtualMachineInstanceTemplateSpec, VirtualMachineSpec, Volume,
 };
 use crate::labels;
-use crate::model::{DnsLabel, ImageRef, Quantity, RunId, SshAccess};
+use crate::model::{AccessMode, DnsLabel, ImageRef, Quantity, RunId, SshAccess, StorageClassName};
 use crate::workloads::{GuestOs, Registry, Workload, WorkloadOptions, WorkloadSettings};
 
 /// DNS-1123 label and label-value length limit.
@@ -50,8 +50,13 @@ const SERVICE_NAME_LABEL: &str = "virtwork";
 pub struct PlanInput {
     pub namespace: DnsLabel,
     pub container_disk_image: ImageRef,
+    /// The guest OS family of every workload without its own `guest-os`.
+    pub guest_os: GuestOs,
     /// Data disk size of disk-backed built-ins.
     pub disk_size: Quantity,
+    /// StorageClass of data disks without a per-workload one; `None`: CDI's default.
+    pub storage_class: Option<StorageClassName>,
+    pub access_mode: AccessMode,
     pub cpu_cores: u32,
     pub memory: Quantity,
     /// VMs per workload (per role for client/server workloads).
@@ -76,6 +81,9 @@ pub struct WorkloadOverride {
     pub vm_count: Option<u32>,
     pub cpu_cores: Option<u32>,
     pub memory: Option<Quantity>,
+    pub guest_os: Option<GuestOs>,
+    pub storage_class: Option<StorageClassName>,
+    pub access_mode: Option<AccessMode>,
     /// Raw param values, validated against the workload's schema when planning.
     pub params: BTreeMap<String, String>,
 }
@@ -186,10 +194,7 @@ pub fn resolve_requests(input: &PlanInput) -> Result<Requests> {
     let mut seen = BTreeSet::new();
     let mut planned = Vec::new();
     let mut skipped = Vec::new();
-    // Until the guest OS is configurable, every workload infers it from the image name
-    // (the behaviour of `--guest-os auto`).
-    let family = GuestOs::Auto.resolve(input.container_disk_image.as_str());
-    let warnings: Vec<String> = family.warning.into_iter().collect();
+    let mut warnings: Vec<String> = Vec::new();
     for name in input.workloads.iter().chain(&input.from_catalog) {
         if !seen.insert(name.as_str()) {
             let both = input.workloads.contains(name) && input.from_catalog.contains(name);
@@ -220,7 +225,17 @@ pub fn resolve_requests(input: &PlanInput) -> Result<Requests> {
                 .and_then(|o| o.memory.clone())
                 .unwrap_or_else(|| input.memory.clone()),
             params: overrides.map(|o| o.params.clone()).unwrap_or_default(),
-            guest_family: family.family,
+            guest_family: {
+                let chosen = overrides.and_then(|o| o.guest_os).unwrap_or(input.guest_os);
+                let family = chosen.resolve(input.container_disk_image.as_str());
+                // One image, so one guess: warn once however many workloads guessed.
+                if let Some(warning) = family.warning
+                    && !warnings.contains(&warning)
+                {
+                    warnings.push(warning);
+                }
+                family.family
+            },
         };
         if settings.vm_count == 0 {
             return Err(Error::input(format!(
@@ -283,7 +298,17 @@ pub fn plan_workloads(
         run_id: &run_id.to_string(),
     };
     for workload in workloads {
-        plan_one(&fleet, workload.as_ref(), &mut plan)?;
+        let overrides = input.workload_overrides.get(workload.name());
+        let storage = DiskStorage {
+            class: overrides
+                .and_then(|o| o.storage_class.as_ref())
+                .or(input.storage_class.as_ref())
+                .map(|class| class.to_string()),
+            access_mode: overrides
+                .and_then(|o| o.access_mode)
+                .unwrap_or(input.access_mode),
+        };
+        plan_one(&fleet, workload.as_ref(), &storage, &mut plan)?;
     }
     plan.services
         .sort_by(|a, b| a.service.metadata.name.cmp(&b.service.metadata.name));
@@ -298,7 +323,19 @@ struct Fleet<'a> {
     run_id: &'a str,
 }
 
-fn plan_one(fleet: &Fleet<'_>, workload: &dyn Workload, plan: &mut Plan) -> Result<()> {
+/// Where one workload's data disks live.
+struct DiskStorage {
+    /// `None`: CDI's default class.
+    class: Option<String>,
+    access_mode: AccessMode,
+}
+
+fn plan_one(
+    fleet: &Fleet<'_>,
+    workload: &dyn Workload,
+    storage: &DiskStorage,
+    plan: &mut Plan,
+) -> Result<()> {
     let (namespace, run_id) = (fleet.namespace, fleet.run_id);
     let name = workload.name();
     validate_workload_name(name)?;
@@ -386,6 +423,7 @@ fn plan_one(fleet: &Fleet<'_>, workload: &dyn Workload, plan: &mut Plan) -> Resu
                 memory: &resources.memory,
                 secret_name: &secret_name,
                 disks: &disks,
+                storage,
                 data_volumes: &data_volumes,
                 readiness_probe: &probe,
                 annotations: &vm_annotations,
@@ -511,6 +549,7 @@ struct VmInputs<'a> {
     memory: &'a Quantity,
     secret_name: &'a str,
     disks: &'a [crate::workloads::DataDisk],
+    storage: &'a DiskStorage,
     data_volumes: &'a [String],
     readiness_probe: &'a Option<Probe>,
     annotations: &'a BTreeMap<String, String>,
@@ -650,6 +689,8 @@ fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
                     blank: Some(DataVolumeBlankImage {}),
                 }),
                 storage: Some(StorageSpec {
+                    access_modes: vec![input.storage.access_mode.as_str().to_string()],
+                    storage_class_name: input.storage.class.clone(),
                     resources: Some(StorageResources {
                         requests: BTreeMap::from([(
                             "storage".to_string(),

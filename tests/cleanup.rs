@@ -316,20 +316,41 @@ fn end_of_input_at_the_prompt_aborts() {
     assert_declined(&c, &out);
 }
 
+/// A piped answer works as in the Go tool (`echo yes | virtwork cleanup`); any other line
+/// declines.
 #[test]
-fn without_a_terminal_cleanup_refuses_instead_of_guessing() {
+fn a_piped_yes_confirms_without_a_terminal() {
     let c = Cluster::start();
     c.seed_run(NS, RUN_A, "cpu", 1);
+    let out = c.run(&["--namespace", NS, "cleanup"], Some("no\n"), &[]);
+    assert_declined(&c, &out);
     let out = c.run(&["--namespace", NS, "cleanup"], Some("yes\n"), &[]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("not a terminal") && stderr.contains("--yes"),
+        stderr.contains("Proceed with deletion? (yes/NO): \n"),
         "{stderr}"
     );
-    assert!(!stderr.contains("Proceed with deletion"), "{stderr}");
-    assert_eq!(c.server.count("delete", "virtualmachines"), 0);
-    assert_eq!(c.managed("virtualmachines", NS, None).len(), 1);
+    assert_eq!(c.managed("virtualmachines", NS, None), Vec::<String>::new());
+}
+
+/// Empty stdin (closed, `</dev/null`, a pod) is nobody answering: refused with the hint, not
+/// taken as a "no" that would look like a successful cleanup.
+#[test]
+fn without_a_terminal_empty_stdin_refuses_instead_of_guessing() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    for stdin in [Some(""), None] {
+        let out = c.run(&["--namespace", NS, "cleanup"], stdin, &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("not a terminal and gave no answer") && stderr.contains("--yes"),
+            "{stderr}"
+        );
+        assert_eq!(c.server.count("delete", "virtualmachines"), 0);
+        assert_eq!(c.managed("virtualmachines", NS, None).len(), 1);
+    }
 }
 
 #[test]

@@ -184,6 +184,35 @@ fn cases() -> Vec<Case> {
             get: |s| s.plan.container_disk_image.to_string(),
         },
         Case {
+            key: "guest-os",
+            env: "VIRTWORK_GUEST_OS",
+            values: ["fedora", "debian", "fedora"],
+            default: "auto",
+            flag: Flag::Value("--guest-os"),
+            get: |s| s.plan.guest_os.to_string(),
+        },
+        Case {
+            key: "storage-class",
+            env: "VIRTWORK_STORAGE_CLASS",
+            values: ["file-class", "env-class", "flag-class"],
+            default: "-",
+            flag: Flag::Value("--storage-class"),
+            get: |s| {
+                s.plan
+                    .storage_class
+                    .as_ref()
+                    .map_or("-".into(), |c| c.to_string())
+            },
+        },
+        Case {
+            key: "access-mode",
+            env: "VIRTWORK_ACCESS_MODE",
+            values: ["ReadWriteMany", "ReadWriteOncePod", "ReadWriteMany"],
+            default: "ReadWriteOnce",
+            flag: Flag::Value("--access-mode"),
+            get: |s| s.plan.access_mode.to_string(),
+        },
+        Case {
             key: "disk-size",
             env: "VIRTWORK_DISK_SIZE",
             values: ["11Gi", "12Gi", "13Gi"],

@@ -205,7 +205,8 @@ fn vm_spec_matches_the_reference_shape() {
             "dataVolumeTemplates": [{
                 "metadata": {"name": "virtwork-disk-data-virtwork-disk-0", "labels": labels},
                 "spec": {"source": {"blank": {}},
-                         "storage": {"resources": {"requests": {"storage": "10Gi"}}}}
+                         "storage": {"accessModes": ["ReadWriteOnce"],
+                                     "resources": {"requests": {"storage": "10Gi"}}}}
             }],
             "runStrategy": "Always",
             "template": {
@@ -727,7 +728,7 @@ fn unit_names_unsafe_for_the_readiness_probe_are_rejected() {
     assert!(plan::workload_probe("w", &[]).unwrap().is_none());
 }
 
-/// Until `--guest-os` is configurable, the family is inferred from the containerdisk image:
+/// With `guest-os: auto` (the default), the family is inferred from the containerdisk image:
 /// the payload follows it, and an image naming no known distribution renders for fedora
 /// with a plan warning naming the image.
 #[test]

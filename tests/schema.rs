@@ -110,6 +110,8 @@ fn disk_vm() -> VirtualMachine {
                         blank: Some(DataVolumeBlankImage {}),
                     }),
                     storage: Some(StorageSpec {
+                        access_modes: vec!["ReadWriteMany".into()],
+                        storage_class_name: Some("ocs-storagecluster-ceph-rbd".into()),
                         resources: Some(StorageResources {
                             requests: [("storage".to_string(), Quantity("10Gi".into()))].into(),
                         }),
@@ -378,6 +380,9 @@ fn every_planned_vm_validates_against_kubevirt_schema() {
     };
     let mut config = test_config::with_ssh(test_config::plan_input(&test_config::ALL_BUILTINS, 2));
     config.from_catalog = vec!["sysbench".into(), "redis-bench".into()];
+    // A named class and access mode, so the optional storage fields are checked too.
+    config.storage_class = Some("ocs-storagecluster-ceph-rbd".parse().unwrap());
+    config.access_mode = virtwork::model::AccessMode::ReadWriteMany;
     let registry =
         virtwork::workloads::Registry::with_catalog(&config.catalog_dir, &config.from_catalog)
             .unwrap();

@@ -1157,9 +1157,28 @@ fn ssh_block_in_every_workload() {
         .userdata(None)
         .unwrap();
     assert!(doc(&ud).get("users").is_none());
-    // Default user without credentials: locked, no ssh_pwauth.
+    // A user without credentials: no users section, so the image's own default user stays.
     let ud = userdata("cpu", None, &[]);
     let d = doc(&ud);
+    assert!(d.get("users").is_none(), "{ud}");
+    assert!(d.get("ssh_pwauth").is_none());
+    // Keys only: the account exists with its password locked, no password login.
+    opts.ssh = SshAccess {
+        user: Some("ops".parse().unwrap()),
+        password: None,
+        authorized_keys: vec![
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0 ops@laptop"
+                .parse()
+                .unwrap(),
+        ],
+    };
+    let ud = Registry::builtin()
+        .create("cpu", &settings(1, &[]), &opts)
+        .unwrap()
+        .userdata(None)
+        .unwrap();
+    let d = doc(&ud);
+    assert_eq!(d["users"][0]["name"].as_str(), Some("ops"));
     assert_eq!(d["users"][0]["lock_passwd"].as_bool(), Some(true));
     assert!(d.get("ssh_pwauth").is_none());
 }
@@ -1190,7 +1209,7 @@ fn param_errors_name_workload_key_value_and_form() {
     assert!(err.contains("(did you mean \"matrixprod\"?)"), "{err}");
     let err = create_err("disk", &[("block-size-rw", "1000")]);
     assert!(err.contains("multiple of 512"), "{err}");
-    let err = create_err("chaos-process", &[("signal", "TERM")]);
+    let err = create_err("chaos-process", &[("signal", "SEGV")]);
     assert!(err.contains("one of: SIGTERM, SIGKILL"), "{err}");
     let err = create_err("network", &[("parallel-streams", "0")]);
     assert!(err.contains("from 1 to 128"), "{err}");

@@ -6,9 +6,10 @@
 //! stop the others; they are reported at the end and make the exit code 1.
 //!
 //! The confirmation prompt goes to stderr (stdout carries only the summary). Without a
-//! terminal on stdin and without `--yes`, cleanup refuses (exit 2) instead of reading EOF
-//! as "no". Testing hook: `VIRTWORK_ASSUME_TTY=1` makes stdin count as a terminal, so tests
-//! can drive the prompt through a pipe.
+//! terminal on stdin and without `--yes`, the answer is read from the pipe
+//! (`echo yes | virtwork cleanup`), but an empty stdin (EOF before any answer) refuses
+//! (exit 2) instead of counting as "no": nobody was there to answer. Testing hook:
+//! `VIRTWORK_ASSUME_TTY=1` makes stdin count as a terminal.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -46,8 +47,19 @@ pub enum Confirmation {
     NotNeeded,
     /// Ask on the terminal.
     Ask,
-    /// A prompt is needed but nobody can answer it: refuse.
-    NoTerminal,
+    /// Read the answer from stdin, which is not a terminal (a pipe or a file); EOF before
+    /// any answer refuses.
+    Piped,
+}
+
+/// What was read at the prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Yes,
+    /// Any other line (an empty one included).
+    No,
+    /// End of input before any answer.
+    Nothing,
 }
 
 /// Decides whether to prompt. `--run-id` skips the prompt, as in the reference: naming one
@@ -59,7 +71,7 @@ pub fn confirmation(yes: bool, run_scoped: bool, stdin_is_terminal: bool) -> Con
     } else if stdin_is_terminal {
         Confirmation::Ask
     } else {
-        Confirmation::NoTerminal
+        Confirmation::Piped
     }
 }
 
@@ -74,10 +86,19 @@ pub fn answer_confirms(line: Option<&str>) -> bool {
     line.is_some_and(|l| l.trim().eq_ignore_ascii_case("yes"))
 }
 
+/// The answer in one read line (`None`: EOF before any byte).
+pub fn answer(line: Option<&str>) -> Answer {
+    match line {
+        None => Answer::Nothing,
+        Some(_) if answer_confirms(line) => Answer::Yes,
+        Some(_) => Answer::No,
+    }
+}
+
 /// Prints the prompt on stderr and reads one line from stdin. The read runs on its own
 /// thread so Ctrl-C at the prompt interrupts at once (and an unanswered read cannot keep
 /// the process alive).
-async fn ask(cancel: &CancellationToken) -> Result<bool> {
+async fn ask(cancel: &CancellationToken) -> Result<Answer> {
     let mut stderr = std::io::stderr().lock();
     let _ = stderr.write_all(PROMPT.as_bytes());
     let _ = stderr.flush();
@@ -95,9 +116,9 @@ async fn ask(cancel: &CancellationToken) -> Result<bool> {
     tokio::select! {
         () = cancel.cancelled() => Err(Error::Interrupted),
         read = rx => match read {
-            Ok(Ok(line)) => Ok(answer_confirms(line.as_deref())),
+            Ok(Ok(line)) => Ok(answer(line.as_deref())),
             Ok(Err(e)) => Err(Error::Io { context: "reading the confirmation from", path: "stdin".into(), source: e }),
-            Err(_) => Ok(false),
+            Err(_) => Ok(Answer::Nothing),
         },
     }
 }
@@ -345,52 +366,56 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
     // Deleting the namespace reaches beyond the named run (other runs, foreign objects), so
     // `--run-id` alone does not skip the prompt then.
     let run_scoped = scope.run_id.is_some() && !discovery.deletes_namespace();
-    match confirmation(settings.yes, run_scoped, stdin_tty) {
-        Confirmation::NotNeeded => {}
-        Confirmation::NoTerminal => {
-            let err = Error::input(format!(
-                "cleanup would delete {} object(s){} but stdin is not a terminal, so nobody can \
-                 confirm: pass --yes (-y) to delete without a prompt, or --dry-run to preview",
+    let ask_mode = confirmation(settings.yes, run_scoped, stdin_tty);
+    if ask_mode != Confirmation::NotNeeded {
+        eprint!(
+            "{}",
+            preview_with_kept(
+                scope.namespace.as_deref(),
+                scope.run_id.as_deref(),
+                &summary.found,
+                summary.namespace_kept.as_deref(),
+            )
+        );
+        let used = started.elapsed();
+        let answered = match ask(&cancel).await {
+            // On a terminal, Ctrl-D is a "no"; from a pipe, it means nobody answered.
+            Ok(Answer::Nothing) if ask_mode == Confirmation::Ask => Ok(Answer::No),
+            Ok(Answer::Nothing) => Err(Error::input(format!(
+                "cleanup would delete {} object(s){} but stdin is not a terminal and gave no \
+                 answer: pass --yes (-y) to delete without a prompt, pipe the answer \
+                 (`echo yes | virtwork cleanup`), or use --dry-run to preview",
                 discovery.counts().total(),
                 if discovery.deletes_namespace() {
                     " and the namespace"
                 } else {
                     ""
                 }
-            ));
-            execution.complete_execution(ExecutionStatus::Failed, Some(&err.to_string()));
-            return Err(err);
-        }
-        Confirmation::Ask => {
-            eprint!(
-                "{}",
-                preview_with_kept(
-                    scope.namespace.as_deref(),
-                    scope.run_id.as_deref(),
-                    &summary.found,
-                    summary.namespace_kept.as_deref(),
-                )
-            );
-            let used = started.elapsed();
-            match ask(&cancel).await {
-                Ok(true) => {
-                    ctx.policy = RetryPolicy::until(Instant::now() + timeout.saturating_sub(used));
+            ))),
+            other => other,
+        };
+        match answered {
+            Ok(Answer::Yes) => {
+                if ask_mode == Confirmation::Piped {
+                    // A piped answer is not echoed: end the prompt's line.
+                    eprintln!();
                 }
-                Ok(false) => {
-                    tracing::info!("cleanup aborted by user");
-                    execution.complete_execution(ExecutionStatus::Aborted, None);
-                    summary.status = CleanupStatus::Aborted;
-                    return print_summary(output, &summary);
-                }
-                Err(err) => {
-                    let status = if matches!(err, Error::Interrupted) {
-                        ExecutionStatus::Cancelled
-                    } else {
-                        ExecutionStatus::Failed
-                    };
-                    execution.complete_execution(status, Some(&err.to_string()));
-                    return Err(err);
-                }
+                ctx.policy = RetryPolicy::until(Instant::now() + timeout.saturating_sub(used));
+            }
+            Ok(_) => {
+                tracing::info!("cleanup aborted by user");
+                execution.complete_execution(ExecutionStatus::Aborted, None);
+                summary.status = CleanupStatus::Aborted;
+                return print_summary(output, &summary);
+            }
+            Err(err) => {
+                let status = if matches!(err, Error::Interrupted) {
+                    ExecutionStatus::Cancelled
+                } else {
+                    ExecutionStatus::Failed
+                };
+                execution.complete_execution(status, Some(&err.to_string()));
+                return Err(err);
             }
         }
     }
@@ -540,7 +565,14 @@ mod tests {
         assert_eq!(confirmation(true, false, false), Confirmation::NotNeeded);
         assert_eq!(confirmation(false, true, false), Confirmation::NotNeeded);
         assert_eq!(confirmation(false, false, true), Confirmation::Ask);
-        assert_eq!(confirmation(false, false, false), Confirmation::NoTerminal);
+        assert_eq!(confirmation(false, false, false), Confirmation::Piped);
+    }
+
+    #[test]
+    fn eof_before_an_answer_is_nothing_and_an_empty_line_is_no() {
+        assert_eq!(answer(None), Answer::Nothing);
+        assert_eq!(answer(Some("\n")), Answer::No);
+        assert_eq!(answer(Some("yes\n")), Answer::Yes);
     }
 
     #[test]

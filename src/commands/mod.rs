@@ -19,6 +19,7 @@ use std::io::Write;
 use crate::cli::{Cli, Command};
 use crate::config::{
     AuditSettings, CleanupSettings, GlobalSettings, RunSettings, StatusSettings, ValidateSettings,
+    VerifySettings,
 };
 use crate::error::{Error, Result};
 
@@ -52,10 +53,9 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
             block_on(status::status(&settings))
         }
         Command::Verify(args) => {
-            let global = GlobalSettings::resolve(&global, env)?;
-            let settings = verify::resolve_settings(&global, &args)?;
-            start_logging(&global);
-            block_on(verify::verify(&global, &settings))
+            let settings = VerifySettings::resolve(&global, &args, env)?;
+            start_logging(&settings.global);
+            block_on(verify::verify(&settings))
         }
         Command::Audit(command) => {
             let settings = AuditSettings::resolve(&global, &command, env)?;
@@ -67,6 +67,9 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
 
 fn start_logging(global: &GlobalSettings) {
     crate::logging::init(global.log_format, global.verbose);
+    for notice in &global.notices {
+        tracing::warn!("{notice}");
+    }
 }
 
 /// Runs an async command to completion on a two-worker runtime.

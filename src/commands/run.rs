@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::recorder::{
-    Auditor, CommandKind, Event, ExecutionParams, ExecutionStatus, ResourceKind, VmRecord,
-    WorkloadStatus,
+    Auditor, CommandKind, Event, Execution, ExecutionParams, ExecutionStatus, ResourceKind,
+    VmRecord, WorkloadStatus,
 };
 use crate::config::RunSettings;
 use crate::error::{Error, Result};
@@ -73,13 +73,27 @@ pub fn execution_params(settings: &RunSettings, command: CommandKind) -> Executi
     }
 }
 
+/// The start of every run's audit record, dry runs included: started, each skipped workload,
+/// the workloads, then `Planned N VMs across W workloads`.
+fn record_plan(execution: &Execution, command: CommandKind, plan: &Plan) {
+    let run_uuid = plan.run_id.as_uuid();
+    execution.record_event(&Event::execution_started(command, run_uuid));
+    for skipped in &plan.skipped {
+        execution.record_event(&Event::workload_skipped(skipped));
+    }
+    execution.record_workloads(plan);
+    execution.record_event(&Event::planned(
+        plan.vms.len(),
+        plan.workloads.len() + plan.skipped.len(),
+    ));
+}
+
 /// `--dry-run`: print the plan (YAML stream, or the JSON plan document); no cluster call.
 fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Result<()> {
     let run_uuid = plan.run_id.as_uuid();
     let params = execution_params(settings, CommandKind::DryRun).with_plan(plan);
     let execution = auditor.start_execution(run_uuid, &params);
-    execution.record_event(&Event::execution_started(CommandKind::DryRun, run_uuid));
-    execution.record_workloads(plan);
+    record_plan(&execution, CommandKind::DryRun, plan);
     tracing::info!(total_vms = plan.vms.len(), "dry run mode");
     let text = match settings.global.output {
         OutputFormat::Json => {
@@ -125,15 +139,7 @@ pub async fn run_on_cluster(settings: &RunSettings, plan: &Plan, auditor: &Audit
     let mut params = execution_params(settings, command).with_plan(plan);
     params.cluster_context = Some(cluster.context.clone());
     let execution = auditor.start_execution(run_uuid, &params);
-    execution.record_event(&Event::execution_started(command, run_uuid));
-    for skipped in &plan.skipped {
-        execution.record_event(&Event::workload_skipped(skipped));
-    }
-    execution.record_workloads(plan);
-    execution.record_event(&Event::planned(
-        plan.vms.len(),
-        plan.workloads.len() + plan.skipped.len(),
-    ));
+    record_plan(&execution, command, plan);
 
     let (summary, result) = drive(settings, plan, &cluster, &execution, &cancel).await;
 
@@ -213,6 +219,9 @@ async fn drive(
         Ok(report) => {
             for warning in report.warnings {
                 tracing::warn!(warning = %warning, "preflight warning");
+            }
+            for note in report.storage {
+                tracing::info!("preflight: {note}");
             }
             if server_dry_run && !report.namespace_exists {
                 // The server dry-runs namespaced objects only inside an existing namespace.

@@ -6,21 +6,18 @@
 //! and the signal), Prometheus or the cluster unreachable, or no VMs found; 2 bad input
 //! (flags are parsed and files read before any request). Read-only on the cluster.
 
-use std::path::Path;
 use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::VerifyArgs;
-use crate::config::GlobalSettings;
+use crate::config::{PrometheusTarget, VerifySettings};
 use crate::error::{Error, Result};
-use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, list_in_scope};
+use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
 use crate::k8s::client::{connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
-use crate::model::Window;
-use crate::model::{OutputFormat, Secret};
+use crate::model::{OutputFormat, Window};
 use crate::signals::contract::checks;
 use crate::verify::evaluate::{QueryAnswer, Verdict, judge};
 use crate::verify::prometheus::{PrometheusApi, discover};
@@ -28,82 +25,10 @@ use crate::verify::{
     SignalResult, Target, VmResult, json_report, missing_message, targets, text_report,
 };
 
-/// `--timeout` when `--wait` is given without it.
-const DEFAULT_WAIT_SECS: u64 = 600;
 /// How long transient failures are retried when not waiting.
 const RETRY_DEADLINE: Duration = Duration::from_secs(60);
 /// Queries in flight at once (each also passes the rate limit).
 const QUERY_CONCURRENCY: usize = 8;
-
-/// Where Prometheus is.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PrometheusTarget {
-    /// Through the API server's service proxy (see verify/prometheus.rs for the order).
-    Discover,
-    /// At this URL, with this bearer token (None: the kubeconfig's credentials).
-    Url {
-        url: http::Uri,
-        token: Option<Secret>,
-    },
-}
-
-/// Everything verify needs, resolved from flags and configuration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VerifySettings {
-    pub scope: Scope,
-    pub window: Window,
-    /// Some(timeout) with `--wait`.
-    pub wait: Option<Duration>,
-    pub prometheus: PrometheusTarget,
-    pub output: OutputFormat,
-}
-
-// CONFIG-LAYER: verify's flags resolved against the shared settings. Move into the
-// configuration layer (a VerifySettings::resolve in src/config/resolve.rs, see "Adding a
-// configuration key" in docs/architecture.md); nothing else in verify reads flags.
-/// Resolves `virtwork verify`'s flags; reads `--prometheus-token-file` (bad input exit 2).
-pub fn resolve_settings(global: &GlobalSettings, args: &VerifyArgs) -> Result<VerifySettings> {
-    let prometheus = match &args.prometheus {
-        None => PrometheusTarget::Discover,
-        Some(url) => PrometheusTarget::Url {
-            url: url.clone(),
-            token: args
-                .prometheus_token_file
-                .as_deref()
-                .map(read_token_file)
-                .transpose()?,
-        },
-    };
-    Ok(VerifySettings {
-        scope: Scope {
-            namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
-            run_id: args.run_id.map(|id| id.to_string()),
-        },
-        window: args.window.unwrap_or(Window::DEFAULT),
-        wait: args
-            .wait
-            .then(|| Duration::from_secs(args.timeout.unwrap_or(DEFAULT_WAIT_SECS))),
-        prometheus,
-        output: global.output,
-    })
-}
-
-fn read_token_file(path: &Path) -> Result<Secret> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::input(format!(
-            "--prometheus-token-file {}: {e} (expected a readable file holding a bearer token)",
-            path.display()
-        ))
-    })?;
-    let token = text.trim();
-    if token.is_empty() || token.contains(char::is_whitespace) {
-        return Err(Error::input(format!(
-            "--prometheus-token-file {}: expected one bearer token on one line",
-            path.display()
-        )));
-    }
-    Ok(Secret::new(token))
-}
 
 /// Only the bearer-token part of the kubeconfig's credentials goes to a Prometheus URL:
 /// client certificates, basic auth and impersonation are meant for the API server.
@@ -118,8 +43,8 @@ fn bearer_only(auth: kube::config::AuthInfo) -> kube::config::AuthInfo {
 }
 
 /// Runs `virtwork verify`.
-pub async fn verify(global: &GlobalSettings, settings: &VerifySettings) -> Result<()> {
-    let access = &global.cluster;
+pub async fn verify(settings: &VerifySettings) -> Result<()> {
+    let access = &settings.global.cluster;
     let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
     let cancel = CancellationToken::new();
     crate::commands::cleanup::cancel_on_signal(cancel.clone());

@@ -10,7 +10,7 @@ use super::partial::Partial;
 use super::value::{Source, Sourced};
 use crate::cli::{CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs};
 use crate::error::{Error, Result};
-use crate::model::{DryRunMode, Invalid, PublicKey};
+use crate::model::{DryRunFlag, DryRunMode, Invalid, PublicKey, Switch};
 
 /// `value` as given with `flag`, when it was.
 fn given<T: Clone>(value: &Option<T>, flag: &'static str) -> Option<Sourced<T>> {
@@ -19,7 +19,7 @@ fn given<T: Clone>(value: &Option<T>, flag: &'static str) -> Option<Sourced<T>> 
         .map(|value| Sourced::new(value.clone(), Source::Flag(flag)))
 }
 
-/// `value` for a switch that was given.
+/// `value` for a switch that was given (`--no-audit`).
 fn switch<T>(on: bool, value: T, flag: &'static str) -> Option<Sourced<T>> {
     on.then(|| Sourced::new(value, Source::Flag(flag)))
 }
@@ -30,7 +30,8 @@ pub fn global(args: &GlobalArgs) -> Partial {
         namespace: given(&args.namespace, "--namespace"),
         kubeconfig: given(&args.kubeconfig, "--kubeconfig"),
         verbose: switch(args.verbose, true, "--verbose"),
-        audit: switch(args.no_audit, false, "--no-audit").or(switch(args.audit, true, "--audit")),
+        audit: switch(args.no_audit, false, "--no-audit")
+            .or(given(&args.audit.map(Switch::is_on), "--audit")),
         audit_db: given(&args.audit_db, "--audit-db"),
         log_format: given(&args.log_format, "--log-format"),
         output: given(&args.output, "--output"),
@@ -48,9 +49,12 @@ pub fn run(args: &RunArgs) -> Result<Partial> {
         cpu_cores: given(&args.cpu_cores, "--cpu-cores"),
         memory: given(&args.memory, "--memory"),
         disk_size: given(&args.disk_size, "--disk-size"),
+        storage_class: given(&args.storage_class, "--storage-class"),
+        access_mode: given(&args.access_mode, "--access-mode"),
         container_disk_image: given(&args.container_disk_image, "--container-disk-image"),
-        dry_run: given(&args.dry_run.map(Some), "--dry-run"),
-        wait_for_ready: switch(args.no_wait, false, "--no-wait"),
+        guest_os: given(&args.guest_os, "--guest-os"),
+        dry_run: given(&args.dry_run.map(DryRunFlag::mode), "--dry-run"),
+        wait_for_ready: given(&args.no_wait.map(|s| !s.is_on()), "--no-wait"),
         timeout: given(&args.timeout, "--timeout"),
         ready_condition: given(&args.ready_condition, "--ready-condition"),
         ssh_user: given(&args.ssh_user, "--ssh-user"),
@@ -67,7 +71,12 @@ pub fn run(args: &RunArgs) -> Result<Partial> {
 /// The flags of `virtwork cleanup`.
 pub fn cleanup(args: &CleanupArgs) -> Partial {
     Partial {
-        dry_run: switch(args.dry_run, Some(DryRunMode::Client), "--dry-run"),
+        dry_run: given(
+            &args
+                .dry_run
+                .map(|s| s.is_on().then_some(DryRunMode::Client)),
+            "--dry-run",
+        ),
         timeout: given(&args.timeout, "--timeout"),
         ..Partial::default()
     }
@@ -86,6 +95,53 @@ pub fn validate(args: &ValidateArgs) -> Partial {
     Partial {
         catalog_dir: given(&args.catalog_dir, "--catalog-dir"),
         ..Partial::default()
+    }
+}
+
+/// Warnings for the Go tool's `--flag=true|false` spellings among the global flags.
+pub fn legacy_global(args: &GlobalArgs) -> Vec<String> {
+    legacy_switch(args.audit, "--audit", "--audit", "--no-audit")
+        .into_iter()
+        .collect()
+}
+
+/// Warnings for the Go tool's spellings among the flags of `virtwork run`.
+pub fn legacy_run(args: &RunArgs) -> Vec<String> {
+    let dry_run = match args.dry_run {
+        Some(DryRunFlag::Valued(on)) => legacy_switch(
+            Some(Switch::Valued(on)),
+            "--dry-run",
+            "--dry-run",
+            "no --dry-run",
+        ),
+        _ => None,
+    };
+    dry_run
+        .into_iter()
+        .chain(legacy_switch(
+            args.no_wait,
+            "--no-wait",
+            "--no-wait",
+            "no --no-wait",
+        ))
+        .collect()
+}
+
+/// Warnings for the Go tool's spellings among the flags of `virtwork cleanup`.
+pub fn legacy_cleanup(args: &CleanupArgs) -> Vec<String> {
+    legacy_switch(args.dry_run, "--dry-run", "--dry-run", "no --dry-run")
+        .into_iter()
+        .collect()
+}
+
+/// The deprecation warning for `flag=<bool>`: `on` and `off` say what to write instead.
+fn legacy_switch(value: Option<Switch>, flag: &str, on: &str, off: &str) -> Option<String> {
+    match value? {
+        Switch::Bare => None,
+        Switch::Valued(set) => Some(format!(
+            "{flag}={set} is the Go tool's boolean flag syntax and is deprecated; write {}",
+            if set { on } else { off }
+        )),
     }
 }
 

@@ -11,8 +11,8 @@
 //! Files: `partial.rs` the key table (every key once: type, YAML and env spellings),
 //! `value.rs` sources and text → typed values, `flags.rs`, `env.rs`, `yaml.rs` and
 //! `defaults.rs` the four sources, `params.rs` the `--params` grammar, `settings.rs` the
-//! per-command settings, `resolve.rs` layers → settings. The only I/O is reading the YAML file
-//! and `--ssh-key-file`s.
+//! per-command settings, `resolve.rs` layers → settings. The only I/O is reading the YAML file,
+//! `--ssh-key-file`s and `verify --prometheus-token-file`.
 //!
 //! Must not: be read below `commands/` (lower layers take the plain inputs they need).
 
@@ -29,8 +29,8 @@ mod yaml;
 pub use params::parse_params;
 pub use partial::{KEYS, KeySpec, Partial, env_keys};
 pub use settings::{
-    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, RunSettings,
-    SampleBuild, StatusSettings, ValidateSettings,
+    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, PrometheusTarget,
+    RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
 pub use value::{Source, Sourced};
 

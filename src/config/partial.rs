@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use super::value::{KeyValue, Raw, Source, Sourced};
 use crate::error::{Error, Result};
 use crate::model::{
-    Burst, CpuCores, DnsLabel, DryRunMode, ImageRef, LogFormat, OutputFormat, PublicKey, Qps,
-    Quantity, ReadyCondition, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
+    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, LogFormat, OutputFormat,
+    PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser, StorageClassName, TimeoutSecs,
+    VmConcurrency, VmCount,
 };
 
 /// One key's spellings: canonical YAML name (hyphenated), other YAML names, and the
@@ -76,8 +77,14 @@ configuration_keys! {
     qps: Qps = "qps", env ["VIRTWORK_QPS"];
     burst: Burst = "burst", env ["VIRTWORK_BURST"];
     container_disk_image: ImageRef = "container-disk-image", env ["VIRTWORK_CONTAINER_DISK_IMAGE"];
+    /// The guest OS family payloads are written for; `auto` infers it from the image name.
+    guest_os: GuestOs = "guest-os", env ["VIRTWORK_GUEST_OS"];
     disk_size: Quantity = "disk-size" | "data-disk-size",
         env ["VIRTWORK_DISK_SIZE", "VIRTWORK_DATA_DISK_SIZE"];
+    /// The StorageClass of every data disk; none: CDI's default (virtualization, then
+    /// Kubernetes default class).
+    storage_class: StorageClassName = "storage-class", env ["VIRTWORK_STORAGE_CLASS"];
+    access_mode: AccessMode = "access-mode", env ["VIRTWORK_ACCESS_MODE"];
     cpu_cores: CpuCores = "cpu-cores", env ["VIRTWORK_CPU_CORES"];
     memory: Quantity = "memory", env ["VIRTWORK_MEMORY"];
     wait_for_ready: bool = "wait-for-ready", env ["VIRTWORK_WAIT_FOR_READY"];

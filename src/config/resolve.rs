@@ -14,17 +14,24 @@ use super::flags;
 use super::params::parse_params;
 use super::partial::Partial;
 use super::settings::{
-    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, RunSettings,
-    SampleBuild, StatusSettings, ValidateSettings,
+    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, PrometheusTarget,
+    RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
 use super::value::{Source, Sourced};
 use super::yaml::{self, FileLayer};
-use crate::cli::{AuditCommand, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs};
+use crate::cli::{
+    AuditCommand, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs,
+};
 use crate::error::{Error, Result};
+use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
-use crate::model::{DnsLabel, SshAccess, TimeoutSecs};
+use crate::model::Window;
+use crate::model::{DnsLabel, Secret, SshAccess, TimeoutSecs};
 use crate::plan::{PlanInput, WorkloadOverride};
 use crate::workloads::{BUILTIN_NAMES, check_builtin_names};
+
+/// Set by the Go tool's example deployment; read only to say that it does nothing.
+const CLEANUP_MODE_ENV: &str = "VIRTWORK_CLEANUP_MODE";
 
 /// `virtwork status`'s time limit when none is configured.
 const STATUS_DEFAULT_TIMEOUT: TimeoutSecs = match TimeoutSecs::new(60) {
@@ -36,6 +43,8 @@ const STATUS_DEFAULT_TIMEOUT: TimeoutSecs = match TimeoutSecs::new(60) {
 /// and the environment (for `KUBECONFIG` and `HOME`).
 struct Layers {
     merged: Partial,
+    /// Warnings about inputs that are accepted but legacy or without effect.
+    notices: Vec<String>,
     sections: BTreeMap<String, WorkloadOverride>,
     env: EnvView,
 }
@@ -43,18 +52,31 @@ struct Layers {
 impl Layers {
     /// `flags` are the command's flag layer; the file is `--config`'s. Every key of every
     /// source is parsed whatever the command, so a bad value is reported the same way by all.
-    fn load(global: &GlobalArgs, flags: Partial, env: &[(String, String)]) -> Result<Layers> {
+    fn load(
+        global: &GlobalArgs,
+        flags: Partial,
+        mut notices: Vec<String>,
+        env: &[(String, String)],
+    ) -> Result<Layers> {
         let env = EnvView::new(env);
         let file = match &global.config {
             Some(path) => yaml::load(path)?,
             None => FileLayer::default(),
         };
+        notices.extend(flags::legacy_global(global));
+        if env.get(CLEANUP_MODE_ENV).is_some() {
+            notices.push(format!(
+                "{CLEANUP_MODE_ENV} has no effect (cleanup chooses its mode from --run-id and --dry-run); remove it"
+            ));
+        }
+        notices.extend(file.notices.iter().cloned());
         let merged = flags
             .or(env::layer(&env)?)
             .or(file.partial)
             .or(defaults::layer()?);
         Ok(Layers {
             merged,
+            notices,
             sections: file.sections,
             env,
         })
@@ -73,7 +95,12 @@ fn required<'a, T>(slot: &'a Option<Sourced<T>>, key: &str) -> Result<&'a Source
 impl GlobalSettings {
     /// The settings every command shares, for a command with only the global flags.
     pub fn resolve(global: &GlobalArgs, env: &[(String, String)]) -> Result<GlobalSettings> {
-        GlobalSettings::from_layers(&Layers::load(global, flags::global(global), env)?)
+        GlobalSettings::from_layers(&Layers::load(
+            global,
+            flags::global(global),
+            Vec::new(),
+            env,
+        )?)
     }
 
     fn from_layers(layers: &Layers) -> Result<GlobalSettings> {
@@ -120,6 +147,7 @@ impl GlobalSettings {
             log_format: required(&p.log_format, "log-format")?.value,
             verbose: required(&p.verbose, "verbose")?.value,
             output: required(&p.output, "output")?.value,
+            notices: layers.notices.clone(),
         })
     }
 }
@@ -131,7 +159,12 @@ impl RunSettings {
         args: &RunArgs,
         env: &[(String, String)],
     ) -> Result<RunSettings> {
-        let layers = Layers::load(global, flags::global(global).or(flags::run(args)?), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::run(args)?),
+            flags::legacy_run(args),
+            env,
+        )?;
         let p = &layers.merged;
         let from_catalog = unique_catalog_entries(p)?;
         let workloads = match &p.workloads {
@@ -154,7 +187,10 @@ impl RunSettings {
             container_disk_image: required(&p.container_disk_image, "container-disk-image")?
                 .value
                 .clone(),
+            guest_os: required(&p.guest_os, "guest-os")?.value,
             disk_size: required(&p.disk_size, "disk-size")?.value.clone(),
+            storage_class: p.storage_class.as_ref().map(|given| given.value.clone()),
+            access_mode: required(&p.access_mode, "access-mode")?.value,
             cpu_cores: required(&p.cpu_cores, "cpu-cores")?.value.get(),
             memory: required(&p.memory, "memory")?.value.clone(),
             vm_count: required(&p.vm_count, "vm-count")?.value.get(),
@@ -183,7 +219,12 @@ impl CleanupSettings {
         args: &CleanupArgs,
         env: &[(String, String)],
     ) -> Result<CleanupSettings> {
-        let layers = Layers::load(global, flags::global(global).or(flags::cleanup(args)), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::cleanup(args)),
+            flags::legacy_cleanup(args),
+            env,
+        )?;
         let p = &layers.merged;
         let timeout = required(&p.timeout, "timeout")?;
         if args.wait {
@@ -209,7 +250,12 @@ impl StatusSettings {
         args: &StatusArgs,
         env: &[(String, String)],
     ) -> Result<StatusSettings> {
-        let layers = Layers::load(global, flags::global(global).or(flags::status(args)), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::status(args)),
+            Vec::new(),
+            env,
+        )?;
         let timeout = required(&layers.merged.timeout, "timeout")?;
         Ok(StatusSettings {
             global: GlobalSettings::from_layers(&layers)?,
@@ -232,7 +278,12 @@ impl ValidateSettings {
         args: &ValidateArgs,
         env: &[(String, String)],
     ) -> Result<ValidateSettings> {
-        let layers = Layers::load(global, flags::global(global).or(flags::validate(args)), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::validate(args)),
+            Vec::new(),
+            env,
+        )?;
         let defaults = defaults::layer()?;
         Ok(ValidateSettings {
             global: GlobalSettings::from_layers(&layers)?,
@@ -248,6 +299,63 @@ impl ValidateSettings {
     }
 }
 
+/// `virtwork verify --wait`'s polling limit when `--timeout` is not given.
+const VERIFY_DEFAULT_WAIT_SECS: u64 = 600;
+
+impl VerifySettings {
+    /// The settings of `virtwork verify`; reads `--prometheus-token-file`.
+    pub fn resolve(
+        global: &GlobalArgs,
+        args: &VerifyArgs,
+        env: &[(String, String)],
+    ) -> Result<VerifySettings> {
+        let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
+        let global = GlobalSettings::from_layers(&layers)?;
+        let prometheus = match &args.prometheus {
+            None => PrometheusTarget::Discover,
+            Some(url) => PrometheusTarget::Url {
+                url: url.clone(),
+                token: args
+                    .prometheus_token_file
+                    .as_deref()
+                    .map(read_token_file)
+                    .transpose()?,
+            },
+        };
+        Ok(VerifySettings {
+            scope: Scope {
+                namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
+                run_id: args.run_id.map(|id| id.to_string()),
+            },
+            window: args.window.unwrap_or(Window::DEFAULT),
+            wait: args.wait.then(|| {
+                std::time::Duration::from_secs(args.timeout.unwrap_or(VERIFY_DEFAULT_WAIT_SECS))
+            }),
+            prometheus,
+            output: global.output,
+            global,
+        })
+    }
+}
+
+/// The bearer token in `path`: one token on one line.
+fn read_token_file(path: &Path) -> Result<Secret> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::input(format!(
+            "--prometheus-token-file {}: {e} (expected a readable file holding a bearer token)",
+            path.display()
+        ))
+    })?;
+    let token = text.trim();
+    if token.is_empty() || token.contains(char::is_whitespace) {
+        return Err(Error::input(format!(
+            "--prometheus-token-file {}: expected one bearer token on one line",
+            path.display()
+        )));
+    }
+    Ok(Secret::new(token))
+}
+
 impl AuditSettings {
     /// The settings of `virtwork audit`.
     pub fn resolve(
@@ -255,7 +363,7 @@ impl AuditSettings {
         command: &AuditCommand,
         env: &[(String, String)],
     ) -> Result<AuditSettings> {
-        let layers = Layers::load(global, flags::global(global), env)?;
+        let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
         Ok(AuditSettings {
             global: GlobalSettings::from_layers(&layers)?,
             command: command.clone(),

@@ -2,11 +2,15 @@
 //! only its own struct; the types say what was validated.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::cli::AuditCommand;
+use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
+use crate::model::Window;
 use crate::model::{
-    DnsLabel, DryRunMode, LogFormat, OutputFormat, Quantity, ReadyCondition, RunId, TimeoutSecs,
+    DnsLabel, DryRunMode, LogFormat, OutputFormat, Quantity, ReadyCondition, RunId, Secret,
+    TimeoutSecs,
 };
 use crate::plan::PlanInput;
 
@@ -19,6 +23,8 @@ pub struct GlobalSettings {
     pub log_format: LogFormat,
     pub verbose: bool,
     pub output: OutputFormat,
+    /// Warnings about accepted but legacy or ineffective inputs, logged once logging is up.
+    pub notices: Vec<String>,
 }
 
 /// How to reach the API server.
@@ -118,4 +124,29 @@ pub struct AuditSettings {
     /// Only executions in this namespace: `--namespace` when given on the command line (the
     /// configured default namespace must not hide other runs).
     pub namespace_filter: Option<DnsLabel>,
+}
+
+/// Where `virtwork verify` finds Prometheus.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PrometheusTarget {
+    /// Through the API server's service proxy (see verify/prometheus.rs for the order).
+    Discover,
+    /// At this URL, with this bearer token (None: the kubeconfig's credentials).
+    Url {
+        url: http::Uri,
+        token: Option<Secret>,
+    },
+}
+
+/// `virtwork verify`.
+#[derive(Debug, Clone)]
+pub struct VerifySettings {
+    pub global: GlobalSettings,
+    /// The run's namespace (None: every namespace) and run id.
+    pub scope: Scope,
+    pub window: Window,
+    /// Some(timeout) with `--wait`.
+    pub wait: Option<Duration>,
+    pub prometheus: PrometheusTarget,
+    pub output: OutputFormat,
 }

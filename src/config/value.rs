@@ -10,8 +10,9 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    Burst, CpuCores, DnsLabel, DryRunMode, ImageRef, Invalid, LogFormat, OutputFormat, PublicKey,
-    Qps, Quantity, ReadyCondition, Secret, SshUser, TimeoutSecs, VmConcurrency, VmCount,
+    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat,
+    OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser, StorageClassName,
+    TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// The input that supplied a value, as the user wrote it.
@@ -60,6 +61,11 @@ pub enum Raw<'a> {
 
 /// A type a configuration key can hold: how it is read from text and from a YAML list.
 pub trait KeyValue: Sized {
+    /// Whether blanks separate items of a text list too (names), not only commas: the Go
+    /// tool read `VIRTWORK_WORKLOADS="cpu memory"`. False where an item holds blanks (an SSH
+    /// key line).
+    const BLANK_SEPARATED: bool = false;
+
     /// Parses one text value; the error names `source`.
     fn from_text(text: &str, source: &Source) -> Result<Self>;
 
@@ -96,9 +102,10 @@ macro_rules! read_by_from_str {
 }
 
 read_by_from_str!(
+    AccessMode,
     Burst,
     CpuCores,
-    DnsLabel,
+    GuestOs,
     ImageRef,
     LogFormat,
     OutputFormat,
@@ -108,13 +115,27 @@ read_by_from_str!(
     ReadyCondition,
     Secret,
     SshUser,
+    StorageClassName,
     TimeoutSecs,
     VmConcurrency,
     VmCount,
 );
 
-/// Free text (workload names before they are checked against the registry, `--params`).
+/// Catalog entry names, also listed with blanks.
+impl KeyValue for DnsLabel {
+    const BLANK_SEPARATED: bool = true;
+
+    fn from_text(text: &str, source: &Source) -> Result<Self> {
+        text.parse::<DnsLabel>()
+            .map_err(|why| rejected(&why, source, text))
+    }
+}
+
+/// Free text (workload names before they are checked against the registry, `--params`);
+/// in a list, blanks separate items like commas (the only list of text is names).
 impl KeyValue for String {
+    const BLANK_SEPARATED: bool = true;
+
     fn from_text(text: &str, _: &Source) -> Result<Self> {
         Ok(text.trim().to_string())
     }
@@ -158,10 +179,11 @@ impl KeyValue for Option<DryRunMode> {
     }
 }
 
-/// A comma-separated list in text, or a YAML list; items trimmed, empty items dropped.
+/// A comma-separated list in text (for names, blanks separate too), or a YAML list; items
+/// trimmed, empty items dropped.
 impl<T: KeyValue> KeyValue for Vec<T> {
     fn from_text(text: &str, source: &Source) -> Result<Self> {
-        text.split(',')
+        text.split(|c: char| c == ',' || (T::BLANK_SEPARATED && c.is_whitespace()))
             .map(str::trim)
             .filter(|item| !item.is_empty())
             .map(|item| T::from_text(item, source))
@@ -239,6 +261,18 @@ mod tests {
                 .to_string()
                 .contains("client, server")
         );
+    }
+
+    #[test]
+    fn name_lists_split_on_blanks_too_but_key_lists_do_not() {
+        let names = Vec::<DnsLabel>::from_text("a b,\tc , d", &env("VIRTWORK_FROM_CATALOG"));
+        let names: Vec<String> = names.unwrap().iter().map(|n| n.to_string()).collect();
+        assert_eq!(names, ["a", "b", "c", "d"]);
+        let keys = Vec::<PublicKey>::from_text(
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0 a@b",
+            &env("VIRTWORK_SSH_AUTHORIZED_KEYS"),
+        );
+        assert_eq!(keys.unwrap().len(), 1);
     }
 
     #[test]

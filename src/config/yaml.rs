@@ -12,12 +12,26 @@ use super::io_reason;
 use super::partial::{KEYS, KeySpec, Partial};
 use super::value::{KeyValue, Raw, Source};
 use crate::error::{Error, Result};
-use crate::model::{CpuCores, DnsLabel, Quantity, VmCount, suggest};
+use crate::model::{
+    AccessMode, CpuCores, DnsLabel, GuestOs, Quantity, StorageClassName, VmCount, suggest,
+};
 use crate::plan::WorkloadOverride;
 
 /// Keys of a `workloads.<name>` section, canonical spelling.
-pub const WORKLOAD_SECTION_KEYS: &[&str] =
-    &["enabled", "vm-count", "cpu-cores", "memory", "params"];
+pub const WORKLOAD_SECTION_KEYS: &[&str] = &[
+    "enabled",
+    "vm-count",
+    "cpu-cores",
+    "memory",
+    "guest-os",
+    "storage-class",
+    "access-mode",
+    "params",
+];
+
+/// A key of the Go tool's example configuration that only its cleanup set internally:
+/// accepted with a warning, so old files keep loading.
+const IGNORED_KEY: &str = "cleanup-mode";
 
 /// Top-level keys that exist but not in the file (they come from flags or the environment).
 const NOT_IN_FILE: &[&str] = &["params"];
@@ -28,6 +42,8 @@ pub struct FileLayer {
     pub partial: Partial,
     /// Per-workload sections keyed by workload name, already validated.
     pub sections: BTreeMap<String, WorkloadOverride>,
+    /// Warnings about keys accepted without effect.
+    pub notices: Vec<String>,
 }
 
 /// Reads and parses the file at `path`.
@@ -92,6 +108,12 @@ pub fn parse(text: &str, file: &str) -> Result<FileLayer> {
         }
         if canonical == "workloads" {
             layer.sections = sections(value, file)?;
+            continue;
+        }
+        if canonical == IGNORED_KEY {
+            layer.notices.push(format!(
+                "{spelled} in {file} has no effect (cleanup chooses its mode from --run-id and --dry-run); remove it"
+            ));
             continue;
         }
         if NOT_IN_FILE.contains(&canonical.as_str()) {
@@ -235,6 +257,19 @@ fn workload_section(
             }
             "memory" => {
                 parsed.memory = Some(Quantity::from_text(&scalar(&value, &source)?, &source)?);
+            }
+            "guest-os" => {
+                parsed.guest_os = Some(GuestOs::from_text(&scalar(&value, &source)?, &source)?);
+            }
+            "storage-class" => {
+                parsed.storage_class = Some(StorageClassName::from_text(
+                    &scalar(&value, &source)?,
+                    &source,
+                )?);
+            }
+            "access-mode" => {
+                parsed.access_mode =
+                    Some(AccessMode::from_text(&scalar(&value, &source)?, &source)?);
             }
             "params" => parsed.params = params(value, &source)?,
             _ => {

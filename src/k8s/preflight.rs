@@ -1,6 +1,7 @@
 //! Checks before the first write of a run: can we reach the cluster, does it serve KubeVirt
-//! (and CDI when a workload has data disks), may we create everything, is a default
-//! StorageClass there for data disks, and do objects of another run block our names.
+//! (and CDI when a workload has data disks), may we create everything, is there a
+//! StorageClass for the data disks (each named one exists; otherwise a default that CDI
+//! honours), and do objects of another run block our names.
 //!
 //! Every check is read-only (GET/LIST, discovery, SelfSubjectAccessReview), so a failing
 //! preflight leaves the cluster untouched. Problems found after the cluster was reached are
@@ -37,6 +38,9 @@ const DEFAULT_CLASS_ANNOTATIONS: [&str; 2] = [
     "storageclass.kubernetes.io/is-default-class",
     "storageclass.beta.kubernetes.io/is-default-class",
 ];
+/// The annotation marking the virtualization default class, which CDI prefers over the
+/// Kubernetes default for DataVolumes that name no class.
+const VIRT_DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubevirt.io/is-default-virt-class";
 
 /// What a run is about to do, as far as preflight cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,8 +50,12 @@ pub struct PreflightNeeds {
     pub services: BTreeSet<String>,
     pub secrets: BTreeSet<String>,
     pub vms: BTreeSet<String>,
-    /// Some workload has a data disk: CDI and a default StorageClass are needed.
+    /// Some workload has a data disk: CDI is needed.
     pub data_disks: bool,
+    /// StorageClasses the data disks name (`storage-class`); each must exist.
+    pub storage_classes: BTreeSet<String>,
+    /// Some data disk names no class: CDI's default class is needed.
+    pub default_class: bool,
     /// The run will watch VMIs for readiness.
     pub wait_for_ready: bool,
 }
@@ -61,9 +69,24 @@ impl PreflightNeeds {
             secrets: plan.vms.iter().map(|v| v.secret.name_any()).collect(),
             vms: plan.vms.iter().map(|v| v.name.clone()).collect(),
             data_disks: plan.vms.iter().any(|v| !v.data_volumes.is_empty()),
+            storage_classes: data_volume_classes(plan).flatten().collect(),
+            default_class: data_volume_classes(plan).any(|class| class.is_none()),
             wait_for_ready,
         }
     }
+}
+
+/// The StorageClass of every DataVolume template of the plan (`None`: no class named).
+fn data_volume_classes(plan: &Plan) -> impl Iterator<Item = Option<String>> + '_ {
+    plan.vms
+        .iter()
+        .flat_map(|v| &v.vm.spec.data_volume_templates)
+        .map(|t| {
+            t.spec
+                .storage
+                .as_ref()
+                .and_then(|s| s.storage_class_name.clone())
+        })
 }
 
 /// What preflight learned that later steps use.
@@ -74,6 +97,8 @@ pub struct PreflightReport {
     pub namespace_exists: bool,
     /// Checks that could not be made (e.g. storage classes not listable), as warnings.
     pub warnings: Vec<String>,
+    /// Which StorageClass the data disks will use, for the log (empty without data disks).
+    pub storage: Vec<String>,
 }
 
 /// The joined source chain of an error: transport errors hide the useful part (refused,
@@ -363,7 +388,8 @@ pub async fn preflight(
         }
     }
 
-    // A default StorageClass for DataVolumes without an explicit class.
+    // The named StorageClasses exist, and CDI has a default for disks that name none.
+    let mut storage = Vec::new();
     if needs.data_disks {
         let classes: Api<StorageClass> = Api::all(client.clone());
         let params = ListParams::default();
@@ -373,22 +399,14 @@ pub async fn preflight(
         .await
         {
             Ok(list) => {
-                let default = list.items.iter().any(|sc| {
-                    DEFAULT_CLASS_ANNOTATIONS
-                        .iter()
-                        .any(|a| sc.annotations().get(*a).map(String::as_str) == Some("true"))
-                });
-                if !default {
-                    problems.push(
-                        "no default StorageClass: workloads with data disks need one; mark a class default with \
-                         `kubectl patch storageclass <name> -p '{\"metadata\":{\"annotations\":{\"storageclass.kubernetes.io/is-default-class\":\"true\"}}}'`"
-                            .to_string(),
-                    );
-                }
+                let found: Vec<ClassInfo> = list.items.iter().map(ClassInfo::of).collect();
+                let check = check_storage(needs, &found);
+                problems.extend(check.problems);
+                storage = check.notes;
             }
             Err(RetryError::Cancelled) => return Err(Error::Interrupted),
             Err(RetryError::Failed { error, .. }) => warnings.push(format!(
-                "could not check for a default StorageClass ({}); data disks stay Pending without one",
+                "could not check the StorageClasses ({}); data disks stay Pending if their class does not exist or there is no default class",
                 error_chain(&error)
             )),
         }
@@ -404,7 +422,104 @@ pub async fn preflight(
         server_version: version,
         namespace_exists,
         warnings,
+        storage,
     })
+}
+
+/// A StorageClass as the storage check sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClassInfo {
+    name: String,
+    kubernetes_default: bool,
+    virt_default: bool,
+}
+
+impl ClassInfo {
+    fn of(class: &StorageClass) -> ClassInfo {
+        let annotations = class.annotations();
+        let set = |key: &str| annotations.get(key).map(String::as_str) == Some("true");
+        ClassInfo {
+            name: class.name_any(),
+            kubernetes_default: DEFAULT_CLASS_ANNOTATIONS.iter().any(|a| set(a)),
+            virt_default: set(VIRT_DEFAULT_CLASS_ANNOTATION),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match (self.virt_default, self.kubernetes_default) {
+            (true, true) => format!("{} (virtualization default, default)", self.name),
+            (true, false) => format!("{} (virtualization default)", self.name),
+            (false, true) => format!("{} (default)", self.name),
+            (false, false) => self.name.clone(),
+        }
+    }
+}
+
+/// Problems (refusing the run) and notes (for the log) of the storage check.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct StorageCheck {
+    problems: Vec<String>,
+    notes: Vec<String>,
+}
+
+/// Pure: every named class exists; disks that name none get CDI's choice, the
+/// virtualization default class first, else the Kubernetes default.
+fn check_storage(needs: &PreflightNeeds, classes: &[ClassInfo]) -> StorageCheck {
+    let mut check = StorageCheck::default();
+    let available = || {
+        if classes.is_empty() {
+            "none".to_string()
+        } else {
+            classes
+                .iter()
+                .map(ClassInfo::describe)
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    for wanted in &needs.storage_classes {
+        if classes.iter().any(|c| &c.name == wanted) {
+            check.notes.push(format!(
+                "data disks use StorageClass {wanted} (storage-class)"
+            ));
+        } else {
+            check.problems.push(format!(
+                "StorageClass {wanted:?} given with storage-class does not exist; available: {}",
+                available()
+            ));
+        }
+    }
+    if needs.default_class {
+        let names = |pick: fn(&ClassInfo) -> bool| -> Vec<&str> {
+            classes
+                .iter()
+                .filter(|c| pick(c))
+                .map(|c| c.name.as_str())
+                .collect()
+        };
+        let virt = names(|c| c.virt_default);
+        let kube = names(|c| c.kubernetes_default);
+        let (chosen, kind) = if !virt.is_empty() {
+            (virt, "virtualization default")
+        } else {
+            (kube, "default")
+        };
+        match chosen.as_slice() {
+            [] => check.problems.push(format!(
+                "no default StorageClass: workloads with data disks need one, or choose a class with --storage-class (available: {}); \
+                 or mark a class default with `kubectl annotate storageclass <name> storageclass.kubevirt.io/is-default-virt-class=true`",
+                available()
+            )),
+            [one] => check.notes.push(format!(
+                "data disks without storage-class use StorageClass {one}, the cluster's {kind} class (CDI's choice)"
+            )),
+            several => check.notes.push(format!(
+                "data disks without storage-class use one of the {kind} StorageClasses {} (CDI's choice; give --storage-class to pick one)",
+                several.join(", ")
+            )),
+        }
+    }
+    check
 }
 
 /// Adds `Kind name` to `conflicts[run_id]` for each managed object of `K` named like one of
@@ -473,6 +588,66 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn class(name: &str, kubernetes_default: bool, virt_default: bool) -> ClassInfo {
+        ClassInfo {
+            name: name.into(),
+            kubernetes_default,
+            virt_default,
+        }
+    }
+
+    fn needs(named: &[&str], default_class: bool) -> PreflightNeeds {
+        PreflightNeeds {
+            namespace: "ns".into(),
+            run_id: "r".into(),
+            services: BTreeSet::new(),
+            secrets: BTreeSet::new(),
+            vms: BTreeSet::new(),
+            data_disks: true,
+            storage_classes: named.iter().map(|s| s.to_string()).collect(),
+            default_class,
+            wait_for_ready: false,
+        }
+    }
+
+    #[test]
+    fn the_virtualization_default_wins_over_the_kubernetes_default() {
+        let classes = [
+            class("standard", true, false),
+            class("rbd-virt", false, true),
+        ];
+        let check = check_storage(&needs(&[], true), &classes);
+        assert!(check.problems.is_empty());
+        assert!(
+            check.notes[0].contains("StorageClass rbd-virt"),
+            "{check:?}"
+        );
+        let check = check_storage(&needs(&[], true), &classes[..1]);
+        assert!(check.notes[0].contains("StorageClass standard, the cluster's default"));
+    }
+
+    #[test]
+    fn named_classes_must_exist_and_need_no_default() {
+        let classes = [class("fast", false, false), class("slow", false, false)];
+        assert!(
+            check_storage(&needs(&["fast"], false), &classes)
+                .problems
+                .is_empty()
+        );
+        let check = check_storage(&needs(&["gold"], false), &classes);
+        assert_eq!(
+            check.problems,
+            [
+                "StorageClass \"gold\" given with storage-class does not exist; available: fast, slow"
+            ]
+        );
+        let check = check_storage(&needs(&[], true), &classes);
+        assert!(
+            check.problems[0].starts_with("no default StorageClass"),
+            "{check:?}"
+        );
+    }
 
     #[test]
     fn error_chain_shows_nested_causes_once() {

@@ -381,9 +381,10 @@ fn permanent_watch_error(error: &watcher::Error) -> Option<String> {
     };
     match classify(inner) {
         Failure::Transient { .. } => None,
-        Failure::Permanent | Failure::NotFound | Failure::AlreadyExists => {
-            Some(format!("watching VirtualMachineInstances: {inner}"))
-        }
+        Failure::Permanent | Failure::NotFound | Failure::AlreadyExists => Some(format!(
+            "watching VirtualMachineInstances: {}",
+            crate::error::kube_text(inner)
+        )),
     }
 }
 

@@ -106,9 +106,99 @@ pub enum ReadyCondition {
     Workload,
 }
 
+/// Go's `strconv.ParseBool` words, the forms the Go tool's flags took after `=`.
+fn go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// A switch flag (`--audit`, `--no-wait`) as given: bare, or with the Go tool's
+/// `=true|false`, which is still accepted but legacy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    Bare,
+    /// `--flag=<bool>`.
+    Valued(bool),
+}
+
+impl Switch {
+    /// Whether the switch is on: bare, or `=true`.
+    pub fn is_on(self) -> bool {
+        matches!(self, Switch::Bare | Switch::Valued(true))
+    }
+}
+
+impl FromStr for Switch {
+    type Err = Invalid;
+
+    /// The empty text is the bare flag (clap's missing value).
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        match text.trim() {
+            "" => Ok(Switch::Bare),
+            word => go_bool(word).map(Switch::Valued).ok_or_else(|| {
+                Invalid::Expected("expected no value (or the legacy =true / =false)".into())
+            }),
+        }
+    }
+}
+
+/// `run --dry-run[=client|server]` as given, also in the Go tool's `=true|false` form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DryRunFlag {
+    Mode(DryRunMode),
+    /// Legacy `--dry-run=<bool>`: true is `client`, false is off.
+    Valued(bool),
+}
+
+impl DryRunFlag {
+    /// The mode asked for; `None`: off.
+    pub fn mode(self) -> Option<DryRunMode> {
+        match self {
+            DryRunFlag::Mode(mode) => Some(mode),
+            DryRunFlag::Valued(true) => Some(DryRunMode::Client),
+            DryRunFlag::Valued(false) => None,
+        }
+    }
+}
+
+impl FromStr for DryRunFlag {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        if let Ok(mode) = text.parse::<DryRunMode>() {
+            return Ok(DryRunFlag::Mode(mode));
+        }
+        go_bool(text.trim()).map(DryRunFlag::Valued).ok_or_else(|| {
+            Invalid::Expected("expected one of client, server (or the legacy true, false)".into())
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn switches_and_dry_run_take_the_go_boolean_forms() {
+        assert_eq!("".parse(), Ok(Switch::Bare));
+        assert_eq!("false".parse(), Ok(Switch::Valued(false)));
+        assert_eq!("T".parse(), Ok(Switch::Valued(true)));
+        assert!("yes".parse::<Switch>().is_err());
+        assert!(!Switch::Valued(false).is_on() && Switch::Bare.is_on());
+        assert_eq!(
+            "server".parse::<DryRunFlag>().unwrap().mode(),
+            Some(DryRunMode::Server)
+        );
+        assert_eq!(
+            "true".parse::<DryRunFlag>().unwrap().mode(),
+            Some(DryRunMode::Client)
+        );
+        assert_eq!("0".parse::<DryRunFlag>().unwrap().mode(), None);
+        assert!("maybe".parse::<DryRunFlag>().is_err());
+    }
 
     #[test]
     fn choices_parse_any_case_and_print_their_value_name() {

@@ -13,20 +13,24 @@
 
 mod choices;
 mod counts;
+mod guest;
 mod names;
 mod quantity;
 mod ssh;
+mod storage;
 mod suggest;
 mod window;
 
-pub use choices::{DryRunMode, LogFormat, OutputFormat, ReadyCondition};
+pub use choices::{DryRunFlag, DryRunMode, LogFormat, OutputFormat, ReadyCondition, Switch};
 pub use counts::{
     Burst, Count, CpuCores, MAX_BURST, MAX_QPS, MAX_TIMEOUT_SECS, MAX_VM_CONCURRENCY, MAX_VM_COUNT,
     Qps, TimeoutSecs, VmConcurrency, VmCount, parse_int,
 };
+pub use guest::{GuestFamily, GuestOs};
 pub use names::{DnsLabel, ImageRef, RunId, UserName};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
+pub use storage::{AccessMode, StorageClassName};
 pub use suggest::suggest;
 pub use window::Window;
 

@@ -95,7 +95,7 @@ pub fn schema() -> ParamSchema {
             ParamDef::string(
                 "signal",
                 "SIGTERM",
-                StrRule::OneOf(SIGNALS),
+                StrRule::Signal(SIGNALS),
                 "signal to send",
             ),
             ParamDef::int("interval", 30, 1, 86_400, "seconds between chaos actions"),

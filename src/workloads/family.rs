@@ -6,36 +6,7 @@
 //! one `match` on [`GuestFamily`]), never in scattered conditionals. Must not: read
 //! configuration or the environment (the caller resolves `auto` and logs the warning).
 
-use std::fmt;
-
-/// The distribution family a guest payload is written for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub enum GuestFamily {
-    /// Fedora, CentOS Stream, RHEL, AlmaLinux, Rocky Linux: dnf, RPM package names.
-    #[default]
-    Fedora,
-    /// Debian and Ubuntu: apt, Debian package names.
-    Debian,
-}
-
-impl GuestFamily {
-    /// Every family, in a fixed order (tests and docs iterate over it).
-    pub const ALL: [GuestFamily; 2] = [GuestFamily::Fedora, GuestFamily::Debian];
-
-    /// The lowercase name used on the command line and in YAML.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GuestFamily::Fedora => "fedora",
-            GuestFamily::Debian => "debian",
-        }
-    }
-}
-
-impl fmt::Display for GuestFamily {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::model::{GuestFamily, GuestOs};
 
 /// What every payload installs whatever its workload, per family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,28 +35,7 @@ pub fn base_profile(family: GuestFamily) -> BaseProfile {
     }
 }
 
-/// What the user asked for: a family, or `auto` (infer it from the image name).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum GuestOs {
-    #[default]
-    Auto,
-    Family(GuestFamily),
-}
-
 impl GuestOs {
-    /// Accepted spellings, for error messages.
-    pub const ACCEPTED: &'static str = "auto, fedora or debian";
-
-    /// Parses `auto`, `fedora` or `debian` (exact, lowercase).
-    pub fn parse(value: &str) -> Option<GuestOs> {
-        match value {
-            "auto" => Some(GuestOs::Auto),
-            "fedora" => Some(GuestOs::Family(GuestFamily::Fedora)),
-            "debian" => Some(GuestOs::Family(GuestFamily::Debian)),
-            _ => None,
-        }
-    }
-
     /// The family for VMs booting `image`; `auto` infers it ([`infer_family`]).
     pub fn resolve(self, image: &str) -> Inference {
         match self {

@@ -17,6 +17,9 @@ use crate::model::{parse_int, suggest};
 pub enum StrRule {
     /// One of a closed list of words.
     OneOf(&'static [&'static str]),
+    /// One of a closed list of signal names (`SIGKILL`), also given without the prefix
+    /// (`KILL`, any case) or as its Linux number (`9`); resolved to the listed name.
+    Signal(&'static [&'static str]),
     /// A fio block size: bytes with optional `k`/`m` suffix, multiple of 512, 512..=64m.
     BlockSize,
     /// `<positive int><K|M|G>` (tps `file-size`), at most 1 TiB.
@@ -128,6 +131,9 @@ impl ParamSchema {
                 let value = match def.kind {
                     // One canonical spelling reaches the guest.
                     ParamType::Bool => value.to_ascii_lowercase(),
+                    ParamType::Str(StrRule::Signal(names)) => {
+                        canonical_signal(names, &value).map_or(value, str::to_string)
+                    }
                     _ => value,
                 };
                 (def.key.clone(), value)
@@ -266,6 +272,10 @@ impl StrRule {
     pub fn describe(self) -> String {
         match self {
             StrRule::OneOf(words) => format!("one of: {}", words.join(", ")),
+            StrRule::Signal(names) => format!(
+                "one of: {} (also without the SIG prefix, or as its number, e.g. KILL or 9)",
+                names.join(", ")
+            ),
             StrRule::BlockSize => "a block size in bytes with optional k or m suffix, a multiple of 512 from 512 to 64m (e.g. 4k, 128k, 1m)".to_string(),
             StrRule::FileSize => FILE_SIZE_FORM.to_string(),
             StrRule::MountPath => "an absolute path of letters, digits, '.', '_', '-' and '/' (e.g. /mnt/data) that is not a system directory".to_string(),
@@ -292,6 +302,7 @@ fn check_str(rule: StrRule, value: &str) -> std::result::Result<(), String> {
                 return Err(format!("{}{hint}", rule.describe()));
             }
         }
+        StrRule::Signal(names) => canonical_signal(names, value).is_some(),
         StrRule::BlockSize => block_size_bytes(value).is_some(),
         StrRule::FileSize => {
             return parse_file_size(value)
@@ -304,6 +315,43 @@ fn check_str(rule: StrRule, value: &str) -> std::result::Result<(), String> {
         StrRule::ProbeTarget => value == "auto" || parse_probe_target(value).is_some(),
     };
     if ok { Ok(()) } else { Err(rule.describe()) }
+}
+
+/// Linux signal numbers of the signals a workload may name (the same on x86-64 and arm64).
+const SIGNAL_NUMBERS: &[(u8, &str)] = &[
+    (1, "SIGHUP"),
+    (2, "SIGINT"),
+    (3, "SIGQUIT"),
+    (6, "SIGABRT"),
+    (9, "SIGKILL"),
+    (10, "SIGUSR1"),
+    (12, "SIGUSR2"),
+    (14, "SIGALRM"),
+    (15, "SIGTERM"),
+    (18, "SIGCONT"),
+    (19, "SIGSTOP"),
+];
+
+/// The listed name `value` means: `SIGKILL`, `KILL` or `kill`, or `9`. `None` when it names
+/// no signal of `names`.
+pub fn canonical_signal(names: &[&'static str], value: &str) -> Option<&'static str> {
+    let value = value.trim();
+    let wanted = if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        let number: u8 = value.parse().ok()?;
+        SIGNAL_NUMBERS
+            .iter()
+            .find(|(n, _)| *n == number)?
+            .1
+            .to_string()
+    } else {
+        let upper = value.to_ascii_uppercase();
+        if upper.starts_with("SIG") {
+            upper
+        } else {
+            format!("SIG{upper}")
+        }
+    };
+    names.iter().copied().find(|name| *name == wanted)
 }
 
 /// Bytes of a fio block size like `4k`, `128K`, `1m` or `4096`.

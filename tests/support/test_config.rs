@@ -29,7 +29,10 @@ pub fn plan_input(workloads: &[&str], vm_count: u32) -> PlanInput {
     PlanInput {
         namespace: "virtwork".parse().unwrap(),
         container_disk_image: "quay.io/containerdisks/fedora:42".parse().unwrap(),
+        guest_os: Default::default(),
         disk_size: "10Gi".parse().unwrap(),
+        storage_class: None,
+        access_mode: Default::default(),
         cpu_cores: 2,
         memory: "2Gi".parse().unwrap(),
         vm_count,

@@ -514,16 +514,47 @@ fn ensure_pvc_for_dv(store: &mut Store, dv: &Value) {
     if let Some(l) = dv.pointer("/metadata/labels") {
         metadata["labels"] = l.clone();
     }
+    let access_modes = dv
+        .pointer("/spec/storage/accessModes")
+        .cloned()
+        .unwrap_or(json!(["ReadWriteOnce"]));
+    let class = dv
+        .pointer("/spec/storage/storageClassName")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| cdi_default_class(store));
     store.upsert(
         PVC,
         json!({
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
             "metadata": metadata,
-            "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": size } }, "volumeMode": "Filesystem" },
+            "spec": { "accessModes": access_modes, "resources": { "requests": { "storage": size } },
+                      "volumeMode": "Filesystem", "storageClassName": class },
             "status": { "phase": "Pending" },
         }),
     );
+}
+
+/// The class CDI gives a DataVolume that names none: the virtualization default
+/// (`storageclass.kubevirt.io/is-default-virt-class`), else the Kubernetes default.
+fn cdi_default_class(store: &Store) -> Option<String> {
+    let classes = idx("storageclasses");
+    let marked = |annotation: &str| {
+        store
+            .objects
+            .iter()
+            .filter(|((res, _, _), _)| *res == classes)
+            .find(|(_, class)| {
+                class
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| a.get(annotation))
+                    == Some(&json!("true"))
+            })
+            .map(|((_, _, name), _)| name.clone())
+    };
+    marked("storageclass.kubevirt.io/is-default-virt-class")
+        .or_else(|| marked("storageclass.kubernetes.io/is-default-class"))
 }
 
 fn spawn_dv_progress(shared: &Arc<Shared>, key: Key, uid: String, delay: Duration) {
@@ -553,7 +584,8 @@ fn spawn_dv_progress(shared: &Arc<Shared>, key: Key, uid: String, delay: Duratio
                 .cloned()
                 .unwrap_or(json!("1Gi"));
             pvc["spec"]["volumeName"] = json!(format!("pvc-{}", meta_str(&pvc, "uid")));
-            pvc["status"] = json!({ "phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": { "storage": size } });
+            let access_modes = pvc["spec"]["accessModes"].clone();
+            pvc["status"] = json!({ "phase": "Bound", "accessModes": access_modes, "capacity": { "storage": size } });
             store.put(&pvc_key, pvc);
         }
     });

@@ -561,7 +561,19 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         return drop_connection(&kill).await;
     }
     if let Some(code) = plan.fail_before {
-        let e = ApiError::injected(code);
+        // A scripted 403 reads like an RBAC denial (an authorizer that changed its mind after
+        // the access review, or an admission plugin), so clients see the real wording.
+        let e = if code == 403 {
+            let name = if matches!(t.verb.as_str(), "create" | "list" | "watch") {
+                ""
+            } else {
+                &t.name
+            };
+            let ns = ri.namespaced.then_some(t.namespace.as_str());
+            ApiError::forbidden_rbac(ri, name, &user, &t.verb, ns)
+        } else {
+            ApiError::injected(code)
+        };
         finish(&shared, record, code);
         return error_response(&e);
     }

@@ -1,0 +1,128 @@
+//! Where data disks live: a StorageClass name and the access mode of their volumes.
+
+use std::fmt;
+use std::str::FromStr;
+
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+
+use super::Invalid;
+
+/// The name of a StorageClass: a DNS-1123 subdomain (at most 253 lowercase letters, digits,
+/// '-' and '.', each dot-separated part starting and ending with a letter or digit).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StorageClassName(String);
+
+impl StorageClassName {
+    pub const MAX_LEN: usize = 253;
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for StorageClassName {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        let text = text.trim();
+        let part_ok = |part: &str| {
+            let bytes = part.as_bytes();
+            !bytes.is_empty()
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+                && bytes[0] != b'-'
+                && bytes[bytes.len() - 1] != b'-'
+        };
+        if text.len() <= Self::MAX_LEN && text.split('.').all(part_ok) {
+            Ok(StorageClassName(text.to_string()))
+        } else {
+            Err(Invalid::Expected(
+                "expected a StorageClass name (lowercase letters, digits, '-' and '.', such as \
+                 ocs-storagecluster-ceph-rbd-virtualization; `kubectl get storageclass` lists them)"
+                    .into(),
+            ))
+        }
+    }
+}
+
+impl fmt::Display for StorageClassName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How the data disk volumes may be mounted. `ReadOnlyMany` is not offered: a data disk is
+/// formatted and written by its guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, Serialize, Deserialize)]
+pub enum AccessMode {
+    /// One node at a time (what most block storage offers)
+    #[default]
+    #[value(name = "ReadWriteOnce", alias = "rwo")]
+    ReadWriteOnce,
+    /// Many nodes at once: what live migration of a VM with data disks needs
+    #[value(name = "ReadWriteMany", alias = "rwx")]
+    ReadWriteMany,
+    /// One pod at a time
+    #[value(name = "ReadWriteOncePod", alias = "rwop")]
+    ReadWriteOncePod,
+}
+
+impl AccessMode {
+    /// The Kubernetes spelling (`ReadWriteOnce`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessMode::ReadWriteOnce => "ReadWriteOnce",
+            AccessMode::ReadWriteMany => "ReadWriteMany",
+            AccessMode::ReadWriteOncePod => "ReadWriteOncePod",
+        }
+    }
+}
+
+impl FromStr for AccessMode {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        <AccessMode as ValueEnum>::from_str(text.trim(), true).map_err(|_| {
+            Invalid::Expected(
+                "expected one of ReadWriteOnce, ReadWriteMany, ReadWriteOncePod (a data disk is \
+                 written by its VM, so ReadOnlyMany cannot be used)"
+                    .into(),
+            )
+        })
+    }
+}
+
+impl fmt::Display for AccessMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_class_names_are_dns_subdomains() {
+        for good in ["standard", "ocs-storagecluster-ceph-rbd", "gp3.csi", "a"] {
+            assert_eq!(good.parse::<StorageClassName>().unwrap().as_str(), good);
+        }
+        for bad in ["", "Fast", "a..b", "-x", "x-", "x y", &"a".repeat(254)] {
+            assert!(bad.parse::<StorageClassName>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn access_modes_take_kubernetes_spellings_and_short_forms() {
+        assert_eq!("ReadWriteMany".parse(), Ok(AccessMode::ReadWriteMany));
+        assert_eq!("rwx".parse(), Ok(AccessMode::ReadWriteMany));
+        assert_eq!("readwriteonce".parse(), Ok(AccessMode::ReadWriteOnce));
+        let err = "ReadOnlyMany"
+            .parse::<AccessMode>()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ReadOnlyMany cannot be used"), "{err}");
+    }
+}
