@@ -291,6 +291,7 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
     );
 
     let cancel = CancellationToken::new();
+    cluster.gate.stop_when(&cancel);
     cancel_on_signal(cancel.clone());
     // --timeout bounds the whole cleanup (lists, deletes and --wait), except the time a person
     // takes to answer the prompt.

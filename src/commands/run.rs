@@ -130,6 +130,7 @@ pub async fn run_on_cluster(settings: &RunSettings, plan: &Plan, auditor: &Audit
 
     let cluster = &settings.global.cluster;
     let cluster = connect_from_env(&cluster.kubeconfig, cluster.rate_limit).await?;
+    cluster.gate.stop_when(&cancel);
     let run_uuid = plan.run_id.as_uuid();
     let command = if server_dry_run {
         CommandKind::DryRun

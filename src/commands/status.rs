@@ -26,6 +26,7 @@ pub async fn status(settings: &StatusSettings) -> Result<()> {
     let access = &settings.global.cluster;
     let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
     let cancel = CancellationToken::new();
+    cluster.gate.stop_when(&cancel);
     crate::commands::cleanup::cancel_on_signal(cancel.clone());
     let ctx = ApiContext {
         client: cluster.client.clone(),

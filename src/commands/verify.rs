@@ -47,6 +47,7 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     let access = &settings.global.cluster;
     let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
     let cancel = CancellationToken::new();
+    cluster.gate.stop_when(&cancel);
     crate::commands::cleanup::cancel_on_signal(cancel.clone());
     let started = Instant::now();
     let deadline = started + settings.wait.unwrap_or(RETRY_DEADLINE);

@@ -31,6 +31,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{Quota, RateLimiter};
 use kube::config::{ExecInteractiveMode, KubeConfigOptions, Kubeconfig};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::k8s::proxy::{ProxyEnv, choose_proxy};
@@ -82,7 +83,15 @@ pub struct RequestGate {
     clock: DefaultClock,
     paused_until: Mutex<Option<Instant>>,
     requests: AtomicU64,
+    /// Once cancelled, requests still waiting for admission fail instead of being sent: an
+    /// interrupted command lets requests on the wire answer, but sends nothing new.
+    stop: std::sync::OnceLock<CancellationToken>,
 }
+
+/// A request refused by a stopped [`RequestGate`]; it never reached the server.
+#[derive(Debug, thiserror::Error)]
+#[error("request not sent: the command is stopping")]
+pub struct NotAdmitted;
 
 impl std::fmt::Debug for RequestGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -101,28 +110,39 @@ impl RequestGate {
             clock,
             paused_until: Mutex::new(None),
             requests: AtomicU64::new(0),
+            stop: std::sync::OnceLock::new(),
         }))
     }
 
     /// Waits until one more request may be sent: first any server-requested pause, then a
     /// token from the bucket.
-    pub async fn admit(&self) {
+    /// Fails with [`NotAdmitted`] once the stop token (see [`RequestGate::stop_when`]) fires.
+    pub async fn admit(&self) -> std::result::Result<(), NotAdmitted> {
+        let stop = self.stop.get().cloned().unwrap_or_default();
         loop {
-            let pause = *self.paused_until.lock().expect("gate mutex poisoned");
-            if let Some(until) = pause
-                && until > Instant::now()
-            {
-                tokio::time::sleep_until(until).await;
-                continue;
+            if stop.is_cancelled() {
+                return Err(NotAdmitted);
             }
-            match self.limiter.check() {
-                Ok(()) => break,
-                Err(not_until) => {
-                    tokio::time::sleep(not_until.wait_time_from(self.clock.now())).await;
-                }
+            let pause = *self.paused_until.lock().expect("gate mutex poisoned");
+            let wait = match pause {
+                Some(until) if until > Instant::now() => until - Instant::now(),
+                _ => match self.limiter.check() {
+                    Ok(()) => break,
+                    Err(not_until) => not_until.wait_time_from(self.clock.now()),
+                },
+            };
+            tokio::select! {
+                () = stop.cancelled() => return Err(NotAdmitted),
+                () = tokio::time::sleep(wait) => {}
             }
         }
         self.requests.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// From when `stop` fires, admit nothing more (the first call wins).
+    pub fn stop_when(&self, stop: &CancellationToken) {
+        let _ = self.stop.set(stop.clone());
     }
 
     /// Holds every request until `delay` from now has passed (a server's `Retry-After`).
@@ -171,7 +191,7 @@ impl<S> tower::Layer<S> for RateLimitLayer {
     }
 }
 
-type Admission = Pin<Box<dyn Future<Output = ()> + Send>>;
+type Admission = Pin<Box<dyn Future<Output = std::result::Result<(), NotAdmitted>> + Send>>;
 
 /// The service produced by [`RateLimitLayer`]. Admission happens in `poll_ready`, so the
 /// kube client's request buffer hands out tokens in arrival order (FIFO, no starvation).
@@ -186,6 +206,7 @@ impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for RateLimited
 where
     S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
     S::Future: Send + 'static,
+    S::Error: From<NotAdmitted>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -198,9 +219,13 @@ where
                 Box::pin(async move { gate.admit().await })
             });
             match admission.as_mut().poll(cx) {
-                Poll::Ready(()) => {
+                Poll::Ready(Ok(())) => {
                     self.admission = None;
                     self.admitted = true;
+                }
+                Poll::Ready(Err(refused)) => {
+                    self.admission = None;
+                    return Poll::Ready(Err(refused.into()));
                 }
                 Poll::Pending => return Poll::Pending,
             }
@@ -918,8 +943,30 @@ mod tests {
             assert!(futures::FutureExt::now_or_never(gate.admit()).is_some());
         }
         assert!(futures::FutureExt::now_or_never(gate.admit()).is_none());
-        gate.admit().await;
+        gate.admit().await.unwrap();
         assert_eq!(gate.requests_sent(), 6);
+    }
+
+    #[tokio::test]
+    async fn a_stopped_gate_refuses_waiting_requests_and_sends_nothing_more() {
+        let gate = RequestGate::new(RateLimit { qps: 0.1, burst: 1 }).unwrap();
+        let stop = CancellationToken::new();
+        gate.stop_when(&stop);
+        gate.admit().await.unwrap();
+        // The next token is 10 s away: the waiting request is refused as soon as stop fires.
+        let waiting = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.admit().await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        stop.cancel();
+        let refused = tokio::time::timeout(Duration::from_secs(2), waiting)
+            .await
+            .expect("refused promptly")
+            .unwrap();
+        assert!(refused.is_err());
+        assert!(gate.admit().await.is_err());
+        assert_eq!(gate.requests_sent(), 1);
     }
 
     #[tokio::test]
