@@ -72,6 +72,11 @@ fn cpu_jiffies(line: &str) -> (u64, u64) {
 }
 
 fn cpu_signal(vm: &mut Guest) -> Result<String, Failure> {
+    cpu_signal_named(vm, "stress-ng")
+}
+
+/// Guest CPU busy >= 80 % over 10 s, with `process` running.
+fn cpu_signal_named(vm: &mut Guest, process: &str) -> Result<String, Failure> {
     let out = vm.check(
         "signal: cpu busy",
         "head -n1 /proc/stat; sleep 10; head -n1 /proc/stat",
@@ -86,8 +91,8 @@ fn cpu_signal(vm: &mut Guest) -> Result<String, Failure> {
             format!("guest CPU busy {busy:.1} % over 10 s, expected >= 80 %"),
         ));
     }
-    vm.check("signal: cpu busy", "pgrep -x stress-ng")?;
-    Ok(format!("guest CPU busy {busy:.1} % over 10 s"))
+    vm.check("signal: cpu busy", &format!("pgrep -x {process}"))?;
+    Ok(format!("guest CPU busy {busy:.1} % over 10 s ({process} running)"))
 }
 
 fn memory_signal(vm: &mut Guest) -> Result<String, Failure> {
@@ -102,7 +107,8 @@ fn memory_signal(vm: &mut Guest) -> Result<String, Failure> {
     while Instant::now() < deadline {
         let out = vm.check(
             "signal: memory held",
-            "ps -C stress-ng -o rss= | sort -n | tail -n1",
+            // Workers rename themselves (`stress-ng-vm`); the parent only waits.
+            "ps -eo rss=,comm= | awk '$2 ~ /^stress-ng/ {print $1}' | sort -n | tail -n1",
         )?;
         let rss: f64 = out.trim().parse().unwrap_or(0.0);
         best = best.max(rss / total_kib * 100.0);
@@ -280,4 +286,234 @@ fn a_broken_payload_fails_naming_the_workload_and_the_step() {
     eprintln!("{message}");
     assert!(message.starts_with("workload cpu (virtwork-cpu-0): step `cloud-init modules` failed"), "{message}");
     assert!(message.contains("stress-ng-no-such-package"), "{message}");
+}
+
+/// Boots a scenario's server and client on one private link, the plan's Service names
+/// resolving to the server; checks both are ready and runs `signal` on (server, client).
+fn pair(
+    args: &[&str],
+    workload: &str,
+    signal: impl FnOnce(&mut Guest, &mut Guest) -> Result<String, Failure>,
+) -> Result<(), Failure> {
+    let plan = guest::render_plan(args).unwrap_or_else(|e| panic!("{e}"));
+    let specs: Vec<VmSpec> = guest::vms_of(&plan)
+        .into_iter()
+        .filter(|vm| vm.workload == workload)
+        .collect();
+    let find = |role: &str| {
+        specs
+            .iter()
+            .find(|vm| vm.role.as_deref() == Some(role))
+            .unwrap_or_else(|| panic!("{workload} has a {role} VM"))
+            .clone()
+    };
+    let (server_spec, client_spec) = (find("server"), find("client"));
+    let server_ip = format!("{}.10", guest::LINK_PREFIX);
+    let hosts = guest::service_hosts(&plan, &server_ip);
+    let port = guest::free_port();
+    let _slots = guest::take_slots(2);
+    let mut server = guest::boot(
+        &server_spec,
+        Some(&guest::Link { listen: true, port, host: 10 }),
+        &hosts,
+    )?;
+    let mut client = guest::boot(
+        &client_spec,
+        Some(&guest::Link { listen: false, port, host: 11 }),
+        &hosts,
+    )?;
+    let server_ready = server.wait_ready(READY_TIMEOUT)?;
+    let client_ready = client.wait_ready(READY_TIMEOUT)?;
+    for (name, _) in &hosts {
+        client.check_reaches_over_link(name, &server_ip)?;
+    }
+    let measured = signal(&mut server, &mut client)?;
+    guest::record(&format!(
+        "{workload}: boot-to-active server {server_ready:.0} s, client {client_ready:.0} s; {measured}"
+    ));
+    Ok(())
+}
+
+fn run_pair(
+    test: &str,
+    args: &[&str],
+    workload: &str,
+    signal: fn(&mut Guest, &mut Guest) -> Result<String, Failure>,
+) {
+    if !guest::available(test) {
+        return;
+    }
+    if let Err(failure) = pair(args, workload, signal) {
+        panic!("{failure}");
+    }
+}
+
+/// Established connections from the client on `port` of the server, and the bytes the
+/// server received on the private link over 10 s.
+fn server_traffic(server: &mut Guest, port: u16, what: &str) -> Result<String, Failure> {
+    let client_ip = format!("{}.11", guest::LINK_PREFIX);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut best = 0;
+    while Instant::now() < deadline {
+        let connections = server.check(
+            "signal: traffic on the server",
+            &format!("ss -Htn state established '( sport = :{port} )' | grep -c '{client_ip}:' || true"),
+        )?;
+        let rx = server.link_rx_bytes(10)?;
+        best = best.max(rx);
+        let connections: u32 = connections.trim().parse().unwrap_or(0);
+        if connections > 0 && rx >= 1_000_000 {
+            return Ok(format!(
+                "{what}: {connections} connection(s) from the client on port {port}, server received {:.1} MiB in 10 s",
+                rx as f64 / 1048576.0
+            ));
+        }
+    }
+    Err(server.fail(
+        "signal: traffic on the server",
+        format!("{what}: no client traffic on port {port} (at most {best} bytes received in 10 s)"),
+    ))
+}
+
+fn network_signal(server: &mut Guest, _client: &mut Guest) -> Result<String, Failure> {
+    server_traffic(server, 5201, "iperf3")
+}
+
+#[test]
+fn network_runs_iperf3_between_two_guests() {
+    run_pair(
+        "network_runs_iperf3_between_two_guests",
+        &["--workloads", "network"],
+        "network",
+        network_signal,
+    );
+}
+
+fn redis_signal(server: &mut Guest, _client: &mut Guest) -> Result<String, Failure> {
+    let count = |server: &mut Guest| -> Result<u64, Failure> {
+        let out = server.check(
+            "signal: redis commands",
+            "redis-cli info stats | awk -F: '/^total_commands_processed/ {print $2}' | tr -d '\\r'",
+        )?;
+        Ok(out.trim().parse().unwrap_or(0))
+    };
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while Instant::now() < deadline {
+        let before = count(server)?;
+        std::thread::sleep(Duration::from_secs(10));
+        let after = count(server)?;
+        if after > before + 100 {
+            return Ok(format!(
+                "redis-server processed {} commands in 10 s ({:.0}/s)",
+                after - before,
+                (after - before) as f64 / 10.0
+            ));
+        }
+    }
+    Err(server.fail("signal: redis commands", "redis-server processed no benchmark commands"))
+}
+
+#[test]
+fn catalog_redis_bench_serves_the_client_over_the_link() {
+    run_pair(
+        "catalog_redis_bench_serves_the_client_over_the_link",
+        &["--from-catalog", "redis-bench", "--catalog-dir", concat!(env!("CARGO_MANIFEST_DIR"), "/catalog")],
+        "redis-bench",
+        redis_signal,
+    );
+}
+
+#[test]
+fn catalog_sysbench_keeps_the_guest_cpus_busy() {
+    run_single(
+        "catalog_sysbench_keeps_the_guest_cpus_busy",
+        &["--from-catalog", "sysbench", "--catalog-dir", concat!(env!("CARGO_MANIFEST_DIR"), "/catalog")],
+        "sysbench",
+        |vm| {
+            let busy = cpu_signal_named(vm, "sysbench")?;
+            Ok(busy)
+        },
+    );
+}
+
+fn chaos_disk_signal(vm: &mut Guest) -> Result<String, Failure> {
+    check_data_mount(vm, "/mnt/data")?;
+    let usage = |vm: &mut Guest| -> Result<u32, Failure> {
+        let out = vm.check("signal: disk filled", "df --output=pcent /mnt/data | tail -n1 | tr -dc 0-9")?;
+        Ok(out.trim().parse().unwrap_or(0))
+    };
+    // One cycle: fill (default 90 %), hold 60 s, release, wait 30 s.
+    let deadline = Instant::now() + Duration::from_secs(420);
+    let mut peak = 0;
+    while Instant::now() < deadline {
+        let pct = usage(vm)?;
+        peak = peak.max(pct);
+        if peak >= 85 && pct < 50 {
+            return Ok(format!("data disk filled to {peak} % then released to {pct} %"));
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    Err(vm.fail(
+        "signal: disk filled",
+        format!("data disk usage peaked at {peak} % (expected >= 85 % and then released)"),
+    ))
+}
+
+#[test]
+fn chaos_disk_fills_and_releases_the_data_disk() {
+    // A 2Gi disk: the fill is fallocate'd, its size only matters for the percentages.
+    run_single(
+        "chaos_disk_fills_and_releases_the_data_disk",
+        &["--workloads", "chaos-disk", "--disk-size", "2Gi"],
+        "chaos-disk",
+        chaos_disk_signal,
+    );
+}
+
+fn chaos_process_signal(vm: &mut Guest) -> Result<String, Failure> {
+    let essential = "echo $(systemctl show -p MainPID --value ssh.service) $(systemctl show -p MainPID --value qemu-guest-agent.service) $(ps -o pid= -p 1)";
+    let before = vm.check("signal: essential processes survive", essential)?;
+    // The script logs each kill with the victim's PID; wait for two.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut kills = String::new();
+    while Instant::now() < deadline {
+        kills = vm.check(
+            "signal: a victim is killed",
+            "journalctl --no-pager -o cat -u virtwork-chaos-process.service | grep -iE 'kill|sent|signal' | tail -n 5",
+        )?;
+        if kills.lines().count() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    if kills.lines().count() < 2 {
+        return Err(vm.fail("signal: a victim is killed", format!("no kill logged in 4 minutes: {kills}")));
+    }
+    let after = vm.check("signal: essential processes survive", essential)?;
+    if before.trim() != after.trim() || before.split_whitespace().count() != 3 {
+        return Err(vm.fail(
+            "signal: essential processes survive",
+            format!("sshd, guest agent, PID 1 main PIDs were {before:?}, now {after:?}"),
+        ));
+    }
+    let restarts = vm.check(
+        "signal: a victim is killed",
+        "for u in $(systemctl list-units --plain --no-legend 'virtwork-chaos-victim@*' | awk '{print $1}'); do systemctl show -p NRestarts --value $u; done | paste -sd+ | bc 2>/dev/null || true",
+    )?;
+    Ok(format!(
+        "victims killed and restarted (NRestarts {}); sshd, qemu-ga, systemd unchanged ({}); last kill: {}",
+        restarts.trim(),
+        after.trim(),
+        kills.lines().last().unwrap_or_default()
+    ))
+}
+
+#[test]
+fn chaos_process_kills_victims_and_spares_the_system() {
+    run_single(
+        "chaos_process_kills_victims_and_spares_the_system",
+        &["--workloads", "chaos-process"],
+        "chaos-process",
+        chaos_process_signal,
+    );
 }

@@ -34,10 +34,12 @@ fn handle(stream: TcpStream, root: &Path) -> std::io::Result<()> {
     let mut parts = request.split_whitespace();
     let method = parts.next().unwrap_or_default();
     let target = parts.next().unwrap_or("/");
-    let relative = Path::new(target.split('?').next().unwrap_or("/").trim_start_matches('/'));
+    // apt percent-encodes file names (`+` as `%2b`).
+    let decoded = percent_decode(target.split('?').next().unwrap_or("/"));
+    let relative = Path::new(decoded.trim_start_matches('/'));
     let safe = relative
         .components()
-        .all(|c| matches!(c, Component::Normal(_)));
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
     let mut out = stream;
     let file = root.join(relative);
     match (method, safe && file.is_file()) {
@@ -60,4 +62,22 @@ fn handle(stream: TcpStream, root: &Path) -> std::io::Result<()> {
         }
     }
     out.flush()
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(byte) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                out.push(byte);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
