@@ -543,7 +543,6 @@ pub struct Guest {
     pub started: Instant,
     child: Child,
     pub qga: Qga,
-    pub link_addr: Option<String>,
 }
 
 impl Drop for Guest {
@@ -678,7 +677,6 @@ pub fn boot(spec: &VmSpec, link: Option<&Link>, hosts: &[(String, String)]) -> R
         started,
         child,
         qga: Qga::new(qga_path),
-        link_addr: link.map(|l| format!("{LINK_PREFIX}.{}", l.host)),
     };
     if let Ok(Some(status)) = guest.child.try_wait() {
         return Err(fail(
