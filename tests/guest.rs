@@ -27,7 +27,10 @@ fn vms(args: &[&str], workload: &str) -> Vec<VmSpec> {
         .into_iter()
         .filter(|vm| vm.workload == workload)
         .collect();
-    assert!(!vms.is_empty(), "the plan for {args:?} has no {workload} VM");
+    assert!(
+        !vms.is_empty(),
+        "the plan for {args:?} has no {workload} VM"
+    );
     vms
 }
 
@@ -47,7 +50,12 @@ fn single(
     Ok(())
 }
 
-fn run_single(test: &str, args: &[&str], workload: &str, signal: fn(&mut Guest) -> Result<String, Failure>) {
+fn run_single(
+    test: &str,
+    args: &[&str],
+    workload: &str,
+    signal: fn(&mut Guest) -> Result<String, Failure>,
+) {
     if !guest::available(test) {
         return;
     }
@@ -92,12 +100,17 @@ fn cpu_signal_named(vm: &mut Guest, process: &str) -> Result<String, Failure> {
         ));
     }
     vm.check("signal: cpu busy", &format!("pgrep -x {process}"))?;
-    Ok(format!("guest CPU busy {busy:.1} % over 10 s ({process} running)"))
+    Ok(format!(
+        "guest CPU busy {busy:.1} % over 10 s ({process} running)"
+    ))
 }
 
 fn memory_signal(vm: &mut Guest) -> Result<String, Failure> {
     let total_kib: f64 = vm
-        .check("signal: memory held", "awk '/^MemTotal:/ {print $2}' /proc/meminfo")?
+        .check(
+            "signal: memory held",
+            "awk '/^MemTotal:/ {print $2}' /proc/meminfo",
+        )?
         .trim()
         .parse()
         .unwrap();
@@ -123,7 +136,9 @@ fn memory_signal(vm: &mut Guest) -> Result<String, Failure> {
     }
     Err(vm.fail(
         "signal: memory held",
-        format!("the largest stress-ng worker held at most {best:.1} % of guest RAM, expected >= 70 %"),
+        format!(
+            "the largest stress-ng worker held at most {best:.1} % of guest RAM, expected >= 70 %"
+        ),
     ))
 }
 
@@ -138,7 +153,10 @@ fn sectors_written(vm: &mut Guest, serial: &str) -> Result<(String, u64), Failur
     let mut words = out.split_whitespace();
     let dev = words.next().unwrap_or_default().to_string();
     let sectors = words.next().and_then(|w| w.parse().ok()).ok_or_else(|| {
-        vm.fail("signal: data disk writes", format!("no diskstats line for the data disk: {out:?}"))
+        vm.fail(
+            "signal: data disk writes",
+            format!("no diskstats line for the data disk: {out:?}"),
+        )
     })?;
     Ok((dev, sectors))
 }
@@ -154,7 +172,10 @@ fn check_data_mount(vm: &mut Guest, mount: &str) -> Result<String, Failure> {
     if unit.trim() != by_id {
         return Err(vm.fail(
             "data disk mount",
-            format!("the mount unit of {mount} mounts {:?}, expected {by_id}", unit.trim()),
+            format!(
+                "the mount unit of {mount} mounts {:?}, expected {by_id}",
+                unit.trim()
+            ),
         ));
     }
     vm.check(
@@ -211,7 +232,10 @@ fn database_signal(vm: &mut Guest) -> Result<String, Failure> {
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut running = false;
     while Instant::now() < deadline {
-        let out = vm.sh("pgrep -x pgbench >/dev/null && ! pgrep -f 'pgbench -i' >/dev/null", Duration::from_secs(20));
+        let out = vm.sh(
+            "pgrep -x pgbench >/dev/null && ! pgrep -f 'pgbench -i' >/dev/null",
+            Duration::from_secs(20),
+        );
         if out.is_ok_and(|r| r.code == 0) {
             running = true;
             break;
@@ -219,11 +243,22 @@ fn database_signal(vm: &mut Guest) -> Result<String, Failure> {
         std::thread::sleep(Duration::from_secs(5));
     }
     if !running {
-        return Err(vm.fail("signal: pgbench transactions", "pgbench never got past initialisation in 10 minutes"));
+        return Err(vm.fail(
+            "signal: pgbench transactions",
+            "pgbench never got past initialisation in 10 minutes",
+        ));
     }
-    let before: u64 = vm.check("signal: pgbench transactions", query)?.trim().parse().unwrap_or(0);
+    let before: u64 = vm
+        .check("signal: pgbench transactions", query)?
+        .trim()
+        .parse()
+        .unwrap_or(0);
     std::thread::sleep(Duration::from_secs(10));
-    let after: u64 = vm.check("signal: pgbench transactions", query)?.trim().parse().unwrap_or(0);
+    let after: u64 = vm
+        .check("signal: pgbench transactions", query)?
+        .trim()
+        .parse()
+        .unwrap_or(0);
     if after <= before {
         return Err(vm.fail(
             "signal: pgbench transactions",
@@ -240,7 +275,12 @@ fn database_signal(vm: &mut Guest) -> Result<String, Failure> {
 
 #[test]
 fn cpu_keeps_the_guest_cpus_busy() {
-    run_single("cpu_keeps_the_guest_cpus_busy", &["--workloads", "cpu"], "cpu", cpu_signal);
+    run_single(
+        "cpu_keeps_the_guest_cpus_busy",
+        &["--workloads", "cpu"],
+        "cpu",
+        cpu_signal,
+    );
 }
 
 #[test]
@@ -255,7 +295,12 @@ fn memory_holds_most_of_the_guest_ram() {
 
 #[test]
 fn disk_runs_fio_on_the_data_disk() {
-    run_single("disk_runs_fio_on_the_data_disk", &["--workloads", "disk"], "disk", disk_signal);
+    run_single(
+        "disk_runs_fio_on_the_data_disk",
+        &["--workloads", "disk"],
+        "disk",
+        disk_signal,
+    );
 }
 
 #[test]
@@ -263,7 +308,12 @@ fn database_runs_pgbench_on_the_data_disk() {
     // A small scale factor: pgbench -i of the default 50 takes many minutes under TCG.
     run_single(
         "database_runs_pgbench_on_the_data_disk",
-        &["--workloads", "database", "--params", "database.scale-factor=2"],
+        &[
+            "--workloads",
+            "database",
+            "--params",
+            "database.scale-factor=2",
+        ],
         "database",
         database_signal,
     );
@@ -277,14 +327,22 @@ fn a_broken_payload_fails_naming_the_workload_and_the_step() {
         return;
     }
     let mut spec = vms(&["--workloads", "cpu"], "cpu").remove(0);
-    assert!(spec.user_data.contains("\n- stress-ng\n"), "{}", spec.user_data);
+    assert!(
+        spec.user_data.contains("\n- stress-ng\n"),
+        "{}",
+        spec.user_data
+    );
     spec.user_data = spec
         .user_data
         .replace("\n- stress-ng\n", "\n- stress-ng-no-such-package\n");
-    let failure = single(&spec, |_| Ok(String::new())).expect_err("a payload that cannot install its package must fail");
+    let failure = single(&spec, |_| Ok(String::new()))
+        .expect_err("a payload that cannot install its package must fail");
     let message = failure.to_string();
     eprintln!("{message}");
-    assert!(message.starts_with("workload cpu (virtwork-cpu-0): step `cloud-init modules` failed"), "{message}");
+    assert!(
+        message.starts_with("workload cpu (virtwork-cpu-0): step `cloud-init modules` failed"),
+        "{message}"
+    );
     assert!(message.contains("stress-ng-no-such-package"), "{message}");
 }
 
@@ -314,12 +372,20 @@ fn pair(
     let _slots = guest::take_slots(2);
     let mut server = guest::boot(
         &server_spec,
-        Some(&guest::Link { listen: true, port, host: 10 }),
+        Some(&guest::Link {
+            listen: true,
+            port,
+            host: 10,
+        }),
         &hosts,
     )?;
     let mut client = guest::boot(
         &client_spec,
-        Some(&guest::Link { listen: false, port, host: 11 }),
+        Some(&guest::Link {
+            listen: false,
+            port,
+            host: 11,
+        }),
         &hosts,
     )?;
     let server_ready = server.wait_ready(READY_TIMEOUT)?;
@@ -357,7 +423,9 @@ fn server_traffic(server: &mut Guest, port: u16, what: &str) -> Result<String, F
     while Instant::now() < deadline {
         let connections = server.check(
             "signal: traffic on the server",
-            &format!("ss -Htn state established '( sport = :{port} )' | grep -c '{client_ip}:' || true"),
+            &format!(
+                "ss -Htn state established '( sport = :{port} )' | grep -c '{client_ip}:' || true"
+            ),
         )?;
         let rx = server.link_rx_bytes(10)?;
         best = best.max(rx);
@@ -410,14 +478,22 @@ fn redis_signal(server: &mut Guest, _client: &mut Guest) -> Result<String, Failu
             ));
         }
     }
-    Err(server.fail("signal: redis commands", "redis-server processed no benchmark commands"))
+    Err(server.fail(
+        "signal: redis commands",
+        "redis-server processed no benchmark commands",
+    ))
 }
 
 #[test]
 fn catalog_redis_bench_serves_the_client_over_the_link() {
     run_pair(
         "catalog_redis_bench_serves_the_client_over_the_link",
-        &["--from-catalog", "redis-bench", "--catalog-dir", concat!(env!("CARGO_MANIFEST_DIR"), "/catalog")],
+        &[
+            "--from-catalog",
+            "redis-bench",
+            "--catalog-dir",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/catalog"),
+        ],
         "redis-bench",
         redis_signal,
     );
@@ -427,7 +503,12 @@ fn catalog_redis_bench_serves_the_client_over_the_link() {
 fn catalog_sysbench_keeps_the_guest_cpus_busy() {
     run_single(
         "catalog_sysbench_keeps_the_guest_cpus_busy",
-        &["--from-catalog", "sysbench", "--catalog-dir", concat!(env!("CARGO_MANIFEST_DIR"), "/catalog")],
+        &[
+            "--from-catalog",
+            "sysbench",
+            "--catalog-dir",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/catalog"),
+        ],
         "sysbench",
         |vm| {
             let busy = cpu_signal_named(vm, "sysbench")?;
@@ -439,7 +520,10 @@ fn catalog_sysbench_keeps_the_guest_cpus_busy() {
 fn chaos_disk_signal(vm: &mut Guest) -> Result<String, Failure> {
     check_data_mount(vm, "/mnt/data")?;
     let usage = |vm: &mut Guest| -> Result<u32, Failure> {
-        let out = vm.check("signal: disk filled", "df --output=pcent /mnt/data | tail -n1 | tr -dc 0-9")?;
+        let out = vm.check(
+            "signal: disk filled",
+            "df --output=pcent /mnt/data | tail -n1 | tr -dc 0-9",
+        )?;
         Ok(out.trim().parse().unwrap_or(0))
     };
     // One cycle: fill (default 90 %), hold 60 s, release, wait 30 s.
@@ -449,7 +533,9 @@ fn chaos_disk_signal(vm: &mut Guest) -> Result<String, Failure> {
         let pct = usage(vm)?;
         peak = peak.max(pct);
         if peak >= 85 && pct < 50 {
-            return Ok(format!("data disk filled to {peak} % then released to {pct} %"));
+            return Ok(format!(
+                "data disk filled to {peak} % then released to {pct} %"
+            ));
         }
         std::thread::sleep(Duration::from_secs(3));
     }
@@ -487,7 +573,10 @@ fn chaos_process_signal(vm: &mut Guest) -> Result<String, Failure> {
         std::thread::sleep(Duration::from_secs(5));
     }
     if kills.lines().count() < 2 {
-        return Err(vm.fail("signal: a victim is killed", format!("no kill logged in 4 minutes: {kills}")));
+        return Err(vm.fail(
+            "signal: a victim is killed",
+            format!("no kill logged in 4 minutes: {kills}"),
+        ));
     }
     let after = vm.check("signal: essential processes survive", essential)?;
     if before.trim() != after.trim() || before.split_whitespace().count() != 3 {

@@ -99,9 +99,13 @@ pub fn available(test: &str) -> bool {
         None => true,
         Some(why) => {
             if std::env::var("VIRTWORK_REQUIRE_GUEST_BOOT").as_deref() == Ok("1") {
-                panic!("{test}: VIRTWORK_REQUIRE_GUEST_BOOT=1 but the guest suite cannot run: {why} (install qemu-system-x86, debootstrap, genisoimage, dpkg-dev, socat)");
+                panic!(
+                    "{test}: VIRTWORK_REQUIRE_GUEST_BOOT=1 but the guest suite cannot run: {why} (install qemu-system-x86, debootstrap, genisoimage, dpkg-dev, socat)"
+                );
             }
-            eprintln!("SKIPPED {test}: {why}; set VIRTWORK_REQUIRE_GUEST_BOOT=1 to make this a failure");
+            eprintln!(
+                "SKIPPED {test}: {why}; set VIRTWORK_REQUIRE_GUEST_BOOT=1 to make this a failure"
+            );
             false
         }
     }
@@ -180,9 +184,7 @@ fn host_mirror() -> String {
                 continue;
             }
             for word in line.split_whitespace() {
-                if word.starts_with("http")
-                    && word.trim_end_matches('/').ends_with("/debian")
-                {
+                if word.starts_with("http") && word.trim_end_matches('/').ends_with("/debian") {
                     return word.trim_end_matches('/').to_string();
                 }
             }
@@ -237,7 +239,10 @@ pub fn image() -> &'static Image {
             fs::write(&script, IMAGE_RECIPE).unwrap();
             let started = Instant::now();
             run_logged(
-                Command::new("bash").arg(&script).arg(host_mirror()).arg(&dir),
+                Command::new("bash")
+                    .arg(&script)
+                    .arg(host_mirror())
+                    .arg(&dir),
                 &cache_root().join(format!("image-{key}.log")),
                 "building the guest image",
             )?;
@@ -257,7 +262,12 @@ fn payload_packages() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for args in [
         vec![],
-        vec!["--from-catalog", "sysbench,redis-bench", "--catalog-dir", CATALOG_DIR],
+        vec![
+            "--from-catalog",
+            "sysbench,redis-bench",
+            "--catalog-dir",
+            CATALOG_DIR,
+        ],
     ] {
         let plan = render_plan(&args).unwrap_or_else(|e| panic!("{e}"));
         for secret in plan["secrets"].as_array().unwrap() {
@@ -281,15 +291,16 @@ pub fn repo() -> &'static PathBuf {
         let packages = payload_packages();
         // A package Debian's main archive does not carry stays out of the repository, so the
         // payload that names it fails in the guest exactly as it would on a stock image.
-        let (list, absent): (Vec<&str>, Vec<&str>) = packages.iter().map(String::as_str).partition(|p| {
-            Command::new("apt-cache")
-                .args(["policy", p])
-                .output()
-                .is_ok_and(|o| {
-                    let text = String::from_utf8_lossy(&o.stdout);
-                    text.contains("Candidate:") && !text.contains("Candidate: (none)")
-                })
-        });
+        let (list, absent): (Vec<&str>, Vec<&str>) =
+            packages.iter().map(String::as_str).partition(|p| {
+                Command::new("apt-cache")
+                    .args(["policy", p])
+                    .output()
+                    .is_ok_and(|o| {
+                        let text = String::from_utf8_lossy(&o.stdout);
+                        text.contains("Candidate:") && !text.contains("Candidate: (none)")
+                    })
+            });
 
         let key = fnv(&[list.join(" ").as_bytes()]);
         let dir = cache_root().join(format!("repo-{key}"));
@@ -303,14 +314,24 @@ pub fn repo() -> &'static PathBuf {
         let started = Instant::now();
         let mut apt = Command::new("apt-get");
         apt.args(["-q", "-y", "--download-only", "--no-install-recommends"])
-            .arg(format!("-oDir::State::status={}", work.join("status").display()))
-            .arg(format!("-oDir::Cache::archives={}", work.join("debs").display()))
+            .arg(format!(
+                "-oDir::State::status={}",
+                work.join("status").display()
+            ))
+            .arg(format!(
+                "-oDir::Cache::archives={}",
+                work.join("debs").display()
+            ))
             .arg("-oDir::Cache::pkgcache=")
             .arg("-oDir::Cache::srcpkgcache=")
             .arg("-oDebug::NoLocking=true")
             .arg("install")
             .args(&list);
-        run_logged(&mut apt, &cache_root().join("repo-download.log"), "downloading the payload packages")?;
+        run_logged(
+            &mut apt,
+            &cache_root().join("repo-download.log"),
+            "downloading the payload packages",
+        )?;
         let _ = fs::remove_dir_all(work.join("debs/partial"));
         let index = Command::new("dpkg-scanpackages")
             .args(["-m", "debs", "/dev/null"])
@@ -325,7 +346,10 @@ pub fn repo() -> &'static PathBuf {
         let _ = fs::remove_dir_all(&dir);
         fs::rename(&work, &dir).unwrap();
         if !absent.is_empty() {
-            record(&format!("local repository: not in the host's Debian archive: {}", absent.join(", ")));
+            record(&format!(
+                "local repository: not in the host's Debian archive: {}",
+                absent.join(", ")
+            ));
         }
         record(&format!(
             "local repository: {} packages requested, closure downloaded and indexed in {:.0} s",
@@ -342,12 +366,25 @@ pub fn repo() -> &'static PathBuf {
 pub fn payload_modules(user_data: &str) -> Vec<String> {
     let doc: serde_yaml::Value = serde_yaml::from_str(user_data).unwrap_or_default();
     let mut modules = Vec::new();
-    for key in doc.as_mapping().into_iter().flatten().filter_map(|(k, _)| k.as_str()) {
+    for key in doc
+        .as_mapping()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, _)| k.as_str())
+    {
         let names: &[&str] = match key {
-            "packages" | "package_update" | "package_upgrade" => &["package-update-upgrade-install", "package_update_upgrade_install"],
+            "packages" | "package_update" | "package_upgrade" => &[
+                "package-update-upgrade-install",
+                "package_update_upgrade_install",
+            ],
             "runcmd" => &["runcmd", "scripts-user", "scripts_user"],
             "bootcmd" => &["bootcmd"],
-            "write_files" => &["write-files", "write_files", "write-files-deferred", "write_files_deferred"],
+            "write_files" => &[
+                "write-files",
+                "write_files",
+                "write-files-deferred",
+                "write_files_deferred",
+            ],
             "users" | "groups" => &["users-groups", "users_groups"],
             "apt" => &["apt-configure", "apt_configure"],
             other => &[other][..],
@@ -464,7 +501,10 @@ pub fn vms_of(plan: &Value) -> Vec<VmSpec> {
                     .as_str()
                     .unwrap();
                 (
-                    disk["serial"].as_str().expect("data disk serial").to_string(),
+                    disk["serial"]
+                        .as_str()
+                        .expect("data disk serial")
+                        .to_string(),
                     quantity_mib(size) / 1024,
                 )
             });
@@ -562,7 +602,11 @@ fn mac(index: u8, nic: u8) -> String {
 /// Boots `spec` with its user-data as a NoCloud cidata ISO, a data disk when it has one, user
 /// networking restricted to the repository forward, and optionally the private link.
 /// `hosts` are extra /etc/hosts entries (ip, name) the image's hosts unit writes at boot.
-pub fn boot(spec: &VmSpec, link: Option<&Link>, hosts: &[(String, String)]) -> Result<Guest, Failure> {
+pub fn boot(
+    spec: &VmSpec,
+    link: Option<&Link>,
+    hosts: &[(String, String)],
+) -> Result<Guest, Failure> {
     let image = image();
     let port = repo_port();
     let dir = cache_root()
@@ -602,7 +646,11 @@ pub fn boot(spec: &VmSpec, link: Option<&Link>, hosts: &[(String, String)]) -> R
         .arg(seed.join("network-config"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "genisoimage: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "genisoimage: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // wait-online would hold cloud-init back for minutes under TCG; the addresses are static
     // and the package installation that needs them runs in the final stage.
@@ -610,54 +658,96 @@ pub fn boot(spec: &VmSpec, link: Option<&Link>, hosts: &[(String, String)]) -> R
         "root=/dev/vda rw console=ttyS0 quiet net.ifnames=0 panic=-1 systemd.mask=systemd-networkd-wait-online.service",
     );
     if !hosts.is_empty() {
-        let entries: Vec<String> = hosts.iter().map(|(ip, name)| format!("{ip}:{name}")).collect();
+        let entries: Vec<String> = hosts
+            .iter()
+            .map(|(ip, name)| format!("{ip}:{name}"))
+            .collect();
         append.push_str(&format!(" virtwork.hosts={}", entries.join(",")));
     }
     let qga_path = dir.join("qga.sock");
     let mut cmd = Command::new("qemu-system-x86_64");
-    cmd.args(["-accel", "tcg,thread=multi", "-cpu", "max", "-machine", "q35"])
-        .args(["-smp", &spec.cores.to_string(), "-m", &spec.memory_mib.to_string()])
-        .args(["-display", "none", "-no-reboot", "-nodefaults"])
-        .arg("-pidfile")
-        .arg(dir.join("qemu.pid"))
-        .arg("-kernel")
-        .arg(image.dir.join("vmlinuz"))
-        .arg("-initrd")
-        .arg(image.dir.join("initrd.img"))
-        .args(["-append", &append])
-        .arg("-serial")
-        .arg(format!("file:{}", dir.join("console.log").display()))
-        // Disks in the VM spec's order: containerdisk, cloudinitdisk, datadisk.
-        .arg("-drive")
-        // snapshot=on: the guest's writes go to a temporary overlay, never to the cached image.
-        .arg(format!("file={},if=none,id=root,format=raw,snapshot=on", image.root().display()))
-        .args(["-device", "virtio-blk-pci,drive=root"])
-        .arg("-drive")
-        .arg(format!("file={},if=none,id=cidata,format=raw,readonly=on", iso.display()))
-        .args(["-device", "virtio-blk-pci,drive=cidata"]);
+    cmd.args([
+        "-accel",
+        "tcg,thread=multi",
+        "-cpu",
+        "max",
+        "-machine",
+        "q35",
+    ])
+    .args([
+        "-smp",
+        &spec.cores.to_string(),
+        "-m",
+        &spec.memory_mib.to_string(),
+    ])
+    .args(["-display", "none", "-no-reboot", "-nodefaults"])
+    .arg("-pidfile")
+    .arg(dir.join("qemu.pid"))
+    .arg("-kernel")
+    .arg(image.dir.join("vmlinuz"))
+    .arg("-initrd")
+    .arg(image.dir.join("initrd.img"))
+    .args(["-append", &append])
+    .arg("-serial")
+    .arg(format!("file:{}", dir.join("console.log").display()))
+    // Disks in the VM spec's order: containerdisk, cloudinitdisk, datadisk.
+    .arg("-drive")
+    // snapshot=on: the guest's writes go to a temporary overlay, never to the cached image.
+    .arg(format!(
+        "file={},if=none,id=root,format=raw,snapshot=on",
+        image.root().display()
+    ))
+    .args(["-device", "virtio-blk-pci,drive=root"])
+    .arg("-drive")
+    .arg(format!(
+        "file={},if=none,id=cidata,format=raw,readonly=on",
+        iso.display()
+    ))
+    .args(["-device", "virtio-blk-pci,drive=cidata"]);
     if let Some((serial, gib)) = &spec.data_disk {
         // A blank, sparse disk of the DataVolume's size.
         let data = dir.join("data.raw");
         fs::File::create(&data).unwrap().set_len(gib << 30).unwrap();
         cmd.arg("-drive")
-            .arg(format!("file={},if=none,id=data,format=raw", data.display()))
-            .args(["-device", &format!("virtio-blk-pci,drive=data,serial={serial}")]);
+            .arg(format!(
+                "file={},if=none,id=data,format=raw",
+                data.display()
+            ))
+            .args([
+                "-device",
+                &format!("virtio-blk-pci,drive=data,serial={serial}"),
+            ]);
     }
     // User networking: no DHCP gateway the guest uses (its address is static, without a
     // route), `restrict=on` so nothing leaves the host, and one forward to the repository.
     cmd.arg("-netdev").arg(format!(
         "user,id=mgmt,restrict=on,ipv6=off,net=10.0.2.0/24,guestfwd=tcp:{REPO_GUEST_ADDR}:80-cmd:socat STDIO TCP:127.0.0.1:{port}"
     ));
-    cmd.args(["-device", &format!("virtio-net-pci,netdev=mgmt,mac={}", mac(index, 0))]);
+    cmd.args([
+        "-device",
+        &format!("virtio-net-pci,netdev=mgmt,mac={}", mac(index, 0)),
+    ]);
     if let Some(link) = link {
         let mode = if link.listen { "listen" } else { "connect" };
-        cmd.args(["-netdev", &format!("socket,id=link,{mode}=127.0.0.1:{}", link.port)]);
-        cmd.args(["-device", &format!("virtio-net-pci,netdev=link,mac={}", mac(index, 1))]);
+        cmd.args([
+            "-netdev",
+            &format!("socket,id=link,{mode}=127.0.0.1:{}", link.port),
+        ]);
+        cmd.args([
+            "-device",
+            &format!("virtio-net-pci,netdev=link,mac={}", mac(index, 1)),
+        ]);
     }
     cmd.arg("-chardev")
-        .arg(format!("socket,id=qga0,path={},server=on,wait=off", qga_path.display()))
+        .arg(format!(
+            "socket,id=qga0,path={},server=on,wait=off",
+            qga_path.display()
+        ))
         .args(["-device", "virtio-serial-pci"])
-        .args(["-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0"]);
+        .args([
+            "-device",
+            "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+        ]);
     let log = fs::File::create(dir.join("qemu.log")).unwrap();
     let child = cmd
         .stdin(Stdio::null())
@@ -682,7 +772,10 @@ pub fn boot(spec: &VmSpec, link: Option<&Link>, hosts: &[(String, String)]) -> R
         return Err(fail(
             &spec.workload,
             "boot",
-            format!("QEMU exited ({status}): {}", fs::read_to_string(dir.join("qemu.log")).unwrap_or_default()),
+            format!(
+                "QEMU exited ({status}): {}",
+                fs::read_to_string(dir.join("qemu.log")).unwrap_or_default()
+            ),
         ));
     }
     Ok(guest)
@@ -694,7 +787,11 @@ impl Guest {
     }
 
     pub fn fail(&self, step: &'static str, detail: impl Into<String>) -> Failure {
-        fail(&format!("{} ({})", self.workload(), self.spec.name), step, detail)
+        fail(
+            &format!("{} ({})", self.workload(), self.spec.name),
+            step,
+            detail,
+        )
     }
 
     /// Runs a shell command in the guest through guest-exec.
@@ -759,7 +856,11 @@ impl Guest {
     /// Returns seconds from QEMU start to the probe passing.
     pub fn wait_ready(&mut self, timeout: Duration) -> Result<f64, Failure> {
         self.wait_agent(Duration::from_secs(600))?;
-        eprintln!("[guest] {}: guest agent answers after {:.0} s", self.spec.name, self.started.elapsed().as_secs_f64());
+        eprintln!(
+            "[guest] {}: guest agent answers after {:.0} s",
+            self.spec.name,
+            self.started.elapsed().as_secs_f64()
+        );
         let deadline = self.started + timeout;
         let mut seen_false = false;
         let mut cloud_init_done: Option<Instant> = None;
@@ -773,10 +874,17 @@ impl Guest {
                 // result.json appears when the final stage ends (`cloud-init status` itself
                 // takes tens of seconds to start under TCG).
                 let done = self
-                    .sh("test -f /run/cloud-init/result.json", Duration::from_secs(30))
+                    .sh(
+                        "test -f /run/cloud-init/result.json",
+                        Duration::from_secs(30),
+                    )
                     .is_ok_and(|r| r.code == 0);
                 if done {
-                    eprintln!("[guest] {}: cloud-init finished after {:.0} s", self.spec.name, self.started.elapsed().as_secs_f64());
+                    eprintln!(
+                        "[guest] {}: cloud-init finished after {:.0} s",
+                        self.spec.name,
+                        self.started.elapsed().as_secs_f64()
+                    );
                     cloud_init_done = Some(Instant::now());
                     self.check_cloud_init()?;
                     self.check_routes()?;
@@ -809,7 +917,11 @@ impl Guest {
                         "readiness probe {:?} still false after {:.0}s (cloud-init {}):\n{status}",
                         self.spec.probe,
                         self.started.elapsed().as_secs_f64(),
-                        if cloud_init_done.is_some() { "done" } else { "still running" }
+                        if cloud_init_done.is_some() {
+                            "done"
+                        } else {
+                            "still running"
+                        }
                     ),
                 ));
             }
@@ -837,7 +949,10 @@ impl Guest {
             .sh("cat /run/cloud-init/result.json", Duration::from_secs(30))
             .map_err(|e| self.fail("cloud-init", e))?;
         let parsed: Value = serde_json::from_str(&result.stdout).map_err(|e| {
-            self.fail("cloud-init", format!("result.json unreadable ({e}): {}", result.stdout))
+            self.fail(
+                "cloud-init",
+                format!("result.json unreadable ({e}): {}", result.stdout),
+            )
         })?;
         let all: Vec<String> = parsed["v1"]["errors"]
             .as_array()
@@ -850,7 +965,11 @@ impl Guest {
         let modules = payload_modules(&self.spec.user_data);
         let errors: Vec<&String> = all
             .iter()
-            .filter(|e| modules.iter().any(|m| e.contains(m.as_str()) || e.contains(&m.replace('-', "_"))))
+            .filter(|e| {
+                modules
+                    .iter()
+                    .any(|m| e.contains(m.as_str()) || e.contains(&m.replace('-', "_")))
+            })
             .collect();
         if errors.is_empty() {
             return Ok(());
@@ -878,9 +997,15 @@ impl Guest {
     /// No default route and nothing routed beyond the two local networks: a connection to
     /// any other address (a Service IP, the internet) fails in the guest itself.
     fn check_routes(&mut self) -> Result<(), Failure> {
-        let v6 = self.check("routes", "ip -6 route show default; ip -6 addr show scope global")?;
+        let v6 = self.check(
+            "routes",
+            "ip -6 route show default; ip -6 addr show scope global",
+        )?;
         if !v6.trim().is_empty() {
-            return Err(self.fail("routes", format!("the guest has IPv6 routes or addresses beyond link-local: {v6}")));
+            return Err(self.fail(
+                "routes",
+                format!("the guest has IPv6 routes or addresses beyond link-local: {v6}"),
+            ));
         }
         let routes = self.check("routes", "ip -4 route show table all type unicast")?;
         for route in routes.lines() {
@@ -926,7 +1051,10 @@ impl Guest {
         )?;
         let dev = out.trim().to_string();
         if dev.is_empty() {
-            return Err(self.fail("private link", "no address on the private link: the NoCloud network-config was not applied"));
+            return Err(self.fail(
+                "private link",
+                "no address on the private link: the NoCloud network-config was not applied",
+            ));
         }
         Ok(dev)
     }
@@ -934,13 +1062,27 @@ impl Guest {
     /// `name` resolves to `ip` and the route to it leaves through the private link only.
     pub fn check_reaches_over_link(&mut self, name: &str, ip: &str) -> Result<(), Failure> {
         let dev = self.link_dev()?;
-        let resolved = self.check("service name", &format!("getent hosts {name} | awk '{{print $1}}'"))?;
+        let resolved = self.check(
+            "service name",
+            &format!("getent hosts {name} | awk '{{print $1}}'"),
+        )?;
         if resolved.trim() != ip {
-            return Err(self.fail("service name", format!("{name} resolves to {:?}, expected the server guest {ip}", resolved.trim())));
+            return Err(self.fail(
+                "service name",
+                format!(
+                    "{name} resolves to {:?}, expected the server guest {ip}",
+                    resolved.trim()
+                ),
+            ));
         }
         let route = self.check("routes", &format!("ip -4 route get {ip}"))?;
         if !route.contains(&format!("dev {dev} ")) {
-            return Err(self.fail("routes", format!("traffic to {ip} would leave through `{route}`, not the private link {dev}")));
+            return Err(self.fail(
+                "routes",
+                format!(
+                    "traffic to {ip} would leave through `{route}`, not the private link {dev}"
+                ),
+            ));
         }
         Ok(())
     }

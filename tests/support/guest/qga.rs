@@ -62,17 +62,21 @@ impl Qga {
             let mut byte = [0u8; 1];
             // Skip to the delimiter.
             loop {
-                reader.read_exact(&mut byte).map_err(|e| format!("sync: {e}"))?;
+                reader
+                    .read_exact(&mut byte)
+                    .map_err(|e| format!("sync: {e}"))?;
                 if byte[0] == 0xff {
                     break;
                 }
             }
             let mut line = String::new();
-            reader.read_line(&mut line).map_err(|e| format!("sync: {e}"))?;
-            if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                if value["return"] == json!(id) {
-                    return Ok(());
-                }
+            reader
+                .read_line(&mut line)
+                .map_err(|e| format!("sync: {e}"))?;
+            if let Ok(value) = serde_json::from_str::<Value>(&line)
+                && value["return"] == json!(id)
+            {
+                return Ok(());
             }
             if Instant::now() > deadline {
                 return Err("sync: no matching answer".to_string());
@@ -84,7 +88,9 @@ impl Qga {
         self.sync(Duration::from_secs(5))?;
         let reader = self.stream.as_mut().unwrap();
         reader.get_ref().set_read_timeout(Some(timeout)).unwrap();
-        let sent = reader.get_mut().write_all(format!("{request}\n").as_bytes());
+        let sent = reader
+            .get_mut()
+            .write_all(format!("{request}\n").as_bytes());
         let mut line = String::new();
         let answer = sent
             .map_err(|e| e.to_string())
@@ -108,7 +114,9 @@ impl Qga {
                 "path": argv[0], "arg": &argv[1..], "capture-output": true}}),
             Duration::from_secs(10),
         )?;
-        let pid = started["pid"].as_i64().ok_or("guest-exec returned no pid")?;
+        let pid = started["pid"]
+            .as_i64()
+            .ok_or("guest-exec returned no pid")?;
         let deadline = Instant::now() + timeout;
         loop {
             let status = self.call(
@@ -139,7 +147,10 @@ impl Qga {
                 });
             }
             if Instant::now() > deadline {
-                return Err(format!("{argv:?} still running after {}s", timeout.as_secs()));
+                return Err(format!(
+                    "{argv:?} still running after {}s",
+                    timeout.as_secs()
+                ));
             }
             std::thread::sleep(Duration::from_millis(250));
         }
