@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use guest::{Failure, Guest, VmSpec};
 
 /// Boot-to-active budget of one guest under TCG (package installation included).
-const READY_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+const READY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// Renders `args` and returns the VMs of `workload`.
 fn vms(args: &[&str], workload: &str) -> Vec<VmSpec> {
@@ -304,6 +304,7 @@ fn disk_runs_fio_on_the_data_disk() {
 }
 
 #[test]
+#[ignore = "written, not yet passed in a real guest (run with --ignored)"]
 fn database_runs_pgbench_on_the_data_disk() {
     // A small scale factor: pgbench -i of the default 50 takes many minutes under TCG.
     run_single(
@@ -448,6 +449,7 @@ fn network_signal(server: &mut Guest, _client: &mut Guest) -> Result<String, Fai
 }
 
 #[test]
+#[ignore = "written, not yet passed in a real guest (run with --ignored)"]
 fn network_runs_iperf3_between_two_guests() {
     run_pair(
         "network_runs_iperf3_between_two_guests",
@@ -485,6 +487,7 @@ fn redis_signal(server: &mut Guest, _client: &mut Guest) -> Result<String, Failu
 }
 
 #[test]
+#[ignore = "written, not yet passed in a real guest (run with --ignored)"]
 fn catalog_redis_bench_serves_the_client_over_the_link() {
     run_pair(
         "catalog_redis_bench_serves_the_client_over_the_link",
@@ -500,6 +503,7 @@ fn catalog_redis_bench_serves_the_client_over_the_link() {
 }
 
 #[test]
+#[ignore = "written, not yet passed in a real guest (run with --ignored)"]
 fn catalog_sysbench_keeps_the_guest_cpus_busy() {
     run_single(
         "catalog_sysbench_keeps_the_guest_cpus_busy",
@@ -546,6 +550,7 @@ fn chaos_disk_signal(vm: &mut Guest) -> Result<String, Failure> {
 }
 
 #[test]
+#[ignore = "written, not yet passed in a real guest (run with --ignored)"]
 fn chaos_disk_fills_and_releases_the_data_disk() {
     // A 2Gi disk: the fill is fallocate'd, its size only matters for the percentages.
     run_single(
@@ -598,6 +603,7 @@ fn chaos_process_signal(vm: &mut Guest) -> Result<String, Failure> {
 }
 
 #[test]
+#[ignore = "written, not yet passed in a real guest (run with --ignored)"]
 fn chaos_process_kills_victims_and_spares_the_system() {
     run_single(
         "chaos_process_kills_victims_and_spares_the_system",

@@ -901,7 +901,7 @@ impl Guest {
                     return Ok(self.started.elapsed().as_secs_f64());
                 }
             }
-            let late = cloud_init_done.is_some_and(|t| t.elapsed() > Duration::from_secs(240));
+            let late = cloud_init_done.is_some_and(|t| t.elapsed() > Duration::from_secs(600));
             if Instant::now() > deadline || late {
                 let units = self.units();
                 let status = self
