@@ -80,7 +80,7 @@ pub fn schema() -> ParamSchema {
 /// The stress-ng command line the unit runs.
 pub fn command_line(stressors: &str, percent: &str, method: &str) -> String {
     format!(
-        "/usr/bin/stress-ng --vm {stressors} --vm-bytes {percent}% --vm-keep --vm-method {method} --timeout 0"
+        "/usr/bin/stress-ng --vm {stressors} --vm-bytes {percent}% --vm-method {method} --timeout 0"
     )
 }
 
