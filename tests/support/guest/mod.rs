@@ -1,0 +1,1099 @@
+//! The real-guest harness: boots the payloads `virtwork run --dry-run` renders for the debian
+//! family in QEMU and inspects them through the QEMU guest agent.
+//!
+//! It owns the cached Debian bookworm image (built by `build-image.sh`, keyed by a hash of
+//! that recipe), the local apt repository the guests install their packages from (downloaded
+//! with the host's apt, indexed with dpkg-scanpackages, served on 127.0.0.1 and reached from
+//! the guest through a QEMU `guestfwd`), the NoCloud `cidata` ISO made from the rendered
+//! user-data, data disks with the serial the DataVolume disk gets, and a private L2 link
+//! (QEMU socket netdev on 127.0.0.1) between the guests of one scenario.
+//!
+//! Must not: modify a payload's user-data (scenarios pass it through unchanged; only the
+//! harness's own self-test breaks one on purpose), or give a guest a route to anything outside
+//! the test: user networking runs with `restrict=on` and no address of it is a gateway.
+
+pub mod http;
+pub mod qga;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub use qga::{ExecResult, Qga};
+
+/// The image recipe; its text is the image cache key.
+const IMAGE_RECIPE: &str = include_str!("build-image.sh");
+
+/// A containerdisk name from which `auto` infers the debian family (what the suite renders for).
+pub const DEBIAN_IMAGE: &str = "quay.io/containerdisks/debian:12";
+
+/// Where the guest reaches the harness's package repository (a `guestfwd` of user networking).
+const REPO_GUEST_ADDR: &str = "10.0.2.100";
+
+/// The private L2 network between the guests of one scenario.
+pub const LINK_PREFIX: &str = "192.168.77";
+
+/// A failed scenario: which workload, which step, and what the guest showed.
+#[derive(Debug)]
+pub struct Failure {
+    pub workload: String,
+    pub step: &'static str,
+    pub detail: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "workload {}: step `{}` failed: {}",
+            self.workload, self.step, self.detail
+        )
+    }
+}
+
+pub fn fail(workload: &str, step: &'static str, detail: impl Into<String>) -> Failure {
+    Failure {
+        workload: workload.to_string(),
+        step,
+        detail: detail.into(),
+    }
+}
+
+/// Why the suite cannot run here, or `None` when it can. Without `VIRTWORK_REQUIRE_GUEST_BOOT=1`
+/// a test returns early after printing this; with it, the test fails.
+pub fn missing_tools() -> Option<String> {
+    let tools = [
+        "qemu-system-x86_64",
+        "debootstrap",
+        "genisoimage",
+        "dpkg-scanpackages",
+        "socat",
+        "apt-get",
+        "mkfs.ext4",
+    ];
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|tool| !on_path(tool))
+        .collect();
+    if !missing.is_empty() {
+        return Some(format!("missing tools: {}", missing.join(", ")));
+    }
+    if !is_root() {
+        return Some("debootstrap needs root".to_string());
+    }
+    None
+}
+
+/// Returns true when the test should go on; prints a notice (or panics under
+/// `VIRTWORK_REQUIRE_GUEST_BOOT=1`) when the guest suite cannot run on this machine.
+pub fn available(test: &str) -> bool {
+    match missing_tools() {
+        None => true,
+        Some(why) => {
+            if std::env::var("VIRTWORK_REQUIRE_GUEST_BOOT").as_deref() == Ok("1") {
+                panic!(
+                    "{test}: VIRTWORK_REQUIRE_GUEST_BOOT=1 but the guest suite cannot run: {why} (install qemu-system-x86, debootstrap, genisoimage, dpkg-dev, socat)"
+                );
+            }
+            eprintln!(
+                "SKIPPED {test}: {why}; set VIRTWORK_REQUIRE_GUEST_BOOT=1 to make this a failure"
+            );
+            false
+        }
+    }
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join(tool).is_file())
+            || ["/usr/sbin", "/sbin"]
+                .iter()
+                .any(|d| Path::new(d).join(tool).is_file())
+    })
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// FNV-1a, 64 bits: a cache key, not a security boundary.
+fn fnv(parts: &[&[u8]]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in *part {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        hash ^= 0xff;
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// The harness's working root under target/.
+pub fn cache_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest");
+    fs::create_dir_all(&root).unwrap();
+    root
+}
+
+/// Appends one line to the suite's figures file (target/tmp/guest/figures.log) and stderr.
+pub fn record(line: &str) {
+    eprintln!("[guest] {line}");
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(cache_root().join("figures.log"))
+        .unwrap();
+    writeln!(file, "{line}").unwrap();
+}
+
+/// The Debian archive the host's apt uses (the first non-security `debian` URI in its sources).
+fn host_mirror() -> String {
+    if let Ok(mirror) = std::env::var("VIRTWORK_GUEST_MIRROR") {
+        return mirror;
+    }
+    let mut texts = Vec::new();
+    if let Ok(text) = fs::read_to_string("/etc/apt/sources.list") {
+        texts.push(text);
+    }
+    if let Ok(dir) = fs::read_dir("/etc/apt/sources.list.d") {
+        for entry in dir.flatten() {
+            let path = entry.path();
+            let name = path.to_string_lossy();
+            if name.ends_with(".sources") || name.ends_with(".list") {
+                texts.push(fs::read_to_string(&path).unwrap_or_default());
+            }
+        }
+    }
+    for text in &texts {
+        for line in text.lines() {
+            let line = line.trim();
+            if line.starts_with('#') {
+                continue;
+            }
+            for word in line.split_whitespace() {
+                if word.starts_with("http") && word.trim_end_matches('/').ends_with("/debian") {
+                    return word.trim_end_matches('/').to_string();
+                }
+            }
+        }
+    }
+    "http://deb.debian.org/debian".to_string()
+}
+
+/// The built image: root file system (raw, booted with snapshot=on), kernel, initrd.
+pub struct Image {
+    pub dir: PathBuf,
+}
+
+impl Image {
+    pub fn root(&self) -> PathBuf {
+        self.dir.join("root.raw")
+    }
+}
+
+fn run_logged(cmd: &mut Command, log: &Path, what: &str) -> Result<(), String> {
+    let file = fs::File::create(log).unwrap();
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .map_err(|e| format!("{what}: cannot start: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        let text = fs::read_to_string(log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(25).collect();
+        Err(format!(
+            "{what} failed ({status}); log {}:\n{}",
+            log.display(),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        ))
+    }
+}
+
+/// Builds the image once per recipe (cached in target/tmp/guest/image-<hash>).
+pub fn image() -> &'static Image {
+    static IMAGE: OnceLock<Result<Image, String>> = OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let key = fnv(&[IMAGE_RECIPE.as_bytes()]);
+            let dir = cache_root().join(format!("image-{key}"));
+            if dir.join("root.raw").is_file() {
+                return Ok(Image { dir });
+            }
+            let script = cache_root().join(format!("build-image-{key}.sh"));
+            fs::write(&script, IMAGE_RECIPE).unwrap();
+            let started = Instant::now();
+            run_logged(
+                Command::new("bash")
+                    .arg(&script)
+                    .arg(host_mirror())
+                    .arg(&dir),
+                &cache_root().join(format!("image-{key}.log")),
+                "building the guest image",
+            )?;
+            record(&format!(
+                "image build: {:.0} s (debootstrap bookworm, recipe {key})",
+                started.elapsed().as_secs_f64()
+            ));
+            Ok(Image { dir })
+        })
+        .as_ref()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The package names of every payload the suite boots: the local repository carries their
+/// dependency closure.
+fn payload_packages() -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for args in [
+        vec![],
+        vec![
+            "--from-catalog",
+            "sysbench,redis-bench",
+            "--catalog-dir",
+            CATALOG_DIR,
+        ],
+    ] {
+        let plan = render_plan(&args).unwrap_or_else(|e| panic!("{e}"));
+        for secret in plan["secrets"].as_array().unwrap() {
+            let user_data = secret["stringData"]["userdata"].as_str().unwrap();
+            let doc: serde_yaml::Value = serde_yaml::from_str(user_data).unwrap();
+            for package in doc["packages"].as_sequence().into_iter().flatten() {
+                names.insert(package.as_str().unwrap().to_string());
+            }
+        }
+    }
+    names
+}
+
+const CATALOG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog");
+
+/// The local apt repository: every payload package with its full dependency closure, as the
+/// host's apt resolves it against an empty package database.
+pub fn repo() -> &'static PathBuf {
+    static REPO: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    REPO.get_or_init(|| {
+        let packages = payload_packages();
+        // A package Debian's main archive does not carry stays out of the repository, so the
+        // payload that names it fails in the guest exactly as it would on a stock image.
+        let (list, absent): (Vec<&str>, Vec<&str>) =
+            packages.iter().map(String::as_str).partition(|p| {
+                Command::new("apt-cache")
+                    .args(["policy", p])
+                    .output()
+                    .is_ok_and(|o| {
+                        let text = String::from_utf8_lossy(&o.stdout);
+                        text.contains("Candidate:") && !text.contains("Candidate: (none)")
+                    })
+            });
+
+        let key = fnv(&[list.join(" ").as_bytes()]);
+        let dir = cache_root().join(format!("repo-{key}"));
+        if dir.join("Packages").is_file() {
+            return Ok(dir);
+        }
+        let work = cache_root().join(format!("repo-{key}.work"));
+        let _ = fs::remove_dir_all(&work);
+        fs::create_dir_all(work.join("debs/partial")).unwrap();
+        fs::write(work.join("status"), "").unwrap();
+        let started = Instant::now();
+        let mut apt = Command::new("apt-get");
+        apt.args(["-q", "-y", "--download-only", "--no-install-recommends"])
+            .arg(format!(
+                "-oDir::State::status={}",
+                work.join("status").display()
+            ))
+            .arg(format!(
+                "-oDir::Cache::archives={}",
+                work.join("debs").display()
+            ))
+            .arg("-oDir::Cache::pkgcache=")
+            .arg("-oDir::Cache::srcpkgcache=")
+            .arg("-oDebug::NoLocking=true")
+            .arg("install")
+            .args(&list);
+        run_logged(
+            &mut apt,
+            &cache_root().join("repo-download.log"),
+            "downloading the payload packages",
+        )?;
+        let _ = fs::remove_dir_all(work.join("debs/partial"));
+        let index = Command::new("dpkg-scanpackages")
+            .args(["-m", "debs", "/dev/null"])
+            .current_dir(&work)
+            .stderr(Stdio::null())
+            .output()
+            .map_err(|e| format!("dpkg-scanpackages: {e}"))?;
+        if !index.status.success() || index.stdout.is_empty() {
+            return Err("dpkg-scanpackages produced no index".to_string());
+        }
+        fs::write(work.join("Packages"), &index.stdout).unwrap();
+        let _ = fs::remove_dir_all(&dir);
+        fs::rename(&work, &dir).unwrap();
+        if !absent.is_empty() {
+            record(&format!(
+                "local repository: not in the host's Debian archive: {}",
+                absent.join(", ")
+            ));
+        }
+        record(&format!(
+            "local repository: {} packages requested, closure downloaded and indexed in {:.0} s",
+            list.len(),
+            started.elapsed().as_secs_f64()
+        ));
+        Ok(dir)
+    })
+    .as_ref()
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The cloud-init modules a user-data document drives (by its top-level keys).
+pub fn payload_modules(user_data: &str) -> Vec<String> {
+    let doc: serde_yaml::Value = serde_yaml::from_str(user_data).unwrap_or_default();
+    let mut modules = Vec::new();
+    for key in doc
+        .as_mapping()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, _)| k.as_str())
+    {
+        let names: &[&str] = match key {
+            "packages" | "package_update" | "package_upgrade" => &[
+                "package-update-upgrade-install",
+                "package_update_upgrade_install",
+            ],
+            "runcmd" => &["runcmd", "scripts-user", "scripts_user"],
+            "bootcmd" => &["bootcmd"],
+            "write_files" => &[
+                "write-files",
+                "write_files",
+                "write-files-deferred",
+                "write_files_deferred",
+            ],
+            "users" | "groups" => &["users-groups", "users_groups"],
+            "apt" => &["apt-configure", "apt_configure"],
+            other => &[other][..],
+        };
+        modules.extend(names.iter().map(|n| n.to_string()));
+    }
+    modules
+}
+
+/// The repository's HTTP server on 127.0.0.1 (one per test process).
+pub fn repo_port() -> u16 {
+    static PORT: OnceLock<u16> = OnceLock::new();
+    *PORT.get_or_init(|| http::serve(repo().clone()))
+}
+
+/// `virtwork run --dry-run --output json` for the debian family, through the real binary.
+pub fn render_plan(extra: &[&str]) -> Result<Value, String> {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_virtwork"))
+        .args([
+            "run",
+            "--dry-run",
+            "--output",
+            "json",
+            "--no-audit",
+            "--container-disk-image",
+            DEBIAN_IMAGE,
+        ])
+        .args(extra)
+        .current_dir(home.path())
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("KUBECONFIG", home.path().join("none"))
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(format!(
+            "virtwork run --dry-run {extra:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("dry-run JSON: {e}"))
+}
+
+/// One VM of a rendered plan, as the harness boots it.
+#[derive(Debug, Clone)]
+pub struct VmSpec {
+    pub name: String,
+    pub workload: String,
+    pub role: Option<String>,
+    pub user_data: String,
+    pub cores: u32,
+    pub memory_mib: u64,
+    /// (serial, size in GiB) of the data disk, when the workload has one.
+    pub data_disk: Option<(String, u64)>,
+    /// The readinessProbe's exec command.
+    pub probe: Vec<String>,
+}
+
+fn quantity_mib(q: &str) -> u64 {
+    if let Some(gi) = q.strip_suffix("Gi") {
+        gi.parse::<u64>().unwrap() * 1024
+    } else if let Some(mi) = q.strip_suffix("Mi") {
+        mi.parse().unwrap()
+    } else {
+        panic!("unexpected quantity {q}")
+    }
+}
+
+/// The VMs of a plan, with their user-data taken from the plan's Secrets unchanged.
+pub fn vms_of(plan: &Value) -> Vec<VmSpec> {
+    let secrets = plan["secrets"].as_array().unwrap();
+    plan["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|vm| {
+            let name = vm["metadata"]["name"].as_str().unwrap().to_string();
+            let labels = &vm["metadata"]["labels"];
+            let template = &vm["spec"]["template"]["spec"];
+            let secret_name = template["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find_map(|v| v["cloudInitNoCloud"]["secretRef"]["name"].as_str())
+                .expect("a cloudInitNoCloud volume");
+            let user_data = secrets
+                .iter()
+                .find(|s| s["metadata"]["name"] == secret_name)
+                .and_then(|s| s["stringData"]["userdata"].as_str())
+                .expect("the VM's Secret")
+                .to_string();
+            let data_volume = template["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v.get("dataVolume").is_some());
+            let data_disk = data_volume.map(|volume| {
+                let disk = template["domain"]["devices"]["disks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|d| d["name"] == volume["name"])
+                    .expect("the data volume's disk");
+                let dv_name = volume["dataVolume"]["name"].as_str().unwrap();
+                let dv = vm["spec"]["dataVolumeTemplates"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|t| t["metadata"]["name"] == dv_name)
+                    .expect("the DataVolume template");
+                let size = dv["spec"]["storage"]["resources"]["requests"]["storage"]
+                    .as_str()
+                    .unwrap();
+                (
+                    disk["serial"]
+                        .as_str()
+                        .expect("data disk serial")
+                        .to_string(),
+                    quantity_mib(size) / 1024,
+                )
+            });
+            VmSpec {
+                workload: labels["app.kubernetes.io/component"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                role: labels["virtwork/role"].as_str().map(str::to_string),
+                user_data,
+                cores: template["domain"]["cpu"]["cores"].as_u64().unwrap() as u32,
+                memory_mib: quantity_mib(
+                    template["domain"]["resources"]["requests"]["memory"]
+                        .as_str()
+                        .unwrap(),
+                ),
+                data_disk,
+                probe: template["readinessProbe"]["exec"]["command"]
+                    .as_array()
+                    .map(|c| c.iter().map(|a| a.as_str().unwrap().to_string()).collect())
+                    .unwrap_or_default(),
+                name,
+            }
+        })
+        .collect()
+}
+
+/// Guests running at once: the machine has two cores and TCG is CPU bound.
+const GUEST_SLOTS: usize = 2;
+
+static SLOTS: Mutex<usize> = Mutex::new(0);
+static SLOTS_FREED: Condvar = Condvar::new();
+
+/// Holds `n` of the guest slots until dropped.
+pub struct Slots(usize);
+
+pub fn take_slots(n: usize) -> Slots {
+    let mut used = SLOTS.lock().unwrap();
+    while *used + n > GUEST_SLOTS {
+        used = SLOTS_FREED.wait(used).unwrap();
+    }
+    *used += n;
+    Slots(n)
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        *SLOTS.lock().unwrap() -= self.0;
+        SLOTS_FREED.notify_all();
+    }
+}
+
+/// How a guest is attached to the private link of its scenario.
+#[derive(Debug, Clone)]
+pub struct Link {
+    /// `listen` for the first guest, `connect` for the second.
+    pub listen: bool,
+    pub port: u16,
+    /// Last octet of the guest's address on the link.
+    pub host: u8,
+}
+
+/// A free TCP port on 127.0.0.1 (for a socket netdev).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A booted guest: its QEMU process and guest agent. Dropping it kills QEMU.
+pub struct Guest {
+    pub spec: VmSpec,
+    pub dir: PathBuf,
+    pub started: Instant,
+    child: Child,
+    pub qga: Qga,
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::env::var_os("VIRTWORK_GUEST_KEEP").is_none() {
+            let _ = fs::remove_file(self.dir.join("data.raw"));
+        }
+    }
+}
+
+fn mac(index: u8, nic: u8) -> String {
+    format!("52:54:00:77:{nic:02x}:{index:02x}")
+}
+
+/// Boots `spec` with its user-data as a NoCloud cidata ISO, a data disk when it has one, user
+/// networking restricted to the repository forward, and optionally the private link.
+/// `hosts` are extra /etc/hosts entries (ip, name) the image's hosts unit writes at boot.
+pub fn boot(
+    spec: &VmSpec,
+    link: Option<&Link>,
+    hosts: &[(String, String)],
+) -> Result<Guest, Failure> {
+    let image = image();
+    let port = repo_port();
+    let dir = cache_root()
+        .join("runs")
+        .join(format!("{}-{}", spec.name, std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("cidata")).unwrap();
+    let index = link.map_or(1, |l| l.host);
+
+    // NoCloud seed, as KubeVirt's cloudInitNoCloud presents it: user-data unchanged.
+    let seed = dir.join("cidata");
+    fs::write(seed.join("user-data"), &spec.user_data).unwrap();
+    fs::write(
+        seed.join("meta-data"),
+        format!("instance-id: {0}\nlocal-hostname: {0}\n", spec.name),
+    )
+    .unwrap();
+    let mut network = format!(
+        "version: 2\nethernets:\n  mgmt:\n    match:\n      macaddress: \"{}\"\n    addresses: [10.0.2.15/24]\n",
+        mac(index, 0)
+    );
+    if let Some(link) = link {
+        network.push_str(&format!(
+            "  link:\n    match:\n      macaddress: \"{}\"\n    addresses: [{LINK_PREFIX}.{}/24]\n",
+            mac(index, 1),
+            link.host
+        ));
+    }
+    fs::write(seed.join("network-config"), network).unwrap();
+    let iso = dir.join("cidata.iso");
+    let out = Command::new("genisoimage")
+        .args(["-quiet", "-output"])
+        .arg(&iso)
+        .args(["-volid", "cidata", "-joliet", "-rock"])
+        .arg(seed.join("user-data"))
+        .arg(seed.join("meta-data"))
+        .arg(seed.join("network-config"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "genisoimage: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // wait-online would hold cloud-init back for minutes under TCG; the addresses are static
+    // and the package installation that needs them runs in the final stage.
+    let mut append = String::from(
+        "root=/dev/vda rw console=ttyS0 quiet net.ifnames=0 panic=-1 systemd.mask=systemd-networkd-wait-online.service",
+    );
+    if !hosts.is_empty() {
+        let entries: Vec<String> = hosts
+            .iter()
+            .map(|(ip, name)| format!("{ip}:{name}"))
+            .collect();
+        append.push_str(&format!(" virtwork.hosts={}", entries.join(",")));
+    }
+    let qga_path = dir.join("qga.sock");
+    let mut cmd = Command::new("qemu-system-x86_64");
+    cmd.args([
+        "-accel",
+        "tcg,thread=multi",
+        "-cpu",
+        "max",
+        "-machine",
+        "q35",
+    ])
+    .args([
+        "-smp",
+        &spec.cores.to_string(),
+        "-m",
+        &spec.memory_mib.to_string(),
+    ])
+    .args(["-display", "none", "-no-reboot", "-nodefaults"])
+    .arg("-pidfile")
+    .arg(dir.join("qemu.pid"))
+    .arg("-kernel")
+    .arg(image.dir.join("vmlinuz"))
+    .arg("-initrd")
+    .arg(image.dir.join("initrd.img"))
+    .args(["-append", &append])
+    .arg("-serial")
+    .arg(format!("file:{}", dir.join("console.log").display()))
+    // Disks in the VM spec's order: containerdisk, cloudinitdisk, datadisk.
+    .arg("-drive")
+    // snapshot=on: the guest's writes go to a temporary overlay, never to the cached image.
+    .arg(format!(
+        "file={},if=none,id=root,format=raw,snapshot=on",
+        image.root().display()
+    ))
+    .args(["-device", "virtio-blk-pci,drive=root"])
+    .arg("-drive")
+    .arg(format!(
+        "file={},if=none,id=cidata,format=raw,readonly=on",
+        iso.display()
+    ))
+    .args(["-device", "virtio-blk-pci,drive=cidata"]);
+    if let Some((serial, gib)) = &spec.data_disk {
+        // A blank, sparse disk of the DataVolume's size.
+        let data = dir.join("data.raw");
+        fs::File::create(&data).unwrap().set_len(gib << 30).unwrap();
+        cmd.arg("-drive")
+            .arg(format!(
+                "file={},if=none,id=data,format=raw",
+                data.display()
+            ))
+            .args([
+                "-device",
+                &format!("virtio-blk-pci,drive=data,serial={serial}"),
+            ]);
+    }
+    // User networking: no DHCP gateway the guest uses (its address is static, without a
+    // route), `restrict=on` so nothing leaves the host, and one forward to the repository.
+    cmd.arg("-netdev").arg(format!(
+        "user,id=mgmt,restrict=on,ipv6=off,net=10.0.2.0/24,guestfwd=tcp:{REPO_GUEST_ADDR}:80-cmd:socat STDIO TCP:127.0.0.1:{port}"
+    ));
+    cmd.args([
+        "-device",
+        &format!("virtio-net-pci,netdev=mgmt,mac={}", mac(index, 0)),
+    ]);
+    if let Some(link) = link {
+        let mode = if link.listen { "listen" } else { "connect" };
+        cmd.args([
+            "-netdev",
+            &format!("socket,id=link,{mode}=127.0.0.1:{}", link.port),
+        ]);
+        cmd.args([
+            "-device",
+            &format!("virtio-net-pci,netdev=link,mac={}", mac(index, 1)),
+        ]);
+    }
+    cmd.arg("-chardev")
+        .arg(format!(
+            "socket,id=qga0,path={},server=on,wait=off",
+            qga_path.display()
+        ))
+        .args(["-device", "virtio-serial-pci"])
+        .args([
+            "-device",
+            "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+        ]);
+    let log = fs::File::create(dir.join("qemu.log")).unwrap();
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| fail(&spec.workload, "boot", format!("qemu-system-x86_64: {e}")))?;
+    let started = Instant::now();
+    // The socket appears as soon as QEMU has parsed its options.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !qga_path.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut guest = Guest {
+        spec: spec.clone(),
+        dir: dir.clone(),
+        started,
+        child,
+        qga: Qga::new(qga_path),
+    };
+    if let Ok(Some(status)) = guest.child.try_wait() {
+        return Err(fail(
+            &spec.workload,
+            "boot",
+            format!(
+                "QEMU exited ({status}): {}",
+                fs::read_to_string(dir.join("qemu.log")).unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(guest)
+}
+
+impl Guest {
+    fn workload(&self) -> &str {
+        &self.spec.workload
+    }
+
+    pub fn fail(&self, step: &'static str, detail: impl Into<String>) -> Failure {
+        fail(
+            &format!("{} ({})", self.workload(), self.spec.name),
+            step,
+            detail,
+        )
+    }
+
+    /// Runs a shell command in the guest through guest-exec.
+    pub fn sh(&mut self, command: &str, timeout: Duration) -> Result<ExecResult, String> {
+        self.qga.exec(&["/bin/sh", "-c", command], timeout)
+    }
+
+    /// Runs `command`; its stdout when it exits 0, else a failure of `step`.
+    pub fn check(&mut self, step: &'static str, command: &str) -> Result<String, Failure> {
+        match self.sh(command, Duration::from_secs(120)) {
+            Ok(r) if r.code == 0 => Ok(r.stdout),
+            Ok(r) => Err(self.fail(
+                step,
+                format!("`{command}` exited {}: {}{}", r.code, r.stdout, r.stderr),
+            )),
+            Err(e) => Err(self.fail(step, format!("`{command}`: {e}"))),
+        }
+    }
+
+    fn console_tail(&self) -> String {
+        let text = fs::read_to_string(self.dir.join("console.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().rev().take(15).collect();
+        lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Waits for the guest agent to answer.
+    pub fn wait_agent(&mut self, timeout: Duration) -> Result<(), Failure> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(self.fail(
+                    "boot",
+                    format!("QEMU exited ({status}); console:\n{}", self.console_tail()),
+                ));
+            }
+            if self.qga.sync(Duration::from_secs(3)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(self.fail(
+                    "guest agent",
+                    format!(
+                        "no answer after {}s; console:\n{}",
+                        timeout.as_secs(),
+                        self.console_tail()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+
+    /// The readiness probe exactly as the VM spec has it, run through guest-exec.
+    pub fn probe(&mut self) -> Result<bool, String> {
+        let args: Vec<&str> = self.spec.probe.iter().map(String::as_str).collect();
+        Ok(self.qga.exec(&args, Duration::from_secs(10))?.code == 0)
+    }
+
+    /// Waits for cloud-init to finish and the readiness probe to pass. Checks that the probe
+    /// was false before it became true, that cloud-init reports no error, and that no
+    /// workload traffic can leave through another interface than the scenario's link.
+    /// Returns seconds from QEMU start to the probe passing.
+    pub fn wait_ready(&mut self, timeout: Duration) -> Result<f64, Failure> {
+        self.wait_agent(Duration::from_secs(600))?;
+        eprintln!(
+            "[guest] {}: guest agent answers after {:.0} s",
+            self.spec.name,
+            self.started.elapsed().as_secs_f64()
+        );
+        let deadline = self.started + timeout;
+        let mut seen_false = false;
+        let mut cloud_init_done: Option<Instant> = None;
+        loop {
+            // A probe that times out counts as failed, as it does for KubeVirt.
+            let probe = self.probe().unwrap_or(false);
+            if !probe {
+                seen_false = true;
+            }
+            if cloud_init_done.is_none() {
+                // result.json appears when the final stage ends (`cloud-init status` itself
+                // takes tens of seconds to start under TCG).
+                let done = self
+                    .sh(
+                        "test -f /run/cloud-init/result.json",
+                        Duration::from_secs(30),
+                    )
+                    .is_ok_and(|r| r.code == 0);
+                if done {
+                    eprintln!(
+                        "[guest] {}: cloud-init finished after {:.0} s",
+                        self.spec.name,
+                        self.started.elapsed().as_secs_f64()
+                    );
+                    cloud_init_done = Some(Instant::now());
+                    self.check_cloud_init()?;
+                    self.check_routes()?;
+                }
+            }
+            if probe {
+                if !seen_false {
+                    return Err(self.fail(
+                        "readiness probe",
+                        "the probe passed at its first run, before the unit could have started: it cannot tell a started workload from one that is not",
+                    ));
+                }
+                if cloud_init_done.is_some() {
+                    return Ok(self.started.elapsed().as_secs_f64());
+                }
+            }
+            let late = cloud_init_done.is_some_and(|t| t.elapsed() > Duration::from_secs(600));
+            if Instant::now() > deadline || late {
+                let units = self.units();
+                let status = self
+                    .sh(
+                        &format!("systemctl --no-pager status {} 2>&1 | tail -n 30; journalctl --no-pager -n 40 -u {} 2>&1", units.join(" "), units.join(" -u ")),
+                        Duration::from_secs(30),
+                    )
+                    .map(|r| r.stdout)
+                    .unwrap_or_default();
+                return Err(self.fail(
+                    "unit active",
+                    format!(
+                        "readiness probe {:?} still false after {:.0}s (cloud-init {}):\n{status}",
+                        self.spec.probe,
+                        self.started.elapsed().as_secs_f64(),
+                        if cloud_init_done.is_some() {
+                            "done"
+                        } else {
+                            "still running"
+                        }
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_secs(3));
+        }
+    }
+
+    /// The units the readiness probe checks (the `systemctl is-active` arguments).
+    pub fn units(&self) -> Vec<String> {
+        self.spec
+            .probe
+            .last()
+            .map(|cmd| {
+                cmd.split_whitespace()
+                    .filter(|w| w.ends_with(".service") || w.ends_with(".mount"))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// cloud-init's own account of the run: no module failed.
+    fn check_cloud_init(&mut self) -> Result<(), Failure> {
+        let result = self
+            .sh("cat /run/cloud-init/result.json", Duration::from_secs(30))
+            .map_err(|e| self.fail("cloud-init", e))?;
+        let parsed: Value = serde_json::from_str(&result.stdout).map_err(|e| {
+            self.fail(
+                "cloud-init",
+                format!("result.json unreadable ({e}): {}", result.stdout),
+            )
+        })?;
+        let all: Vec<String> = parsed["v1"]["errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string))
+            .collect();
+        // Only the modules the payload drives count: the image's own first-boot modules
+        // (e.g. `locale`, with no locales package in a minbase image) are not the payload's.
+        let modules = payload_modules(&self.spec.user_data);
+        let errors: Vec<&String> = all
+            .iter()
+            .filter(|e| {
+                modules
+                    .iter()
+                    .any(|m| e.contains(m.as_str()) || e.contains(&m.replace('-', "_")))
+            })
+            .collect();
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let log = self
+            .sh(
+                "grep -E '^(E:|W: |Err|Traceback)|[Ff]ailed|[Ee]rror' /var/log/cloud-init-output.log | tail -n 12",
+                Duration::from_secs(30),
+            )
+            .map(|r| r.stdout)
+            .unwrap_or_default();
+        Err(self.fail(
+            "cloud-init modules",
+            format!(
+                "cloud-init reported {}; cloud-init-output.log:\n{log}",
+                errors
+                    .iter()
+                    .map(|e| e.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        ))
+    }
+
+    /// No default route and nothing routed beyond the two local networks: a connection to
+    /// any other address (a Service IP, the internet) fails in the guest itself.
+    fn check_routes(&mut self) -> Result<(), Failure> {
+        let v6 = self.check(
+            "routes",
+            "ip -6 route show default; ip -6 addr show scope global",
+        )?;
+        if !v6.trim().is_empty() {
+            return Err(self.fail(
+                "routes",
+                format!("the guest has IPv6 routes or addresses beyond link-local: {v6}"),
+            ));
+        }
+        let routes = self.check("routes", "ip -4 route show table all type unicast")?;
+        for route in routes.lines() {
+            let allowed = route.starts_with("10.0.2.0/24 ")
+                || route.starts_with(&format!("{LINK_PREFIX}.0/24 "))
+                || route.contains("table local");
+            if !allowed {
+                return Err(self.fail(
+                    "routes",
+                    format!("unexpected route `{route}`: a guest must reach nothing outside the test (all routes: {routes})"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The /etc/hosts entries that make every Service of `plan` resolve to `ip` (the server guest
+/// on the private link), under the names a pod would use.
+pub fn service_hosts(plan: &Value, ip: &str) -> Vec<(String, String)> {
+    let mut entries = Vec::new();
+    for service in plan["services"].as_array().into_iter().flatten() {
+        let name = service["metadata"]["name"].as_str().unwrap();
+        let namespace = service["metadata"]["namespace"].as_str().unwrap();
+        for alias in [
+            format!("{name}.{namespace}.svc.cluster.local"),
+            format!("{name}.{namespace}.svc"),
+            format!("{name}.{namespace}"),
+            name.to_string(),
+        ] {
+            entries.push((ip.to_string(), alias));
+        }
+    }
+    entries
+}
+
+impl Guest {
+    /// The guest's interface on the private link.
+    pub fn link_dev(&mut self) -> Result<String, Failure> {
+        let out = self.check(
+            "private link",
+            &format!("ip -o -4 addr show to {LINK_PREFIX}.0/24 | awk '{{print $2}}'"),
+        )?;
+        let dev = out.trim().to_string();
+        if dev.is_empty() {
+            return Err(self.fail(
+                "private link",
+                "no address on the private link: the NoCloud network-config was not applied",
+            ));
+        }
+        Ok(dev)
+    }
+
+    /// `name` resolves to `ip` and the route to it leaves through the private link only.
+    pub fn check_reaches_over_link(&mut self, name: &str, ip: &str) -> Result<(), Failure> {
+        let dev = self.link_dev()?;
+        let resolved = self.check(
+            "service name",
+            &format!("getent hosts {name} | awk '{{print $1}}'"),
+        )?;
+        if resolved.trim() != ip {
+            return Err(self.fail(
+                "service name",
+                format!(
+                    "{name} resolves to {:?}, expected the server guest {ip}",
+                    resolved.trim()
+                ),
+            ));
+        }
+        let route = self.check("routes", &format!("ip -4 route get {ip}"))?;
+        if !route.contains(&format!("dev {dev} ")) {
+            return Err(self.fail(
+                "routes",
+                format!(
+                    "traffic to {ip} would leave through `{route}`, not the private link {dev}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes received on the private link over `secs` seconds.
+    pub fn link_rx_bytes(&mut self, secs: u64) -> Result<u64, Failure> {
+        let dev = self.link_dev()?;
+        let out = self.check(
+            "signal: traffic on the server",
+            &format!("f=/sys/class/net/{dev}/statistics/rx_bytes; a=$(cat $f); sleep {secs}; b=$(cat $f); echo $((b - a))"),
+        )?;
+        Ok(out.trim().parse().unwrap_or(0))
+    }
+}
