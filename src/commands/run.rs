@@ -81,17 +81,18 @@ fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Res
     execution.record_event(&Event::execution_started(CommandKind::DryRun, run_uuid));
     execution.record_workloads(plan);
     tracing::info!(total_vms = plan.vms.len(), "dry run mode");
-    let text = match settings.global.output {
+    match settings.global.output {
         OutputFormat::Json => {
             let doc = crate::render::plan_json(plan, "client")?;
             let mut text = serde_json::to_string_pretty(&doc)
                 .map_err(|e| Error::runtime(format!("rendering the plan as JSON: {e}")))?;
             text.push('\n');
-            text
+            super::write_stdout(&text)?;
         }
-        OutputFormat::Text => crate::render::dry_run_yaml(plan)?,
-    };
-    super::write_stdout(&text)?;
+        // Streamed: each document is built and written in turn, so memory stays flat in
+        // the number of VMs.
+        OutputFormat::Text => write_yaml_stdout(plan)?,
+    }
     execution.complete_execution(ExecutionStatus::Success, None);
     // The reference logs the summary after a dry-run too (counts of what would be created).
     tracing::info!(
@@ -105,6 +106,22 @@ fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Res
         "deployment summary"
     );
     Ok(())
+}
+
+/// The dry-run YAML stream on stdout, buffered; a closed pipe ends it quietly.
+fn write_yaml_stdout(plan: &Plan) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let written = crate::render::write_dry_run_yaml(plan, &mut out)
+        .and_then(|()| out.flush().map_err(crate::render::RenderError::Write));
+    match written {
+        Ok(()) => Ok(()),
+        Err(crate::render::RenderError::Render(e)) => Err(e),
+        Err(crate::render::RenderError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            Ok(())
+        }
+        Err(crate::render::RenderError::Write(e)) => Err(super::write_failed(e)),
+    }
 }
 
 /// Applies `plan` to the cluster the settings name (a real run or `--dry-run=server`),

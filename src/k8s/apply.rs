@@ -281,7 +281,7 @@ pub async fn apply_plan(
 }
 
 fn secret_name(vm: &PlannedVm) -> String {
-    vm.secret.name_any()
+    vm.secret_name()
 }
 
 struct UnitOutcome<'a> {
@@ -296,14 +296,16 @@ async fn create_vm_unit<'a>(
     vm: &'a PlannedVm,
     options: &ApplyOptions,
 ) -> UnitOutcome<'a> {
-    if let Err(e) = create_owned(secrets, &vm.secret, options).await {
+    // Objects are built here, when sent, so only the units in flight hold a copy of their
+    // user-data.
+    if let Err(e) = create_owned(secrets, &vm.secret(), options).await {
         return UnitOutcome {
             vm,
             secret_created: false,
             vm_result: Err(e),
         };
     }
-    let vm_result = create_owned(vms, &vm.vm, options).await.map(|_| ());
+    let vm_result = create_owned(vms, &vm.vm(), options).await.map(|_| ());
     UnitOutcome {
         vm,
         secret_created: true,

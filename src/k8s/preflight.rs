@@ -28,7 +28,7 @@ use crate::k8s::kubevirt::VirtualMachine;
 use crate::k8s::list::list_pages;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, classify, retry};
 use crate::labels;
-use crate::plan::Plan;
+use crate::plan::{Plan, PlannedVm};
 
 /// How long we keep trying to reach an unresponsive API server before giving up.
 const REACH_BUDGET: Duration = Duration::from_secs(3);
@@ -58,7 +58,7 @@ impl PreflightNeeds {
             namespace: plan.namespace.clone(),
             run_id: plan.run_id.to_string(),
             services: plan.services.iter().map(|s| s.service.name_any()).collect(),
-            secrets: plan.vms.iter().map(|v| v.secret.name_any()).collect(),
+            secrets: plan.vms.iter().map(PlannedVm::secret_name).collect(),
             vms: plan.vms.iter().map(|v| v.name.clone()).collect(),
             data_disks: plan.vms.iter().any(|v| !v.data_volumes.is_empty()),
             wait_for_ready,
