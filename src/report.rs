@@ -84,6 +84,8 @@ pub struct RunSummary {
     pub vms: Vec<VmSummary>,
     /// API requests admitted by the client rate limiter during the whole run.
     pub api_requests: u64,
+    /// `--max-starting` and `--ramp` as given (unpaced when both are `None`).
+    pub pacing: crate::model::Pacing,
     /// The error that ended the run, if any.
     pub error: Option<String>,
 }
@@ -95,6 +97,22 @@ impl RunSummary {
             "virtwork cleanup --namespace {} --run-id {}",
             self.namespace, self.run_id
         )
+    }
+}
+
+/// A duration as people read it: `850ms`, `42s`, `9m58s`, `1h2m`.
+pub fn human_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) if s == 0 => format!("{m}m"),
+        (0, _) => format!("{m}m{s}s"),
+        _ if m == 0 => format!("{h}h"),
+        _ => format!("{h}h{m}m"),
     }
 }
 
@@ -127,6 +145,17 @@ fn counts_line(c: &KindCounts) -> String {
     line
 }
 
+/// "at most 50 starting, ramp 10m"; `None` when creation is not paced.
+pub fn pacing_line(p: &crate::model::Pacing) -> Option<String> {
+    let parts: Vec<String> = p
+        .max_starting
+        .map(|n| format!("at most {n} starting"))
+        .into_iter()
+        .chain(p.ramp.map(|r| format!("ramp {r}")))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 /// The human summary printed on stdout at the end of a run.
 pub fn run_summary_text(s: &RunSummary) -> String {
     let mut out = String::new();
@@ -153,6 +182,9 @@ pub fn run_summary_text(s: &RunSummary) -> String {
         if s.created != s.planned {
             row("Planned:", counts_line(&s.planned));
         }
+    }
+    if let Some(line) = pacing_line(&s.pacing) {
+        row("Pacing:", line);
     }
     row("Create:", seconds(s.create_duration));
     if let Some(wait) = s.wait_duration {
@@ -219,6 +251,10 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
         "vms_ready": s.vms_ready,
         "vms": vms,
         "api_requests": s.api_requests,
+        "pacing": {
+            "max_starting": s.pacing.max_starting.map(|n| n.get()),
+            "ramp": s.pacing.ramp.map(|r| r.to_string()),
+        },
         "error": s.error,
         "cleanup_command": if s.server_dry_run { Value::Null } else { Value::from(s.cleanup_command()) },
     })
@@ -347,6 +383,7 @@ mod tests {
                 ready_at: Some(jiff::Timestamp::from_second(1_800_000_000).unwrap()),
             }],
             api_requests: 42,
+            pacing: crate::model::Pacing::default(),
             error: None,
         }
     }

@@ -194,7 +194,7 @@ fn vm_spec_matches_the_reference_shape() {
         }]
     })
     .unwrap();
-    let vm = serde_json::to_value(&plan.vms[0].vm()).unwrap();
+    let vm = serde_json::to_value(plan.vms[0].vm()).unwrap();
     let labels = serde_json::json!({
         "app.kubernetes.io/component": "disk",
         "app.kubernetes.io/managed-by": "virtwork",

@@ -11,6 +11,7 @@
 //! exits 130; a second one exits 130 at once.
 
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -24,8 +25,11 @@ use crate::config::RunSettings;
 use crate::error::{Error, Result};
 use crate::k8s::apply::{Applied, ApplyEvent, ApplyOptions, apply_plan};
 use crate::k8s::client::{Cluster, connect_from_env};
+use crate::k8s::pacing::{PaceGate, Pacer};
 use crate::k8s::preflight::{PreflightNeeds, preflight};
-use crate::k8s::ready::{ReadinessTracker, WaitOutcome, wait_for_ready};
+use crate::k8s::ready::{
+    ReadinessObserver, ReadinessTracker, Transition, WaitOutcome, wait_for_ready,
+};
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{DryRunMode, LogFormat, OutputFormat, RunId};
 use crate::plan::{Plan, build_plan};
@@ -248,58 +252,106 @@ async fn drive(
         }
     }
 
+    // The readiness watch runs alongside creation (from the moment the namespace exists):
+    // `--max-starting` admits a creation only when an earlier VM became ready, and every
+    // VM's phases are seen from its first one.
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(0usize);
+    let pacer = Pacer::new(plan.vms.len(), settings.pacing);
+    let gate =
+        (pacer.is_paced() && !server_dry_run).then(|| Arc::new(PaceGate::new(pacer, ready_rx)));
+    let apply_cancel = cancel.child_token();
+    let wait_cancel = cancel.child_token();
     let options = ApplyOptions {
         run_id: plan.run_id.to_string(),
         namespace: plan.namespace.clone(),
         policy: RetryPolicy::until(deadline),
-        cancel: cancel.clone(),
+        cancel: apply_cancel.clone(),
         vm_concurrency: settings.vm_concurrency,
         server_dry_run,
+        pace: gate,
     };
     let namespace = plan.namespace.clone();
     let image = settings.plan.container_disk_image.to_string();
-    let mut on_event =
-        |event: ApplyEvent| record_apply_event(&event, plan, &namespace, &image, execution);
-    let applied = apply_plan(&cluster.client, plan, &options, &mut on_event).await;
-    summary.create_duration = started.elapsed();
-    match applied {
-        Ok(applied) => fill_created(&mut summary, plan, &applied, server_dry_run),
-        Err((error, applied)) => {
-            fill_created(&mut summary, plan, &applied, server_dry_run);
-            return finish(summary, Err(error));
+    let (namespace_tx, mut namespace_rx) = tokio::sync::watch::channel(false);
+    let mut on_event = |event: ApplyEvent| {
+        if matches!(event, ApplyEvent::NamespaceEnsured { .. }) {
+            namespace_tx.send_replace(true);
         }
-    }
-
-    if !wait {
-        return finish(summary, Ok(()));
-    }
-
-    // --timeout bounds the whole run: readiness gets what creation left of it.
-    let timeout = deadline.saturating_duration_since(Instant::now());
-    tracing::info!(
-        vm_count = plan.vms.len(),
-        timeout = timeout.as_nanos() as u64,
-        "waiting for VMs to become ready"
-    );
-    let wait_started = Instant::now();
+        record_apply_event(&event, plan, &namespace, &image, execution)
+    };
     let mut tracker = ReadinessTracker::new(
         plan.vms.iter().map(|v| v.name.clone()),
         settings.ready_condition,
     );
     let live = std::io::stderr().is_terminal() && settings.global.log_format == LogFormat::Text;
     let mut progress = RunProgress::new(plan.vms.len(), live);
-    let (outcome, stats) = wait_for_ready(
-        cluster.client.clone(),
-        &plan.namespace,
-        &plan.run_id.to_string(),
-        &mut tracker,
-        timeout,
-        cancel,
-        &mut progress,
-    )
-    .await;
+    let creating = async {
+        let applied = apply_plan(&cluster.client, plan, &options, &mut on_event).await;
+        let created_at = Instant::now();
+        if applied.is_err() {
+            // Nothing more will be created: stop watching.
+            wait_cancel.cancel();
+        } else if wait {
+            // --timeout bounds the whole run: readiness gets what creation left of it.
+            tracing::info!(
+                vm_count = plan.vms.len(),
+                timeout = %report::human_duration(deadline.saturating_duration_since(created_at)),
+                "waiting for VMs to become ready"
+            );
+        }
+        (applied, created_at)
+    };
+    let waiting = async {
+        if !wait || namespace_rx.wait_for(|exists| *exists).await.is_err() {
+            return None;
+        }
+        let mut observer = PacedObserver {
+            progress: &mut progress,
+            ready: &ready_tx,
+        };
+        let (outcome, stats) = wait_for_ready(
+            cluster.client.clone(),
+            &plan.namespace,
+            &plan.run_id.to_string(),
+            &mut tracker,
+            deadline.saturating_duration_since(Instant::now()),
+            &wait_cancel,
+            &mut observer,
+        )
+        .await;
+        if outcome != WaitOutcome::AllReady {
+            // A failed VM, the timeout or a dead watch: creating more would not help.
+            apply_cancel.cancel();
+        }
+        Some((outcome, stats, Instant::now()))
+    };
+    let ((applied, created_at), waited) = tokio::join!(creating, waiting);
+    summary.create_duration = created_at.saturating_duration_since(started);
+    let applied = match applied {
+        Ok(applied) => applied,
+        Err((error, applied)) => {
+            fill_created(&mut summary, plan, &applied, server_dry_run);
+            progress.finish();
+            // Creation stopped because the wait ended first (a VM failed, the timeout, a
+            // dead watch): the wait's outcome is the reason, reported below.
+            let stopped_by_wait = matches!(error, Error::Interrupted)
+                && !cancel.is_cancelled()
+                && waited
+                    .as_ref()
+                    .is_some_and(|(o, _, _)| *o != WaitOutcome::AllReady);
+            if !stopped_by_wait {
+                return finish(summary, Err(error));
+            }
+            applied
+        }
+    };
+    fill_created(&mut summary, plan, &applied, server_dry_run);
+    let Some((outcome, stats, wait_ended)) = waited else {
+        progress.finish();
+        return finish(summary, Ok(()));
+    };
     progress.finish();
-    summary.wait_duration = Some(wait_started.elapsed());
+    summary.wait_duration = Some(wait_ended.saturating_duration_since(created_at));
     summary.vms_ready = tracker.ready_count();
     tracing::debug!(reconnects = stats.reconnects, "readiness watch finished");
 
@@ -393,6 +445,7 @@ fn empty_summary(settings: &RunSettings, plan: &Plan, server_dry_run: bool) -> R
             })
             .collect(),
         api_requests: 0,
+        pacing: settings.pacing,
         error: None,
     }
 }
@@ -415,6 +468,19 @@ fn fill_created(summary: &mut RunSummary, plan: &Plan, applied: &Applied, server
     };
     for vm in &mut summary.vms {
         vm.created = applied.vms.binary_search(&vm.name).is_ok();
+    }
+}
+
+/// Feeds readiness to the live view and the ready count to `--max-starting`'s gate.
+struct PacedObserver<'a> {
+    progress: &'a mut RunProgress,
+    ready: &'a tokio::sync::watch::Sender<usize>,
+}
+
+impl ReadinessObserver for PacedObserver<'_> {
+    fn changed(&mut self, tracker: &ReadinessTracker, transitions: &[Transition]) {
+        self.ready.send_replace(tracker.ready_count());
+        self.progress.changed(tracker, transitions);
     }
 }
 

@@ -113,6 +113,9 @@ read_by_from_str!(
     VmCount,
 );
 
+// Boot-storm control (`--max-starting`, `--ramp`).
+read_by_from_str!(crate::model::MaxStarting, crate::model::Ramp);
+
 /// Free text (workload names before they are checked against the registry, `--params`).
 impl KeyValue for String {
     fn from_text(text: &str, _: &Source) -> Result<Self> {

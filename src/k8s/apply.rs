@@ -66,6 +66,8 @@ pub struct ApplyOptions {
     pub vm_concurrency: usize,
     /// `--dry-run=server`: submit with `dryRun=All`, persist nothing.
     pub server_dry_run: bool,
+    /// `--max-starting` / `--ramp`: every VM unit waits for its admission first.
+    pub pace: Option<std::sync::Arc<crate::k8s::pacing::PaceGate>>,
 }
 
 impl ApplyOptions {
@@ -229,12 +231,33 @@ pub async fn apply_plan(
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &options.namespace);
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &options.namespace);
-    let mut units = futures::stream::iter(plan.vms.iter().map(|vm| {
-        let secrets = &secrets;
-        let vms = &vms;
-        async move { create_vm_unit(secrets, vms, vm, options).await }
-    }))
-    .buffer_unordered(options.vm_concurrency.max(1));
+    // Admission (pacing) is sequential, in plan order; admitted units then run
+    // `--vm-concurrency` at a time.
+    let mut units = Box::pin(
+        futures::stream::iter(plan.vms.iter())
+            .then(|vm| async move {
+                let admitted = match &options.pace {
+                    Some(gate) => gate.admit(&options.cancel, options.policy.deadline).await,
+                    None => Ok(()),
+                };
+                (vm, admitted)
+            })
+            .map(|(vm, admitted)| {
+                let secrets = &secrets;
+                let vms = &vms;
+                async move {
+                    match admitted {
+                        Ok(()) => create_vm_unit(secrets, vms, vm, options).await,
+                        Err(e) => UnitOutcome {
+                            vm,
+                            secret_created: false,
+                            vm_result: Err(e),
+                        },
+                    }
+                }
+            })
+            .buffer_unordered(options.vm_concurrency.max(1)),
+    );
 
     let mut first_error = None;
     while let Some(UnitOutcome {

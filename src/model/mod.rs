@@ -13,6 +13,7 @@
 mod choices;
 mod counts;
 mod names;
+mod pacing;
 mod quantity;
 mod ssh;
 mod suggest;
@@ -23,6 +24,7 @@ pub use counts::{
     Qps, TimeoutSecs, VmConcurrency, VmCount,
 };
 pub use names::{DnsLabel, ImageRef, RunId, UserName};
+pub use pacing::{MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
 pub use suggest::suggest;

@@ -1,0 +1,242 @@
+//! Filling clusters: boot-storm control (`--max-starting`, `--ramp`), time-to-ready figures
+//! and the terminal at scale, through the real binary against the fake API server. The
+//! server's ordered event log (every committed change, by resourceVersion) and its request
+//! log are the evidence.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use support::{ControllerOptions, EventType, FakeApiServer, Options};
+
+const NS: &str = "virtwork";
+
+/// A scratch directory with a kubeconfig for the server and an audit DB path.
+struct Env {
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl Env {
+    fn new(server: &FakeApiServer) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig).unwrap();
+        Env { dir, kubeconfig }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("audit.db")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--audit-db")
+            .arg(self.db())
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", self.dir.path())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null());
+        for (key, _) in std::env::vars() {
+            if key.starts_with("VIRTWORK_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("spawn virtwork")
+    }
+}
+
+fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn json_output(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// A fixture whose VMIs take a while to start (Scheduled -> Running after `start_delay`).
+fn slow_start_server(start_delay: Duration) -> FakeApiServer {
+    FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            scheduled_delay: start_delay,
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    })
+}
+
+fn kind(object: &Value) -> &str {
+    object["kind"].as_str().unwrap_or_default()
+}
+
+fn name(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn seconds_since_epoch(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Boot-storm control
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn max_starting_never_lets_more_than_n_vms_start_at_once() {
+    let server = slow_start_server(Duration::from_millis(400));
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--output",
+        "json",
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "12",
+        "--max-starting",
+        "3",
+        "--timeout",
+        "120",
+    ]);
+    assert_success(&out);
+    let doc = json_output(&out);
+    assert_eq!(doc["vms_ready"], 12, "{doc}");
+    assert_eq!(doc["pacing"]["max_starting"], 3, "{doc}");
+
+    // Replay the cluster's history in commit order. A VM is starting from the moment its
+    // cloud-init Secret exists (the first object of its unit) until its VMI is Running
+    // (the ready condition in force).
+    let mut starting = std::collections::BTreeSet::new();
+    let mut most = 0;
+    let mut created = 0;
+    for event in server.events() {
+        let object = &event.object;
+        match (kind(object), event.event_type) {
+            ("Secret", EventType::Added) => {
+                let vm = name(object).trim_end_matches("-cloudinit").to_string();
+                assert!(starting.insert(vm));
+                created += 1;
+                most = most.max(starting.len());
+                assert!(
+                    starting.len() <= 3,
+                    "{} VMs starting at once (rv {}): {starting:?}",
+                    starting.len(),
+                    event.rv
+                );
+            }
+            ("VirtualMachineInstance", EventType::Modified | EventType::Added)
+                if object["status"]["phase"] == "Running" =>
+            {
+                starting.remove(name(object));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(created, 12);
+    // Closed loop, not serial: the limit was actually used.
+    assert_eq!(most, 3, "never more than 3, and 3 at some point");
+
+    // The request log agrees: every VM create came after at most 2 others were pending.
+    let log = server.request_log();
+    let vm_creates = log
+        .iter()
+        .filter(|r| r.verb == "create" && r.resource == "virtualmachines")
+        .count();
+    assert_eq!(vm_creates, 12);
+}
+
+#[test]
+fn ramp_spreads_creation_evenly_over_the_duration() {
+    let server = FakeApiServer::start(Options::default());
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--output",
+        "json",
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "60",
+        "--ramp",
+        "30s",
+        "--timeout",
+        "300",
+    ]);
+    assert_success(&out);
+    let doc = json_output(&out);
+    assert_eq!(doc["pacing"]["ramp"], "30s", "{doc}");
+    let mut times: Vec<f64> = server
+        .request_log()
+        .iter()
+        .filter(|r| r.verb == "create" && r.resource == "virtualmachines")
+        .map(|r| seconds_since_epoch(r.timestamp))
+        .collect();
+    times.sort_by(f64::total_cmp);
+    assert_eq!(times.len(), 60);
+    let span = times[59] - times[0];
+    // 60 slots 0.5 s apart: the last one 29.5 s after the first.
+    assert!(
+        (28.0..32.0).contains(&span),
+        "creation spans {span:.1}s, not the ramp's 30s"
+    );
+    // Evenly: a 5 s window's share is 10 creations; none holds more than twice that.
+    for (i, start) in times.iter().enumerate() {
+        let in_window = times[i..].iter().take_while(|t| **t < start + 5.0).count();
+        assert!(
+            in_window <= 20,
+            "{in_window} VM creations within 5 s from {:.1}s",
+            start - times[0]
+        );
+    }
+}
+
+#[test]
+fn pacing_flags_are_refused_before_anything_is_sent() {
+    let server = FakeApiServer::start(Options::default());
+    let env = Env::new(&server);
+    let out = env.run(&["run", "--workloads", "cpu", "--ramp", "fast"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid value \"fast\" for --ramp: expected a duration"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let out = env
+        .command(&["run", "--workloads", "cpu", "--no-wait"])
+        .env("VIRTWORK_MAX_STARTING", "4")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("VIRTWORK_MAX_STARTING needs the readiness wait")
+    );
+    assert!(server.request_log().is_empty(), "nothing sent on bad input");
+    let _ = NS;
+}
