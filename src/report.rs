@@ -59,7 +59,59 @@ pub struct VmSummary {
     pub created: bool,
     /// Last VMI phase seen, when readiness was watched.
     pub phase: Option<String>,
+    /// When the API server accepted the VM.
+    pub created_at: Option<jiff::Timestamp>,
+    /// When the readiness watch first saw its VMI scheduled (phase Scheduled or Running).
+    pub scheduled_at: Option<jiff::Timestamp>,
+    /// When the readiness watch first saw its VMI Running.
+    pub running_at: Option<jiff::Timestamp>,
     pub ready_at: Option<jiff::Timestamp>,
+}
+
+impl VmSummary {
+    /// From creation to meeting the ready condition.
+    pub fn time_to_ready(&self) -> Option<Duration> {
+        since(self.created_at?, self.ready_at?)
+    }
+}
+
+fn since(from: jiff::Timestamp, to: jiff::Timestamp) -> Option<Duration> {
+    Duration::try_from(to.duration_since(from)).ok()
+}
+
+/// Time-to-ready over the VMs that became ready, and the rate achieved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReadyStats {
+    pub count: usize,
+    pub p50: Duration,
+    pub p90: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+    /// VMs ready per minute, from the first VM created to the last one ready.
+    pub vms_per_minute: f64,
+}
+
+/// Nearest-rank percentiles of the VMs' time to ready; `None` when no VM became ready.
+pub fn ready_stats(vms: &[VmSummary]) -> Option<ReadyStats> {
+    let mut times: Vec<Duration> = vms.iter().filter_map(VmSummary::time_to_ready).collect();
+    if times.is_empty() {
+        return None;
+    }
+    times.sort();
+    let rank = |p: usize| times[(p * times.len()).div_ceil(100).clamp(1, times.len()) - 1];
+    let first_created = vms.iter().filter_map(|v| v.created_at).min()?;
+    let last_ready = vms.iter().filter_map(|v| v.ready_at).max()?;
+    let span = since(first_created, last_ready).unwrap_or_default();
+    // A span under a millisecond (everything at once) would divide by ~0.
+    let minutes = span.as_secs_f64().max(0.001) / 60.0;
+    Some(ReadyStats {
+        count: times.len(),
+        p50: rank(50),
+        p90: rank(90),
+        p99: rank(99),
+        max: *times.last().expect("not empty"),
+        vms_per_minute: times.len() as f64 / minutes,
+    })
 }
 
 /// The facts of one `virtwork run` against a cluster.
@@ -199,6 +251,23 @@ pub fn run_summary_text(s: &RunSummary) -> String {
             ),
         );
     }
+    if let Some(stats) = ready_stats(&s.vms) {
+        row(
+            "To ready:",
+            format!(
+                "p50 {}, p90 {}, p99 {}, max {} ({} VMs)",
+                seconds(stats.p50),
+                seconds(stats.p90),
+                seconds(stats.p99),
+                seconds(stats.max),
+                stats.count
+            ),
+        );
+        row(
+            "Rate:",
+            format!("{:.1} VMs/minute ready", stats.vms_per_minute),
+        );
+    }
     if let Some(error) = &s.error {
         row("Error:", error.clone());
     }
@@ -230,7 +299,11 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
                 "created": vm.created,
                 "phase": vm.phase,
                 "ready": vm.ready_at.is_some(),
+                "created_at": vm.created_at.map(|t| t.to_string()),
+                "scheduled_at": vm.scheduled_at.map(|t| t.to_string()),
+                "running_at": vm.running_at.map(|t| t.to_string()),
                 "ready_at": vm.ready_at.map(|t| t.to_string()),
+                "time_to_ready_ms": vm.time_to_ready().map(|d| d.as_millis() as u64),
             })
         })
         .collect();
@@ -249,6 +322,13 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
             "wait": s.wait_duration.map(|d| d.as_millis() as u64),
         },
         "vms_ready": s.vms_ready,
+        "time_to_ready_ms": ready_stats(&s.vms).map(|r| json!({
+            "p50": r.p50.as_millis() as u64,
+            "p90": r.p90.as_millis() as u64,
+            "p99": r.p99.as_millis() as u64,
+            "max": r.max.as_millis() as u64,
+        })),
+        "vms_per_minute": ready_stats(&s.vms).map(|r| (r.vms_per_minute * 10.0).round() / 10.0),
         "vms": vms,
         "api_requests": s.api_requests,
         "pacing": {
@@ -380,6 +460,9 @@ mod tests {
                 role: None,
                 created: !server_dry_run,
                 phase: Some("Running".into()),
+                created_at: Some(jiff::Timestamp::from_second(1_799_999_958).unwrap()),
+                scheduled_at: Some(jiff::Timestamp::from_second(1_799_999_970).unwrap()),
+                running_at: Some(jiff::Timestamp::from_second(1_799_999_990).unwrap()),
                 ready_at: Some(jiff::Timestamp::from_second(1_800_000_000).unwrap()),
             }],
             api_requests: 42,
@@ -447,8 +530,63 @@ mod tests {
         assert_eq!(doc["vms"][0]["phase"], "Running");
         assert_eq!(doc["vms"][0]["ready"], true);
         assert_eq!(doc["vms"][0]["ready_at"], "2027-01-15T08:00:00Z");
+        assert_eq!(doc["vms"][0]["created_at"], "2027-01-15T07:59:18Z");
+        assert_eq!(doc["vms"][0]["scheduled_at"], "2027-01-15T07:59:30Z");
+        assert_eq!(doc["vms"][0]["running_at"], "2027-01-15T07:59:50Z");
+        assert_eq!(doc["vms"][0]["time_to_ready_ms"], 42_000);
+        assert_eq!(doc["time_to_ready_ms"]["max"], 42_000);
         assert!(doc["dry_run"].is_null());
         assert_eq!(doc["api_requests"], 42);
+    }
+
+    #[test]
+    fn time_to_ready_percentiles_and_rate() {
+        let t0 = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let at = |ms: i64| {
+            t0.checked_add(jiff::SignedDuration::from_millis(ms))
+                .unwrap()
+        };
+        // 100 VMs created a second apart, VM i ready (i + 1) x 100 ms after its creation;
+        // one more never ready.
+        let mut vms: Vec<VmSummary> = (0..100)
+            .map(|i| VmSummary {
+                name: format!("vm-{i}"),
+                workload: "cpu".into(),
+                role: None,
+                created: true,
+                phase: Some("Running".into()),
+                created_at: Some(at(i * 1000)),
+                scheduled_at: None,
+                running_at: None,
+                ready_at: Some(at(i * 1000 + (i + 1) * 100)),
+            })
+            .collect();
+        vms.push(VmSummary {
+            ready_at: None,
+            ..vms[0].clone()
+        });
+        let stats = ready_stats(&vms).unwrap();
+        assert_eq!(stats.count, 100);
+        assert_eq!(stats.p50, Duration::from_millis(5000));
+        assert_eq!(stats.p90, Duration::from_millis(9000));
+        assert_eq!(stats.p99, Duration::from_millis(9900));
+        assert_eq!(stats.max, Duration::from_millis(10_000));
+        // 100 VMs from t0 to the last ready at 109 s.
+        assert!((stats.vms_per_minute - 100.0 / (109.0 / 60.0)).abs() < 0.01);
+        assert!(ready_stats(&vms[100..]).is_none());
+
+        let mut s = summary(RunStatus::Success, false);
+        s.vms = vms;
+        let text = run_summary_text(&s);
+        assert!(
+            text.contains("To ready:  p50 5.0s, p90 9.0s, p99 9.9s, max 10.0s (100 VMs)"),
+            "{text}"
+        );
+        assert!(text.contains("Rate:      55.0 VMs/minute ready"), "{text}");
+        let doc = run_summary_json(&s);
+        assert_eq!(doc["time_to_ready_ms"]["p90"], 9000);
+        assert_eq!(doc["vms_per_minute"], 55.0);
+        assert_eq!(doc["vms"][3]["time_to_ready_ms"], 400);
     }
 
     #[test]

@@ -240,3 +240,100 @@ fn pacing_flags_are_refused_before_anything_is_sent() {
     assert!(server.request_log().is_empty(), "nothing sent on bad input");
     let _ = NS;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Time to ready
+// ---------------------------------------------------------------------------------------------
+
+fn timestamp(vm: &Value, key: &str) -> jiff::Timestamp {
+    vm[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{key} missing: {vm}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn time_to_ready_is_reported_per_vm_in_the_summary_and_the_audit_record() {
+    // Each VMI spends 300 ms Scheduling and 300 ms Scheduled before Running.
+    let server = FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            scheduling_delay: Duration::from_millis(300),
+            scheduled_delay: Duration::from_millis(300),
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::new(&server);
+    let out = env.run(&[
+        "--output",
+        "json",
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "4",
+        "--timeout",
+        "120",
+    ]);
+    assert_success(&out);
+    let doc = json_output(&out);
+    let run_id = doc["run_id"].as_str().unwrap().to_string();
+    for vm in doc["vms"].as_array().unwrap() {
+        let created = timestamp(vm, "created_at");
+        let scheduled = timestamp(vm, "scheduled_at");
+        let running = timestamp(vm, "running_at");
+        let ready = timestamp(vm, "ready_at");
+        let ms = |a: jiff::Timestamp, b: jiff::Timestamp| b.duration_since(a).as_millis();
+        // The watch saw every phase as it happened: Scheduled about 300 ms (Scheduling)
+        // after creation, Running 300 ms after that; ready = Running for `running`.
+        assert!(ms(created, scheduled) >= 250, "{vm}");
+        assert!(ms(scheduled, running) >= 250, "{vm}");
+        assert_eq!(running, ready, "{vm}");
+        assert_eq!(
+            vm["time_to_ready_ms"].as_i64().unwrap() as i128,
+            ms(created, ready),
+            "{vm}"
+        );
+    }
+    let p50 = doc["time_to_ready_ms"]["p50"].as_u64().unwrap();
+    let max = doc["time_to_ready_ms"]["max"].as_u64().unwrap();
+    assert!(p50 >= 500 && p50 <= max, "{doc}");
+    assert!(doc["vms_per_minute"].as_f64().unwrap() > 0.0, "{doc}");
+
+    // The audit record keeps the same timeline (whole seconds), `audit show` prints it.
+    let show = env
+        .command(&["--output", "json", "audit", "show", &run_id])
+        .output()
+        .unwrap();
+    assert_success(&show);
+    let record: Value = serde_json::from_slice(&show.stdout).unwrap();
+    for vm in record["vms"].as_array().unwrap() {
+        for key in ["created_at", "scheduled_at", "running_at", "ready_at"] {
+            assert!(vm[key].is_string(), "{key} in {vm}");
+        }
+        assert!(vm["seconds_to_running"].is_i64(), "{vm}");
+    }
+    let text = env.command(&["audit", "show", &run_id]).output().unwrap();
+    assert_success(&text);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("TO SCHEDULED") && text.contains("TO RUNNING"),
+        "{text}"
+    );
+
+    // The text summary gives the percentiles and the rate.
+    let server_text = env.run(&[
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--namespace",
+        "other",
+    ]);
+    assert_success(&server_text);
+    let summary = String::from_utf8_lossy(&server_text.stdout);
+    assert!(summary.contains("To ready:  p50 "), "{summary}");
+    assert!(summary.contains(" VMs/minute ready"), "{summary}");
+}

@@ -10,6 +10,7 @@
 //! in flight, records the run as `cancelled`, prints what exists and the cleanup command and
 //! exits 130; a second one exits 130 at once.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -273,11 +274,27 @@ async fn drive(
     let namespace = plan.namespace.clone();
     let image = settings.plan.container_disk_image.to_string();
     let (namespace_tx, mut namespace_rx) = tokio::sync::watch::channel(false);
+    let plan_index: HashMap<&str, usize> = plan
+        .vms
+        .iter()
+        .enumerate()
+        .map(|(i, vm)| (vm.name.as_str(), i))
+        .collect();
+    // When the API server accepted each VM, by plan index (the start of its time to ready).
+    let mut created_times: Vec<Option<jiff::Timestamp>> = vec![None; plan.vms.len()];
     let mut on_event = |event: ApplyEvent| {
-        if matches!(event, ApplyEvent::NamespaceEnsured { .. }) {
-            namespace_tx.send_replace(true);
+        match &event {
+            ApplyEvent::NamespaceEnsured { .. } => {
+                namespace_tx.send_replace(true);
+            }
+            ApplyEvent::VmCreated { name, .. } => {
+                if let Some(&i) = plan_index.get(name.as_str()) {
+                    created_times[i] = Some(jiff::Timestamp::now());
+                }
+            }
+            _ => {}
         }
-        record_apply_event(&event, plan, &namespace, &image, execution)
+        record_apply_event(&event, plan, &plan_index, &namespace, &image, execution)
     };
     let mut tracker = ReadinessTracker::new(
         plan.vms.iter().map(|v| v.name.clone()),
@@ -327,6 +344,9 @@ async fn drive(
     };
     let ((applied, created_at), waited) = tokio::join!(creating, waiting);
     summary.create_duration = created_at.saturating_duration_since(started);
+    for (vm, at) in summary.vms.iter_mut().zip(created_times) {
+        vm.created_at = at;
+    }
     let applied = match applied {
         Ok(applied) => applied,
         Err((error, applied)) => {
@@ -355,10 +375,21 @@ async fn drive(
     summary.vms_ready = tracker.ready_count();
     tracing::debug!(reconnects = stats.reconnects, "readiness watch finished");
 
+    let index: HashMap<&str, usize> = plan
+        .vms
+        .iter()
+        .enumerate()
+        .map(|(i, vm)| (vm.name.as_str(), i))
+        .collect();
     for state in tracker.vms() {
-        if let Some(vm) = summary.vms.iter_mut().find(|v| v.name == state.name) {
+        if let Some(vm) = index.get(state.name.as_str()).map(|&i| &mut summary.vms[i]) {
             vm.phase = Some(state.phase.clone());
+            vm.scheduled_at = state.scheduled_at;
+            vm.running_at = state.running_at;
             vm.ready_at = state.ready_at;
+        }
+        if state.scheduled_at.is_some() || state.running_at.is_some() {
+            execution.update_vm_timeline(&state.name, state.scheduled_at, state.running_at);
         }
         match state.ready_at {
             Some(at) => {
@@ -441,6 +472,9 @@ fn empty_summary(settings: &RunSettings, plan: &Plan, server_dry_run: bool) -> R
                 role: vm.role.clone(),
                 created: false,
                 phase: None,
+                created_at: None,
+                scheduled_at: None,
+                running_at: None,
                 ready_at: None,
             })
             .collect(),
@@ -488,6 +522,7 @@ impl ReadinessObserver for PacedObserver<'_> {
 fn record_apply_event(
     event: &ApplyEvent,
     plan: &Plan,
+    plan_index: &HashMap<&str, usize>,
     namespace: &str,
     image: &str,
     execution: &crate::audit::recorder::Execution,
@@ -507,7 +542,7 @@ fn record_apply_event(
         }
         ApplyEvent::VmCreated { name, workload } => {
             tracing::info!(vm_name = %name, namespace = %namespace, workload = %workload, "vm created");
-            let planned_vm = plan.vms.iter().find(|v| &v.name == name);
+            let planned_vm = plan_index.get(name.as_str()).map(|&i| &plan.vms[i]);
             let planned_workload = plan.workloads.iter().find(|w| &w.name == workload);
             if let (Some(vm), Some(w)) = (planned_vm, planned_workload) {
                 execution.record_vm(&VmRecord::from_planned(vm, w, namespace, image));
