@@ -2,16 +2,18 @@
 //!
 //! `virtwork run` (real and `--dry-run=server`): [`RunSummary`] holds the facts of a run;
 //! [`run_summary_text`] renders the human summary and [`run_summary_json`] the documented
-//! `--output json` document (docs/output-json.md). [`RunProgress`] shows readiness progress:
-//! a live indicatif view (VMs per phase, ready count, elapsed, ETA) when stderr is a
-//! terminal and logs are text, otherwise one info log line per phase change. Rendering is
-//! pure; only `RunProgress` writes (to stderr).
+//! `--output json` document (docs/output-json.md). [`RunProgress`] shows progress of both
+//! phases: a live indicatif view (creating: n/N, rate, ETA, VMs starting; waiting: VMs per
+//! phase, ready count, the slowest VMs) when stderr is a terminal and logs are text,
+//! otherwise a progress line at INFO every few seconds. Rendering is pure; only
+//! `RunProgress` writes (to stderr).
 
 // `cleanup` and `status` rendering lives in submodules (report/cleanup.rs, report/status.rs).
 pub mod cleanup;
 pub mod status;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -340,32 +342,133 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
     })
 }
 
-/// Readiness progress on stderr: a live view on a terminal, log lines otherwise.
+/// How often the live view is redrawn from the shared state.
+const LIVE_REFRESH: Duration = Duration::from_millis(250);
+/// How often a progress line is logged when stderr is not a terminal.
+pub const PROGRESS_LOG_INTERVAL: Duration = Duration::from_secs(5);
+/// How many of the slowest VMs the view names.
+const SLOWEST_SHOWN: usize = 3;
+
+/// Run progress on stderr, for both phases (creating, then waiting for readiness). On a
+/// terminal: one live indicatif view redrawn a few times a second (log lines print above
+/// it, see `logging`). Otherwise: a phase change or a progress line every
+/// [`PROGRESS_LOG_INTERVAL`] at INFO, never a line per VM (those are DEBUG, `--verbose`).
+/// Updates are O(1) per event; the view is computed from the shared state on each tick.
 pub struct RunProgress {
+    state: Arc<Mutex<ProgressState>>,
     bar: Option<indicatif::ProgressBar>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct ProgressState {
+    total: usize,
     started: Instant,
+    created: usize,
+    creation_done: Option<Instant>,
+    ready: usize,
+    phases: BTreeMap<String, usize>,
+    /// Created VMs not yet ready: since when, and their last phase.
+    pending: HashMap<String, (Instant, String)>,
+    /// VMs the watch saw ready before their creation was reported (the two race).
+    ready_early: std::collections::HashSet<String>,
+    max_starting: Option<u32>,
+}
+
+impl ProgressState {
+    fn creating_line(&self) -> String {
+        let elapsed = self.started.elapsed().as_secs_f64().max(0.001);
+        let rate = self.created as f64 / elapsed;
+        let left = self.total.saturating_sub(self.created);
+        let eta = if rate > 0.0 {
+            human_duration(Duration::from_secs_f64(left as f64 / rate))
+        } else {
+            "-".to_string()
+        };
+        let mut line = format!(
+            "VMs created, {rate:.1}/s, ETA {eta}; {} starting",
+            self.pending.len()
+        );
+        if let Some(max) = self.max_starting {
+            line.push_str(&format!(" (at most {max})"));
+        }
+        line
+    }
+
+    fn waiting_line(&self) -> String {
+        let mut slowest: Vec<(&String, &(Instant, String))> = self.pending.iter().collect();
+        slowest.sort_by_key(|(name, (since, _))| (*since, *name));
+        let slowest: Vec<String> = slowest
+            .iter()
+            .take(SLOWEST_SHOWN)
+            .map(|(name, (since, phase))| {
+                format!("{name} {phase} {}", human_duration(since.elapsed()))
+            })
+            .collect();
+        let mut line = format!("VMs ready; {}", phase_counts_line(&self.phases));
+        if !slowest.is_empty() {
+            line.push_str(&format!("; slowest: {}", slowest.join(", ")));
+        }
+        line
+    }
 }
 
 impl RunProgress {
     /// `live`: draw the indicatif view (stderr is a terminal and logs are human-readable).
-    pub fn new(total_vms: usize, live: bool) -> Self {
+    /// Must be called inside the tokio runtime (the view refreshes on a timer).
+    pub fn new(total_vms: usize, live: bool, max_starting: Option<u32>) -> Self {
+        let state = Arc::new(Mutex::new(ProgressState {
+            total: total_vms,
+            started: Instant::now(),
+            created: 0,
+            creation_done: None,
+            ready: 0,
+            phases: BTreeMap::new(),
+            pending: HashMap::new(),
+            ready_early: Default::default(),
+            max_starting,
+        }));
         let bar = live.then(|| {
             let bar = indicatif::ProgressBar::with_draw_target(
                 Some(total_vms as u64),
                 indicatif::ProgressDrawTarget::stderr(),
             );
             let style = indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} VMs ready, ETA {eta}  {msg}",
+                "{spinner} [{elapsed_precise}] {prefix} {bar:30} {pos}/{len} {msg}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> ");
             bar.set_style(style);
+            bar.set_prefix("creating");
             bar.enable_steady_tick(Duration::from_millis(200));
+            crate::logging::print_above(Some(bar.clone()));
             bar
         });
+        let ticker = {
+            let state = Arc::clone(&state);
+            let bar = bar.clone();
+            let every = if bar.is_some() {
+                LIVE_REFRESH
+            } else {
+                PROGRESS_LOG_INTERVAL
+            };
+            tokio::spawn(async move {
+                let mut interval = tokio::time::interval(every);
+                interval.tick().await;
+                loop {
+                    interval.tick().await;
+                    let state = state.lock().expect("progress lock");
+                    match &bar {
+                        Some(bar) => draw(bar, &state),
+                        None => log_progress(&state),
+                    }
+                }
+            })
+        };
         RunProgress {
+            state,
             bar,
-            started: Instant::now(),
+            ticker: Some(ticker),
         }
     }
 
@@ -374,16 +477,81 @@ impl RunProgress {
         self.bar.is_some()
     }
 
-    /// Removes the live view (before the summary is printed).
-    pub fn finish(&self) {
+    /// The API server accepted VM `name`.
+    pub fn vm_created(&self, name: &str) {
+        let mut state = self.state.lock().expect("progress lock");
+        state.created += 1;
+        if state.ready_early.remove(name) {
+            return;
+        }
+        state
+            .pending
+            .entry(name.to_string())
+            .or_insert_with(|| (Instant::now(), crate::k8s::ready::NO_VMI_PHASE.to_string()));
+    }
+
+    /// Creation ended (every VM sent, or stopped); the view turns to readiness.
+    pub fn creation_finished(&self, waiting: bool) {
+        let mut state = self.state.lock().expect("progress lock");
+        state.creation_done = Some(Instant::now());
+        // Without a terminal the command logs the phase change itself.
+        if let Some(bar) = &self.bar
+            && waiting
+        {
+            bar.set_prefix("ready");
+            draw(bar, &state);
+        }
+    }
+
+    /// Removes the live view (before the summary is printed) and stops the timer.
+    pub fn finish(&mut self) {
+        if let Some(ticker) = self.ticker.take() {
+            ticker.abort();
+        }
         if let Some(bar) = &self.bar {
+            crate::logging::print_above(None);
             bar.finish_and_clear();
         }
     }
 
-    /// Time since the wait began.
+    /// Time since the run's progress began.
     pub fn elapsed(&self) -> Duration {
-        self.started.elapsed()
+        self.state.lock().expect("progress lock").started.elapsed()
+    }
+}
+
+impl Drop for RunProgress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn draw(bar: &indicatif::ProgressBar, state: &ProgressState) {
+    if state.creation_done.is_none() {
+        bar.set_position(state.created as u64);
+        bar.set_message(state.creating_line());
+    } else {
+        bar.set_position(state.ready as u64);
+        bar.set_message(state.waiting_line());
+    }
+}
+
+fn log_progress(state: &ProgressState) {
+    if state.creation_done.is_none() {
+        tracing::info!(
+            created = state.created,
+            total = state.total,
+            ready = state.ready,
+            "creating: {}",
+            state.creating_line()
+        );
+    } else {
+        tracing::info!(
+            ready = state.ready,
+            total = state.total,
+            "waiting: {}",
+            state.waiting_line()
+        );
     }
 }
 
@@ -398,29 +566,39 @@ pub fn phase_counts_line(counts: &BTreeMap<String, usize>) -> String {
 
 impl ReadinessObserver for RunProgress {
     fn changed(&mut self, tracker: &ReadinessTracker, transitions: &[Transition]) {
-        match &self.bar {
-            Some(bar) => {
-                bar.set_position(tracker.ready_count() as u64);
-                bar.set_message(phase_counts_line(&tracker.phase_counts()));
-            }
-            None => {
-                for t in transitions {
-                    match t {
-                        Transition::Phase { vm, from, to } => {
-                            tracing::info!(vm_name = %vm, from = %from, phase = %to, "vm phase changed")
-                        }
-                        Transition::Ready { vm, phase } => tracing::info!(
-                            vm_name = %vm,
-                            phase = %phase,
-                            ready = tracker.ready_count(),
-                            total = tracker.total(),
-                            elapsed_ms = self.started.elapsed().as_millis() as u64,
-                            "vm ready"
-                        ),
-                        Transition::Failed { vm, reason } => {
-                            tracing::error!(vm_name = %vm, reason = %reason, "vm failed")
-                        }
+        self.observe(tracker, transitions);
+    }
+}
+
+impl RunProgress {
+    /// Readiness changed (the [`ReadinessObserver`] hook, usable through a shared reference
+    /// while creation reports to the same view).
+    pub fn observe(&self, tracker: &ReadinessTracker, transitions: &[Transition]) {
+        let mut state = self.state.lock().expect("progress lock");
+        state.ready = tracker.ready_count();
+        state.phases = tracker.phase_counts();
+        for t in transitions {
+            match t {
+                Transition::Phase { vm, from, to } => {
+                    if let Some((_, phase)) = state.pending.get_mut(vm) {
+                        phase.clone_from(to);
                     }
+                    tracing::debug!(vm_name = %vm, from = %from, phase = %to, "vm phase changed")
+                }
+                Transition::Ready { vm, phase } => {
+                    if state.pending.remove(vm).is_none() {
+                        state.ready_early.insert(vm.clone());
+                    }
+                    tracing::debug!(
+                        vm_name = %vm,
+                        phase = %phase,
+                        ready = state.ready,
+                        total = tracker.total(),
+                        "vm ready"
+                    )
+                }
+                Transition::Failed { vm, reason } => {
+                    tracing::error!(vm_name = %vm, reason = %reason, "vm failed")
                 }
             }
         }

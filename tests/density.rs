@@ -337,3 +337,153 @@ fn time_to_ready_is_reported_per_vm_in_the_summary_and_the_audit_record() {
     assert!(summary.contains("To ready:  p50 "), "{summary}");
     assert!(summary.contains(" VMs/minute ready"), "{summary}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The terminal at scale
+// ---------------------------------------------------------------------------------------------
+
+/// Drops ANSI escape sequences (colours, cursor movement, line clearing).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn on_a_terminal_a_200_vm_run_shows_the_live_view_and_few_log_lines() {
+    let server = FakeApiServer::start(Options::default());
+    let env = Env::new(&server);
+    // util-linux `script` runs the binary on a pseudo-terminal and copies what the terminal
+    // shows (stdout and stderr) to its own stdout.
+    let binary = env!("CARGO_BIN_EXE_virtwork");
+    let inner = format!(
+        "{binary} --kubeconfig {} --audit-db {} run --workloads cpu --vm-count 200 --timeout 300",
+        env.kubeconfig.display(),
+        env.db().display()
+    );
+    let mut cmd = Command::new("script");
+    cmd.args(["-q", "-e", "-f", "-c", &inner, "/dev/null"])
+        .current_dir(env.dir.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", env.dir.path())
+        .env("COLUMNS", "160")
+        .env("LINES", "40")
+        .stdin(Stdio::null());
+    for (key, _) in std::env::vars() {
+        if key.starts_with("VIRTWORK_") {
+            cmd.env_remove(key);
+        }
+    }
+    let out = cmd
+        .output()
+        .expect("util-linux `script` runs the binary on a pty");
+    assert_success(&out);
+    let screen = strip_ansi(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(server.count("create", "virtualmachines"), 200);
+
+    // The live view was drawn during creation: n/200 VMs created with a rate and an ETA.
+    assert!(
+        screen.contains("/200 VMs created, ") && screen.contains("/s, ETA "),
+        "no creation progress bar:\n{screen}"
+    );
+    // Log lines: a bounded number at INFO (not one or two per VM), each printed whole above
+    // the view (after the view is cleared, the line starts with its timestamp).
+    let log_lines: Vec<&str> = screen
+        .split('\n')
+        .map(|line| {
+            line.rsplit('\r')
+                .find(|part| !part.trim().is_empty())
+                .unwrap_or("")
+        })
+        .filter(|line| {
+            line.contains(" INFO ") || line.contains(" WARN ") || line.contains(" ERROR ")
+        })
+        .collect();
+    assert!(
+        (3..=20).contains(&log_lines.len()),
+        "{} log lines at INFO:\n{}",
+        log_lines.len(),
+        log_lines.join("\n")
+    );
+    for line in &log_lines {
+        assert!(
+            line.trim_start().starts_with("20"),
+            "torn log line (does not start with its timestamp): {line:?}"
+        );
+        assert!(
+            !line.contains("vm created") && !line.contains("secret created"),
+            "{line}"
+        );
+    }
+    // Durations read as durations.
+    let waiting = log_lines
+        .iter()
+        .find(|l| l.contains("waiting for VMs to become ready"))
+        .expect("the phase change is logged");
+    assert!(
+        !waiting.contains("timeout=")
+            || waiting.contains("timeout=4m")
+            || waiting.contains("timeout=5m"),
+        "{waiting}"
+    );
+    // The summary follows the cleared view.
+    assert!(screen.contains("Deployment complete."), "{screen}");
+}
+
+#[test]
+fn without_a_terminal_progress_is_logged_every_few_seconds_not_per_vm() {
+    let server = FakeApiServer::start(Options::default());
+    let env = Env::new(&server);
+    // 200 VMs at the default --qps 50 take about 6 s to create.
+    let out = env.run(&[
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "200",
+        "--timeout",
+        "300",
+    ]);
+    assert_success(&out);
+    let logs = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = logs.lines().collect();
+    assert!(lines.len() <= 20, "{} lines:\n{logs}", lines.len());
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("creating: ") && l.contains("/s, ETA ")),
+        "no periodic progress line:\n{logs}"
+    );
+    assert!(!logs.contains("vm created"), "{logs}");
+    let verbose = env.run(&[
+        "--verbose",
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "3",
+        "--namespace",
+        "other",
+    ]);
+    assert_success(&verbose);
+    let verbose = String::from_utf8_lossy(&verbose.stderr);
+    assert!(
+        verbose.contains("vm created") && verbose.contains("vm ready"),
+        "{verbose}"
+    );
+}

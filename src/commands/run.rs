@@ -280,6 +280,12 @@ async fn drive(
         .enumerate()
         .map(|(i, vm)| (vm.name.as_str(), i))
         .collect();
+    let live = std::io::stderr().is_terminal() && settings.global.log_format == LogFormat::Text;
+    let mut progress = RunProgress::new(
+        plan.vms.len(),
+        live,
+        settings.pacing.max_starting.map(|n| n.get()),
+    );
     // When the API server accepted each VM, by plan index (the start of its time to ready).
     let mut created_times: Vec<Option<jiff::Timestamp>> = vec![None; plan.vms.len()];
     let mut on_event = |event: ApplyEvent| {
@@ -288,6 +294,7 @@ async fn drive(
                 namespace_tx.send_replace(true);
             }
             ApplyEvent::VmCreated { name, .. } => {
+                progress.vm_created(name);
                 if let Some(&i) = plan_index.get(name.as_str()) {
                     created_times[i] = Some(jiff::Timestamp::now());
                 }
@@ -300,11 +307,16 @@ async fn drive(
         plan.vms.iter().map(|v| v.name.clone()),
         settings.ready_condition,
     );
-    let live = std::io::stderr().is_terminal() && settings.global.log_format == LogFormat::Text;
-    let mut progress = RunProgress::new(plan.vms.len(), live);
     let creating = async {
+        tracing::info!(
+            vm_count = plan.vms.len(),
+            vm_concurrency = settings.vm_concurrency,
+            pacing = report::pacing_line(&settings.pacing).unwrap_or_else(|| "none".into()),
+            "creating VMs"
+        );
         let applied = apply_plan(&cluster.client, plan, &options, &mut on_event).await;
         let created_at = Instant::now();
+        progress.creation_finished(wait && applied.is_ok());
         if applied.is_err() {
             // Nothing more will be created: stop watching.
             wait_cancel.cancel();
@@ -323,7 +335,7 @@ async fn drive(
             return None;
         }
         let mut observer = PacedObserver {
-            progress: &mut progress,
+            progress: &progress,
             ready: &ready_tx,
         };
         let (outcome, stats) = wait_for_ready(
@@ -507,14 +519,14 @@ fn fill_created(summary: &mut RunSummary, plan: &Plan, applied: &Applied, server
 
 /// Feeds readiness to the live view and the ready count to `--max-starting`'s gate.
 struct PacedObserver<'a> {
-    progress: &'a mut RunProgress,
+    progress: &'a RunProgress,
     ready: &'a tokio::sync::watch::Sender<usize>,
 }
 
 impl ReadinessObserver for PacedObserver<'_> {
     fn changed(&mut self, tracker: &ReadinessTracker, transitions: &[Transition]) {
         self.ready.send_replace(tracker.ready_count());
-        self.progress.changed(tracker, transitions);
+        self.progress.observe(tracker, transitions);
     }
 }
 
@@ -537,11 +549,11 @@ fn record_apply_event(
             execution.record_event(&Event::service_created(name, workload));
         }
         ApplyEvent::SecretCreated { name, .. } => {
-            tracing::info!(secret_name = %name, namespace = %namespace, "secret created");
+            tracing::debug!(secret_name = %name, namespace = %namespace, "secret created");
             execution.record_resource(ResourceKind::Secret, name, namespace);
         }
         ApplyEvent::VmCreated { name, workload } => {
-            tracing::info!(vm_name = %name, namespace = %namespace, workload = %workload, "vm created");
+            tracing::debug!(vm_name = %name, namespace = %namespace, workload = %workload, "vm created");
             let planned_vm = plan_index.get(name.as_str()).map(|&i| &plan.vms[i]);
             let planned_workload = plan.workloads.iter().find(|w| &w.name == workload);
             if let (Some(vm), Some(w)) = (planned_vm, planned_workload) {
