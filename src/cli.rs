@@ -317,7 +317,7 @@ pub struct VerifyArgs {
 
     /// Range of the rate queries, a Prometheus duration (e.g. 30s, 5m, 1h) [default: 5m]
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
-    pub window: Option<crate::verify::promql::Window>,
+    pub window: Option<crate::model::Window>,
 
     /// Poll until every expected signal is present or --timeout passes
     #[arg(long)]
@@ -336,8 +336,8 @@ pub struct VerifyArgs {
     pub prometheus_token_file: Option<PathBuf>,
 }
 
-fn parse_window(text: &str) -> Result<crate::verify::promql::Window, String> {
-    crate::verify::promql::Window::parse(text)
+fn parse_window(text: &str) -> Result<crate::model::Window, String> {
+    crate::model::Window::parse(text)
 }
 
 fn parse_prometheus_url(text: &str) -> Result<http::Uri, String> {

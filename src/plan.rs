@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::cloudinit::check_userdata_size;
 use crate::error::{Error, Result};
-use crate::k8s::kubevirt::{
+use crate::kubevirt::{
     CloudInitNoCloudSource, ContainerDiskSource, Cpu, DataVolumeBlankImage, DataVolumeSource,
     DataVolumeSpec, DataVolumeTemplateSpec, DataVolumeVolumeSource, Devices, Disk, DiskTarget,
     DomainSpec, Interface, InterfaceMasquerade, Network, PodNetwork, Probe, ResourceRequirements,
@@ -256,7 +256,7 @@ pub fn build_plan(input: &PlanInput, registry: &Registry, run_id: RunId) -> Resu
 ///
 /// Order is `input.workloads` then `input.from_catalog`. A name listed twice is an input
 /// error (it would plan colliding VMs). The per-workload override beats the global value
-/// for vm-count, cpu-cores and memory (SPEC §1 item 2).
+/// for vm-count, cpu-cores and memory.
 pub fn resolve_requests(input: &PlanInput) -> Result<Requests> {
     let mut seen = BTreeSet::new();
     let mut planned = Vec::new();
@@ -624,7 +624,7 @@ pub fn workload_probe(workload: &str, units: &[String]) -> Result<Option<Probe>>
 /// What `virtwork verify` reads back from each VM: the params its expected signals depend
 /// on and a catalog entry's own signals, as JSON annotations (none when there is nothing).
 fn signal_annotations(workload: &dyn Workload) -> BTreeMap<String, String> {
-    use crate::verify::contract::{CUSTOM_SIGNALS_ANNOTATION, SIGNAL_PARAMS_ANNOTATION};
+    use crate::signals::contract::{CUSTOM_SIGNALS_ANNOTATION, SIGNAL_PARAMS_ANNOTATION};
     let mut out = BTreeMap::new();
     let params = workload.signal_params();
     if !params.is_empty() {
@@ -643,7 +643,8 @@ fn signal_annotations(workload: &dyn Workload) -> BTreeMap<String, String> {
     out
 }
 
-/// The VirtualMachine shape of inventory §6, plus run labels on the DataVolume templates.
+/// The VirtualMachine the Go tool created (containerdisk root, cloud-init NoCloud, masquerade
+/// pod network, optional data disks), plus run labels on the DataVolume templates.
 fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
     let virtio = || {
         Some(DiskTarget {
@@ -698,7 +699,7 @@ fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
             metadata: ObjectMeta {
                 name: Some(dv_name.clone()),
                 // The run's labels, so cleanup finds DataVolumes/PVCs by label even when
-                // garbage collection of the owner reference lags (SPEC §1 item 6).
+                // garbage collection of the owner reference lags.
                 labels: Some(input.labels.clone()),
                 ..Default::default()
             },

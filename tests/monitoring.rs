@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use virtwork::verify::contract::{METRICS, builtin_signals};
+use virtwork::signals::contract::{METRICS, builtin_signals};
 use virtwork::verify::kit::{self, ALERT};
 
 fn repo() -> &'static Path {
@@ -252,7 +252,7 @@ fn dashboard_parses_and_uses_only_contract_metrics() {
         .iter()
         .filter(|p| p["type"] == "timeseries")
         .collect();
-    let expected: usize = virtwork::verify::contract::WORKLOADS
+    let expected: usize = virtwork::signals::contract::WORKLOADS
         .iter()
         .map(|w| builtin_signals(w).len())
         .sum();

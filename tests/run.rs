@@ -1159,18 +1159,35 @@ fn qps_limit_holds_over_every_window_of_the_request_log() {
 
 #[test]
 fn sigint_during_creation_exits_130_records_cancelled_and_labels_everything() {
+    interrupt_creation_and_check_the_record(1, Duration::from_millis(150), Duration::ZERO);
+}
+
+/// Several creates are on the wire when the interrupt lands: their answers are awaited, so the
+/// reported counts are what the cluster holds, not what had answered before the signal.
+#[test]
+fn sigint_with_creates_in_flight_reports_exactly_what_exists() {
+    interrupt_creation_and_check_the_record(4, Duration::ZERO, Duration::from_millis(400));
+}
+
+fn interrupt_creation_and_check_the_record(
+    concurrency: usize,
+    latency: Duration,
+    response_latency: Duration,
+) {
     let server = FakeApiServer::start(Options {
         faults: Faults {
-            latency: Duration::from_millis(150),
+            latency,
+            response_latency,
             ..Faults::default()
         },
         ..Options::default()
     });
     let env = Env::new(&server);
+    let concurrency = concurrency.to_string();
     let child = env
         .command(&[
             "--vm-concurrency",
-            "1",
+            &concurrency,
             "--output",
             "json",
             "--timeout",
@@ -1197,6 +1214,10 @@ fn sigint_during_creation_exits_130_records_cancelled_and_labels_everything() {
     let vms = server.objects("virtualmachines", Some(NS));
     assert!(vms.len() < 11, "creation stopped early: {}", vms.len());
     assert_eq!(doc["created"]["vms"].as_u64().unwrap() as usize, vms.len());
+    assert_eq!(
+        doc["created"]["secrets"].as_u64().unwrap() as usize,
+        server.objects("secrets", Some(NS)).len()
+    );
     for kind in ["virtualmachines", "secrets", "services"] {
         for object in server.objects(kind, Some(NS)) {
             assert_eq!(

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::LocalObjectReference;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
-use virtwork::k8s::kubevirt::*;
+use virtwork::kubevirt::*;
 
 /// A VM shaped exactly like the reference's `--workloads disk` dry-run (inventory §6).
 fn disk_vm() -> VirtualMachine {

@@ -6,9 +6,9 @@
 //! real-run path ([`run_on_cluster`]): connect (rate-limited client), start the audit
 //! record, preflight, apply (namespace, Services, Secrets + VMs), wait for readiness over one
 //! watch, then print the summary (text or `--output json`) on stdout. `--dry-run=server` goes
-//! the same way with `dryRun=All` and no wait. The first SIGINT/SIGTERM cancels whatever is
-//! in flight, records the run as `cancelled`, prints what exists and the cleanup command and
-//! exits 130; a second one exits 130 at once.
+//! the same way with `dryRun=All` and no wait. The first SIGINT/SIGTERM starts no new request
+//! (those in flight get a short grace to answer), records the run as `cancelled`, prints what
+//! exists and the cleanup command and exits 130; a second one exits 130 at once.
 
 use std::collections::HashMap;
 use std::io::IsTerminal;

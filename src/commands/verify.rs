@@ -19,11 +19,11 @@ use crate::error::{Error, Result};
 use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, list_in_scope};
 use crate::k8s::client::{connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
+use crate::model::Window;
 use crate::model::{OutputFormat, Secret};
-use crate::verify::contract::checks;
+use crate::signals::contract::checks;
 use crate::verify::evaluate::{QueryAnswer, Verdict, judge};
 use crate::verify::prometheus::{PrometheusApi, discover};
-use crate::verify::promql::Window;
 use crate::verify::{
     SignalResult, Target, VmResult, json_report, missing_message, targets, text_report,
 };
@@ -229,7 +229,7 @@ async fn evaluate(
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<Vec<VmResult>> {
-    let jobs: Vec<(usize, crate::verify::contract::Check)> = targets
+    let jobs: Vec<(usize, crate::signals::contract::Check)> = targets
         .iter()
         .enumerate()
         .flat_map(|(i, t)| checks(&t.facts, window).into_iter().map(move |c| (i, c)))

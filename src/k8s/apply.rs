@@ -27,9 +27,9 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::k8s::kubevirt::VirtualMachine;
 use crate::k8s::namespace::CREATED_BY_RUN;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, retry};
+use crate::kubevirt::VirtualMachine;
 use crate::labels;
 use crate::plan::{Plan, PlannedVm};
 
@@ -231,13 +231,24 @@ pub async fn apply_plan(
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &options.namespace);
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &options.namespace);
+    // The first failure stops new units; the stream is then drained so every unit already
+    // in flight reports what it created and the summary matches the cluster.
+    let stop = options.cancel.child_token();
+    let unit_options = ApplyOptions {
+        cancel: stop.clone(),
+        ..options.clone()
+    };
+    let unit_options = &unit_options;
     // Admission (pacing) is sequential, in plan order; admitted units then run
     // `--vm-concurrency` at a time.
     let mut units = Box::pin(
         futures::stream::iter(plan.vms.iter())
             .then(|vm| async move {
-                let admitted = match &options.pace {
-                    Some(gate) => gate.admit(&options.cancel, options.policy.deadline).await,
+                let admitted = match &unit_options.pace {
+                    Some(gate) => {
+                        gate.admit(&unit_options.cancel, unit_options.policy.deadline)
+                            .await
+                    }
                     None => Ok(()),
                 };
                 (vm, admitted)
@@ -247,7 +258,7 @@ pub async fn apply_plan(
                 let vms = &vms;
                 async move {
                     match admitted {
-                        Ok(()) => create_vm_unit(secrets, vms, vm, options).await,
+                        Ok(()) => create_vm_unit(secrets, vms, vm, unit_options).await,
                         Err(e) => UnitOutcome {
                             vm,
                             secret_created: false,
@@ -288,13 +299,14 @@ pub async fn apply_plan(
                         error: error.to_string(),
                     });
                 }
-                first_error = Some(error);
-                break;
+                stop.cancel();
+                // Units stopped by an earlier failure say Interrupted; keep the cause.
+                if first_error.is_none() {
+                    first_error = Some(error);
+                }
             }
         }
     }
-    // Dropping the stream cancels the units still in flight.
-    drop(units);
     applied.secrets.sort();
     applied.vms.sort();
     match first_error {

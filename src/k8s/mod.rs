@@ -1,9 +1,9 @@
-//! Everything that talks to the Kubernetes API server, and the typed KubeVirt/CDI resources.
+//! Everything that talks to the Kubernetes API server (the typed KubeVirt/CDI resources it
+//! sends live in `crate::kubevirt`, below the plan).
 
 pub mod apply;
 pub mod cleanup;
 pub mod client;
-pub mod kubevirt;
 pub mod list;
 pub mod namespace;
 pub mod pacing;

@@ -121,6 +121,9 @@ impl PaceGate {
     pub async fn admit(&self, cancel: &CancellationToken, deadline: Instant) -> Result<()> {
         let mut ready = self.ready.clone();
         loop {
+            if cancel.is_cancelled() {
+                return Err(Error::Interrupted);
+            }
             let count = *ready.borrow_and_update();
             let decision = {
                 let mut pacer = self.pacer.lock().expect("pacer lock");

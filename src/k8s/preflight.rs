@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::k8s::client::{Cluster, find_plugin_failure};
-use crate::k8s::kubevirt::VirtualMachine;
 use crate::k8s::list::list_pages;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, classify, retry};
+use crate::kubevirt::VirtualMachine;
 use crate::labels;
 use crate::plan::{Plan, PlannedVm};
 

@@ -21,8 +21,8 @@ use kube::runtime::watcher;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::k8s::kubevirt::VirtualMachineInstance;
 use crate::k8s::retry::{Backoff, Failure, classify};
+use crate::kubevirt::VirtualMachineInstance;
 use crate::labels;
 use crate::model::ReadyCondition;
 
@@ -434,7 +434,7 @@ fn permanent_watch_error(error: &watcher::Error) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k8s::kubevirt::{Condition, VirtualMachineInstanceStatus};
+    use crate::kubevirt::{Condition, VirtualMachineInstanceStatus};
 
     fn vmi(name: &str, phase: Option<&str>, conditions: &[(&str, &str)]) -> VirtualMachineInstance {
         VirtualMachineInstance {

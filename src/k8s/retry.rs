@@ -5,9 +5,12 @@
 //! (200 ms·2^n capped at 10 s), and [`RetryPolicy::decide`] says "wait this long" or "give
 //! up" from the failure, the attempt number, the clock and the deadline. All three are
 //! plain functions with unit tests. [`retry`] is the thin async loop around them that also
-//! stops at once when the command is cancelled (Ctrl-C), and bounds every attempt by
+//! stops when the command is cancelled (Ctrl-C), and bounds every attempt by
 //! [`RetryPolicy::attempt_budget`] ([`ATTEMPT_TIMEOUT`], never past the command's deadline):
 //! a server that accepts the connection and never answers costs one attempt, not forever.
+//! Cancellation starts no new attempt and cuts backoff sleeps short, but a request already
+//! sent gets up to [`IN_FLIGHT_GRACE`] to answer: the server may have acted on it, and a run
+//! that drops the answer reports fewer objects than it left on the cluster.
 //!
 //! Retried: 429 (waiting at least the server's `retryAfterSeconds`; the `Retry-After`
 //! header additionally pauses every request in client.rs), 500/502/503/504, reasons
@@ -304,9 +307,13 @@ impl RetryError {
     }
 }
 
+/// How long a request already on the wire may still answer after cancellation.
+pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(5);
+
 /// Runs `attempt` until it succeeds, fails permanently, the policy's deadline leaves no room
-/// for another try, or `cancel` fires (checked before each attempt and during sleeps; an
-/// in-flight request is dropped on cancellation).
+/// for another try, or `cancel` fires (checked before each attempt and during sleeps). A
+/// request in flight when `cancel` fires keeps up to [`IN_FLIGHT_GRACE`]: its success is
+/// returned (the caller records what now exists), anything else ends as `Cancelled`.
 pub async fn retry<T, F, Fut>(
     policy: &RetryPolicy,
     cancel: &CancellationToken,
@@ -329,11 +336,16 @@ where
                 transient: true,
             });
         };
+        let in_flight = tokio::time::timeout(budget, attempt());
+        tokio::pin!(in_flight);
         let outcome = tokio::select! {
             biased;
-            () = cancel.cancelled() => return Err(RetryError::Cancelled),
-            outcome = tokio::time::timeout(budget, attempt()) => {
-                outcome.unwrap_or_else(|_| Err(timed_out(budget)))
+            outcome = &mut in_flight => outcome.unwrap_or_else(|_| Err(timed_out(budget))),
+            () = cancel.cancelled() => {
+                return match tokio::time::timeout(IN_FLIGHT_GRACE, in_flight).await {
+                    Ok(Ok(Ok(value))) => Ok(value),
+                    _ => Err(RetryError::Cancelled),
+                };
             }
         };
         let error = match outcome {
@@ -646,6 +658,68 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(value, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_flight_at_cancellation_may_still_answer() {
+        let cancel = CancellationToken::new();
+        let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(3600));
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            trigger.cancel();
+        });
+        let value = retry(&policy, &cancel, "test", || async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            Ok::<_, kube::Error>(7)
+        })
+        .await
+        .unwrap();
+        assert_eq!(value, 7, "the answer that arrived within the grace is kept");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_flight_at_cancellation_is_dropped_after_the_grace() {
+        let cancel = CancellationToken::new();
+        let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(3600));
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            trigger.cancel();
+        });
+        let started = Instant::now();
+        let err = retry(&policy, &cancel, "test", || async {
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            Ok::<_, kube::Error>(7)
+        })
+        .await
+        .unwrap_err();
+        assert!(matches!(err, RetryError::Cancelled));
+        assert!(started.elapsed() < Duration::from_millis(10) + IN_FLIGHT_GRACE * 2);
+        assert!(started.elapsed() >= IN_FLIGHT_GRACE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_in_flight_at_cancellation_is_not_retried() {
+        let cancel = CancellationToken::new();
+        let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(3600));
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            trigger.cancel();
+        });
+        let mut calls = 0;
+        let err = retry(&policy, &cancel, "test", || {
+            calls += 1;
+            async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err::<(), _>(api(503, ""))
+            }
+        })
+        .await
+        .unwrap_err();
+        assert!(matches!(err, RetryError::Cancelled));
+        assert_eq!(calls, 1);
     }
 
     #[tokio::test(start_paused = true)]

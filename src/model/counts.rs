@@ -147,6 +147,16 @@ impl fmt::Display for Qps {
     }
 }
 
+/// A strict decimal integer: optional `-`, ASCII digits, nothing else (no `+`, no spaces),
+/// the form workload params and the signal-params annotation hold integers in.
+pub fn parse_int(value: &str) -> Option<i64> {
+    let digits = value.strip_prefix('-').unwrap_or(value);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
 //! The domain vocabulary: values parsed once from user input into types that cannot hold an
-//! invalid value — names, quantities, counts, SSH access, run ids and the enumerated choices.
+//! invalid value — names, quantities, counts, SSH access, run ids, windows and the enumerated
+//! choices.
 //!
 //! A leaf module: it depends on std, serde, uuid, clap (for `ValueEnum`) and strsim only,
 //! never on another module of this crate. Every `FromStr` here fails with an [`Invalid`]
@@ -17,17 +18,19 @@ mod pacing;
 mod quantity;
 mod ssh;
 mod suggest;
+mod window;
 
 pub use choices::{DryRunMode, LogFormat, OutputFormat, ReadyCondition};
 pub use counts::{
     Burst, Count, CpuCores, MAX_BURST, MAX_QPS, MAX_TIMEOUT_SECS, MAX_VM_CONCURRENCY, MAX_VM_COUNT,
-    Qps, TimeoutSecs, VmConcurrency, VmCount,
+    Qps, TimeoutSecs, VmConcurrency, VmCount, parse_int,
 };
 pub use names::{DnsLabel, ImageRef, RunId, UserName};
 pub use pacing::{MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
 pub use suggest::suggest;
+pub use window::Window;
 
 use std::fmt;
 

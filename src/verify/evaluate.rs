@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::contract::Check;
+use crate::signals::contract::Check;
 
 /// What an instant query returned.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,7 +170,7 @@ pub fn classify_probe(code: u16, body: &str) -> Probe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::contract::Unit;
+    use crate::signals::contract::Unit;
 
     fn check(threshold: Option<f64>) -> Check {
         Check {

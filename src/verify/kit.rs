@@ -8,11 +8,12 @@
 
 use serde_json::{Value, json};
 
-use super::contract::{
+use crate::labels;
+use crate::model::Window;
+use crate::signals::contract::{
     SignalDef, WORKLOADS, alert_expression, builtin_signals, expression, vmi_label,
 };
-use super::promql::{Matchers, Window};
-use crate::labels;
+use crate::signals::promql::Matchers;
 
 /// Name of the alert (one rule per workload and signal, told apart by labels).
 pub const ALERT: &str = "VirtworkExpectedSignalMissing";
@@ -85,7 +86,7 @@ pub fn prometheus_rule_yaml() -> String {
     });
     let yaml = serde_yaml::to_string(&doc).expect("a JSON value serializes as YAML");
     format!(
-        "# Generated from src/verify/contract.rs: the same expressions `virtwork verify` queries.\n\
+        "# Generated from src/signals/contract.rs: the same expressions `virtwork verify` queries.\n\
          # Regenerate with `VIRTWORK_UPDATE_DOCS=1 cargo test --test monitoring`; do not edit.\n{yaml}"
     )
 }
@@ -154,7 +155,7 @@ pub fn grafana_dashboard_json() -> String {
     let doc = json!({
         "title": "virtwork: expected signals",
         "uid": "virtwork-expected-signals",
-        "description": "Each virtwork workload's expected signal (the queries of `virtwork verify`), by run id. Generated from src/verify/contract.rs.",
+        "description": "Each virtwork workload's expected signal (the queries of `virtwork verify`), by run id. Generated from src/signals/contract.rs.",
         "tags": ["virtwork", "kubevirt"],
         "schemaVersion": 39,
         "version": 1,
@@ -172,7 +173,7 @@ pub fn grafana_dashboard_json() -> String {
 }
 
 fn grafana_unit(def: &SignalDef) -> &'static str {
-    use super::contract::Unit;
+    use crate::signals::contract::Unit;
     match def.unit {
         Unit::Ratio => "percentunit",
         Unit::BytesPerSecond => "Bps",
@@ -184,7 +185,7 @@ fn grafana_unit(def: &SignalDef) -> &'static str {
 
 /// The docs/workloads.md section listing each workload's signals and queries.
 pub fn signals_markdown() -> String {
-    use super::contract::{VmFacts, checks};
+    use crate::signals::contract::{VmFacts, checks};
     let mut out = String::new();
     out.push_str("Queries as `virtwork verify` sends them for a VM `virtwork/virtwork-<workload>-0` with default params, 2Gi of memory and `--window 10m`. ");
     out.push_str("Thresholds are lower bounds; `verify` derives them per VM from its recorded params (annotation `virtwork/signal-params`), its memory and the window.\n\n");

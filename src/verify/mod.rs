@@ -1,16 +1,14 @@
-//! `virtwork verify`'s core: the expected-signal contract ([`contract`]), PromQL text
-//! ([`promql`]), judging Prometheus' answers ([`evaluate`]), reaching Prometheus
-//! ([`prometheus`], the only async part) and the generated monitoring kit ([`kit`]).
+//! `virtwork verify`'s core: judging Prometheus' answers against the expected-signal contract
+//! of [`crate::signals`] ([`evaluate`]), reaching Prometheus ([`prometheus`], the only async
+//! part) and the generated monitoring kit ([`kit`]).
 //!
 //! This file turns listed VirtualMachines into [`Target`]s (pure) and results into the
 //! text table and JSON document (pure). Must not: talk to the cluster (commands/verify.rs
 //! lists the VMs) or decide exit codes (the command does).
 
-pub mod contract;
 pub mod evaluate;
 pub mod kit;
 pub mod prometheus;
-pub mod promql;
 
 use std::collections::BTreeMap;
 
@@ -19,9 +17,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::labels;
-use contract::{CUSTOM_SIGNALS_ANNOTATION, Check, CustomSignal, SIGNAL_PARAMS_ANNOTATION, VmFacts};
+use crate::model::Window;
+use crate::signals::contract::{
+    CUSTOM_SIGNALS_ANNOTATION, Check, CustomSignal, SIGNAL_PARAMS_ANNOTATION, VmFacts,
+};
 use evaluate::Verdict;
-use promql::Window;
 
 /// One VM to verify, with what its signals depend on.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +87,7 @@ pub fn targets(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<Target> {
                 Some(text) => match serde_json::from_str::<Vec<CustomSignal>>(text) {
                     Ok(list) => list
                         .into_iter()
-                        .filter(|s| match promql::validate_template(&s.query) {
+                        .filter(|s| match crate::signals::promql::validate_template(&s.query) {
                             Ok(()) => true,
                             Err(e) => {
                                 notes.push(format!("catalog signal {:?} skipped: {e}", s.name));

@@ -15,10 +15,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::evaluate::{Probe, QueryAnswer, classify_probe, parse_query_response};
-use super::promql::url_encode;
 use crate::error::{Error, Result};
 use crate::k8s::client::{RateLimitLayer, RequestGate};
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
+use crate::signals::promql::url_encode;
 
 /// Where discovery looks, in order: OpenShift's Thanos querier, then kube-prometheus.
 /// The service reference is `scheme:name:port` as the proxy path takes it.

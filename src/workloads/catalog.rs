@@ -48,7 +48,7 @@ struct Manifest {
     service: Option<ManifestService>,
     /// Expected signals for `virtwork verify` (PromQL templates over one VMI).
     #[serde(default)]
-    signals: Vec<crate::verify::contract::CustomSignal>,
+    signals: Vec<crate::signals::contract::CustomSignal>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -819,9 +819,9 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
 }
 
 /// Signal names are DNS-1123 labels, unique; thresholds finite and not negative; queries
-/// valid templates (see verify/promql.rs: only `{{namespace}}`, `{{name}}`, `{{window}}`).
+/// valid templates (see signals/promql.rs: only `{{namespace}}`, `{{name}}`, `{{window}}`).
 fn validate_signals(
-    signals: &[crate::verify::contract::CustomSignal],
+    signals: &[crate::signals::contract::CustomSignal],
 ) -> std::result::Result<(), String> {
     let mut names = BTreeSet::new();
     for signal in signals {
@@ -840,7 +840,7 @@ fn validate_signals(
                 signal.name, signal.threshold
             ));
         }
-        crate::verify::promql::validate_template(&signal.query)
+        crate::signals::promql::validate_template(&signal.query)
             .map_err(|e| format!("signal {:?}: query: {e}", signal.name))?;
     }
     Ok(())

@@ -76,7 +76,8 @@ pub struct ServicePortSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceSpec {
     pub name: String,
-    /// Pod selector; always includes `app.kubernetes.io/component` (SPEC §1 item 4).
+    /// Pod selector; always includes `app.kubernetes.io/component`, so a Service never
+    /// selects VMs of another workload.
     pub selector: BTreeMap<String, String>,
     pub ports: Vec<ServicePortSpec>,
 }
@@ -112,7 +113,7 @@ pub trait Workload: Send + Sync + std::fmt::Debug {
         BTreeMap::new()
     }
     /// Signals a catalog entry declares in its manifest.
-    fn custom_signals(&self) -> Vec<crate::verify::contract::CustomSignal> {
+    fn custom_signals(&self) -> Vec<crate::signals::contract::CustomSignal> {
         Vec::new()
     }
 }
@@ -323,8 +324,8 @@ impl Registry {
     }
 }
 
-/// Checks `--workloads` names against the built-ins (reference §4.4 message, with a
-/// did-you-mean hint per unknown name). An empty list passes: the planner refuses a run with
+/// Checks `--workloads` names against the built-ins (the message lists the available names,
+/// with a did-you-mean hint per unknown name). An empty list passes: the planner refuses a run with
 /// nothing to plan.
 pub fn check_builtin_names(names: &[String]) -> Result<()> {
     let available = BUILTIN_NAMES.join(", ");
@@ -359,7 +360,7 @@ pub struct RenderedWorkload {
     /// See [`Workload::signal_params`].
     pub signal_params: BTreeMap<String, String>,
     /// See [`Workload::custom_signals`].
-    pub custom_signals: Vec<crate::verify::contract::CustomSignal>,
+    pub custom_signals: Vec<crate::signals::contract::CustomSignal>,
 }
 
 /// One role of a [`RenderedWorkload`].
@@ -437,7 +438,7 @@ impl Workload for RenderedWorkload {
         self.signal_params.clone()
     }
 
-    fn custom_signals(&self) -> Vec<crate::verify::contract::CustomSignal> {
+    fn custom_signals(&self) -> Vec<crate::signals::contract::CustomSignal> {
         self.custom_signals.clone()
     }
 }
@@ -484,7 +485,7 @@ pub(crate) fn with_guest_agent(mut config: CloudConfig, family: GuestFamily) -> 
 impl BuildContext {
     /// The resolved params the signal contract reads.
     fn signal_params(&self) -> BTreeMap<String, String> {
-        crate::verify::contract::signal_params(self.name, self.params.iter())
+        crate::signals::contract::signal_params(self.name, self.params.iter())
     }
 
     pub(crate) fn new(
@@ -579,7 +580,8 @@ pub(crate) fn data_disk(dv_base: &str, serial: &str, options: &WorkloadOptions) 
     }
 }
 
-/// A Service selecting `component`'s VMs of `role` (SPEC §1 item 4: component AND role).
+/// A Service selecting `component`'s VMs of `role`: both labels, because selecting by role
+/// alone would also reach another workload's VMs of the same role.
 pub(crate) fn role_service(
     name: &str,
     component: &str,

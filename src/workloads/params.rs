@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::error::{Error, Result};
-use crate::model::suggest;
+use crate::model::{parse_int, suggest};
 
 /// How a string (or list/dict element) value must look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,15 +304,6 @@ fn check_str(rule: StrRule, value: &str) -> std::result::Result<(), String> {
         StrRule::ProbeTarget => value == "auto" || parse_probe_target(value).is_some(),
     };
     if ok { Ok(()) } else { Err(rule.describe()) }
-}
-
-/// Strict decimal integer: optional `-`, ASCII digits, nothing else.
-pub fn parse_int(value: &str) -> Option<i64> {
-    let digits = value.strip_prefix('-').unwrap_or(value);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    value.parse().ok()
 }
 
 /// Bytes of a fio block size like `4k`, `128K`, `1m` or `4096`.

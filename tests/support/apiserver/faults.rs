@@ -125,6 +125,9 @@ pub struct Faults {
     pub latency: Duration,
     /// Uniform extra latency in [0, jitter).
     pub jitter: Duration,
+    /// Added after a request is executed (a write already committed), before its answer:
+    /// a slow way back, where a client that gives up loses the news of its own write.
+    pub response_latency: Duration,
     /// Fraction (0..=1) of mutating requests that fail before the write.
     pub error_rate: f64,
     /// Codes for `error_rate` failures, picked uniformly; empty = [500].

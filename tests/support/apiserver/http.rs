@@ -591,6 +591,9 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
     let result = execute(&shared, &t, &query, &content_type, &body, render, &user);
     let committed = is_mutating(&t.verb) && result.is_ok() && !dry_run(&query);
     record.committed = committed;
+    if !faults_snapshot.response_latency.is_zero() {
+        tokio::time::sleep(faults_snapshot.response_latency).await;
+    }
     match (result, plan.after_commit) {
         (Ok(_), Some(AfterCommit::Drop)) => {
             finish(&shared, record, 0);

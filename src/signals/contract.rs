@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::promql::{Matchers, Window, render_template};
-use crate::workloads::params::parse_int;
+use super::promql::{Matchers, render_template};
+use crate::model::{Window, parse_int};
 
 /// Annotation on each VirtualMachine with the params the contract needs (a JSON object),
 /// so verify derives the same thresholds as the run that created the VM.
