@@ -285,10 +285,13 @@ fn time_to_ready_is_reported_per_vm_in_the_summary_and_the_audit_record() {
         let running = timestamp(vm, "running_at");
         let ready = timestamp(vm, "ready_at");
         let ms = |a: jiff::Timestamp, b: jiff::Timestamp| b.duration_since(a).as_millis();
-        // The watch saw every phase as it happened: Scheduled about 300 ms (Scheduling)
-        // after creation, Running 300 ms after that; ready = Running for `running`.
+        // Each time is when the watch saw the phase, never before it happened: Scheduled
+        // comes at least 300 ms (Scheduling) after creation, Running 300 ms after that (a
+        // loaded machine may deliver events late, so only lower bounds and order hold);
+        // ready = Running for the `running` condition.
         assert!(ms(created, scheduled) >= 250, "{vm}");
-        assert!(ms(scheduled, running) >= 250, "{vm}");
+        assert!(scheduled <= running, "{vm}");
+        assert!(ms(created, running) >= 550, "{vm}");
         assert_eq!(running, ready, "{vm}");
         assert_eq!(
             vm["time_to_ready_ms"].as_i64().unwrap() as i128,
