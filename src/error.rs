@@ -15,10 +15,6 @@ pub enum Error {
     #[error("{0}")]
     Input(String),
 
-    /// A subcommand whose capability has not landed yet.
-    #[error("`virtwork {command}` is not implemented yet (tracked in issue #{issue})")]
-    NotImplemented { command: &'static str, issue: u32 },
-
     /// A Kubernetes API call failed; `context` says what we were doing.
     #[error("{context}: {source}")]
     Kube {
@@ -73,11 +69,7 @@ impl Error {
         match self {
             Error::Input(_) => 2,
             Error::Interrupted => 130,
-            Error::NotImplemented { .. }
-            | Error::Kube { .. }
-            | Error::Io { .. }
-            | Error::Audit(_)
-            | Error::Runtime(_) => 1,
+            Error::Kube { .. } | Error::Io { .. } | Error::Audit(_) | Error::Runtime(_) => 1,
         }
     }
 

@@ -7,20 +7,20 @@
 
 pub mod audit;
 pub mod cli;
-pub mod cloudinit;
+pub(crate) mod cloudinit;
 pub mod commands;
 pub mod config;
 pub mod error;
 pub mod k8s;
 pub mod kubevirt;
-pub mod labels;
-pub mod logging;
+pub(crate) mod labels;
+pub(crate) mod logging;
 pub mod model;
 pub mod plan;
 pub mod render;
-pub mod report;
+pub(crate) mod report;
 pub mod signals;
 pub mod usage;
 pub mod verify;
 pub mod workloads;
-pub mod yaml;
+pub(crate) mod yaml;

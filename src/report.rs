@@ -472,11 +472,6 @@ impl RunProgress {
         }
     }
 
-    /// Whether the live view is drawn.
-    pub fn is_live(&self) -> bool {
-        self.bar.is_some()
-    }
-
     /// The API server accepted VM `name`.
     pub fn vm_created(&self, name: &str) {
         let mut state = self.state.lock().expect("progress lock");
@@ -512,11 +507,6 @@ impl RunProgress {
             crate::logging::print_above(None);
             bar.finish_and_clear();
         }
-    }
-
-    /// Time since the run's progress began.
-    pub fn elapsed(&self) -> Duration {
-        self.state.lock().expect("progress lock").started.elapsed()
     }
 }
 

@@ -723,26 +723,6 @@ fn version_has_the_reference_shape() {
 }
 
 #[test]
-fn unimplemented_commands_fail_loudly_not_silently() {
-    // A command whose capability has not landed must never report success. Once it lands the
-    // command no longer says "not implemented", and this test only checks it is not silent.
-    let dir = tempfile::tempdir().unwrap();
-    for args in [
-        vec!["status"],
-        vec!["audit", "list"],
-        vec!["cleanup", "--yes"],
-    ] {
-        let out = virtwork(dir.path(), &args, &[("VIRTWORK_AUDIT_DB", "audit.db")]);
-        let stderr = text(&out.stderr);
-        if stderr.contains("not implemented yet") {
-            assert_eq!(out.status.code(), Some(1), "{args:?}");
-            assert_eq!(stderr.lines().count(), 1, "{stderr}");
-            assert!(out.stdout.is_empty(), "{args:?}");
-        }
-    }
-}
-
-#[test]
 fn json_logs_go_to_stderr_one_object_per_line_and_stdout_keeps_only_the_product() {
     let dir = tempfile::tempdir().unwrap();
     let out = virtwork(

@@ -17,13 +17,15 @@ use std::time::Duration;
 use std::future::Future;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, ObjectList, Preconditions, PropagationPolicy,
 };
-use kube::core::{ApiResource, GroupVersionKind, PartialObjectMeta};
+use kube::core::{ApiResource, PartialObjectMeta};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::Serialize;
 
@@ -37,6 +39,7 @@ use crate::k8s::namespace::{
 };
 use crate::k8s::ready::WATCH_TIMEOUT_SECS;
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
+use crate::kubevirt::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::labels;
 
 /// Deletes in flight at once; the shared client rate limit is the real bound on throughput.
@@ -64,26 +67,18 @@ impl ManagedKind {
         ManagedKind::PersistentVolumeClaim,
     ];
 
-    /// Group, version, kind and plural on the API server.
+    /// Group, version, kind and plural on the API server, from the typed resource itself.
     pub fn api_resource(self) -> ApiResource {
-        let (group, version, kind, plural) = match self {
-            ManagedKind::VirtualMachine => {
-                ("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
+        match self {
+            ManagedKind::VirtualMachine => ApiResource::erase::<VirtualMachine>(&()),
+            ManagedKind::VirtualMachineInstance => {
+                ApiResource::erase::<VirtualMachineInstance>(&())
             }
-            ManagedKind::VirtualMachineInstance => (
-                "kubevirt.io",
-                "v1",
-                "VirtualMachineInstance",
-                "virtualmachineinstances",
-            ),
-            ManagedKind::Service => ("", "v1", "Service", "services"),
-            ManagedKind::Secret => ("", "v1", "Secret", "secrets"),
-            ManagedKind::DataVolume => ("cdi.kubevirt.io", "v1beta1", "DataVolume", "datavolumes"),
-            ManagedKind::PersistentVolumeClaim => {
-                ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
-            }
-        };
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+            ManagedKind::Service => ApiResource::erase::<Service>(&()),
+            ManagedKind::Secret => ApiResource::erase::<Secret>(&()),
+            ManagedKind::DataVolume => ApiResource::erase::<DataVolume>(&()),
+            ManagedKind::PersistentVolumeClaim => ApiResource::erase::<PersistentVolumeClaim>(&()),
+        }
     }
 
     /// Short name used in messages (`deleting secret ns/name: ...`), as in the reference.
@@ -492,7 +487,7 @@ impl CleanupOutcome {
 pub fn classify_delete<T>(result: std::result::Result<T, kube::Error>) -> DeleteOutcome {
     match result {
         Ok(_) => DeleteOutcome::Deleted,
-        Err(kube::Error::Api(status)) if status.code == 404 => DeleteOutcome::AlreadyGone,
+        Err(kube::Error::Api(status)) if status.is_not_found() => DeleteOutcome::AlreadyGone,
         Err(err) => DeleteOutcome::Failed(one_line(&err)),
     }
 }
@@ -860,16 +855,9 @@ fn content_kinds() -> Vec<(&'static str, ApiResource)> {
             (kind, k.api_resource())
         })
         .collect();
-    for (kind, plural) in [
-        ("Pod", "pods"),
-        ("ConfigMap", "configmaps"),
-        ("ServiceAccount", "serviceaccounts"),
-    ] {
-        kinds.push((
-            kind,
-            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", kind), plural),
-        ));
-    }
+    kinds.push(("Pod", ApiResource::erase::<Pod>(&())));
+    kinds.push(("ConfigMap", ApiResource::erase::<ConfigMap>(&())));
+    kinds.push(("ServiceAccount", ApiResource::erase::<ServiceAccount>(&())));
     kinds
 }
 
@@ -890,7 +878,7 @@ async fn list_namespace_contents(ctx: &ApiContext, ns: &str) -> Result<Vec<Conte
                 let api = &api;
                 async move {
                     match api.list(&params).await {
-                        Err(kube::Error::Api(status)) if status.code == 404 => Ok(ObjectList {
+                        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(ObjectList {
                             types: Default::default(),
                             metadata: Default::default(),
                             items: Vec::new(),
@@ -1061,7 +1049,7 @@ async fn delete_namespace(
         error: kube::Error::Api(status),
         ..
     }) = &result
-        && status.code == 409
+        && status.is_conflict()
     {
         // The uid precondition failed: the name now belongs to another namespace.
         outcome.namespace_kept = Some((ns.to_string(), replaced));

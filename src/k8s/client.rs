@@ -82,7 +82,6 @@ pub struct RequestGate {
     clock: DefaultClock,
     paused_until: Mutex<Option<Instant>>,
     requests: AtomicU64,
-    throttled_responses: AtomicU64,
 }
 
 impl std::fmt::Debug for RequestGate {
@@ -102,7 +101,6 @@ impl RequestGate {
             clock,
             paused_until: Mutex::new(None),
             requests: AtomicU64::new(0),
-            throttled_responses: AtomicU64::new(0),
         }))
     }
 
@@ -139,11 +137,6 @@ impl RequestGate {
     /// Requests admitted so far (each watch (re)connect counts once).
     pub fn requests_sent(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
-    }
-
-    /// Responses that asked us to slow down (429, or 503 with `Retry-After`).
-    pub fn throttled_responses(&self) -> u64 {
-        self.throttled_responses.load(Ordering::Relaxed)
     }
 }
 
@@ -227,13 +220,12 @@ where
                 .get(http::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(parse_retry_after);
-            if status == http::StatusCode::TOO_MANY_REQUESTS
-                || (status == http::StatusCode::SERVICE_UNAVAILABLE && retry_after.is_some())
+            // A 429 or 503 that names a wait pauses every request, not just the retried one.
+            if let Some(delay) = retry_after
+                && (status == http::StatusCode::TOO_MANY_REQUESTS
+                    || status == http::StatusCode::SERVICE_UNAVAILABLE)
             {
-                gate.throttled_responses.fetch_add(1, Ordering::Relaxed);
-                if let Some(delay) = retry_after {
-                    gate.pause_for(delay);
-                }
+                gate.pause_for(delay);
             }
             Ok(response)
         })

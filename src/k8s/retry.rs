@@ -59,10 +59,10 @@ const TRANSIENT_REASONS: [&str; 5] = [
 pub fn classify(err: &kube::Error) -> Failure {
     match err {
         kube::Error::Api(status) => {
-            if status.code == 409 && status.reason == "AlreadyExists" {
+            if status.is_already_exists() {
                 return Failure::AlreadyExists;
             }
-            if status.code == 404 {
+            if status.is_not_found() {
                 return Failure::NotFound;
             }
             // A client error (4xx other than 429) is final whatever its reason says; for

@@ -155,12 +155,8 @@ fn counts_table(out: &mut String, counts: &KindCounts) {
     let _ = writeln!(out, "  {:<19} {}", "Total", counts.total());
 }
 
-/// The preview shown before the confirmation prompt and in a dry run.
-pub fn preview_text(namespace: Option<&str>, run_id_filter: Option<&str>, found: &Found) -> String {
-    preview_with_kept(namespace, run_id_filter, found, None)
-}
-
-/// [`preview_text`] plus, when `--delete-namespace` will be refused, why.
+/// The preview shown before the confirmation prompt and in a dry run; `kept` says why a
+/// requested `--delete-namespace` will be refused.
 pub fn preview_with_kept(
     namespace: Option<&str>,
     run_id_filter: Option<&str>,
@@ -336,7 +332,7 @@ mod tests {
             namespace_to_delete: Some("virtwork".into()),
             ..Found::default()
         };
-        let text = preview_text(Some("virtwork"), Some("abc"), &found);
+        let text = preview_with_kept(Some("virtwork"), Some("abc"), &found, None);
         assert!(text.starts_with("Resources to be deleted in namespace virtwork (run abc):\n"));
         assert!(text.contains("The namespace virtwork will be deleted"));
     }

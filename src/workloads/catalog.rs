@@ -619,8 +619,24 @@ fn render_value(kind: ParamType, value: &str) -> String {
     }
 }
 
+/// Checks a parsed manifest and builds its param schema. Each part is checked by its own
+/// step; the first problem found is the error.
 fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<ParamSchema, String> {
-    for package in &manifest.packages {
+    validate_packages(&manifest.packages)?;
+    let defs = validate_params(&manifest.params)?;
+    let role_names = validate_roles(&manifest.roles)?;
+    validate_storage(&manifest.storage)?;
+    if let Some(service) = &manifest.service {
+        validate_service(service, &role_names)?;
+    }
+    validate_signals(&manifest.signals)?;
+    Ok(ParamSchema::new(entry, defs))
+}
+
+/// Package names are passed to the guest's package manager: a closed character set, and no
+/// leading '-' that it would read as an option.
+fn validate_packages(packages: &[String]) -> std::result::Result<(), String> {
+    for package in packages {
         let ok = !package.starts_with('-')
             && !package.is_empty()
             && package.bytes().all(|b| {
@@ -632,9 +648,15 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
             ));
         }
     }
+    Ok(())
+}
+
+/// Param declarations: safe unique keys, a known type, min/max only on ints, and a default
+/// that the type accepts (placeholders must always have a value).
+fn validate_params(params: &[ManifestParam]) -> std::result::Result<Vec<ParamDef>, String> {
     let mut defs = Vec::new();
     let mut seen = BTreeSet::new();
-    for p in &manifest.params {
+    for p in params {
         let key_ok = !p.key.is_empty()
             && p.key
                 .bytes()
@@ -698,8 +720,13 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
         });
     }
 
+    Ok(defs)
+}
+
+/// Role names become parts of VM names: DNS labels, unique, with a bounded vm-count.
+fn validate_roles(roles: &[ManifestRole]) -> std::result::Result<BTreeSet<String>, String> {
     let mut role_names = BTreeSet::new();
-    for role in &manifest.roles {
+    for role in roles {
         if !DnsLabel::is_valid(&role.name) {
             return Err(format!(
                 "role name {:?} must be a DNS-1123 label (lowercase letters, digits and '-')",
@@ -717,8 +744,14 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
         }
     }
 
+    Ok(role_names)
+}
+
+/// Extra disks: names that are DNS labels and not reserved, valid sizes, serials the guest
+/// sees under /dev/disk/by-id, and safe absolute mount paths.
+fn validate_storage(storage: &[ManifestStorage]) -> std::result::Result<(), String> {
     let mut storage_names = BTreeSet::new();
-    for s in &manifest.storage {
+    for s in storage {
         if s.name.is_empty() {
             return Err("storage name must not be empty".to_string());
         }
@@ -772,50 +805,56 @@ fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<Pa
             .map_err(|accepted| format!("{:?}: storage mount must be {accepted}", s.mount))?;
     }
 
-    if let Some(service) = &manifest.service {
-        if service.ports.is_empty() {
-            return Err("service must declare at least one port".to_string());
-        }
-        for port in &service.ports {
-            if !(1..=65535).contains(&port.port) {
-                return Err(format!(
-                    "{}: service port must be between 1 and 65535",
-                    port.port
-                ));
-            }
-            if !port.protocol.is_empty()
-                && !port.protocol.eq_ignore_ascii_case("tcp")
-                && !port.protocol.eq_ignore_ascii_case("udp")
-            {
-                return Err(format!(
-                    "{:?}: service protocol must be TCP or UDP",
-                    port.protocol
-                ));
-            }
-            let name_ok = port.name.len() <= 15
-                && (port.name.is_empty() || DnsLabel::is_valid(&port.name))
-                && (port.name.is_empty() || port.name.bytes().any(|b| b.is_ascii_lowercase()));
-            if !name_ok {
-                return Err(format!(
-                    "{:?}: service port name must be at most 15 lowercase letters, digits and '-' with at least one letter",
-                    port.name
-                ));
-            }
-            if port.name.is_empty() && service.ports.len() > 1 {
-                return Err("service ports must be named when there is more than one".to_string());
-            }
-        }
-        if let Some(role) = &service.selector_role
-            && !role_names.contains(role)
-        {
+    Ok(())
+}
+
+/// The entry's Service: valid ports and protocols, names where Kubernetes requires them, and
+/// a selector role that the manifest declares.
+fn validate_service(
+    service: &ManifestService,
+    role_names: &BTreeSet<String>,
+) -> std::result::Result<(), String> {
+    if service.ports.is_empty() {
+        return Err("service must declare at least one port".to_string());
+    }
+    for port in &service.ports {
+        if !(1..=65535).contains(&port.port) {
             return Err(format!(
-                "service selector-role {role:?} is not a declared role (declared: {})",
-                role_names.iter().cloned().collect::<Vec<_>>().join(", ")
+                "{}: service port must be between 1 and 65535",
+                port.port
             ));
         }
+        if !port.protocol.is_empty()
+            && !port.protocol.eq_ignore_ascii_case("tcp")
+            && !port.protocol.eq_ignore_ascii_case("udp")
+        {
+            return Err(format!(
+                "{:?}: service protocol must be TCP or UDP",
+                port.protocol
+            ));
+        }
+        let name_ok = port.name.len() <= 15
+            && (port.name.is_empty() || DnsLabel::is_valid(&port.name))
+            && (port.name.is_empty() || port.name.bytes().any(|b| b.is_ascii_lowercase()));
+        if !name_ok {
+            return Err(format!(
+                "{:?}: service port name must be at most 15 lowercase letters, digits and '-' with at least one letter",
+                port.name
+            ));
+        }
+        if port.name.is_empty() && service.ports.len() > 1 {
+            return Err("service ports must be named when there is more than one".to_string());
+        }
     }
-    validate_signals(&manifest.signals)?;
-    Ok(ParamSchema::new(entry, defs))
+    if let Some(role) = &service.selector_role
+        && !role_names.contains(role)
+    {
+        return Err(format!(
+            "service selector-role {role:?} is not a declared role (declared: {})",
+            role_names.iter().cloned().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// Signal names are DNS-1123 labels, unique; thresholds finite and not negative; queries

@@ -202,6 +202,13 @@ impl ApiError {
             504 => ("Timeout", "the server was unable to return a response in the time allotted, but may still be processing the request".to_string()),
             429 => return Self::too_many_requests(1),
             409 => ("Conflict", "Operation cannot be fulfilled: injected conflict".to_string()),
+            // The reason the real server pairs with each code: clients (kube's Status
+            // helpers, client-go) decide by reason when it is a known one.
+            400 => ("BadRequest", format!("injected fault {code}")),
+            401 => ("Unauthorized", format!("injected fault {code}")),
+            403 => ("Forbidden", format!("injected fault {code}")),
+            404 => ("NotFound", format!("injected fault {code}")),
+            422 => ("Invalid", format!("injected fault {code}")),
             _ => ("InternalError", format!("injected fault {code}")),
         };
         let mut e = ApiError::new(code, reason, message);
