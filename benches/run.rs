@@ -2,7 +2,7 @@
 //! the fake API server"). Starts the fake server in-process with a fixed per-request latency,
 //! runs the real release binary with N VMs, and reports: creation throughput as a fraction of
 //! the configured QPS, time from the last VMI reaching Running to process exit, API requests
-//! spent waiting, and the binary's peak RSS.
+//! spent waiting, the binary's peak RSS and its CPU time per VM.
 //!
 //! No assertions: the figures go to docs/performance.md. Run: `cargo bench --bench run`
 //! (env `BENCH_VMS` default 1000, `BENCH_LATENCY_MS` default 10, `BENCH_QPS` default 50,
@@ -34,6 +34,15 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
         .find(|l| l.starts_with("VmHWM:"))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
+}
+
+/// CPU time (user + system) a running process has used so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
 fn main() {
@@ -93,11 +102,15 @@ fn main() {
 
     // Watch the server's store from here: when did the last VMI reach Running?
     let mut peak_kib = 0;
+    let mut ticks = 0;
     let mut all_running_at = None;
     let mut wait_requests_before = None;
     loop {
         if let Some(kib) = peak_rss_kib(pid) {
             peak_kib = peak_kib.max(kib);
+        }
+        if let Some(t) = cpu_ticks(pid) {
+            ticks = ticks.max(t);
         }
         if all_running_at.is_none() {
             if wait_requests_before.is_none() && server.count("create", "virtualmachines") == vms {
@@ -178,4 +191,11 @@ fn main() {
         println!("last VM ready (virtwork's ready_at) -> exit: {ms:.0} ms");
     }
     println!("peak RSS of virtwork: {:.1} MiB", peak_kib as f64 / 1024.0);
+    // Sampled until just before exit (clock ticks of 10 ms): the printing of the summary
+    // at the very end may be missing.
+    let cpu_s = ticks as f64 / 100.0;
+    println!(
+        "CPU time of virtwork (user + system): {cpu_s:.2} s = {:.3} ms per VM",
+        cpu_s * 1000.0 / vms as f64
+    );
 }

@@ -254,6 +254,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub vm_concurrency: Option<VmConcurrency>,
 
+    /// Most VMs starting at once (created, not yet ready); creation resumes as VMs become
+    /// ready [env: VIRTWORK_MAX_STARTING]
+    #[arg(long, value_name = "N")]
+    pub max_starting: Option<crate::model::MaxStarting>,
+
+    /// Spread VM creation evenly over this duration, e.g. 10m or 1h30m [env: VIRTWORK_RAMP]
+    #[arg(long, value_name = "DURATION")]
+    pub ramp: Option<crate::model::Ramp>,
+
     /// Per-workload params (comma-separated workload.key=value pairs) [env: VIRTWORK_PARAMS]
     #[arg(long, value_name = "PAIRS")]
     pub params: Option<String>,

@@ -4,7 +4,8 @@
 //! to stderr. The JSON form keeps the reference's shape: `time`, `level`, `msg`, then the event's
 //! fields in call order (`{"time":"…","level":"INFO","msg":"vm created","vm_name":"…"}`), so
 //! scripts that grep `"vms_deleted":1` keep working. `--verbose` lowers virtwork's own level to
-//! DEBUG; other crates stay at INFO so kube/hyper internals do not flood the output.
+//! DEBUG; other crates stay at INFO so kube/hyper internals do not flood the output. While
+//! the live progress view is drawn ([`print_above`]), log lines print above it.
 
 use std::fmt;
 use std::io::IsTerminal;
@@ -22,8 +23,40 @@ use crate::model::LogFormat;
 /// Installs the global subscriber writing to stderr. Later calls are ignored.
 pub fn init(format: LogFormat, verbose: bool) {
     let ansi = std::io::stderr().is_terminal();
-    let subscriber = subscriber(format, verbose, std::io::stderr, ansi);
+    let subscriber = subscriber(format, verbose, || AboveProgress, ansi);
     let _ = tracing::subscriber::set_global_default(subscriber);
+}
+
+/// The live progress view log lines must not tear, while it is drawn.
+static PROGRESS_BAR: std::sync::Mutex<Option<indicatif::ProgressBar>> = std::sync::Mutex::new(None);
+
+/// Registers (`Some`) or removes (`None`) the live progress view: while one is registered,
+/// each log line is printed above it (the view is cleared, the line written, the view
+/// redrawn) instead of through it.
+pub fn print_above(bar: Option<indicatif::ProgressBar>) {
+    *PROGRESS_BAR.lock().unwrap_or_else(|e| e.into_inner()) = bar;
+}
+
+/// stderr, suspending the live progress view around each write. The fmt layer writes one
+/// whole formatted event per `write`, so a line is never split by a redraw.
+struct AboveProgress;
+
+impl std::io::Write for AboveProgress {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let bar = PROGRESS_BAR
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match bar {
+            Some(bar) => bar.suspend(|| std::io::stderr().write_all(buf))?,
+            None => std::io::stderr().write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// A subscriber in the given format writing to `writer` (tests pass a buffer).

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     ExecAction, LocalObjectReference, Secret, Service, ServicePort, ServiceSpec as K8sServiceSpec,
@@ -88,7 +89,12 @@ pub struct WorkloadOverride {
     pub params: BTreeMap<String, String>,
 }
 
-/// Everything one run will create, in creation order, fully rendered.
+/// Everything one run will create, in creation order. Services are rendered; each VM is a
+/// small per-VM part (name, DataVolume names) sharing its workload role's [`RoleTemplate`]
+/// (user-data rendered once per role), and its Secret and VirtualMachine objects are built
+/// from the two when sent or printed ([`PlannedVm::secret`], [`PlannedVm::vm`]), so memory
+/// does not grow with user-data size x VM count. Still a pure value: building an object
+/// twice gives the same object, and dry-run prints exactly what apply sends.
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// On the `virtwork/run-id` label of every object.
@@ -108,9 +114,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The cloud-init Secrets, in VM order.
-    pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
-        self.vms.iter().map(|vm| &vm.secret)
+    /// The cloud-init Secrets, in VM order (each built on demand).
+    pub fn secrets(&self) -> impl Iterator<Item = Secret> + '_ {
+        self.vms.iter().map(PlannedVm::secret)
     }
 
     /// Number of DataVolumes the VMs' templates will create.
@@ -138,17 +144,93 @@ pub struct PlannedService {
     pub service: Service,
 }
 
-/// One VM with its cloud-init Secret.
+/// What every VM of one workload role shares, rendered once: the user-data (shared, not
+/// copied, by every VM of the role), labels, resources, disks, probe and annotations.
+#[derive(Debug)]
+pub struct RoleTemplate {
+    namespace: String,
+    image: String,
+    userdata: Arc<str>,
+    vm_labels: BTreeMap<String, String>,
+    secret_labels: BTreeMap<String, String>,
+    cpu_cores: u32,
+    memory: Quantity,
+    disks: Vec<crate::workloads::DataDisk>,
+    storage: DiskStorage,
+    readiness_probe: Option<Probe>,
+    annotations: BTreeMap<String, String>,
+}
+
+/// One VM: its own small parts plus its role's shared [`RoleTemplate`]. The Secret
+/// (`<vm>-cloudinit`, key `userdata`) and the VirtualMachine are built from them on demand.
 #[derive(Debug, Clone)]
 pub struct PlannedVm {
     pub name: String,
     pub workload: String,
     pub role: Option<String>,
-    /// `<vm>-cloudinit`, key `userdata`.
-    pub secret: Secret,
-    pub vm: VirtualMachine,
     /// Names of the DataVolumes its templates create.
     pub data_volumes: Vec<String>,
+    template: Arc<RoleTemplate>,
+}
+
+impl PlannedVm {
+    /// Name of its cloud-init Secret.
+    pub fn secret_name(&self) -> String {
+        format!("{}-cloudinit", self.name)
+    }
+
+    /// The rendered `#cloud-config` user-data (shared by every VM of the role).
+    pub fn userdata(&self) -> &Arc<str> {
+        &self.template.userdata
+    }
+
+    /// The cloud-init Secret, built now (the user-data is copied into it only for as long
+    /// as the object lives).
+    pub fn secret(&self) -> Secret {
+        let t = &self.template;
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(self.secret_name()),
+                namespace: Some(t.namespace.clone()),
+                labels: Some(t.secret_labels.clone()),
+                ..Default::default()
+            },
+            string_data: Some(BTreeMap::from([(
+                USERDATA_KEY.to_string(),
+                t.userdata.to_string(),
+            )])),
+            ..Default::default()
+        }
+    }
+
+    /// The VirtualMachine, built now.
+    pub fn vm(&self) -> VirtualMachine {
+        let t = &self.template;
+        build_vm(VmInputs {
+            name: &self.name,
+            namespace: &t.namespace,
+            labels: &t.vm_labels,
+            image: &t.image,
+            cpu_cores: t.cpu_cores,
+            memory: &t.memory,
+            secret_name: &self.secret_name(),
+            disks: &t.disks,
+            storage: &t.storage,
+            data_volumes: &self.data_volumes,
+            readiness_probe: &t.readiness_probe,
+            annotations: &t.annotations,
+        })
+    }
+
+    /// The StorageClass its DataVolumes name; None for CDI's default (or no data disks).
+    pub fn storage_class(&self) -> Option<&str> {
+        self.template.storage.class.as_deref()
+    }
+
+    /// Whether `other` shares this VM's role template (the same rendered user-data).
+    pub fn shares_template_with(&self, other: &PlannedVm) -> bool {
+        Arc::ptr_eq(&self.template, &other.template)
+    }
 }
 
 /// One requested workload with its effective settings (global values refined by its
@@ -324,6 +406,7 @@ struct Fleet<'a> {
 }
 
 /// Where one workload's data disks live.
+#[derive(Debug, Clone)]
 struct DiskStorage {
     /// `None`: CDI's default class.
     class: Option<String>,
@@ -385,15 +468,26 @@ fn plan_one(
             .userdata(role)
             .map_err(|err| with_context(err, &cloud_init_context(name, role)))?;
         check_userdata_size(&userdata, &cloud_init_context(name, role))?;
+        let template = Arc::new(RoleTemplate {
+            namespace: namespace.to_string(),
+            image: fleet.image.to_string(),
+            userdata: Arc::from(userdata),
+            vm_labels: object_labels(&format!("virtwork-{name}"), name, run_id, role),
+            secret_labels: object_labels(&format!("virtwork-{name}"), name, run_id, None),
+            cpu_cores: resources.cpu_cores,
+            memory: resources.memory.clone(),
+            disks: disks.clone(),
+            storage: storage.clone(),
+            readiness_probe: probe,
+            annotations: vm_annotations.clone(),
+        });
+        plan.vms.reserve(role_spec.vm_count as usize);
         for index in 0..role_spec.vm_count {
             let vm_name = match role {
                 Some(role) => format!("virtwork-{name}-{role}-{index}"),
                 None => format!("virtwork-{name}-{index}"),
             };
             validate_dns_label(&format!("VM name (workload {name:?})"), &vm_name)?;
-            let vm_labels = object_labels(&format!("virtwork-{name}"), name, run_id, role);
-            let secret_labels = object_labels(&format!("virtwork-{name}"), name, run_id, None);
-            let secret_name = format!("{vm_name}-cloudinit");
             let data_volumes: Vec<String> = disks
                 .iter()
                 .map(|d| format!("{}-{vm_name}", d.dv_base))
@@ -401,40 +495,12 @@ fn plan_one(
             for dv in &data_volumes {
                 validate_dns_subdomain(&format!("DataVolume name (workload {name:?})"), dv)?;
             }
-            let secret = Secret {
-                metadata: ObjectMeta {
-                    name: Some(secret_name.clone()),
-                    namespace: Some(namespace.to_string()),
-                    labels: Some(secret_labels),
-                    ..Default::default()
-                },
-                string_data: Some(BTreeMap::from([(
-                    USERDATA_KEY.to_string(),
-                    userdata.clone(),
-                )])),
-                ..Default::default()
-            };
-            let vm = build_vm(VmInputs {
-                name: &vm_name,
-                namespace,
-                labels: &vm_labels,
-                image: fleet.image,
-                cpu_cores: resources.cpu_cores,
-                memory: &resources.memory,
-                secret_name: &secret_name,
-                disks: &disks,
-                storage,
-                data_volumes: &data_volumes,
-                readiness_probe: &probe,
-                annotations: &vm_annotations,
-            });
             plan.vms.push(PlannedVm {
                 name: vm_name,
                 workload: name.to_string(),
                 role: role.map(str::to_string),
-                secret,
-                vm,
                 data_volumes,
+                template: Arc::clone(&template),
             });
         }
     }

@@ -2,9 +2,11 @@
 //! `kubectl`/`oc apply -f -` accepts, or (with `--output json`) one JSON document whose
 //! schema is documented in docs/output-json.md.
 //!
-//! Pure string building, no I/O: the caller writes the result to stdout in one piece, so
-//! no log line can interleave with the product. Order is fixed: Services (sorted by name),
+//! No I/O of its own: [`write_dry_run_yaml`] writes to the writer it is given, one document
+//! at a time (logs go to stderr, so nothing interleaves with the product on stdout). Order is fixed: Services (sorted by name),
 //! then Secrets, then VirtualMachines, both in plan order.
+
+use std::io::Write;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -18,32 +20,59 @@ pub const PLAN_JSON_FORMAT_VERSION: u32 = 1;
 /// The plan as a YAML stream: each document is preceded by a `# <Kind>: <name> (workload:
 /// <workload>)` comment and documents are separated by `---` lines.
 pub fn dry_run_yaml(plan: &Plan) -> Result<String> {
-    let mut documents: Vec<String> = Vec::with_capacity(plan.services.len() + 2 * plan.vms.len());
+    let mut out = Vec::new();
+    write_dry_run_yaml(plan, &mut out).map_err(|e| match e {
+        RenderError::Render(e) => e,
+        RenderError::Write(e) => Error::runtime(format!("rendering the plan: {e}")),
+    })?;
+    String::from_utf8(out).map_err(|e| Error::runtime(format!("rendering the plan: {e}")))
+}
+
+/// Why writing a rendered plan stopped: an object that does not render, or the writer.
+#[derive(Debug)]
+pub enum RenderError {
+    Render(Error),
+    Write(std::io::Error),
+}
+
+/// [`dry_run_yaml`] written document by document to `out`: each object is built and
+/// rendered when it is written, so a fleet of any size costs the memory of one document.
+pub fn write_dry_run_yaml<W: Write>(
+    plan: &Plan,
+    out: &mut W,
+) -> std::result::Result<(), RenderError> {
+    let mut first = true;
+    let mut emit = |text: String| -> std::result::Result<(), RenderError> {
+        if !std::mem::take(&mut first) {
+            out.write_all(b"---\n").map_err(RenderError::Write)?;
+        }
+        out.write_all(text.as_bytes()).map_err(RenderError::Write)
+    };
     for planned in &plan.services {
-        documents.push(document(
-            "Service",
-            planned.service.metadata.name.as_deref(),
-            &planned.workload,
-            &planned.service,
-        )?);
+        emit(
+            document(
+                "Service",
+                planned.service.metadata.name.as_deref(),
+                &planned.workload,
+                &planned.service,
+            )
+            .map_err(RenderError::Render)?,
+        )?;
     }
     for vm in &plan.vms {
-        documents.push(document(
-            "Secret",
-            vm.secret.metadata.name.as_deref(),
-            &vm.workload,
-            &vm.secret,
-        )?);
+        let name = vm.secret_name();
+        emit(
+            document("Secret", Some(&name), &vm.workload, &vm.secret())
+                .map_err(RenderError::Render)?,
+        )?;
     }
     for vm in &plan.vms {
-        documents.push(document(
-            "VirtualMachine",
-            Some(&vm.name),
-            &vm.workload,
-            &vm.vm,
-        )?);
+        emit(
+            document("VirtualMachine", Some(&vm.name), &vm.workload, &vm.vm())
+                .map_err(RenderError::Render)?,
+        )?;
     }
-    Ok(documents.join("---\n"))
+    Ok(())
 }
 
 fn document<T: Serialize>(
@@ -68,8 +97,8 @@ pub fn plan_json(plan: &Plan, mode: &str) -> Result<Value> {
     let mut secrets = Vec::with_capacity(plan.vms.len());
     let mut vms = Vec::with_capacity(plan.vms.len());
     for vm in &plan.vms {
-        secrets.push(to_value("Secret", &vm.secret)?);
-        vms.push(to_value("VirtualMachine", &vm.vm)?);
+        secrets.push(to_value("Secret", &vm.secret())?);
+        vms.push(to_value("VirtualMachine", &vm.vm())?);
     }
     let workloads: Vec<Value> = plan
         .workloads

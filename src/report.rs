@@ -2,16 +2,18 @@
 //!
 //! `virtwork run` (real and `--dry-run=server`): [`RunSummary`] holds the facts of a run;
 //! [`run_summary_text`] renders the human summary and [`run_summary_json`] the documented
-//! `--output json` document (docs/output-json.md). [`RunProgress`] shows readiness progress:
-//! a live indicatif view (VMs per phase, ready count, elapsed, ETA) when stderr is a
-//! terminal and logs are text, otherwise one info log line per phase change. Rendering is
-//! pure; only `RunProgress` writes (to stderr).
+//! `--output json` document (docs/output-json.md). [`RunProgress`] shows progress of both
+//! phases: a live indicatif view (creating: n/N, rate, ETA, VMs starting; waiting: VMs per
+//! phase, ready count, the slowest VMs) when stderr is a terminal and logs are text,
+//! otherwise a progress line at INFO every few seconds. Rendering is pure; only
+//! `RunProgress` writes (to stderr).
 
 // `cleanup` and `status` rendering lives in submodules (report/cleanup.rs, report/status.rs).
 pub mod cleanup;
 pub mod status;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -59,7 +61,59 @@ pub struct VmSummary {
     pub created: bool,
     /// Last VMI phase seen, when readiness was watched.
     pub phase: Option<String>,
+    /// When the API server accepted the VM.
+    pub created_at: Option<jiff::Timestamp>,
+    /// When the readiness watch first saw its VMI scheduled (phase Scheduled or Running).
+    pub scheduled_at: Option<jiff::Timestamp>,
+    /// When the readiness watch first saw its VMI Running.
+    pub running_at: Option<jiff::Timestamp>,
     pub ready_at: Option<jiff::Timestamp>,
+}
+
+impl VmSummary {
+    /// From creation to meeting the ready condition.
+    pub fn time_to_ready(&self) -> Option<Duration> {
+        since(self.created_at?, self.ready_at?)
+    }
+}
+
+fn since(from: jiff::Timestamp, to: jiff::Timestamp) -> Option<Duration> {
+    Duration::try_from(to.duration_since(from)).ok()
+}
+
+/// Time-to-ready over the VMs that became ready, and the rate achieved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReadyStats {
+    pub count: usize,
+    pub p50: Duration,
+    pub p90: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+    /// VMs ready per minute, from the first VM created to the last one ready.
+    pub vms_per_minute: f64,
+}
+
+/// Nearest-rank percentiles of the VMs' time to ready; `None` when no VM became ready.
+pub fn ready_stats(vms: &[VmSummary]) -> Option<ReadyStats> {
+    let mut times: Vec<Duration> = vms.iter().filter_map(VmSummary::time_to_ready).collect();
+    if times.is_empty() {
+        return None;
+    }
+    times.sort();
+    let rank = |p: usize| times[(p * times.len()).div_ceil(100).clamp(1, times.len()) - 1];
+    let first_created = vms.iter().filter_map(|v| v.created_at).min()?;
+    let last_ready = vms.iter().filter_map(|v| v.ready_at).max()?;
+    let span = since(first_created, last_ready).unwrap_or_default();
+    // A span under a millisecond (everything at once) would divide by ~0.
+    let minutes = span.as_secs_f64().max(0.001) / 60.0;
+    Some(ReadyStats {
+        count: times.len(),
+        p50: rank(50),
+        p90: rank(90),
+        p99: rank(99),
+        max: *times.last().expect("not empty"),
+        vms_per_minute: times.len() as f64 / minutes,
+    })
 }
 
 /// The facts of one `virtwork run` against a cluster.
@@ -84,6 +138,8 @@ pub struct RunSummary {
     pub vms: Vec<VmSummary>,
     /// API requests admitted by the client rate limiter during the whole run.
     pub api_requests: u64,
+    /// `--max-starting` and `--ramp` as given (unpaced when both are `None`).
+    pub pacing: crate::model::Pacing,
     /// The error that ended the run, if any.
     pub error: Option<String>,
 }
@@ -95,6 +151,22 @@ impl RunSummary {
             "virtwork cleanup --namespace {} --run-id {}",
             self.namespace, self.run_id
         )
+    }
+}
+
+/// A duration as people read it: `850ms`, `42s`, `9m58s`, `1h2m`.
+pub fn human_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) if s == 0 => format!("{m}m"),
+        (0, _) => format!("{m}m{s}s"),
+        _ if m == 0 => format!("{h}h"),
+        _ => format!("{h}h{m}m"),
     }
 }
 
@@ -127,6 +199,17 @@ fn counts_line(c: &KindCounts) -> String {
     line
 }
 
+/// "at most 50 starting, ramp 10m"; `None` when creation is not paced.
+pub fn pacing_line(p: &crate::model::Pacing) -> Option<String> {
+    let parts: Vec<String> = p
+        .max_starting
+        .map(|n| format!("at most {n} starting"))
+        .into_iter()
+        .chain(p.ramp.map(|r| format!("ramp {r}")))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 /// The human summary printed on stdout at the end of a run.
 pub fn run_summary_text(s: &RunSummary) -> String {
     let mut out = String::new();
@@ -154,6 +237,9 @@ pub fn run_summary_text(s: &RunSummary) -> String {
             row("Planned:", counts_line(&s.planned));
         }
     }
+    if let Some(line) = pacing_line(&s.pacing) {
+        row("Pacing:", line);
+    }
     row("Create:", seconds(s.create_duration));
     if let Some(wait) = s.wait_duration {
         row(
@@ -165,6 +251,23 @@ pub fn run_summary_text(s: &RunSummary) -> String {
                 s.planned.vms,
                 s.ready_condition
             ),
+        );
+    }
+    if let Some(stats) = ready_stats(&s.vms) {
+        row(
+            "To ready:",
+            format!(
+                "p50 {}, p90 {}, p99 {}, max {} ({} VMs)",
+                seconds(stats.p50),
+                seconds(stats.p90),
+                seconds(stats.p99),
+                seconds(stats.max),
+                stats.count
+            ),
+        );
+        row(
+            "Rate:",
+            format!("{:.1} VMs/minute ready", stats.vms_per_minute),
         );
     }
     if let Some(error) = &s.error {
@@ -198,7 +301,11 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
                 "created": vm.created,
                 "phase": vm.phase,
                 "ready": vm.ready_at.is_some(),
+                "created_at": vm.created_at.map(|t| t.to_string()),
+                "scheduled_at": vm.scheduled_at.map(|t| t.to_string()),
+                "running_at": vm.running_at.map(|t| t.to_string()),
                 "ready_at": vm.ready_at.map(|t| t.to_string()),
+                "time_to_ready_ms": vm.time_to_ready().map(|d| d.as_millis() as u64),
             })
         })
         .collect();
@@ -217,47 +324,224 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
             "wait": s.wait_duration.map(|d| d.as_millis() as u64),
         },
         "vms_ready": s.vms_ready,
+        "time_to_ready_ms": ready_stats(&s.vms).map(|r| json!({
+            "p50": r.p50.as_millis() as u64,
+            "p90": r.p90.as_millis() as u64,
+            "p99": r.p99.as_millis() as u64,
+            "max": r.max.as_millis() as u64,
+        })),
+        "vms_per_minute": ready_stats(&s.vms).map(|r| (r.vms_per_minute * 10.0).round() / 10.0),
         "vms": vms,
         "api_requests": s.api_requests,
+        "pacing": {
+            "max_starting": s.pacing.max_starting.map(|n| n.get()),
+            "ramp": s.pacing.ramp.map(|r| r.to_string()),
+        },
         "error": s.error,
         "cleanup_command": if s.server_dry_run { Value::Null } else { Value::from(s.cleanup_command()) },
     })
 }
 
-/// Readiness progress on stderr: a live view on a terminal, log lines otherwise.
+/// How often the live view is redrawn from the shared state.
+const LIVE_REFRESH: Duration = Duration::from_millis(250);
+/// How often a progress line is logged when stderr is not a terminal.
+pub const PROGRESS_LOG_INTERVAL: Duration = Duration::from_secs(5);
+/// How many of the slowest VMs the view names.
+const SLOWEST_SHOWN: usize = 3;
+
+/// Run progress on stderr, for both phases (creating, then waiting for readiness). On a
+/// terminal: one live indicatif view redrawn a few times a second (log lines print above
+/// it, see `logging`). Otherwise: a phase change or a progress line every
+/// [`PROGRESS_LOG_INTERVAL`] at INFO, never a line per VM (those are DEBUG, `--verbose`).
+/// Updates are O(1) per event; the view is computed from the shared state on each tick.
 pub struct RunProgress {
+    state: Arc<Mutex<ProgressState>>,
     bar: Option<indicatif::ProgressBar>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct ProgressState {
+    total: usize,
     started: Instant,
+    created: usize,
+    creation_done: Option<Instant>,
+    ready: usize,
+    phases: BTreeMap<String, usize>,
+    /// Created VMs not yet ready: since when, and their last phase.
+    pending: HashMap<String, (Instant, String)>,
+    /// VMs the watch saw ready before their creation was reported (the two race).
+    ready_early: std::collections::HashSet<String>,
+    max_starting: Option<u32>,
+}
+
+impl ProgressState {
+    fn creating_line(&self) -> String {
+        let elapsed = self.started.elapsed().as_secs_f64().max(0.001);
+        let rate = self.created as f64 / elapsed;
+        let left = self.total.saturating_sub(self.created);
+        let eta = if rate > 0.0 {
+            human_duration(Duration::from_secs_f64(left as f64 / rate))
+        } else {
+            "-".to_string()
+        };
+        let mut line = format!(
+            "VMs created, {rate:.1}/s, ETA {eta}; {} starting",
+            self.pending.len()
+        );
+        if let Some(max) = self.max_starting {
+            line.push_str(&format!(" (at most {max})"));
+        }
+        line
+    }
+
+    fn waiting_line(&self) -> String {
+        let mut slowest: Vec<(&String, &(Instant, String))> = self.pending.iter().collect();
+        slowest.sort_by_key(|(name, (since, _))| (*since, *name));
+        let slowest: Vec<String> = slowest
+            .iter()
+            .take(SLOWEST_SHOWN)
+            .map(|(name, (since, phase))| {
+                format!("{name} {phase} {}", human_duration(since.elapsed()))
+            })
+            .collect();
+        let mut line = format!("VMs ready; {}", phase_counts_line(&self.phases));
+        if !slowest.is_empty() {
+            line.push_str(&format!("; slowest: {}", slowest.join(", ")));
+        }
+        line
+    }
 }
 
 impl RunProgress {
     /// `live`: draw the indicatif view (stderr is a terminal and logs are human-readable).
-    pub fn new(total_vms: usize, live: bool) -> Self {
+    /// Must be called inside the tokio runtime (the view refreshes on a timer).
+    pub fn new(total_vms: usize, live: bool, max_starting: Option<u32>) -> Self {
+        let state = Arc::new(Mutex::new(ProgressState {
+            total: total_vms,
+            started: Instant::now(),
+            created: 0,
+            creation_done: None,
+            ready: 0,
+            phases: BTreeMap::new(),
+            pending: HashMap::new(),
+            ready_early: Default::default(),
+            max_starting,
+        }));
         let bar = live.then(|| {
             let bar = indicatif::ProgressBar::with_draw_target(
                 Some(total_vms as u64),
                 indicatif::ProgressDrawTarget::stderr(),
             );
             let style = indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} VMs ready, ETA {eta}  {msg}",
+                "{spinner} [{elapsed_precise}] {prefix} {bar:30} {pos}/{len} {msg}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> ");
             bar.set_style(style);
+            bar.set_prefix("creating");
             bar.enable_steady_tick(Duration::from_millis(200));
+            crate::logging::print_above(Some(bar.clone()));
             bar
         });
+        let ticker = {
+            let state = Arc::clone(&state);
+            let bar = bar.clone();
+            let every = if bar.is_some() {
+                LIVE_REFRESH
+            } else {
+                PROGRESS_LOG_INTERVAL
+            };
+            tokio::spawn(async move {
+                let mut interval = tokio::time::interval(every);
+                interval.tick().await;
+                loop {
+                    interval.tick().await;
+                    let state = state.lock().expect("progress lock");
+                    match &bar {
+                        Some(bar) => draw(bar, &state),
+                        None => log_progress(&state),
+                    }
+                }
+            })
+        };
         RunProgress {
+            state,
             bar,
-            started: Instant::now(),
+            ticker: Some(ticker),
         }
     }
 
-    /// Removes the live view (before the summary is printed).
-    pub fn finish(&self) {
+    /// The API server accepted VM `name`.
+    pub fn vm_created(&self, name: &str) {
+        let mut state = self.state.lock().expect("progress lock");
+        state.created += 1;
+        if state.ready_early.remove(name) {
+            return;
+        }
+        state
+            .pending
+            .entry(name.to_string())
+            .or_insert_with(|| (Instant::now(), crate::k8s::ready::NO_VMI_PHASE.to_string()));
+    }
+
+    /// Creation ended (every VM sent, or stopped); the view turns to readiness.
+    pub fn creation_finished(&self, waiting: bool) {
+        let mut state = self.state.lock().expect("progress lock");
+        state.creation_done = Some(Instant::now());
+        // Without a terminal the command logs the phase change itself.
+        if let Some(bar) = &self.bar
+            && waiting
+        {
+            bar.set_prefix("ready");
+            draw(bar, &state);
+        }
+    }
+
+    /// Removes the live view (before the summary is printed) and stops the timer.
+    pub fn finish(&mut self) {
+        if let Some(ticker) = self.ticker.take() {
+            ticker.abort();
+        }
         if let Some(bar) = &self.bar {
+            crate::logging::print_above(None);
             bar.finish_and_clear();
         }
+    }
+}
+
+impl Drop for RunProgress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn draw(bar: &indicatif::ProgressBar, state: &ProgressState) {
+    if state.creation_done.is_none() {
+        bar.set_position(state.created as u64);
+        bar.set_message(state.creating_line());
+    } else {
+        bar.set_position(state.ready as u64);
+        bar.set_message(state.waiting_line());
+    }
+}
+
+fn log_progress(state: &ProgressState) {
+    if state.creation_done.is_none() {
+        tracing::info!(
+            created = state.created,
+            total = state.total,
+            ready = state.ready,
+            "creating: {}",
+            state.creating_line()
+        );
+    } else {
+        tracing::info!(
+            ready = state.ready,
+            total = state.total,
+            "waiting: {}",
+            state.waiting_line()
+        );
     }
 }
 
@@ -272,29 +556,39 @@ pub fn phase_counts_line(counts: &BTreeMap<String, usize>) -> String {
 
 impl ReadinessObserver for RunProgress {
     fn changed(&mut self, tracker: &ReadinessTracker, transitions: &[Transition]) {
-        match &self.bar {
-            Some(bar) => {
-                bar.set_position(tracker.ready_count() as u64);
-                bar.set_message(phase_counts_line(&tracker.phase_counts()));
-            }
-            None => {
-                for t in transitions {
-                    match t {
-                        Transition::Phase { vm, from, to } => {
-                            tracing::info!(vm_name = %vm, from = %from, phase = %to, "vm phase changed")
-                        }
-                        Transition::Ready { vm, phase } => tracing::info!(
-                            vm_name = %vm,
-                            phase = %phase,
-                            ready = tracker.ready_count(),
-                            total = tracker.total(),
-                            elapsed_ms = self.started.elapsed().as_millis() as u64,
-                            "vm ready"
-                        ),
-                        Transition::Failed { vm, reason } => {
-                            tracing::error!(vm_name = %vm, reason = %reason, "vm failed")
-                        }
+        self.observe(tracker, transitions);
+    }
+}
+
+impl RunProgress {
+    /// Readiness changed (the [`ReadinessObserver`] hook, usable through a shared reference
+    /// while creation reports to the same view).
+    pub fn observe(&self, tracker: &ReadinessTracker, transitions: &[Transition]) {
+        let mut state = self.state.lock().expect("progress lock");
+        state.ready = tracker.ready_count();
+        state.phases = tracker.phase_counts();
+        for t in transitions {
+            match t {
+                Transition::Phase { vm, from, to } => {
+                    if let Some((_, phase)) = state.pending.get_mut(vm) {
+                        phase.clone_from(to);
                     }
+                    tracing::debug!(vm_name = %vm, from = %from, phase = %to, "vm phase changed")
+                }
+                Transition::Ready { vm, phase } => {
+                    if state.pending.remove(vm).is_none() {
+                        state.ready_early.insert(vm.clone());
+                    }
+                    tracing::debug!(
+                        vm_name = %vm,
+                        phase = %phase,
+                        ready = state.ready,
+                        total = tracker.total(),
+                        "vm ready"
+                    )
+                }
+                Transition::Failed { vm, reason } => {
+                    tracing::error!(vm_name = %vm, reason = %reason, "vm failed")
                 }
             }
         }
@@ -334,9 +628,13 @@ mod tests {
                 role: None,
                 created: !server_dry_run,
                 phase: Some("Running".into()),
+                created_at: Some(jiff::Timestamp::from_second(1_799_999_958).unwrap()),
+                scheduled_at: Some(jiff::Timestamp::from_second(1_799_999_970).unwrap()),
+                running_at: Some(jiff::Timestamp::from_second(1_799_999_990).unwrap()),
                 ready_at: Some(jiff::Timestamp::from_second(1_800_000_000).unwrap()),
             }],
             api_requests: 42,
+            pacing: crate::model::Pacing::default(),
             error: None,
         }
     }
@@ -400,8 +698,63 @@ mod tests {
         assert_eq!(doc["vms"][0]["phase"], "Running");
         assert_eq!(doc["vms"][0]["ready"], true);
         assert_eq!(doc["vms"][0]["ready_at"], "2027-01-15T08:00:00Z");
+        assert_eq!(doc["vms"][0]["created_at"], "2027-01-15T07:59:18Z");
+        assert_eq!(doc["vms"][0]["scheduled_at"], "2027-01-15T07:59:30Z");
+        assert_eq!(doc["vms"][0]["running_at"], "2027-01-15T07:59:50Z");
+        assert_eq!(doc["vms"][0]["time_to_ready_ms"], 42_000);
+        assert_eq!(doc["time_to_ready_ms"]["max"], 42_000);
         assert!(doc["dry_run"].is_null());
         assert_eq!(doc["api_requests"], 42);
+    }
+
+    #[test]
+    fn time_to_ready_percentiles_and_rate() {
+        let t0 = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let at = |ms: i64| {
+            t0.checked_add(jiff::SignedDuration::from_millis(ms))
+                .unwrap()
+        };
+        // 100 VMs created a second apart, VM i ready (i + 1) x 100 ms after its creation;
+        // one more never ready.
+        let mut vms: Vec<VmSummary> = (0..100)
+            .map(|i| VmSummary {
+                name: format!("vm-{i}"),
+                workload: "cpu".into(),
+                role: None,
+                created: true,
+                phase: Some("Running".into()),
+                created_at: Some(at(i * 1000)),
+                scheduled_at: None,
+                running_at: None,
+                ready_at: Some(at(i * 1000 + (i + 1) * 100)),
+            })
+            .collect();
+        vms.push(VmSummary {
+            ready_at: None,
+            ..vms[0].clone()
+        });
+        let stats = ready_stats(&vms).unwrap();
+        assert_eq!(stats.count, 100);
+        assert_eq!(stats.p50, Duration::from_millis(5000));
+        assert_eq!(stats.p90, Duration::from_millis(9000));
+        assert_eq!(stats.p99, Duration::from_millis(9900));
+        assert_eq!(stats.max, Duration::from_millis(10_000));
+        // 100 VMs from t0 to the last ready at 109 s.
+        assert!((stats.vms_per_minute - 100.0 / (109.0 / 60.0)).abs() < 0.01);
+        assert!(ready_stats(&vms[100..]).is_none());
+
+        let mut s = summary(RunStatus::Success, false);
+        s.vms = vms;
+        let text = run_summary_text(&s);
+        assert!(
+            text.contains("To ready:  p50 5.0s, p90 9.0s, p99 9.9s, max 10.0s (100 VMs)"),
+            "{text}"
+        );
+        assert!(text.contains("Rate:      55.0 VMs/minute ready"), "{text}");
+        let doc = run_summary_json(&s);
+        assert_eq!(doc["time_to_ready_ms"]["p90"], 9000);
+        assert_eq!(doc["vms_per_minute"], 55.0);
+        assert_eq!(doc["vms"][3]["time_to_ready_ms"], 400);
     }
 
     #[test]

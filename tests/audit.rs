@@ -269,7 +269,13 @@ const VM_DETAILS: &[Col] = &[
     ("created_at", "TEXT", false, None, false),
     ("ready_at", "TEXT", false, None, false),
     ("deleted_at", "TEXT", false, None, false),
+    // Migration 3 (ours, additive and nullable): the VMI's first Scheduled/Running sighting.
+    ("scheduled_at", "TEXT", false, None, false),
+    ("running_at", "TEXT", false, None, false),
 ];
+
+/// Columns our migrations append to `vm_details` after the reference schema.
+const VM_DETAILS_ADDED: usize = 2;
 
 const RESOURCE_DETAILS: &[Col] = &[
     ("id", "INTEGER", false, None, true),
@@ -728,9 +734,14 @@ fn assert_go_database_upgrades_without_loss(setup: &str) {
 
     let auditor = Auditor::open_path(&path).unwrap();
     let conn = connect(&path);
+    let mut after = dump(&conn);
+    // The columns our migrations added are NULL on every Go-written row.
+    for row in &mut after[2].1 {
+        let added = row.split_off(row.len() - VM_DETAILS_ADDED);
+        assert!(added.iter().all(|v| *v == Value::Null), "{added:?}");
+    }
     assert_eq!(
-        dump(&conn),
-        before,
+        after, before,
         "every Go-written row survives the upgrade unchanged"
     );
     assert_reference_schema(&conn);

@@ -337,6 +337,26 @@ fn cases() -> Vec<Case> {
             flag: Flag::Value("--vm-count"),
             get: |s| s.plan.vm_count.to_string(),
         },
+        Case {
+            key: "max-starting",
+            env: "VIRTWORK_MAX_STARTING",
+            values: ["20", "30", "40"],
+            default: "unlimited",
+            flag: Flag::Value("--max-starting"),
+            get: |s| {
+                s.pacing
+                    .max_starting
+                    .map_or("unlimited".into(), |n| n.to_string())
+            },
+        },
+        Case {
+            key: "ramp",
+            env: "VIRTWORK_RAMP",
+            values: ["10m", "1h30m", "45s"],
+            default: "none",
+            flag: Flag::Value("--ramp"),
+            get: |s| s.pacing.ramp.map_or("none".into(), |r| r.to_string()),
+        },
     ]
 }
 
@@ -745,4 +765,32 @@ fn every_command_validates_every_key_the_same_way() {
             r#"invalid value "abc" for VIRTWORK_CPU_CORES: expected a whole number of at least 1"#
         );
     }
+}
+
+#[test]
+fn pacing_values_are_checked_at_the_edge_with_one_line_errors() {
+    let ramp = input_error(try_run::<&str>(&[], &[("VIRTWORK_RAMP", "10")]));
+    assert_eq!(
+        ramp,
+        "invalid value \"10\" for VIRTWORK_RAMP: expected a duration with units such as 90s, 10m \
+         or 1h30m (h, m, s), from 1s to 7 days (a bare number has no unit: did you mean \"10s\" \
+         or \"10m\"?)"
+    );
+    let file = yaml_file("max_starting: 0\n");
+    let config = file.path().display().to_string();
+    let zero = input_error(try_run(&["--config", &config], &[]));
+    assert!(
+        zero.starts_with("invalid value \"0\" for max_starting in ")
+            && zero.ends_with("expected a whole number from 1 to 50000"),
+        "{zero}"
+    );
+    // A starting limit is closed by readiness: without the wait it could never reopen.
+    let no_wait = input_error(try_run(&["--max-starting", "5", "--no-wait"], &[]));
+    assert!(
+        no_wait.starts_with("--max-starting needs the readiness wait"),
+        "{no_wait}"
+    );
+    let paced = run(&["--ramp", "1h30m", "--max-starting", "25"], &[]);
+    assert_eq!(paced.pacing.ramp.unwrap().get().as_secs(), 5400);
+    assert_eq!(paced.pacing.max_starting.unwrap().get(), 25);
 }

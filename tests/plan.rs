@@ -157,12 +157,12 @@ fn single_role_vms_are_named_by_index_with_their_secret_and_labels() {
     );
     let vm = &plan.vms[1];
     assert_eq!(
-        vm.secret.metadata.name.as_deref(),
+        Some(vm.secret_name().as_str()),
         Some("virtwork-cpu-1-cloudinit")
     );
-    assert_eq!(vm.secret.metadata.namespace.as_deref(), Some("virtwork"));
+    assert_eq!(vm.secret().metadata.namespace.as_deref(), Some("virtwork"));
     assert_eq!(
-        labels_of(&vm.secret.metadata),
+        labels_of(&vm.secret().metadata),
         [
             "app.kubernetes.io/component=cpu",
             "app.kubernetes.io/managed-by=virtwork",
@@ -170,10 +170,14 @@ fn single_role_vms_are_named_by_index_with_their_secret_and_labels() {
             &format!("virtwork/run-id={RUN_ID}"),
         ]
     );
-    assert_eq!(labels_of(&vm.vm.metadata), labels_of(&vm.secret.metadata));
-    let userdata = &vm.secret.string_data.as_ref().unwrap()["userdata"];
+    assert_eq!(
+        labels_of(&vm.vm().metadata),
+        labels_of(&vm.secret().metadata)
+    );
+    let secret = vm.secret();
+    let userdata = &secret.string_data.as_ref().unwrap()["userdata"];
     assert!(userdata.starts_with("#cloud-config\n"));
-    assert!(vm.secret.type_.is_none() && vm.secret.data.is_none());
+    assert!(vm.secret().type_.is_none() && vm.secret().data.is_none());
     assert_eq!(plan.workloads[0].vm_count, 3);
     assert!(plan.services.is_empty());
 }
@@ -190,7 +194,7 @@ fn vm_spec_matches_the_reference_shape() {
         }]
     })
     .unwrap();
-    let vm = serde_json::to_value(&plan.vms[0].vm).unwrap();
+    let vm = serde_json::to_value(plan.vms[0].vm()).unwrap();
     let labels = serde_json::json!({
         "app.kubernetes.io/component": "disk",
         "app.kubernetes.io/managed-by": "virtwork",
@@ -288,15 +292,16 @@ fn multi_role_vms_carry_the_role_label_and_services_are_sorted() {
     );
     let vm = &plan.vms[2];
     assert_eq!(vm.role.as_deref(), Some("client"));
-    assert!(labels_of(&vm.vm.metadata).contains(&"virtwork/role=client".to_string()));
+    assert!(labels_of(&vm.vm().metadata).contains(&"virtwork/role=client".to_string()));
     // Secrets carry no role label (reference §6.1).
     assert!(
-        !labels_of(&vm.secret.metadata)
+        !labels_of(&vm.secret().metadata)
             .iter()
             .any(|l| l.starts_with("virtwork/role"))
     );
-    let template_labels = vm.vm.spec.template.metadata.as_ref().unwrap();
-    assert_eq!(labels_of(template_labels), labels_of(&vm.vm.metadata));
+    let vm_object = vm.vm();
+    let template_labels = vm_object.spec.template.metadata.as_ref().unwrap();
+    assert_eq!(labels_of(template_labels), labels_of(&vm.vm().metadata));
 
     let services: Vec<(&str, &str)> = plan
         .services
@@ -371,7 +376,7 @@ fn per_workload_override_beats_global_values() {
 
     let plan = plan_with(&cfg, |_| {}).unwrap();
     assert_eq!(plan.vms.len(), 7);
-    let vm = &plan.vms[0].vm;
+    let vm = &plan.vms[0].vm();
     let domain = &vm.spec.template.spec.as_ref().unwrap().domain;
     assert_eq!(domain.cpu.as_ref().unwrap().cores, Some(8));
     assert_eq!(
@@ -512,7 +517,7 @@ fn userdata_over_one_mebibyte_is_rejected_and_exactly_one_is_accepted() {
     let header = "#cloud-config\n# cpu None\n".len();
     let plan = plan_with(&cfg, |w| w.userdata_bytes = 1024 * 1024 - header).unwrap();
     assert_eq!(
-        plan.vms[0].secret.string_data.as_ref().unwrap()["userdata"].len(),
+        plan.vms[0].secret().string_data.as_ref().unwrap()["userdata"].len(),
         1024 * 1024
     );
     let msg = input_error(plan_with(&cfg, |w| {
@@ -565,7 +570,7 @@ fn planning_is_deterministic() {
         let vms: Vec<_> = p
             .vms
             .iter()
-            .map(|v| serde_json::to_string(&v.vm).unwrap())
+            .map(|v| serde_json::to_string(&v.vm()).unwrap())
             .collect();
         let svcs: Vec<_> = p
             .services
@@ -629,7 +634,7 @@ fn dry_run_yaml_is_a_valid_stream_in_reference_order() {
     let userdata = docs[3]["stringData"]["userdata"].as_str().unwrap();
     assert_eq!(
         userdata,
-        plan.vms[2].secret.string_data.as_ref().unwrap()["userdata"]
+        plan.vms[2].secret().string_data.as_ref().unwrap()["userdata"]
     );
 
     let json = virtwork::render::plan_json(&plan, "client").unwrap();
@@ -735,7 +740,7 @@ fn unit_names_unsafe_for_the_readiness_probe_are_rejected() {
 fn guest_family_follows_the_container_disk_image() {
     let registry = virtwork::workloads::Registry::builtin();
     let userdata =
-        |plan: &Plan| plan.vms[0].secret.string_data.as_ref().unwrap()["userdata"].clone();
+        |plan: &Plan| plan.vms[0].secret().string_data.as_ref().unwrap()["userdata"].clone();
     let mut input = test_config::plan_input(&["database"], 1);
     input.container_disk_image = "quay.io/containerdisks/debian:12".parse().unwrap();
     let plan = plan::build_plan(&input, &registry, RUN_ID.parse().unwrap()).unwrap();
@@ -757,4 +762,38 @@ fn guest_family_follows_the_container_disk_image() {
             assert!(plan.warnings[0].contains(image), "{:?}", plan.warnings);
         }
     }
+}
+
+#[test]
+fn vms_of_one_role_share_one_rendered_user_data() {
+    // Memory stays flat in VM count only if the user-data is rendered once per role and
+    // shared, not copied into every VM of the plan.
+    let plan = plan::build_plan(
+        &test_config::plan_input(&["cpu", "network"], 3),
+        &virtwork::workloads::Registry::builtin(),
+        RUN_ID.parse().unwrap(),
+    )
+    .unwrap();
+    let cpu: Vec<_> = plan.vms.iter().filter(|v| v.workload == "cpu").collect();
+    assert!(
+        cpu.windows(2)
+            .all(|w| std::sync::Arc::ptr_eq(w[0].userdata(), w[1].userdata()))
+    );
+    let server = plan
+        .vms
+        .iter()
+        .find(|v| v.role.as_deref() == Some("server"))
+        .unwrap();
+    let client = plan
+        .vms
+        .iter()
+        .find(|v| v.role.as_deref() == Some("client"))
+        .unwrap();
+    assert!(!server.shares_template_with(client));
+    // Building an object twice gives the same object: the plan stays a pure value.
+    assert_eq!(cpu[1].vm(), cpu[1].vm());
+    assert_eq!(
+        cpu[1].secret().string_data.unwrap()["userdata"],
+        cpu[1].userdata().to_string()
+    );
 }

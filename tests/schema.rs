@@ -393,7 +393,7 @@ fn every_planned_vm_validates_against_kubevirt_schema() {
     assert_eq!(plan.vms.len(), 7 * 2 + 2 * 4 + 2 + 3);
     let mut templates = 0;
     for vm in &plan.vms {
-        let value = serde_json::to_value(&vm.vm).unwrap();
+        let value = serde_json::to_value(vm.vm()).unwrap();
         let errors = schema::validate(&doc, "v1.VirtualMachine", &value, true);
         assert!(errors.is_empty(), "{}: {errors:#?}", vm.name);
         let command = &value["spec"]["template"]["spec"]["readinessProbe"]["exec"]["command"];

@@ -94,7 +94,14 @@ pub struct VmRow {
     pub phase: Option<String>,
     pub status: String,
     pub created_at: Option<String>,
+    /// When its VMI was first seen scheduled / Running (NULL before schema version 3).
+    pub scheduled_at: Option<String>,
+    pub running_at: Option<String>,
     pub ready_at: Option<String>,
+    /// `scheduled_at - created_at`, when both parse.
+    pub seconds_to_scheduled: Option<i64>,
+    /// `running_at - created_at`, when both parse.
+    pub seconds_to_running: Option<i64>,
     /// `ready_at - created_at`, when both parse.
     pub seconds_to_ready: Option<i64>,
     pub deleted_at: Option<String>,
@@ -218,14 +225,24 @@ fn workloads(conn: &Connection, audit_id: i64) -> rusqlite::Result<Vec<WorkloadR
 }
 
 fn vms(conn: &Connection, audit_id: i64) -> rusqlite::Result<Vec<VmRow>> {
-    let mut stmt = conn.prepare(
+    // A database opened read-only may predate schema version 3 (no timeline columns).
+    let columns = crate::audit::schema::column_names(conn, "vm_details")?;
+    let timeline = if columns.iter().any(|c| c == "running_at") {
+        "scheduled_at, running_at"
+    } else {
+        "NULL, NULL"
+    };
+    let mut stmt = conn.prepare(&format!(
         "SELECT vm_name, namespace, component, role, cpu_cores, memory, container_disk_image,
-                has_data_disk, data_disk_size, phase, status, created_at, ready_at, deleted_at
-         FROM vm_details WHERE audit_id = ?1 ORDER BY id",
-    )?;
+                has_data_disk, data_disk_size, phase, status, created_at, ready_at, deleted_at,
+                {timeline}
+         FROM vm_details WHERE audit_id = ?1 ORDER BY id"
+    ))?;
     let rows = stmt.query_map([audit_id], |r| {
         let created_at: Option<String> = r.get(11)?;
         let ready_at: Option<String> = r.get(12)?;
+        let scheduled_at: Option<String> = r.get(14)?;
+        let running_at: Option<String> = r.get(15)?;
         Ok(VmRow {
             vm_name: r.get(0)?,
             namespace: r.get(1)?,
@@ -238,8 +255,12 @@ fn vms(conn: &Connection, audit_id: i64) -> rusqlite::Result<Vec<VmRow>> {
             data_disk_size: r.get(8)?,
             phase: r.get(9)?,
             status: r.get(10)?,
+            seconds_to_scheduled: seconds_between(created_at.as_deref(), scheduled_at.as_deref()),
+            seconds_to_running: seconds_between(created_at.as_deref(), running_at.as_deref()),
             seconds_to_ready: seconds_between(created_at.as_deref(), ready_at.as_deref()),
             created_at,
+            scheduled_at,
+            running_at,
             ready_at,
             deleted_at: r.get(13)?,
         })

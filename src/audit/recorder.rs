@@ -999,6 +999,28 @@ impl Execution {
         });
     }
 
+    /// Records when the VM's VMI was first seen scheduled and Running (either may be unknown).
+    pub fn update_vm_timeline(
+        &self,
+        vm_name: &str,
+        scheduled_at: Option<jiff::Timestamp>,
+        running_at: Option<jiff::Timestamp>,
+    ) {
+        let vm_name = vm_name.to_string();
+        let (scheduled_at, running_at) = (
+            scheduled_at.map(format_timestamp),
+            running_at.map(format_timestamp),
+        );
+        self.write("UpdateVMTimeline", move |tx, id| {
+            tx.execute(
+                "UPDATE vm_details SET scheduled_at = COALESCE(?3, scheduled_at),
+                     running_at = COALESCE(?4, running_at)
+                 WHERE audit_id = ?1 AND vm_name = ?2",
+                params![id, vm_name, scheduled_at, running_at],
+            )
+        });
+    }
+
     /// Marks the VM failed (readiness timeout or error), keeping the last phase seen.
     pub fn update_vm_failed(&self, vm_name: &str, last_phase: Option<&str>) {
         let vm_name = vm_name.to_string();

@@ -143,6 +143,12 @@ pub const MIGRATIONS: &[Migration] = &[
                       created audit_log without them",
         apply: apply_v2_cleanup_count_columns,
     },
+    Migration {
+        version: 3,
+        description: "add vm_details.scheduled_at/running_at: when the readiness watch first \
+                      saw each VM's VMI scheduled and Running (time-to-ready figures)",
+        apply: apply_v3_vm_timeline_columns,
+    },
 ];
 
 /// The schema version a fully migrated database has.
@@ -168,7 +174,19 @@ fn apply_v2_cleanup_count_columns(tx: &Transaction<'_>) -> rusqlite::Result<()> 
     Ok(())
 }
 
-fn column_names(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+/// Nullable TEXT columns, so rows written before (and by the Go tool) stay valid and the Go
+/// tool, which names its columns, keeps reading the table.
+fn apply_v3_vm_timeline_columns(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    let existing = column_names(tx, "vm_details")?;
+    for column in ["scheduled_at", "running_at"] {
+        if !existing.iter().any(|c| c == column) {
+            tx.execute_batch(&format!("ALTER TABLE vm_details ADD COLUMN {column} TEXT"))?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn column_names(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
     let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})"))?;
     let names = stmt.query_map([], |row| row.get::<_, String>(1))?;
     names.collect()

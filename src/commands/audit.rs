@@ -309,6 +309,10 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
                     dash(v.phase.as_deref()),
                     v.status.clone(),
                     dash(v.created_at.as_deref()),
+                    v.seconds_to_scheduled
+                        .map_or_else(|| "-".into(), format_duration),
+                    v.seconds_to_running
+                        .map_or_else(|| "-".into(), format_duration),
                     v.seconds_to_ready
                         .map_or_else(|| "-".into(), format_duration),
                     dash(v.deleted_at.as_deref()),
@@ -317,7 +321,16 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
             .collect();
         text.push_str(&table(
             &[
-                "VM", "WORKLOAD", "ROLE", "PHASE", "STATUS", "CREATED", "TO READY", "DELETED",
+                "VM",
+                "WORKLOAD",
+                "ROLE",
+                "PHASE",
+                "STATUS",
+                "CREATED",
+                "TO SCHEDULED",
+                "TO RUNNING",
+                "TO READY",
+                "DELETED",
             ],
             rows,
             "  ",

@@ -10,7 +10,9 @@
 //! (those in flight get a short grace to answer), records the run as `cancelled`, prints what
 //! exists and the cleanup command and exits 130; a second one exits 130 at once.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -24,8 +26,11 @@ use crate::config::RunSettings;
 use crate::error::{Error, Result};
 use crate::k8s::apply::{Applied, ApplyEvent, ApplyOptions, apply_plan};
 use crate::k8s::client::{Cluster, connect_from_env};
+use crate::k8s::pacing::{PaceGate, Pacer};
 use crate::k8s::preflight::{PreflightNeeds, preflight};
-use crate::k8s::ready::{ReadinessTracker, WaitOutcome, wait_for_ready};
+use crate::k8s::ready::{
+    ReadinessObserver, ReadinessTracker, Transition, WaitOutcome, wait_for_ready,
+};
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{DryRunMode, LogFormat, OutputFormat, RunId};
 use crate::plan::{Plan, build_plan};
@@ -95,17 +100,18 @@ fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Res
     let execution = auditor.start_execution(run_uuid, &params);
     record_plan(&execution, CommandKind::DryRun, plan);
     tracing::info!(total_vms = plan.vms.len(), "dry run mode");
-    let text = match settings.global.output {
+    match settings.global.output {
         OutputFormat::Json => {
             let doc = crate::render::plan_json(plan, "client")?;
             let mut text = serde_json::to_string_pretty(&doc)
                 .map_err(|e| Error::runtime(format!("rendering the plan as JSON: {e}")))?;
             text.push('\n');
-            text
+            super::write_stdout(&text)?;
         }
-        OutputFormat::Text => crate::render::dry_run_yaml(plan)?,
-    };
-    super::write_stdout(&text)?;
+        // Streamed: each document is built and written in turn, so memory stays flat in
+        // the number of VMs.
+        OutputFormat::Text => write_yaml_stdout(plan)?,
+    }
     execution.complete_execution(ExecutionStatus::Success, None);
     // The reference logs the summary after a dry-run too (counts of what would be created).
     tracing::info!(
@@ -119,6 +125,22 @@ fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Res
         "deployment summary"
     );
     Ok(())
+}
+
+/// The dry-run YAML stream on stdout, buffered; a closed pipe ends it quietly.
+fn write_yaml_stdout(plan: &Plan) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let written = crate::render::write_dry_run_yaml(plan, &mut out)
+        .and_then(|()| out.flush().map_err(crate::render::RenderError::Write));
+    match written {
+        Ok(()) => Ok(()),
+        Err(crate::render::RenderError::Render(e)) => Err(e),
+        Err(crate::render::RenderError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            Ok(())
+        }
+        Err(crate::render::RenderError::Write(e)) => Err(super::write_failed(e)),
+    }
 }
 
 /// Applies `plan` to the cluster the settings name (a real run or `--dry-run=server`),
@@ -241,65 +263,155 @@ async fn drive(
         }
     }
 
+    // The readiness watch runs alongside creation (from the moment the namespace exists):
+    // `--max-starting` admits a creation only when an earlier VM became ready, and every
+    // VM's phases are seen from its first one.
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(0usize);
+    let pacer = Pacer::new(plan.vms.len(), settings.pacing);
+    let gate =
+        (pacer.is_paced() && !server_dry_run).then(|| Arc::new(PaceGate::new(pacer, ready_rx)));
+    let apply_cancel = cancel.child_token();
+    let wait_cancel = cancel.child_token();
     let options = ApplyOptions {
         run_id: plan.run_id.to_string(),
         namespace: plan.namespace.clone(),
         policy: RetryPolicy::until(deadline),
-        cancel: cancel.clone(),
+        cancel: apply_cancel.clone(),
         vm_concurrency: settings.vm_concurrency,
         server_dry_run,
+        pace: gate,
     };
     let namespace = plan.namespace.clone();
     let image = settings.plan.container_disk_image.to_string();
-    let mut on_event =
-        |event: ApplyEvent| record_apply_event(&event, plan, &namespace, &image, execution);
-    let applied = apply_plan(&cluster.client, plan, &options, &mut on_event).await;
-    summary.create_duration = started.elapsed();
-    match applied {
-        Ok(applied) => fill_created(&mut summary, plan, &applied, server_dry_run),
-        Err((error, applied)) => {
-            fill_created(&mut summary, plan, &applied, server_dry_run);
-            return finish(summary, Err(error));
-        }
-    }
-
-    if !wait {
-        return finish(summary, Ok(()));
-    }
-
-    // --timeout bounds the whole run: readiness gets what creation left of it.
-    let timeout = deadline.saturating_duration_since(Instant::now());
-    tracing::info!(
-        vm_count = plan.vms.len(),
-        timeout = timeout.as_nanos() as u64,
-        "waiting for VMs to become ready"
+    let (namespace_tx, mut namespace_rx) = tokio::sync::watch::channel(false);
+    let plan_index: HashMap<&str, usize> = plan
+        .vms
+        .iter()
+        .enumerate()
+        .map(|(i, vm)| (vm.name.as_str(), i))
+        .collect();
+    let live = std::io::stderr().is_terminal() && settings.global.log_format == LogFormat::Text;
+    let mut progress = RunProgress::new(
+        plan.vms.len(),
+        live,
+        settings.pacing.max_starting.map(|n| n.get()),
     );
-    let wait_started = Instant::now();
+    // When the API server accepted each VM, by plan index (the start of its time to ready).
+    let mut created_times: Vec<Option<jiff::Timestamp>> = vec![None; plan.vms.len()];
+    let mut on_event = |event: ApplyEvent| {
+        match &event {
+            ApplyEvent::NamespaceEnsured { .. } => {
+                namespace_tx.send_replace(true);
+            }
+            ApplyEvent::VmCreated { name, .. } => {
+                progress.vm_created(name);
+                if let Some(&i) = plan_index.get(name.as_str()) {
+                    created_times[i] = Some(jiff::Timestamp::now());
+                }
+            }
+            _ => {}
+        }
+        record_apply_event(&event, plan, &plan_index, &namespace, &image, execution)
+    };
     let mut tracker = ReadinessTracker::new(
         plan.vms.iter().map(|v| v.name.clone()),
         settings.ready_condition,
     );
-    let live = std::io::stderr().is_terminal() && settings.global.log_format == LogFormat::Text;
-    let mut progress = RunProgress::new(plan.vms.len(), live);
-    let (outcome, stats) = wait_for_ready(
-        cluster.client.clone(),
-        &plan.namespace,
-        &plan.run_id.to_string(),
-        &mut tracker,
-        timeout,
-        cancel,
-        &mut progress,
-    )
-    .await;
+    let creating = async {
+        tracing::info!(
+            vm_count = plan.vms.len(),
+            vm_concurrency = settings.vm_concurrency,
+            pacing = report::pacing_line(&settings.pacing).unwrap_or_else(|| "none".into()),
+            "creating VMs"
+        );
+        let applied = apply_plan(&cluster.client, plan, &options, &mut on_event).await;
+        let created_at = Instant::now();
+        progress.creation_finished(wait && applied.is_ok());
+        if applied.is_err() {
+            // Nothing more will be created: stop watching.
+            wait_cancel.cancel();
+        } else if wait {
+            // --timeout bounds the whole run: readiness gets what creation left of it.
+            tracing::info!(
+                vm_count = plan.vms.len(),
+                timeout = %report::human_duration(deadline.saturating_duration_since(created_at)),
+                "waiting for VMs to become ready"
+            );
+        }
+        (applied, created_at)
+    };
+    let waiting = async {
+        if !wait || namespace_rx.wait_for(|exists| *exists).await.is_err() {
+            return None;
+        }
+        let mut observer = PacedObserver {
+            progress: &progress,
+            ready: &ready_tx,
+        };
+        let (outcome, stats) = wait_for_ready(
+            cluster.client.clone(),
+            &plan.namespace,
+            &plan.run_id.to_string(),
+            &mut tracker,
+            deadline.saturating_duration_since(Instant::now()),
+            &wait_cancel,
+            &mut observer,
+        )
+        .await;
+        if outcome != WaitOutcome::AllReady {
+            // A failed VM, the timeout or a dead watch: creating more would not help.
+            apply_cancel.cancel();
+        }
+        Some((outcome, stats, Instant::now()))
+    };
+    let ((applied, created_at), waited) = tokio::join!(creating, waiting);
+    summary.create_duration = created_at.saturating_duration_since(started);
+    for (vm, at) in summary.vms.iter_mut().zip(created_times) {
+        vm.created_at = at;
+    }
+    let applied = match applied {
+        Ok(applied) => applied,
+        Err((error, applied)) => {
+            fill_created(&mut summary, plan, &applied, server_dry_run);
+            progress.finish();
+            // Creation stopped because the wait ended first (a VM failed, the timeout, a
+            // dead watch): the wait's outcome is the reason, reported below.
+            let stopped_by_wait = matches!(error, Error::Interrupted)
+                && !cancel.is_cancelled()
+                && waited
+                    .as_ref()
+                    .is_some_and(|(o, _, _)| *o != WaitOutcome::AllReady);
+            if !stopped_by_wait {
+                return finish(summary, Err(error));
+            }
+            applied
+        }
+    };
+    fill_created(&mut summary, plan, &applied, server_dry_run);
+    let Some((outcome, stats, wait_ended)) = waited else {
+        progress.finish();
+        return finish(summary, Ok(()));
+    };
     progress.finish();
-    summary.wait_duration = Some(wait_started.elapsed());
+    summary.wait_duration = Some(wait_ended.saturating_duration_since(created_at));
     summary.vms_ready = tracker.ready_count();
     tracing::debug!(reconnects = stats.reconnects, "readiness watch finished");
 
+    let index: HashMap<&str, usize> = plan
+        .vms
+        .iter()
+        .enumerate()
+        .map(|(i, vm)| (vm.name.as_str(), i))
+        .collect();
     for state in tracker.vms() {
-        if let Some(vm) = summary.vms.iter_mut().find(|v| v.name == state.name) {
+        if let Some(vm) = index.get(state.name.as_str()).map(|&i| &mut summary.vms[i]) {
             vm.phase = Some(state.phase.clone());
+            vm.scheduled_at = state.scheduled_at;
+            vm.running_at = state.running_at;
             vm.ready_at = state.ready_at;
+        }
+        if state.scheduled_at.is_some() || state.running_at.is_some() {
+            execution.update_vm_timeline(&state.name, state.scheduled_at, state.running_at);
         }
         match state.ready_at {
             Some(at) => {
@@ -382,10 +494,14 @@ fn empty_summary(settings: &RunSettings, plan: &Plan, server_dry_run: bool) -> R
                 role: vm.role.clone(),
                 created: false,
                 phase: None,
+                created_at: None,
+                scheduled_at: None,
+                running_at: None,
                 ready_at: None,
             })
             .collect(),
         api_requests: 0,
+        pacing: settings.pacing,
         error: None,
     }
 }
@@ -411,10 +527,24 @@ fn fill_created(summary: &mut RunSummary, plan: &Plan, applied: &Applied, server
     }
 }
 
+/// Feeds readiness to the live view and the ready count to `--max-starting`'s gate.
+struct PacedObserver<'a> {
+    progress: &'a RunProgress,
+    ready: &'a tokio::sync::watch::Sender<usize>,
+}
+
+impl ReadinessObserver for PacedObserver<'_> {
+    fn changed(&mut self, tracker: &ReadinessTracker, transitions: &[Transition]) {
+        self.ready.send_replace(tracker.ready_count());
+        self.progress.observe(tracker, transitions);
+    }
+}
+
 /// Logs and audits one apply step.
 fn record_apply_event(
     event: &ApplyEvent,
     plan: &Plan,
+    plan_index: &HashMap<&str, usize>,
     namespace: &str,
     image: &str,
     execution: &crate::audit::recorder::Execution,
@@ -429,12 +559,12 @@ fn record_apply_event(
             execution.record_event(&Event::service_created(name, workload));
         }
         ApplyEvent::SecretCreated { name, .. } => {
-            tracing::info!(secret_name = %name, namespace = %namespace, "secret created");
+            tracing::debug!(secret_name = %name, namespace = %namespace, "secret created");
             execution.record_resource(ResourceKind::Secret, name, namespace);
         }
         ApplyEvent::VmCreated { name, workload } => {
-            tracing::info!(vm_name = %name, namespace = %namespace, workload = %workload, "vm created");
-            let planned_vm = plan.vms.iter().find(|v| &v.name == name);
+            tracing::debug!(vm_name = %name, namespace = %namespace, workload = %workload, "vm created");
+            let planned_vm = plan_index.get(name.as_str()).map(|&i| &plan.vms[i]);
             let planned_workload = plan.workloads.iter().find(|w| &w.name == workload);
             if let (Some(vm), Some(w)) = (planned_vm, planned_workload) {
                 execution.record_vm(&VmRecord::from_planned(vm, w, namespace, image));

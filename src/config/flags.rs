@@ -64,6 +64,8 @@ pub fn run(args: &RunArgs) -> Result<Partial> {
         params: given(&args.params, "--params"),
         catalog_dir: given(&args.catalog_dir, "--catalog-dir"),
         from_catalog: given(&args.from_catalog, "--from-catalog"),
+        max_starting: given(&args.max_starting, "--max-starting"),
+        ramp: given(&args.ramp, "--ramp"),
         ..Partial::default()
     })
 }

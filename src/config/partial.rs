@@ -104,6 +104,8 @@ configuration_keys! {
     workloads: Vec<String> = "workloads", env ["VIRTWORK_WORKLOADS"];
     /// `workload.key=value,...`, parsed when resolved. Flag and environment only.
     params: String = "params", env ["VIRTWORK_PARAMS"];
+    max_starting: crate::model::MaxStarting = "max-starting", env ["VIRTWORK_MAX_STARTING"];
+    ramp: crate::model::Ramp = "ramp", env ["VIRTWORK_RAMP"];
 }
 
 /// Every `VIRTWORK_*` environment variable the configuration reads (canonical names, then

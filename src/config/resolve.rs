@@ -208,6 +208,7 @@ impl RunSettings {
             timeout: timeout.value,
             ready_condition: required(&p.ready_condition, "ready-condition")?.value,
             vm_concurrency: required(&p.vm_concurrency, "vm-concurrency")?.value.get() as usize,
+            pacing: pacing(p, wait_for_ready)?,
         })
     }
 }
@@ -370,6 +371,21 @@ impl AuditSettings {
             namespace_filter: global.namespace.clone(),
         })
     }
+}
+
+/// `--max-starting` and `--ramp`. A starting limit is closed by readiness, so it needs the
+/// readiness wait.
+fn pacing(p: &super::partial::Partial, wait_for_ready: bool) -> Result<crate::model::Pacing> {
+    if let (Some(given), false) = (&p.max_starting, wait_for_ready) {
+        return Err(Error::input(format!(
+            "{} needs the readiness wait (creation resumes as VMs become ready): drop              --no-wait, or pace creation with --ramp instead",
+            given.source
+        )));
+    }
+    Ok(crate::model::Pacing {
+        max_starting: p.max_starting.as_ref().map(|given| given.value),
+        ramp: p.ramp.as_ref().map(|given| given.value),
+    })
 }
 
 fn refuse_zero_timeout(timeout: &Sourced<TimeoutSecs>) -> Result<()> {

@@ -67,6 +67,8 @@ pub struct RunSettings {
     pub timeout: TimeoutSecs,
     pub ready_condition: ReadyCondition,
     pub vm_concurrency: usize,
+    /// `--max-starting`, `--ramp`.
+    pub pacing: crate::model::Pacing,
 }
 
 /// `virtwork cleanup`.

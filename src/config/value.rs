@@ -121,6 +121,9 @@ read_by_from_str!(
     VmCount,
 );
 
+// Boot-storm control (`--max-starting`, `--ramp`).
+read_by_from_str!(crate::model::MaxStarting, crate::model::Ramp);
+
 /// Catalog entry names, also listed with blanks.
 impl KeyValue for DnsLabel {
     const BLANK_SEPARATED: bool = true;

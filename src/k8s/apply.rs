@@ -66,6 +66,8 @@ pub struct ApplyOptions {
     pub vm_concurrency: usize,
     /// `--dry-run=server`: submit with `dryRun=All`, persist nothing.
     pub server_dry_run: bool,
+    /// `--max-starting` / `--ramp`: every VM unit waits for its admission first.
+    pub pace: Option<std::sync::Arc<crate::k8s::pacing::PaceGate>>,
 }
 
 impl ApplyOptions {
@@ -237,12 +239,36 @@ pub async fn apply_plan(
         ..options.clone()
     };
     let unit_options = &unit_options;
-    let mut units = futures::stream::iter(plan.vms.iter().map(|vm| {
-        let secrets = &secrets;
-        let vms = &vms;
-        async move { create_vm_unit(secrets, vms, vm, unit_options).await }
-    }))
-    .buffer_unordered(options.vm_concurrency.max(1));
+    // Admission (pacing) is sequential, in plan order; admitted units then run
+    // `--vm-concurrency` at a time.
+    let mut units = Box::pin(
+        futures::stream::iter(plan.vms.iter())
+            .then(|vm| async move {
+                let admitted = match &unit_options.pace {
+                    Some(gate) => {
+                        gate.admit(&unit_options.cancel, unit_options.policy.deadline)
+                            .await
+                    }
+                    None => Ok(()),
+                };
+                (vm, admitted)
+            })
+            .map(|(vm, admitted)| {
+                let secrets = &secrets;
+                let vms = &vms;
+                async move {
+                    match admitted {
+                        Ok(()) => create_vm_unit(secrets, vms, vm, unit_options).await,
+                        Err(e) => UnitOutcome {
+                            vm,
+                            secret_created: false,
+                            vm_result: Err(e),
+                        },
+                    }
+                }
+            })
+            .buffer_unordered(options.vm_concurrency.max(1)),
+    );
 
     let mut first_error = None;
     while let Some(UnitOutcome {
@@ -290,7 +316,7 @@ pub async fn apply_plan(
 }
 
 fn secret_name(vm: &PlannedVm) -> String {
-    vm.secret.name_any()
+    vm.secret_name()
 }
 
 struct UnitOutcome<'a> {
@@ -305,14 +331,16 @@ async fn create_vm_unit<'a>(
     vm: &'a PlannedVm,
     options: &ApplyOptions,
 ) -> UnitOutcome<'a> {
-    if let Err(e) = create_owned(secrets, &vm.secret, options).await {
+    // Objects are built here, when sent, so only the units in flight hold a copy of their
+    // user-data.
+    if let Err(e) = create_owned(secrets, &vm.secret(), options).await {
         return UnitOutcome {
             vm,
             secret_created: false,
             vm_result: Err(e),
         };
     }
-    let vm_result = create_owned(vms, &vm.vm, options).await.map(|_| ());
+    let vm_result = create_owned(vms, &vm.vm(), options).await.map(|_| ());
     UnitOutcome {
         vm,
         secret_created: true,

@@ -6,6 +6,7 @@ pub mod cleanup;
 pub mod client;
 pub mod list;
 pub mod namespace;
+pub mod pacing;
 pub mod preflight;
 pub mod proxy;
 pub mod ready;

@@ -29,7 +29,7 @@ use crate::k8s::list::list_pages;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, classify, retry};
 use crate::kubevirt::VirtualMachine;
 use crate::labels;
-use crate::plan::Plan;
+use crate::plan::{Plan, PlannedVm};
 
 /// How long we keep trying to reach an unresponsive API server before giving up.
 const REACH_BUDGET: Duration = Duration::from_secs(3);
@@ -66,7 +66,7 @@ impl PreflightNeeds {
             namespace: plan.namespace.clone(),
             run_id: plan.run_id.to_string(),
             services: plan.services.iter().map(|s| s.service.name_any()).collect(),
-            secrets: plan.vms.iter().map(|v| v.secret.name_any()).collect(),
+            secrets: plan.vms.iter().map(PlannedVm::secret_name).collect(),
             vms: plan.vms.iter().map(|v| v.name.clone()).collect(),
             data_disks: plan.vms.iter().any(|v| !v.data_volumes.is_empty()),
             storage_classes: data_volume_classes(plan).flatten().collect(),
@@ -78,15 +78,11 @@ impl PreflightNeeds {
 
 /// The StorageClass of every DataVolume template of the plan (`None`: no class named).
 fn data_volume_classes(plan: &Plan) -> impl Iterator<Item = Option<String>> + '_ {
+    // From the role templates: building every VM object here would cost what the plan saves.
     plan.vms
         .iter()
-        .flat_map(|v| &v.vm.spec.data_volume_templates)
-        .map(|t| {
-            t.spec
-                .storage
-                .as_ref()
-                .and_then(|s| s.storage_class_name.clone())
-        })
+        .filter(|v| !v.data_volumes.is_empty())
+        .map(|v| v.storage_class().map(str::to_string))
 }
 
 /// What preflight learned that later steps use.

@@ -35,6 +35,10 @@ pub struct VmReadiness {
     pub name: String,
     /// Last observed VMI phase, or [`NO_VMI_PHASE`].
     pub phase: String,
+    /// When its VMI was first seen scheduled to a node (phase Scheduled, or already Running).
+    pub scheduled_at: Option<jiff::Timestamp>,
+    /// When its VMI was first seen Running.
+    pub running_at: Option<jiff::Timestamp>,
     /// When the VM met the ready condition (first time; readiness does not regress).
     pub ready_at: Option<jiff::Timestamp>,
     /// Why the VM failed (VMI phase Failed), if it did.
@@ -67,6 +71,11 @@ pub enum Transition {
 pub struct ReadinessTracker {
     condition: ReadyCondition,
     vms: BTreeMap<String, VmReadiness>,
+    // Kept up to date on every change, so each watch event costs O(log n) however large
+    // the fleet (these are read after every event).
+    ready: usize,
+    phases: BTreeMap<String, usize>,
+    failures: usize,
 }
 
 impl ReadinessTracker {
@@ -83,13 +92,36 @@ impl ReadinessTracker {
                 let state = VmReadiness {
                     name: name.clone(),
                     phase: NO_VMI_PHASE.to_string(),
+                    scheduled_at: None,
+                    running_at: None,
                     ready_at: None,
                     failure: None,
                 };
                 (name, state)
             })
-            .collect();
-        ReadinessTracker { condition, vms }
+            .collect::<BTreeMap<_, _>>();
+        let phases = if vms.is_empty() {
+            BTreeMap::new()
+        } else {
+            BTreeMap::from([(NO_VMI_PHASE.to_string(), vms.len())])
+        };
+        ReadinessTracker {
+            condition,
+            vms,
+            ready: 0,
+            phases,
+            failures: 0,
+        }
+    }
+
+    fn count_phase_change(phases: &mut BTreeMap<String, usize>, from: &str, to: &str) {
+        if let Some(n) = phases.get_mut(from) {
+            *n -= 1;
+            if *n == 0 {
+                phases.remove(from);
+            }
+        }
+        *phases.entry(to.to_string()).or_insert(0) += 1;
     }
 
     /// Whether `vmi` satisfies `condition`.
@@ -138,14 +170,23 @@ impl ReadinessTracker {
             .filter(|p| !p.is_empty())
             .unwrap_or_else(|| "Pending".to_string());
         if phase != state.phase {
+            Self::count_phase_change(&mut self.phases, &state.phase, &phase);
             changes.push(Transition::Phase {
                 vm: name.to_string(),
                 from: std::mem::replace(&mut state.phase, phase.clone()),
                 to: phase.clone(),
             });
         }
+        // First sightings only: a VMI restarted by its VM keeps its first times.
+        if matches!(phase.as_str(), "Scheduled" | "Running") && state.scheduled_at.is_none() {
+            state.scheduled_at = Some(now);
+        }
+        if phase == "Running" && state.running_at.is_none() {
+            state.running_at = Some(now);
+        }
         if state.ready_at.is_none() && Self::meets(condition, vmi) {
             state.ready_at = Some(now);
+            self.ready += 1;
             changes.push(Transition::Ready {
                 vm: name.to_string(),
                 phase: phase.clone(),
@@ -163,6 +204,7 @@ impl ReadinessTracker {
                 })
                 .unwrap_or_else(|| "the VMI reached phase Failed".to_string());
             state.failure = Some(reason.clone());
+            self.failures += 1;
             changes.push(Transition::Failed {
                 vm: name.to_string(),
                 reason,
@@ -174,28 +216,34 @@ impl ReadinessTracker {
     /// Records that a VMI disappeared (e.g. being restarted by its VM).
     pub fn observe_deleted(&mut self, name: &str) -> Vec<Transition> {
         match self.vms.get_mut(name) {
-            Some(state) if state.phase != NO_VMI_PHASE => vec![Transition::Phase {
-                vm: name.to_string(),
-                from: std::mem::replace(&mut state.phase, NO_VMI_PHASE.to_string()),
-                to: NO_VMI_PHASE.to_string(),
-            }],
+            Some(state) if state.phase != NO_VMI_PHASE => {
+                Self::count_phase_change(&mut self.phases, &state.phase, NO_VMI_PHASE);
+                vec![Transition::Phase {
+                    vm: name.to_string(),
+                    from: std::mem::replace(&mut state.phase, NO_VMI_PHASE.to_string()),
+                    to: NO_VMI_PHASE.to_string(),
+                }]
+            }
             _ => Vec::new(),
         }
     }
 
     /// Every tracked VM is ready.
     pub fn all_ready(&self) -> bool {
-        self.vms.values().all(VmReadiness::is_ready)
+        self.ready == self.vms.len()
     }
 
     /// The first (by name) VM that failed, if any.
     pub fn first_failure(&self) -> Option<&VmReadiness> {
+        if self.failures == 0 {
+            return None;
+        }
         self.vms.values().find(|v| v.failure.is_some())
     }
 
     /// Number of VMs ready.
     pub fn ready_count(&self) -> usize {
-        self.vms.values().filter(|v| v.is_ready()).count()
+        self.ready
     }
 
     /// Number of VMs tracked.
@@ -205,11 +253,7 @@ impl ReadinessTracker {
 
     /// VMs per last phase, sorted by phase name.
     pub fn phase_counts(&self) -> BTreeMap<String, usize> {
-        let mut counts = BTreeMap::new();
-        for vm in self.vms.values() {
-            *counts.entry(vm.phase.clone()).or_insert(0) += 1;
-        }
-        counts
+        self.phases.clone()
     }
 
     /// VMs not ready, sorted by name.
@@ -442,6 +486,9 @@ mod tests {
         // The same snapshot again changes nothing, and readiness keeps its first time.
         assert!(t.observe(&vmi("a", Some("Running"), &[]), at(3)).is_empty());
         assert_eq!(t.vms().next().unwrap().ready_at, Some(at(2)));
+        // Scheduling was seen at 1, but Scheduled never: the first Running sighting counts.
+        assert_eq!(t.vms().next().unwrap().scheduled_at, Some(at(2)));
+        assert_eq!(t.vms().next().unwrap().running_at, Some(at(2)));
         assert!(!t.all_ready());
         assert_eq!(t.ready_count(), 1);
         assert_eq!(
@@ -455,10 +502,16 @@ mod tests {
     #[test]
     fn ready_and_agent_conditions_need_the_vmi_condition() {
         let mut t = ReadinessTracker::new(["a"], ReadyCondition::Ready);
+        t.observe(&vmi("a", Some("Scheduled"), &[]), at(0));
         t.observe(&vmi("a", Some("Running"), &[("Ready", "False")]), at(1));
         assert!(!t.all_ready());
         t.observe(&vmi("a", Some("Running"), &[("Ready", "True")]), at(2));
         assert!(t.all_ready());
+        let a = t.vms().next().unwrap();
+        assert_eq!(
+            (a.scheduled_at, a.running_at, a.ready_at),
+            (Some(at(0)), Some(at(1)), Some(at(2)))
+        );
 
         let mut t = ReadinessTracker::new(["a"], ReadyCondition::AgentConnected);
         t.observe(&vmi("a", Some("Running"), &[("Ready", "True")]), at(1));

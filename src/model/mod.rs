@@ -15,6 +15,7 @@ mod choices;
 mod counts;
 mod guest;
 mod names;
+mod pacing;
 mod quantity;
 mod ssh;
 mod storage;
@@ -28,6 +29,7 @@ pub use counts::{
 };
 pub use guest::{GuestFamily, GuestOs};
 pub use names::{DnsLabel, ImageRef, RunId, UserName};
+pub use pacing::{MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
 pub use storage::{AccessMode, StorageClassName};

@@ -1,0 +1,140 @@
+//! Boot-storm control values: how many VMs may be starting at once (`--max-starting`) and
+//! how long creation is spread over (`--ramp`).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::Invalid;
+use super::counts::{Count, MAX_TIMEOUT_SECS};
+
+/// Most VMs allowed to be starting (created, not yet ready) at once.
+pub const MAX_STARTING: u32 = 50_000;
+
+/// `--max-starting`: VMs created but not yet ready, at most.
+pub type MaxStarting = Count<MAX_STARTING>;
+
+/// How creation is paced: both limits may apply at once; `Pacing::default()` is unpaced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pacing {
+    pub max_starting: Option<MaxStarting>,
+    pub ramp: Option<Ramp>,
+}
+
+/// `--ramp`: a duration of 1 s to 7 days written with units (`90s`, `10m`, `1h30m`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ramp(Duration);
+
+impl Ramp {
+    pub fn new(duration: Duration) -> Option<Self> {
+        (duration >= Duration::from_secs(1) && duration.as_secs() <= MAX_TIMEOUT_SECS)
+            .then_some(Ramp(duration))
+    }
+
+    pub const fn get(self) -> Duration {
+        self.0
+    }
+}
+
+const RAMP_FORM: &str =
+    "expected a duration with units such as 90s, 10m or 1h30m (h, m, s), from 1s to 7 days";
+
+impl FromStr for Ramp {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        let text = text.trim();
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Invalid::Expected(format!(
+                "{RAMP_FORM} (a bare number has no unit: did you mean \"{text}s\" or \"{text}m\"?)"
+            )));
+        }
+        parse_duration(text)
+            .and_then(Ramp::new)
+            .ok_or_else(|| Invalid::Expected(RAMP_FORM.to_string()))
+    }
+}
+
+/// `1h30m`, `10m`, `90s`: whole numbers each followed by h, m or s, largest unit first,
+/// each unit at most once.
+fn parse_duration(text: &str) -> Option<Duration> {
+    let mut total: u64 = 0;
+    let mut number = String::new();
+    let mut last_unit = u64::MAX;
+    let mut any = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return None,
+        };
+        if number.is_empty() || unit >= last_unit {
+            return None;
+        }
+        let n: u64 = number.parse().ok()?;
+        total = total.checked_add(n.checked_mul(unit)?)?;
+        number.clear();
+        last_unit = unit;
+        any = true;
+    }
+    (any && number.is_empty()).then(|| Duration::from_secs(total))
+}
+
+impl fmt::Display for Ramp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.as_secs();
+        let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+        if h > 0 {
+            write!(f, "{h}h")?;
+        }
+        if m > 0 {
+            write!(f, "{m}m")?;
+        }
+        if s > 0 || secs == 0 {
+            write!(f, "{s}s")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ramps_read_units_and_print_back() {
+        for (text, secs, shown) in [
+            ("10m", 600, "10m"),
+            ("90s", 90, "1m30s"),
+            ("1h30m", 5400, "1h30m"),
+            (" 2h ", 7200, "2h"),
+            ("1m5s", 65, "1m5s"),
+        ] {
+            let ramp: Ramp = text.parse().unwrap();
+            assert_eq!(ramp.get(), Duration::from_secs(secs), "{text}");
+            assert_eq!(ramp.to_string(), shown);
+        }
+        for bad in [
+            "", "0s", "10x", "m", "5m1h", "1m1m", "8d", "169h", "-5m", "1.5m",
+        ] {
+            let err = bad.parse::<Ramp>().unwrap_err().to_string();
+            assert!(
+                err.starts_with("expected a duration with units"),
+                "{bad}: {err}"
+            );
+        }
+        let bare = "30".parse::<Ramp>().unwrap_err().to_string();
+        assert!(bare.contains("did you mean \"30s\""), "{bare}");
+    }
+
+    #[test]
+    fn max_starting_is_a_bounded_count() {
+        assert_eq!("50".parse::<MaxStarting>().unwrap().get(), 50);
+        assert!("0".parse::<MaxStarting>().is_err());
+    }
+}
