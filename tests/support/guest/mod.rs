@@ -609,9 +609,15 @@ pub fn boot(
 ) -> Result<Guest, Failure> {
     let image = image();
     let port = repo_port();
-    let dir = cache_root()
-        .join("runs")
-        .join(format!("{}-{}", spec.name, std::process::id()));
+    // Unique per boot: two tests may boot guests of the same name at once (the broken-payload
+    // check renders the cpu workload too), and QEMU locks its pid file.
+    static BOOTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let boot_number = BOOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = cache_root().join("runs").join(format!(
+        "{}-{}-{boot_number}",
+        spec.name,
+        std::process::id()
+    ));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("cidata")).unwrap();
     let index = link.map_or(1, |l| l.host);
