@@ -123,31 +123,6 @@ async fn ask(cancel: &CancellationToken) -> Result<Answer> {
     }
 }
 
-/// Cancels `cancel` on the first SIGINT or SIGTERM.
-pub fn cancel_on_signal(cancel: CancellationToken) {
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(term) => term,
-                    Err(_) => {
-                        let _ = tokio::signal::ctrl_c().await;
-                        cancel.cancel();
-                        return;
-                    }
-                };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
-        cancel.cancel();
-    });
-}
-
 /// Writes the summary to stdout in the configured format.
 fn print_summary(output: OutputFormat, summary: &CleanupSummary) -> Result<()> {
     let text = match output {
@@ -292,7 +267,7 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
 
     let cancel = CancellationToken::new();
     cluster.gate.stop_when(&cancel);
-    cancel_on_signal(cancel.clone());
+    super::install_interrupt_handler(cancel.clone());
     // --timeout bounds the whole cleanup (lists, deletes and --wait), except the time a person
     // takes to answer the prompt.
     let timeout = Duration::from_secs(settings.timeout.get().max(1));

@@ -86,6 +86,35 @@ fn block_on<F: std::future::Future<Output = Result<()>>>(future: F) -> Result<()
     result
 }
 
+/// The interrupt policy of every command that talks to the cluster: the first SIGINT or
+/// SIGTERM cancels `cancel` (the command starts nothing new, records what it did and exits
+/// 130); a second one exits 130 at once.
+pub(crate) fn install_interrupt_handler(cancel: tokio_util::sync::CancellationToken) {
+    tokio::spawn(async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        next_signal(term.as_mut()).await;
+        tracing::warn!("interrupt received: stopping (press Ctrl-C again to exit immediately)");
+        cancel.cancel();
+        next_signal(term.as_mut()).await;
+        std::process::exit(130);
+    });
+}
+
+async fn next_signal(term: Option<&mut tokio::signal::unix::Signal>) {
+    match term {
+        Some(term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 /// Writes a command's product to stdout. A reader that went away (`virtwork run --dry-run |
 /// head -1`) is not an error: nobody wants the rest, and the command's outcome stands.
 pub(crate) fn write_stdout(text: &str) -> Result<()> {

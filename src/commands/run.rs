@@ -148,7 +148,7 @@ fn write_yaml_stdout(plan: &Plan) -> Result<()> {
 pub async fn run_on_cluster(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Result<()> {
     let server_dry_run = settings.dry_run == Some(DryRunMode::Server);
     let cancel = CancellationToken::new();
-    install_interrupt_handler(cancel.clone());
+    super::install_interrupt_handler(cancel.clone());
 
     let cluster = &settings.global.cluster;
     let cluster = connect_from_env(&cluster.kubeconfig, cluster.rate_limit).await?;
@@ -596,32 +596,4 @@ fn print_summary(output: OutputFormat, summary: &RunSummary) -> Result<()> {
         }
     };
     super::write_stdout(&text)
-}
-
-/// First SIGINT/SIGTERM: cancel `cancel` (the run winds down and exits 130). Second: exit
-/// 130 immediately.
-fn install_interrupt_handler(cancel: CancellationToken) {
-    tokio::spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        next_signal(term.as_mut()).await;
-        tracing::warn!("interrupt received: stopping (press Ctrl-C again to exit immediately)");
-        cancel.cancel();
-        next_signal(term.as_mut()).await;
-        std::process::exit(130);
-    });
-}
-
-async fn next_signal(term: Option<&mut tokio::signal::unix::Signal>) {
-    match term {
-        Some(term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        None => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

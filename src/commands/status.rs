@@ -27,7 +27,7 @@ pub async fn status(settings: &StatusSettings) -> Result<()> {
     let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
     let cancel = CancellationToken::new();
     cluster.gate.stop_when(&cancel);
-    crate::commands::cleanup::cancel_on_signal(cancel.clone());
+    crate::commands::install_interrupt_handler(cancel.clone());
     let ctx = ApiContext {
         client: cluster.client.clone(),
         // --timeout bounds the whole command: every attempt, retry and page.

@@ -48,7 +48,7 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
     let cancel = CancellationToken::new();
     cluster.gate.stop_when(&cancel);
-    crate::commands::cleanup::cancel_on_signal(cancel.clone());
+    crate::commands::install_interrupt_handler(cancel.clone());
     let started = Instant::now();
     let deadline = started + settings.wait.unwrap_or(RETRY_DEADLINE);
     let policy = RetryPolicy::until(deadline);
