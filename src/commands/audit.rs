@@ -183,10 +183,27 @@ fn summary_of_objects(e: &ExecutionRecord) -> String {
     }
 }
 
-/// The `audit show` report: parameters, workloads, VMs, resources, events, linked cleanups.
+/// `audit show`: the run's fields, then a table per recorded part (workloads, VMs, resources,
+/// events, the cleanups that removed it), each only when it has rows.
 pub fn render_detail(d: &ExecutionDetail) -> String {
-    let e = &d.execution;
-    let mut fields: Vec<(&str, String)> = vec![
+    let fields = detail_fields(&d.execution);
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    let mut text = String::new();
+    for (key, value) in &fields {
+        text.push_str(&format!("{:<width$} {value}\n", format!("{key}:")));
+    }
+
+    workloads_section(d, &mut text);
+    vms_section(d, &mut text);
+    resources_section(d, &mut text);
+    events_section(d, &mut text);
+    cleanups_section(d, &mut text);
+    text
+}
+
+/// The run's own fields, in display order; absent values are left out.
+fn detail_fields(e: &ExecutionRecord) -> Vec<(&'static str, String)> {
+    let mut fields: Vec<(&'static str, String)> = vec![
         ("Run ID", e.run_id.clone()),
         ("Command", e.command.clone()),
         ("Status", e.status.clone()),
@@ -256,12 +273,11 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
             ),
         ));
     }
-    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
-    let mut text = String::new();
-    for (key, value) in &fields {
-        text.push_str(&format!("{:<width$} {value}\n", format!("{key}:")));
-    }
+    fields
+}
 
+/// Per workload: size, data disk, Service and status.
+fn workloads_section(d: &ExecutionDetail, text: &mut String) {
     if !d.workloads.is_empty() {
         text.push_str("\nWorkloads:\n");
         let rows = d
@@ -296,6 +312,10 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
             "  ",
         ));
     }
+}
+
+/// Per VM: placement, status and the time-to-ready milestones.
+fn vms_section(d: &ExecutionDetail, text: &mut String) {
     if !d.vms.is_empty() {
         text.push_str("\nVMs:\n");
         let rows = d
@@ -336,6 +356,10 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
             "  ",
         ));
     }
+}
+
+/// Every object the run created or deleted.
+fn resources_section(d: &ExecutionDetail, text: &mut String) {
     if !d.resources.is_empty() {
         text.push_str("\nResources:\n");
         let rows = d
@@ -357,6 +381,10 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
             "  ",
         ));
     }
+}
+
+/// The run's events, oldest first.
+fn events_section(d: &ExecutionDetail, text: &mut String) {
     if !d.events.is_empty() {
         text.push_str("\nEvents:\n");
         let rows = d
@@ -372,6 +400,10 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
             .collect();
         text.push_str(&table(&["TIME", "EVENT", "MESSAGE"], rows, "  "));
     }
+}
+
+/// The cleanups that removed this run's objects.
+fn cleanups_section(d: &ExecutionDetail, text: &mut String) {
     if !d.linked_cleanups.is_empty() {
         text.push_str("\nCleaned up by:\n");
         let rows = d
@@ -392,7 +424,6 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
             "  ",
         ));
     }
-    text
 }
 
 fn push_opt<'a>(fields: &mut Vec<(&'a str, String)>, key: &'a str, value: Option<&str>) {
