@@ -162,10 +162,65 @@ pub async fn preflight(
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> Result<PreflightReport> {
-    let client = &cluster.client;
     let policy = RetryPolicy::until(deadline);
-    let reach_policy = policy.retrying_until(Instant::now() + REACH_BUDGET);
+    let version = server_version(cluster, &policy, cancel).await?;
+    let probe = Probe {
+        cluster,
+        client: &cluster.client,
+        needs,
+        policy,
+        cancel,
+    };
+    let mut problems = check_apis(&probe).await?;
+    let namespace_exists = namespace_exists(&probe).await?;
+    problems.extend(check_permissions(&probe, namespace_exists).await?);
+    if namespace_exists {
+        problems.extend(check_name_conflicts(&probe).await?);
+    }
+    let mut warnings = Vec::new();
+    let mut storage = Vec::new();
+    if needs.data_disks {
+        match check_storage_classes(&probe).await? {
+            Ok(check) => {
+                problems.extend(check.problems);
+                storage = check.notes;
+            }
+            Err(warning) => warnings.push(warning),
+        }
+    }
 
+    if !problems.is_empty() {
+        return Err(Error::runtime(format!(
+            "preflight failed, nothing was created: {}",
+            problems.join("; ")
+        )));
+    }
+    Ok(PreflightReport {
+        server_version: version,
+        namespace_exists,
+        warnings,
+        storage,
+    })
+}
+
+/// What every preflight step reads: the cluster, what the plan needs, the retry policy.
+struct Probe<'a> {
+    cluster: &'a Cluster,
+    client: &'a kube::Client,
+    needs: &'a PreflightNeeds,
+    policy: RetryPolicy,
+    cancel: &'a CancellationToken,
+}
+
+/// `major.minor` of the API server, retried for a short while: an unreachable server fails
+/// here with what to check; any Status other than 401 still proves a Kubernetes API answered.
+async fn server_version(
+    cluster: &Cluster,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<String> {
+    let client = &cluster.client;
+    let reach_policy = policy.retrying_until(Instant::now() + REACH_BUDGET);
     let version = match retry(&reach_policy, cancel, "reaching the API server", || {
         client.apiserver_version()
     })
@@ -182,10 +237,19 @@ pub async fn preflight(
         }
     };
 
-    let mut problems: Vec<String> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
+    Ok(version)
+}
 
-    // Discovery: the APIs our objects need.
+/// Discovery: the API groups and resources our objects need are served.
+async fn check_apis(probe: &Probe<'_>) -> Result<Vec<String>> {
+    let &Probe {
+        cluster,
+        client,
+        needs,
+        ref policy,
+        cancel,
+    } = probe;
+    let mut problems = Vec::new();
     let mut groups = vec![(
         "kubevirt.io/v1",
         vec!["virtualmachines", "virtualmachineinstances"],
@@ -199,7 +263,7 @@ pub async fn preflight(
         ));
     }
     for (group_version, resources, missing) in groups {
-        let listed = retry(&policy, cancel, "API discovery", || {
+        let listed = retry(policy, cancel, "API discovery", || {
             client.list_api_group_resources(group_version)
         })
         .await;
@@ -229,9 +293,21 @@ pub async fn preflight(
         }
     }
 
-    // The namespace: created by the run when missing, used untouched when it exists.
+    Ok(problems)
+}
+
+/// Whether the namespace exists: created by the run when missing, used untouched when it
+/// does. Forbidden to read it counts as missing here; the access review says so precisely.
+async fn namespace_exists(probe: &Probe<'_>) -> Result<bool> {
+    let &Probe {
+        cluster,
+        client,
+        needs,
+        ref policy,
+        cancel,
+    } = probe;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace_state = match retry(&policy, cancel, "reading the namespace", || {
+    let namespace_state = match retry(policy, cancel, "reading the namespace", || {
         namespaces.get_opt(&needs.namespace)
     })
     .await
@@ -248,10 +324,21 @@ pub async fn preflight(
             ));
         }
     };
-    let namespace_exists = matches!(namespace_state, Some(Some(_)));
+    Ok(matches!(namespace_state, Some(Some(_))))
+}
 
-    // Access reviews: one per verb and kind we will use. An existing namespace is used as it
-    // is (never patched), so only a missing one needs `create`.
+/// Access reviews: one per verb and kind the run will use.
+async fn check_permissions(probe: &Probe<'_>, namespace_exists: bool) -> Result<Vec<String>> {
+    let &Probe {
+        cluster,
+        client,
+        needs,
+        ref policy,
+        cancel,
+    } = probe;
+    let mut problems = Vec::new();
+    // An existing namespace is used as it is (never patched), so only a missing one needs
+    // `create`.
     let mut reviews: Vec<(&str, &str, &str, Option<&str>)> = vec![("", "namespaces", "get", None)];
     if !namespace_exists {
         reviews.push(("", "namespaces", "create", None));
@@ -286,7 +373,6 @@ pub async fn preflight(
             ..Default::default()
         };
         let review_api = &review_api;
-        let policy = &policy;
         async move {
             let params = PostParams::default();
             let result = retry(policy, cancel, "checking permissions", || {
@@ -330,96 +416,101 @@ pub async fn preflight(
         }
     }
 
-    // Objects of another run under our names.
-    if namespace_exists {
-        let mut conflicts: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let selector = labels::managed_selector(None);
-        collect_conflicts::<VirtualMachine>(
+    Ok(problems)
+}
+
+/// Objects of another run (or of no run) already holding the names this run needs.
+async fn check_name_conflicts(probe: &Probe<'_>) -> Result<Vec<String>> {
+    let &Probe {
+        client,
+        needs,
+        ref policy,
+        cancel,
+        ..
+    } = probe;
+    let mut problems = Vec::new();
+    let mut conflicts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let selector = labels::managed_selector(None);
+    collect_conflicts::<VirtualMachine>(
+        client,
+        needs,
+        &needs.vms,
+        &selector,
+        policy,
+        cancel,
+        &mut conflicts,
+    )
+    .await?;
+    collect_conflicts::<Secret>(
+        client,
+        needs,
+        &needs.secrets,
+        &selector,
+        policy,
+        cancel,
+        &mut conflicts,
+    )
+    .await?;
+    if !needs.services.is_empty() {
+        collect_conflicts::<Service>(
             client,
             needs,
-            &needs.vms,
+            &needs.services,
             &selector,
-            &policy,
+            policy,
             cancel,
             &mut conflicts,
         )
         .await?;
-        collect_conflicts::<Secret>(
-            client,
-            needs,
-            &needs.secrets,
-            &selector,
-            &policy,
-            cancel,
-            &mut conflicts,
-        )
-        .await?;
-        if !needs.services.is_empty() {
-            collect_conflicts::<Service>(
-                client,
-                needs,
-                &needs.services,
-                &selector,
-                &policy,
-                cancel,
-                &mut conflicts,
+    }
+    for (run, objects) in conflicts {
+        let remedy = if run.is_empty() {
+            "delete them".to_string()
+        } else {
+            format!(
+                "remove them with `virtwork cleanup --namespace {} --run-id {run}`",
+                needs.namespace
             )
-            .await?;
-        }
-        for (run, objects) in conflicts {
-            let remedy = if run.is_empty() {
-                "delete them".to_string()
-            } else {
-                format!(
-                    "remove them with `virtwork cleanup --namespace {} --run-id {run}`",
-                    needs.namespace
-                )
-            };
-            problems.push(format!(
-                "namespace {} already holds objects of virtwork run {} with the names this run needs: {}; {remedy} or choose another --namespace",
-                needs.namespace,
-                if run.is_empty() { "<none>" } else { run.as_str() },
-                objects.join(", ")
-            ));
-        }
+        };
+        problems.push(format!(
+            "namespace {} already holds objects of virtwork run {} with the names this run needs: {}; {remedy} or choose another --namespace",
+            needs.namespace,
+            if run.is_empty() { "<none>" } else { run.as_str() },
+            objects.join(", ")
+        ));
     }
+    Ok(problems)
+}
 
-    // The named StorageClasses exist, and CDI has a default for disks that name none.
-    let mut storage = Vec::new();
-    if needs.data_disks {
-        let classes: Api<StorageClass> = Api::all(client.clone());
-        let params = ListParams::default();
-        match retry(&policy, cancel, "listing storage classes", || {
-            classes.list(&params)
-        })
-        .await
-        {
-            Ok(list) => {
-                let found: Vec<ClassInfo> = list.items.iter().map(ClassInfo::of).collect();
-                let check = check_storage(needs, &found);
-                problems.extend(check.problems);
-                storage = check.notes;
-            }
-            Err(RetryError::Cancelled) => return Err(Error::Interrupted),
-            Err(RetryError::Failed { error, .. }) => warnings.push(format!(
-                "could not check the StorageClasses ({}); data disks stay Pending if their class does not exist or there is no default class",
-                error_chain(&error)
-            )),
-        }
-    }
-
-    if !problems.is_empty() {
-        return Err(Error::runtime(format!(
-            "preflight failed, nothing was created: {}",
-            problems.join("; ")
-        )));
-    }
-    Ok(PreflightReport {
-        server_version: version,
-        namespace_exists,
-        warnings,
-        storage,
+/// The named StorageClasses exist, and CDI has a default for disks that name none. Inner
+/// `Err`: the classes could not be listed, a warning rather than a failure.
+async fn check_storage_classes(
+    probe: &Probe<'_>,
+) -> Result<std::result::Result<StorageCheck, String>> {
+    let &Probe {
+        client,
+        needs,
+        ref policy,
+        cancel,
+        ..
+    } = probe;
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    let params = ListParams::default();
+    match retry(policy, cancel, "listing storage classes", || {
+        classes.list(&params)
     })
+    .await
+    {
+        Ok(list) => {
+            let found: Vec<ClassInfo> = list.items.iter().map(ClassInfo::of).collect();
+            Ok(Ok(check_storage(needs, &found)))
+        }
+        Err(RetryError::Cancelled) => Err(Error::Interrupted),
+        Err(RetryError::Failed { error, .. }) => Ok(Err(format!(
+            "could not check the StorageClasses ({}); data disks stay Pending if their class does not exist or there is no default class",
+            error_chain(&error)
+        ))),
+    }
 }
 
 /// A StorageClass as the storage check sees it.
