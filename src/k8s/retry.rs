@@ -660,15 +660,20 @@ mod tests {
         assert_eq!(value, 2);
     }
 
+    /// Cancels `cancel` after `delay` (of the test's paused clock).
+    fn cancel_after(cancel: &CancellationToken, delay: Duration) {
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            trigger.cancel();
+        });
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_request_in_flight_at_cancellation_may_still_answer() {
         let cancel = CancellationToken::new();
         let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(3600));
-        let trigger = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            trigger.cancel();
-        });
+        cancel_after(&cancel, Duration::from_millis(10));
         let value = retry(&policy, &cancel, "test", || async {
             tokio::time::sleep(Duration::from_millis(500)).await;
             Ok::<_, kube::Error>(7)
@@ -682,11 +687,7 @@ mod tests {
     async fn a_request_in_flight_at_cancellation_is_dropped_after_the_grace() {
         let cancel = CancellationToken::new();
         let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(3600));
-        let trigger = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            trigger.cancel();
-        });
+        cancel_after(&cancel, Duration::from_millis(10));
         let started = Instant::now();
         let err = retry(&policy, &cancel, "test", || async {
             tokio::time::sleep(Duration::from_secs(20)).await;
@@ -703,11 +704,7 @@ mod tests {
     async fn a_failure_in_flight_at_cancellation_is_not_retried() {
         let cancel = CancellationToken::new();
         let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(3600));
-        let trigger = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            trigger.cancel();
-        });
+        cancel_after(&cancel, Duration::from_millis(10));
         let mut calls = 0;
         let err = retry(&policy, &cancel, "test", || {
             calls += 1;
@@ -732,11 +729,7 @@ mod tests {
             },
             ..RetryPolicy::until(Instant::now() + Duration::from_secs(3600))
         };
-        let trigger = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            trigger.cancel();
-        });
+        cancel_after(&cancel, Duration::from_millis(10));
         let err = retry(&policy, &cancel, "test", || async {
             Err::<(), _>(api(503, ""))
         })
