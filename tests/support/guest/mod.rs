@@ -74,6 +74,8 @@ pub fn missing_tools() -> Option<String> {
         "debootstrap",
         "genisoimage",
         "dpkg-scanpackages",
+        "dpkg-deb",
+        "sha256sum",
         "socat",
         "apt-get",
         "mkfs.ext4",
@@ -283,76 +285,119 @@ fn payload_packages() -> BTreeSet<String> {
 
 const CATALOG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog");
 
-/// The local apt repository: every payload package with its full dependency closure, as the
-/// host's apt resolves it against an empty package database.
+/// The suite the image and the repository carry.
+const SUITE: &str = "bookworm";
+
+/// Runs apt with a private configuration: the host archive's `main` and `non-free` components
+/// (the host's own sources may lack non-free, where Debian keeps netperf), its own lists and an
+/// empty package database, so resolution yields every package's full dependency closure.
+fn private_apt(tool: &str, work: &Path) -> Command {
+    let mut apt = Command::new(tool);
+    apt.arg(format!(
+        "-oDir::Etc::sourcelist={}",
+        work.join("sources.list").display()
+    ))
+    .arg("-oDir::Etc::sourceparts=/nonexistent")
+    .arg(format!(
+        "-oDir::State::Lists={}",
+        work.join("lists").display()
+    ))
+    .arg(format!(
+        "-oDir::State::status={}",
+        work.join("status").display()
+    ))
+    .arg(format!(
+        "-oDir::Cache::archives={}",
+        work.join("debs").display()
+    ))
+    .arg("-oDir::Cache::pkgcache=")
+    .arg("-oDir::Cache::srcpkgcache=")
+    .arg("-oDebug::NoLocking=true")
+    .arg("-oAcquire::Languages=none");
+    apt
+}
+
+/// The local apt repository: every payload package with its full dependency closure, laid out
+/// like a Debian mirror (`dists/bookworm/{main,non-free}`, `pool/`), so a payload that enables
+/// a component on the guest's sources (tps enables non-free for netperf) really changes what
+/// the guest can install.
 pub fn repo() -> &'static PathBuf {
     static REPO: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     REPO.get_or_init(|| {
         let packages = payload_packages();
-        // A package Debian's main archive does not carry stays out of the repository, so the
-        // payload that names it fails in the guest exactly as it would on a stock image.
-        let (list, absent): (Vec<&str>, Vec<&str>) =
-            packages.iter().map(String::as_str).partition(|p| {
-                Command::new("apt-cache")
-                    .args(["policy", p])
-                    .output()
-                    .is_ok_and(|o| {
-                        let text = String::from_utf8_lossy(&o.stdout);
-                        text.contains("Candidate:") && !text.contains("Candidate: (none)")
-                    })
-            });
-
-        let key = fnv(&[list.join(" ").as_bytes()]);
+        let names: Vec<&str> = packages.iter().map(String::as_str).collect();
+        let key = fnv(&[names.join(" ").as_bytes(), b"dists main non-free"]);
         let dir = cache_root().join(format!("repo-{key}"));
-        if dir.join("Packages").is_file() {
+        if dir.join("dists").join(SUITE).join("Release").is_file() {
             return Ok(dir);
         }
         let work = cache_root().join(format!("repo-{key}.work"));
         let _ = fs::remove_dir_all(&work);
-        fs::create_dir_all(work.join("debs/partial")).unwrap();
+        for sub in ["debs/partial", "lists/partial"] {
+            fs::create_dir_all(work.join(sub)).unwrap();
+        }
         fs::write(work.join("status"), "").unwrap();
+        fs::write(
+            work.join("sources.list"),
+            format!(
+                "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {} {SUITE} main non-free\n",
+                host_mirror()
+            ),
+        )
+        .unwrap();
         let started = Instant::now();
-        let mut apt = Command::new("apt-get");
-        apt.args(["-q", "-y", "--download-only", "--no-install-recommends"])
-            .arg(format!(
-                "-oDir::State::status={}",
-                work.join("status").display()
-            ))
-            .arg(format!(
-                "-oDir::Cache::archives={}",
-                work.join("debs").display()
-            ))
-            .arg("-oDir::Cache::pkgcache=")
-            .arg("-oDir::Cache::srcpkgcache=")
-            .arg("-oDebug::NoLocking=true")
-            .arg("install")
-            .args(&list);
         run_logged(
-            &mut apt,
+            private_apt("apt-get", &work).args(["-q", "update"]),
+            &cache_root().join("repo-update.log"),
+            "reading the archive's package lists",
+        )?;
+        // A package the archive does not carry stays out of the repository, so the payload
+        // that names it fails in the guest exactly as it would on a stock image.
+        let (list, absent): (Vec<&str>, Vec<&str>) = names.iter().partition(|p| {
+            private_apt("apt-cache", &work)
+                .args(["policy", p])
+                .output()
+                .is_ok_and(|o| {
+                    let text = String::from_utf8_lossy(&o.stdout);
+                    text.contains("Candidate:") && !text.contains("Candidate: (none)")
+                })
+        });
+        run_logged(
+            private_apt("apt-get", &work)
+                .args(["-q", "-y", "--download-only", "--no-install-recommends"])
+                .arg("install")
+                .args(&list),
             &cache_root().join("repo-download.log"),
             "downloading the payload packages",
         )?;
-        let _ = fs::remove_dir_all(work.join("debs/partial"));
-        let index = Command::new("dpkg-scanpackages")
-            .args(["-m", "debs", "/dev/null"])
-            .current_dir(&work)
-            .stderr(Stdio::null())
-            .output()
-            .map_err(|e| format!("dpkg-scanpackages: {e}"))?;
-        if !index.status.success() || index.stdout.is_empty() {
-            return Err("dpkg-scanpackages produced no index".to_string());
+        let (main, non_free) = file_debs_by_component(&work)?;
+        let root = work.join("root");
+        for component in ["main", "non-free"] {
+            let index = Command::new("dpkg-scanpackages")
+                .args(["-m", &format!("pool/{component}"), "/dev/null"])
+                .current_dir(&root)
+                .stderr(Stdio::null())
+                .output()
+                .map_err(|e| format!("dpkg-scanpackages: {e}"))?;
+            if !index.status.success() {
+                return Err(format!("dpkg-scanpackages pool/{component} failed"));
+            }
+            let binary = root.join(format!("dists/{SUITE}/{component}/binary-amd64"));
+            fs::create_dir_all(&binary).unwrap();
+            fs::write(binary.join("Packages"), &index.stdout).unwrap();
         }
-        fs::write(work.join("Packages"), &index.stdout).unwrap();
+        write_release(&root)?;
         let _ = fs::remove_dir_all(&dir);
-        fs::rename(&work, &dir).unwrap();
+        fs::rename(&root, &dir).unwrap();
+        let _ = fs::remove_dir_all(&work);
         if !absent.is_empty() {
             record(&format!(
-                "local repository: not in the host's Debian archive: {}",
+                "local repository: not in the Debian archive: {}",
                 absent.join(", ")
             ));
         }
         record(&format!(
-            "local repository: {} packages requested, closure downloaded and indexed in {:.0} s",
+            "local repository: {} packages requested, closure of {main} main + {non_free} non-free debs downloaded and indexed in {:.0} s",
             list.len(),
             started.elapsed().as_secs_f64()
         ));
@@ -360,6 +405,78 @@ pub fn repo() -> &'static PathBuf {
     })
     .as_ref()
     .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Moves the downloaded debs into `root/pool/<component>` by their Section (`non-free/net`
+/// belongs to non-free); returns how many went to each.
+fn file_debs_by_component(work: &Path) -> Result<(usize, usize), String> {
+    let (mut main, mut non_free) = (0, 0);
+    for component in ["main", "non-free"] {
+        fs::create_dir_all(work.join("root/pool").join(component)).unwrap();
+    }
+    for entry in fs::read_dir(work.join("debs")).unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "deb") {
+            continue;
+        }
+        let section = Command::new("dpkg-deb")
+            .args(["-f"])
+            .arg(&path)
+            .arg("Section")
+            .output()
+            .map_err(|e| format!("dpkg-deb: {e}"))?;
+        let component = if String::from_utf8_lossy(&section.stdout).starts_with("non-free") {
+            non_free += 1;
+            "non-free"
+        } else {
+            main += 1;
+            "main"
+        };
+        fs::rename(
+            &path,
+            work.join("root/pool")
+                .join(component)
+                .join(entry.file_name()),
+        )
+        .unwrap();
+    }
+    Ok((main, non_free))
+}
+
+/// The suite's Release file: apt reads a `dists/` repository only through it, and checks each
+/// index against the SHA256 it lists (the repository itself is `trusted=yes`, unsigned).
+fn write_release(root: &Path) -> Result<(), String> {
+    let mut sums = String::new();
+    for component in ["main", "non-free"] {
+        let relative = format!("{component}/binary-amd64/Packages");
+        let file = root.join(format!("dists/{SUITE}/{relative}"));
+        let out = Command::new("sha256sum")
+            .arg(&file)
+            .output()
+            .map_err(|e| format!("sha256sum: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let hash = text
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let size = fs::metadata(&file).unwrap().len();
+        sums.push_str(&format!(" {hash} {size} {relative}\n"));
+    }
+    // A day in the past: apt refuses a Release dated ahead of the guest's clock.
+    let date = Command::new("date")
+        .args(["-Ru", "-d", "-1 day"])
+        .output()
+        .map_err(|e| format!("date: {e}"))?;
+    fs::write(
+        root.join(format!("dists/{SUITE}/Release")),
+        format!(
+            "Origin: virtwork-test\nLabel: virtwork-test\nSuite: {SUITE}\nCodename: {SUITE}\nDate: {}\nArchitectures: amd64\nComponents: main non-free\nSHA256:\n{sums}",
+            String::from_utf8_lossy(&date.stdout).trim()
+        ),
+    )
+    .unwrap();
+    Ok(())
 }
 
 /// The cloud-init modules a user-data document drives (by its top-level keys).
@@ -928,6 +1045,35 @@ impl Guest {
                         } else {
                             "still running"
                         }
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_secs(3));
+        }
+    }
+
+    /// Waits for cloud-init's final stage to end (whatever its result); seconds from QEMU start.
+    pub fn wait_cloud_init(&mut self, timeout: Duration) -> Result<f64, Failure> {
+        self.wait_agent(Duration::from_secs(600))?;
+        let deadline = self.started + timeout;
+        loop {
+            let done = self
+                .sh(
+                    "test -f /run/cloud-init/result.json",
+                    Duration::from_secs(30),
+                )
+                .is_ok_and(|r| r.code == 0);
+            if done {
+                self.check_routes()?;
+                return Ok(self.started.elapsed().as_secs_f64());
+            }
+            if Instant::now() > deadline {
+                return Err(self.fail(
+                    "cloud-init",
+                    format!(
+                        "not finished after {:.0}s; console:\n{}",
+                        self.started.elapsed().as_secs_f64(),
+                        self.console_tail()
                     ),
                 ));
             }
