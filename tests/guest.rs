@@ -286,79 +286,6 @@ fn database_signal(vm: &mut Guest) -> Result<String, Failure> {
     ))
 }
 
-#[test]
-fn cpu_keeps_the_guest_cpus_busy() {
-    run_single(
-        "cpu_keeps_the_guest_cpus_busy",
-        &["--workloads", "cpu"],
-        "cpu",
-        cpu_signal,
-    );
-}
-
-#[test]
-fn memory_holds_most_of_the_guest_ram() {
-    run_single(
-        "memory_holds_most_of_the_guest_ram",
-        &["--workloads", "memory"],
-        "memory",
-        memory_signal,
-    );
-}
-
-#[test]
-fn disk_runs_fio_on_the_data_disk() {
-    run_single(
-        "disk_runs_fio_on_the_data_disk",
-        &["--workloads", "disk"],
-        "disk",
-        disk_signal,
-    );
-}
-
-#[test]
-fn database_runs_pgbench_on_the_data_disk() {
-    // A small scale factor: pgbench -i of the default 50 takes many minutes under TCG.
-    run_single(
-        "database_runs_pgbench_on_the_data_disk",
-        &[
-            "--workloads",
-            "database",
-            "--params",
-            "database.scale-factor=2",
-        ],
-        "database",
-        database_signal,
-    );
-}
-
-/// The harness itself: a payload whose package does not exist fails, naming the workload and
-/// the step.
-#[test]
-fn a_broken_payload_fails_naming_the_workload_and_the_step() {
-    if !guest::available("a_broken_payload_fails_naming_the_workload_and_the_step") {
-        return;
-    }
-    let mut spec = vms(&["--workloads", "cpu"], "cpu").remove(0);
-    assert!(
-        spec.user_data.contains("\n- stress-ng\n"),
-        "{}",
-        spec.user_data
-    );
-    spec.user_data = spec
-        .user_data
-        .replace("\n- stress-ng\n", "\n- stress-ng-no-such-package\n");
-    let failure = single(&spec, |_| Ok(String::new()))
-        .expect_err("a payload that cannot install its package must fail");
-    let message = failure.to_string();
-    eprintln!("{message}");
-    assert!(
-        message.starts_with("workload cpu (virtwork-cpu-0): step `cloud-init modules` failed"),
-        "{message}"
-    );
-    assert!(message.contains("stress-ng-no-such-package"), "{message}");
-}
-
 /// Boots a scenario's server and client on one private link, the plan's Service names
 /// resolving to the server; checks both are ready and runs `signal` on (server, client).
 fn pair(
@@ -460,16 +387,6 @@ fn network_signal(server: &mut Guest, _client: &mut Guest) -> Result<String, Fai
     server_traffic(server, 5201, "iperf3")
 }
 
-#[test]
-fn network_runs_iperf3_between_two_guests() {
-    run_pair(
-        "network_runs_iperf3_between_two_guests",
-        &["--workloads", "network"],
-        "network",
-        network_signal,
-    );
-}
-
 fn redis_signal(server: &mut Guest, _client: &mut Guest) -> Result<String, Failure> {
     let count = |server: &mut Guest| -> Result<u64, Failure> {
         let out = server.check(
@@ -495,39 +412,6 @@ fn redis_signal(server: &mut Guest, _client: &mut Guest) -> Result<String, Failu
         "signal: redis commands",
         "redis-server processed no benchmark commands",
     ))
-}
-
-#[test]
-fn catalog_redis_bench_serves_the_client_over_the_link() {
-    run_pair(
-        "catalog_redis_bench_serves_the_client_over_the_link",
-        &[
-            "--from-catalog",
-            "redis-bench",
-            "--catalog-dir",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/catalog"),
-        ],
-        "redis-bench",
-        redis_signal,
-    );
-}
-
-#[test]
-fn catalog_sysbench_keeps_the_guest_cpus_busy() {
-    run_single(
-        "catalog_sysbench_keeps_the_guest_cpus_busy",
-        &[
-            "--from-catalog",
-            "sysbench",
-            "--catalog-dir",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/catalog"),
-        ],
-        "sysbench",
-        |vm| {
-            let busy = cpu_signal_named(vm, "sysbench")?;
-            Ok(busy)
-        },
-    );
 }
 
 fn chaos_disk_signal(vm: &mut Guest) -> Result<String, Failure> {
@@ -556,17 +440,6 @@ fn chaos_disk_signal(vm: &mut Guest) -> Result<String, Failure> {
         "signal: disk filled",
         format!("data disk usage peaked at {peak} % (expected >= 85 % and then released)"),
     ))
-}
-
-#[test]
-fn chaos_disk_fills_and_releases_the_data_disk() {
-    // A 2Gi disk: the fill is fallocate'd, its size only matters for the percentages.
-    run_single(
-        "chaos_disk_fills_and_releases_the_data_disk",
-        &["--workloads", "chaos-disk", "--disk-size", "2Gi"],
-        "chaos-disk",
-        chaos_disk_signal,
-    );
 }
 
 /// `[YYYY-MM-DD HH:MM:SS]` of a chaos-process log line, as seconds of the day.
@@ -667,16 +540,6 @@ fn chaos_process_signal(vm: &mut Guest, interval: u32) -> Result<String, Failure
     ))
 }
 
-#[test]
-fn chaos_process_kills_victims_and_spares_the_system() {
-    run_single(
-        "chaos_process_kills_victims_and_spares_the_system",
-        &["--workloads", "chaos-process"],
-        "chaos-process",
-        |vm| chaos_process_signal(vm, 30),
-    );
-}
-
 /// netperf TCP_RR connections on the data port and HTTP transfers of the test file, both
 /// counted on the server.
 fn tps_signal(server: &mut Guest, _client: &mut Guest) -> Result<String, Failure> {
@@ -717,22 +580,6 @@ fn tps_signal(server: &mut Guest, _client: &mut Guest) -> Result<String, Failure
         "signal: netperf and HTTP transactions on the server",
         format!("netperf data connections seen: {netperf}; HTTP GET /testfile logged: {gets} (expected > 0 and >= 3)"),
     ))
-}
-
-#[test]
-fn tps_runs_netperf_and_http_between_two_guests() {
-    // One short cycle: a 20 s netperf round, then a 20 s HTTP window, instead of 30 x 60 s each.
-    run_pair(
-        "tps_runs_netperf_and_http_between_two_guests",
-        &[
-            "--workloads",
-            "tps",
-            "--params",
-            "tps.iterations=1,tps.duration=20,tps.file-size=1M",
-        ],
-        "tps",
-        tps_signal,
-    );
 }
 
 /// Connect times of `count` TCP connections to `target` from `vm`, as (average ms, lost).
@@ -868,16 +715,6 @@ fn chaos_network_scenario() -> Result<(), Failure> {
     Ok(())
 }
 
-#[test]
-fn chaos_network_delays_and_drops_the_probe_flow() {
-    if !guest::available("chaos_network_delays_and_drops_the_probe_flow") {
-        return;
-    }
-    if let Err(failure) = chaos_network_scenario() {
-        panic!("{failure}");
-    }
-}
-
 /// The disk workload booted without its data disk: the unit fails loudly, the readiness
 /// probe stays false, and nothing is written to the root file system in its place.
 fn detached_disk_scenario() -> Result<(), Failure> {
@@ -956,12 +793,188 @@ fn detached_disk_scenario() -> Result<(), Failure> {
     Ok(())
 }
 
-#[test]
-fn disk_without_its_data_disk_fails_and_leaves_the_root_disk_alone() {
-    if !guest::available("disk_without_its_data_disk_fails_and_leaves_the_root_disk_alone") {
-        return;
+/// Two-guest scenarios (server and client, or a chaos VM and its peer). libtest starts tests in
+/// name order, so these run first: with two test threads one pair boots while the next waits
+/// for both slots, and the machine's two guest slots stay busy; the one-guest scenarios follow,
+/// two at a time.
+mod pair {
+    use super::*;
+
+    #[test]
+    fn network_runs_iperf3_between_two_guests() {
+        run_pair(
+            "network_runs_iperf3_between_two_guests",
+            &["--workloads", "network"],
+            "network",
+            network_signal,
+        );
     }
-    if let Err(failure) = detached_disk_scenario() {
-        panic!("{failure}");
+
+    #[test]
+    fn catalog_redis_bench_serves_the_client_over_the_link() {
+        run_pair(
+            "catalog_redis_bench_serves_the_client_over_the_link",
+            &[
+                "--from-catalog",
+                "redis-bench",
+                "--catalog-dir",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/catalog"),
+            ],
+            "redis-bench",
+            redis_signal,
+        );
+    }
+
+    #[test]
+    fn tps_runs_netperf_and_http_between_two_guests() {
+        // One short cycle: a 20 s netperf round, then a 20 s HTTP window, instead of 30 x 60 s each.
+        run_pair(
+            "tps_runs_netperf_and_http_between_two_guests",
+            &[
+                "--workloads",
+                "tps",
+                "--params",
+                "tps.iterations=1,tps.duration=20,tps.file-size=1M",
+            ],
+            "tps",
+            tps_signal,
+        );
+    }
+
+    #[test]
+    fn chaos_network_delays_and_drops_the_probe_flow() {
+        if !guest::available("chaos_network_delays_and_drops_the_probe_flow") {
+            return;
+        }
+        if let Err(failure) = chaos_network_scenario() {
+            panic!("{failure}");
+        }
+    }
+}
+
+/// One-guest scenarios.
+mod single {
+    use super::*;
+
+    #[test]
+    fn cpu_keeps_the_guest_cpus_busy() {
+        run_single(
+            "cpu_keeps_the_guest_cpus_busy",
+            &["--workloads", "cpu"],
+            "cpu",
+            cpu_signal,
+        );
+    }
+
+    #[test]
+    fn memory_holds_most_of_the_guest_ram() {
+        run_single(
+            "memory_holds_most_of_the_guest_ram",
+            &["--workloads", "memory"],
+            "memory",
+            memory_signal,
+        );
+    }
+
+    #[test]
+    fn disk_runs_fio_on_the_data_disk() {
+        run_single(
+            "disk_runs_fio_on_the_data_disk",
+            &["--workloads", "disk"],
+            "disk",
+            disk_signal,
+        );
+    }
+
+    #[test]
+    fn database_runs_pgbench_on_the_data_disk() {
+        // A small scale factor: pgbench -i of the default 50 takes many minutes under TCG.
+        run_single(
+            "database_runs_pgbench_on_the_data_disk",
+            &[
+                "--workloads",
+                "database",
+                "--params",
+                "database.scale-factor=2",
+            ],
+            "database",
+            database_signal,
+        );
+    }
+
+    /// The harness itself: a payload whose package does not exist fails, naming the workload and
+    /// the step.
+    #[test]
+    fn a_broken_payload_fails_naming_the_workload_and_the_step() {
+        if !guest::available("a_broken_payload_fails_naming_the_workload_and_the_step") {
+            return;
+        }
+        let mut spec = vms(&["--workloads", "cpu"], "cpu").remove(0);
+        assert!(
+            spec.user_data.contains("\n- stress-ng\n"),
+            "{}",
+            spec.user_data
+        );
+        spec.user_data = spec
+            .user_data
+            .replace("\n- stress-ng\n", "\n- stress-ng-no-such-package\n");
+        let failure = single(&spec, |_| Ok(String::new()))
+            .expect_err("a payload that cannot install its package must fail");
+        let message = failure.to_string();
+        eprintln!("{message}");
+        assert!(
+            message.starts_with("workload cpu (virtwork-cpu-0): step `cloud-init modules` failed"),
+            "{message}"
+        );
+        assert!(message.contains("stress-ng-no-such-package"), "{message}");
+    }
+
+    #[test]
+    fn catalog_sysbench_keeps_the_guest_cpus_busy() {
+        run_single(
+            "catalog_sysbench_keeps_the_guest_cpus_busy",
+            &[
+                "--from-catalog",
+                "sysbench",
+                "--catalog-dir",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/catalog"),
+            ],
+            "sysbench",
+            |vm| {
+                let busy = cpu_signal_named(vm, "sysbench")?;
+                Ok(busy)
+            },
+        );
+    }
+
+    #[test]
+    fn chaos_disk_fills_and_releases_the_data_disk() {
+        // A 2Gi disk: the fill is fallocate'd, its size only matters for the percentages.
+        run_single(
+            "chaos_disk_fills_and_releases_the_data_disk",
+            &["--workloads", "chaos-disk", "--disk-size", "2Gi"],
+            "chaos-disk",
+            chaos_disk_signal,
+        );
+    }
+
+    #[test]
+    fn chaos_process_kills_victims_and_spares_the_system() {
+        run_single(
+            "chaos_process_kills_victims_and_spares_the_system",
+            &["--workloads", "chaos-process"],
+            "chaos-process",
+            |vm| chaos_process_signal(vm, 30),
+        );
+    }
+
+    #[test]
+    fn disk_without_its_data_disk_fails_and_leaves_the_root_disk_alone() {
+        if !guest::available("disk_without_its_data_disk_fails_and_leaves_the_root_disk_alone") {
+            return;
+        }
+        if let Err(failure) = detached_disk_scenario() {
+            panic!("{failure}");
+        }
     }
 }

@@ -161,38 +161,40 @@ pub fn record(line: &str) {
     writeln!(file, "{line}").unwrap();
 }
 
-/// The Debian archive the host's apt uses (the first non-security `debian` URI in its sources).
+/// The Debian archive the image and the repository come from (`host-mirror.sh`, which
+/// `.ci/run` also uses when it builds the image ahead of the tests).
 fn host_mirror() -> String {
-    if let Ok(mirror) = std::env::var("VIRTWORK_GUEST_MIRROR") {
-        return mirror;
-    }
-    let mut texts = Vec::new();
-    if let Ok(text) = fs::read_to_string("/etc/apt/sources.list") {
-        texts.push(text);
-    }
-    if let Ok(dir) = fs::read_dir("/etc/apt/sources.list.d") {
-        for entry in dir.flatten() {
-            let path = entry.path();
-            let name = path.to_string_lossy();
-            if name.ends_with(".sources") || name.ends_with(".list") {
-                texts.push(fs::read_to_string(&path).unwrap_or_default());
-            }
-        }
-    }
-    for text in &texts {
-        for line in text.lines() {
-            let line = line.trim();
-            if line.starts_with('#') {
-                continue;
-            }
-            for word in line.split_whitespace() {
-                if word.starts_with("http") && word.trim_end_matches('/').ends_with("/debian") {
-                    return word.trim_end_matches('/').to_string();
-                }
-            }
-        }
-    }
-    "http://deb.debian.org/debian".to_string()
+    let out = Command::new("bash")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/guest/host-mirror.sh"
+        ))
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "host-mirror.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The image cache key: the first 16 hex digits of the recipe's SHA-256, which `.ci/run`
+/// computes the same way (`sha256sum build-image.sh`) to build the image ahead of the tests.
+fn recipe_key() -> String {
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(IMAGE_RECIPE.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)[..16].to_string()
 }
 
 /// The built image: root file system (raw, booted with snapshot=on), kernel, initrd.
@@ -227,12 +229,13 @@ fn run_logged(cmd: &mut Command, log: &Path, what: &str) -> Result<(), String> {
     }
 }
 
-/// Builds the image once per recipe (cached in target/tmp/guest/image-<hash>).
+/// Builds the image once per recipe, cached in target/tmp/guest/image-<key> (where `.ci/run`
+/// may already have built it).
 pub fn image() -> &'static Image {
     static IMAGE: OnceLock<Result<Image, String>> = OnceLock::new();
     IMAGE
         .get_or_init(|| {
-            let key = fnv(&[IMAGE_RECIPE.as_bytes()]);
+            let key = recipe_key();
             let dir = cache_root().join(format!("image-{key}"));
             if dir.join("root.raw").is_file() {
                 return Ok(Image { dir });
