@@ -286,6 +286,17 @@ fn database_signal(vm: &mut Guest) -> Result<String, Failure> {
     ))
 }
 
+/// Waits for two guests at once: each must be watched from its own start, so that its
+/// readiness probe is seen false before it turns true.
+fn wait_both(a: &mut Guest, b: &mut Guest) -> Result<(f64, f64), Failure> {
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| a.wait_ready(READY_TIMEOUT));
+        let b = s.spawn(|| b.wait_ready(READY_TIMEOUT));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    Ok((a?, b?))
+}
+
 /// Boots a scenario's server and client on one private link, the plan's Service names
 /// resolving to the server; checks both are ready and runs `signal` on (server, client).
 fn pair(
@@ -328,8 +339,7 @@ fn pair(
         }),
         &hosts,
     )?;
-    let server_ready = server.wait_ready(READY_TIMEOUT)?;
-    let client_ready = client.wait_ready(READY_TIMEOUT)?;
+    let (server_ready, client_ready) = wait_both(&mut server, &mut client)?;
     for (name, _) in &hosts {
         client.check_reaches_over_link(name, &server_ip)?;
     }
@@ -645,8 +655,7 @@ fn chaos_network_scenario() -> Result<(), Failure> {
         }),
         &hosts,
     )?;
-    server.wait_ready(READY_TIMEOUT)?;
-    let ready = chaos.wait_ready(READY_TIMEOUT)?;
+    let (_, ready) = wait_both(&mut server, &mut chaos)?;
     let dev = chaos.link_dev()?;
     let qdisc = chaos.check(
         "signal: netem on the link",
