@@ -1029,14 +1029,7 @@ impl Guest {
             }
             let late = cloud_init_done.is_some_and(|t| t.elapsed() > Duration::from_secs(600));
             if Instant::now() > deadline || late {
-                let units = self.units();
-                let status = self
-                    .sh(
-                        &format!("systemctl --no-pager status {} 2>&1 | tail -n 30; journalctl --no-pager -n 40 -u {} 2>&1", units.join(" "), units.join(" -u ")),
-                        Duration::from_secs(30),
-                    )
-                    .map(|r| r.stdout)
-                    .unwrap_or_default();
+                let status = self.unit_report();
                 return Err(self.fail(
                     "unit active",
                     format!(
@@ -1082,6 +1075,31 @@ impl Guest {
             }
             std::thread::sleep(Duration::from_secs(3));
         }
+    }
+
+    /// `systemctl status` and the journal's last lines of the workload's units: what a
+    /// failure report carries, so a CI log alone says why.
+    pub fn unit_report(&mut self) -> String {
+        let units = self.units();
+        self.sh(
+            &format!(
+                "systemctl --no-pager status {} 2>&1 | tail -n 30; journalctl --no-pager -n 40 -u {} 2>&1",
+                units.join(" "),
+                units.join(" -u ")
+            ),
+            Duration::from_secs(30),
+        )
+        .map(|r| r.stdout)
+        .unwrap_or_default()
+    }
+
+    /// `failure` with this guest's unit report appended.
+    pub fn explain(&mut self, mut failure: Failure) -> Failure {
+        let report = self.unit_report();
+        failure
+            .detail
+            .push_str(&format!("\n--- {} units:\n{report}", self.spec.name));
+        failure
     }
 
     /// The units the readiness probe checks (the `systemctl is-active` arguments).
