@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::k8s::ready::{ReadinessObserver, ReadinessTracker, Transition};
+use crate::model::KindCounts;
 
 /// Version of the `--output json` run document; bumped only on incompatible changes.
 pub const RUN_JSON_FORMAT_VERSION: u32 = 1;
@@ -39,16 +40,6 @@ impl RunStatus {
             RunStatus::Cancelled => "cancelled",
         }
     }
-}
-
-/// Objects per kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct KindCounts {
-    pub services: usize,
-    pub secrets: usize,
-    pub vms: usize,
-    /// DataVolumes the VMs' templates create (CDI creates them, not virtwork).
-    pub data_volumes: usize,
 }
 
 /// One VM's state at the end of the run.
@@ -127,6 +118,8 @@ pub struct RunSummary {
     pub container_image: String,
     /// `running`, `ready`, `agent-connected` or `workload`.
     pub ready_condition: String,
+    /// Objects the plan holds; `dvs` counts the DataVolumes the VMs' templates create (CDI
+    /// creates them, not virtwork); `vmis` and `pvcs` stay zero.
     pub planned: KindCounts,
     /// What exists on the cluster because of this run (or would, for a server dry run).
     pub created: KindCounts,
@@ -190,10 +183,10 @@ fn counts_line(c: &KindCounts) -> String {
         count_of(c.secrets, "Secret"),
         count_of(c.services, "Service")
     );
-    if c.data_volumes > 0 {
+    if c.dvs > 0 {
         line.push_str(&format!(
             ", {} (created by the VMs' templates)",
-            count_of(c.data_volumes, "DataVolume")
+            count_of(c.dvs, "DataVolume")
         ));
     }
     line
@@ -287,7 +280,7 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
             "services": c.services,
             "secrets": c.secrets,
             "vms": c.vms,
-            "data_volumes": c.data_volumes,
+            "data_volumes": c.dvs,
         })
     };
     let vms: Vec<Value> = s
@@ -604,7 +597,8 @@ mod tests {
             services: 2,
             secrets: 11,
             vms: 11,
-            data_volumes: 3,
+            dvs: 3,
+            ..KindCounts::default()
         };
         RunSummary {
             status,
@@ -646,7 +640,8 @@ mod tests {
             services: 1,
             secrets: 1,
             vms: 1,
-            data_volumes: 1,
+            dvs: 1,
+            ..KindCounts::default()
         };
         let text = run_summary_text(&s);
         assert!(

@@ -34,6 +34,7 @@ use uuid::Uuid;
 
 use crate::audit::schema;
 use crate::error::{Error, Result};
+use crate::model::{KindCounts, NamespaceOutcome};
 use crate::plan::{Plan, PlannedVm, PlannedWorkload};
 
 /// `error_summary` recorded for an execution stopped by SIGINT/SIGTERM.
@@ -326,7 +327,7 @@ impl Event {
     }
 
     /// `Deleted <v> VMs, <s> services, <x> secrets, <d> DVs, <p> PVCs`.
-    pub fn cleanup_completed(counts: &CleanupCounts) -> Self {
+    pub fn cleanup_completed(counts: &KindCounts) -> Self {
         Self::new(
             EventType::CleanupCompleted,
             format!(
@@ -437,17 +438,6 @@ impl VmRecord {
             phase: None,
         }
     }
-}
-
-/// Objects a cleanup deleted (`audit_log.*_deleted`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CleanupCounts {
-    pub vms: u64,
-    pub services: u64,
-    pub secrets: u64,
-    pub dvs: u64,
-    pub pvcs: u64,
-    pub namespace_deleted: bool,
 }
 
 /// The process's audit database, or none with `--no-audit`.
@@ -1148,9 +1138,12 @@ impl Execution {
         });
     }
 
-    /// Records how many objects the cleanup deleted.
-    pub fn record_cleanup_counts(&self, counts: &CleanupCounts) {
+    /// Records how many objects the cleanup deleted and whether it deleted the namespace
+    /// (`audit_log.*_deleted`; VMIs have no column: garbage collection removes them with their
+    /// VMs). Why a namespace was kept or failed lands in the error summary.
+    pub fn record_cleanup_counts(&self, counts: &KindCounts, namespace: Option<&NamespaceOutcome>) {
         let counts = *counts;
+        let namespace_deleted = namespace.is_some_and(NamespaceOutcome::is_deleted);
         self.write("RecordCleanupCounts", move |tx, id| {
             tx.execute(
                 "UPDATE audit_log SET vms_deleted = ?2, services_deleted = ?3,
@@ -1164,7 +1157,7 @@ impl Execution {
                     clamp_i64(counts.secrets),
                     clamp_i64(counts.dvs),
                     clamp_i64(counts.pvcs),
-                    counts.namespace_deleted
+                    namespace_deleted
                 ],
             )
         });
@@ -1193,7 +1186,7 @@ fn insert_workload(
     )
 }
 
-fn clamp_i64(n: u64) -> i64 {
+fn clamp_i64(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 

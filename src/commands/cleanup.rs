@@ -18,14 +18,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::recorder::{
-    Auditor, CleanupCounts, CleanupMode, CommandKind, Event, ExecutionParams, ExecutionStatus,
-    ResourceKind,
+    Auditor, CleanupMode, CommandKind, Event, ExecutionParams, ExecutionStatus, ResourceKind,
 };
 use crate::config::CleanupSettings;
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::{
-    ApiContext, CleanupOutcome, Discovery, GoneTracker, KindCounts, ManagedKind, Scope, WaitResult,
-    discover, execute, wait_until_gone,
+    ApiContext, CleanupOutcome, Discovery, GoneTracker, ManagedKind, NamespaceOutcome, Scope,
+    WaitResult, discover, execute, wait_until_gone,
 };
 use crate::k8s::client::connect_from_env;
 use crate::k8s::namespace::TOOL_NAMESPACE;
@@ -203,16 +202,9 @@ fn audit_deletions(
         }
     }
     let deleted = outcome.deleted_counts();
-    let counts = CleanupCounts {
-        vms: deleted.vms as u64,
-        services: deleted.services as u64,
-        secrets: deleted.secrets as u64,
-        dvs: deleted.dvs as u64,
-        pvcs: deleted.pvcs as u64,
-        namespace_deleted: outcome.namespace_deleted,
-    };
-    execution.record_cleanup_counts(&counts);
-    execution.record_event(&Event::cleanup_completed(&counts));
+    let namespace = outcome.namespace.as_ref().map(|(_, o)| o);
+    execution.record_cleanup_counts(&deleted, namespace);
+    execution.record_event(&Event::cleanup_completed(&deleted));
 }
 
 /// The audit record's parameters of a cleanup.
@@ -304,7 +296,12 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
         tracing::warn!(namespace, reason, "namespace will be kept");
     }
     summary.found = Found::of(&discovery);
-    summary.namespace_kept = discovery.kept_namespace().map(|(_, r)| r.to_string());
+    summary.namespace_outcome =
+        discovery
+            .kept_namespace()
+            .map(|(_, reason)| NamespaceOutcome::Kept {
+                reason: reason.to_string(),
+            });
     let run_ids = discovery.run_ids();
 
     if discovery.to_delete.is_empty() {
@@ -350,7 +347,7 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
                 scope.namespace.as_deref(),
                 scope.run_id.as_deref(),
                 &summary.found,
-                summary.namespace_kept.as_deref(),
+                summary.namespace_kept(),
             )
         );
         let used = started.elapsed();
@@ -404,17 +401,12 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
     audit_deletions(&execution, &run_ids, &outcome);
 
     summary.deleted = outcome.deleted_counts().into();
-    summary.already_gone = KindCounts::of(&outcome.already_gone).into();
+    summary.already_gone = outcome.already_gone_counts().into();
     summary.not_attempted = outcome.not_attempted.len();
-    summary.namespace_deleted = outcome.namespace_deleted;
-    summary.namespace_kept = outcome.namespace_kept.as_ref().map(|(_, r)| r.clone());
-    summary.warnings = outcome.failures.iter().map(|f| f.to_string()).collect();
-    if let Some((namespace, reason)) = &outcome.namespace_kept {
-        tracing::warn!(
-            namespace = namespace.as_str(),
-            reason = reason.as_str(),
-            "namespace kept"
-        );
+    summary.namespace_outcome = outcome.namespace.as_ref().map(|(_, o)| o.clone());
+    summary.warnings = outcome.failure_lines();
+    if let Some((namespace, reason)) = outcome.namespace_kept() {
+        tracing::warn!(namespace, reason, "namespace kept");
     }
     summary.failures = outcome.failures.clone();
 
@@ -433,7 +425,7 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
             .iter()
             .filter(|vmi| deleted_vms.contains(&(vmi.namespace.as_str(), vmi.name.as_str())));
         let namespace = outcome
-            .namespace_deleted
+            .namespace_deleted()
             .then_some(scope.namespace.as_deref())
             .flatten();
         let mut tracker = GoneTracker::new(outcome.deleted.iter().chain(dependents), namespace);
@@ -470,7 +462,7 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
         secrets_deleted = deleted.secrets,
         dvs_deleted = deleted.dvs,
         pvcs_deleted = deleted.pvcs,
-        namespace_deleted = outcome.namespace_deleted,
+        namespace_deleted = outcome.namespace_deleted(),
         "cleanup complete"
     );
     for warning in &summary.warnings {
@@ -485,13 +477,13 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
             Some(Error::Interrupted),
         )
     } else if outcome.has_failures() {
-        let failures: Vec<String> = outcome.failures.iter().map(|f| f.to_string()).collect();
+        let failures = outcome.failure_lines();
         let mut message = format!(
             "cleanup could not delete {} object(s): {}",
             failures.len(),
             first_few(&failures)
         );
-        if let Some((namespace, reason)) = &outcome.namespace_kept {
+        if let Some((namespace, reason)) = outcome.namespace_kept() {
             message.push_str(&format!("; kept namespace {namespace}: {reason}"));
         }
         (
@@ -499,7 +491,7 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
             ExecutionStatus::Failed,
             Some(Error::runtime(message)),
         )
-    } else if let Some((namespace, reason)) = &outcome.namespace_kept {
+    } else if let Some((namespace, reason)) = outcome.namespace_kept() {
         (
             CleanupStatus::NamespaceKept,
             ExecutionStatus::Failed,

@@ -32,9 +32,9 @@ use crate::k8s::ready::{
     ReadinessObserver, ReadinessTracker, Transition, WaitOutcome, wait_for_ready,
 };
 use crate::k8s::retry::RetryPolicy;
-use crate::model::{DryRunMode, LogFormat, OutputFormat, RunId};
+use crate::model::{DryRunMode, KindCounts, LogFormat, OutputFormat, RunId};
 use crate::plan::{Plan, build_plan};
-use crate::report::{self, KindCounts, RunProgress, RunStatus, RunSummary, VmSummary};
+use crate::report::{self, RunProgress, RunStatus, RunSummary, VmSummary};
 use crate::workloads::Registry;
 
 /// Runs `virtwork run` with its resolved settings.
@@ -479,7 +479,8 @@ fn empty_summary(settings: &RunSettings, plan: &Plan, server_dry_run: bool) -> R
             services: plan.services.len(),
             secrets: plan.vms.len(),
             vms: plan.vms.len(),
-            data_volumes: plan.data_volume_count(),
+            dvs: plan.data_volume_count(),
+            ..KindCounts::default()
         },
         created: KindCounts::default(),
         create_duration: Duration::ZERO,
@@ -515,12 +516,13 @@ fn fill_created(summary: &mut RunSummary, plan: &Plan, applied: &Applied, server
         services: applied.services.len(),
         secrets: applied.secrets.len(),
         vms: applied.vms.len(),
-        data_volumes: plan
+        dvs: plan
             .vms
             .iter()
             .filter(|vm| applied.vms.binary_search(&vm.name).is_ok())
             .map(|vm| vm.data_volumes.len())
             .sum(),
+        ..KindCounts::default()
     };
     for vm in &mut summary.vms {
         vm.created = applied.vms.binary_search(&vm.name).is_ok();
