@@ -33,7 +33,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use uuid::Uuid;
 
 use crate::audit::schema;
-use crate::error::{Error, Result};
+use crate::error::{Error, Outcome, Result};
 use crate::model::{KindCounts, NamespaceOutcome};
 use crate::plan::{Plan, PlannedVm, PlannedWorkload};
 
@@ -115,16 +115,27 @@ impl ExecutionStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             ExecutionStatus::InProgress => "in_progress",
-            ExecutionStatus::Success => "success",
-            ExecutionStatus::Failed => "failed",
+            ExecutionStatus::Success => Outcome::Success.as_str(),
+            ExecutionStatus::Failed => Outcome::Failed.as_str(),
             ExecutionStatus::Aborted => "aborted",
-            ExecutionStatus::Cancelled => "cancelled",
+            ExecutionStatus::Cancelled => Outcome::Cancelled.as_str(),
         }
     }
 
     /// Parses a status as stored (`in_progress`, `success`, ...).
     pub fn parse(value: &str) -> Option<ExecutionStatus> {
         Self::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+}
+
+/// A finished command's status: the outcome of its result.
+impl From<Outcome> for ExecutionStatus {
+    fn from(outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Success => ExecutionStatus::Success,
+            Outcome::Failed => ExecutionStatus::Failed,
+            Outcome::Cancelled => ExecutionStatus::Cancelled,
+        }
     }
 }
 
@@ -1058,6 +1069,13 @@ impl Execution {
                 params![id, status.as_str(), completed_at, summary],
             )
         });
+    }
+
+    /// Finishes the execution with the outcome of `result` and its error as the summary (see
+    /// [`Execution::complete_execution`]).
+    pub fn finish<T>(&self, result: &Result<T>) {
+        let error = result.as_ref().err().map(ToString::to_string);
+        self.complete_execution(Outcome::of(result).into(), error.as_deref());
     }
 
     /// Records which runs a cleanup touched: the distinct non-empty run ids, sorted, as a JSON

@@ -19,11 +19,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::recorder::{
-    Auditor, CommandKind, Event, Execution, ExecutionParams, ExecutionStatus, ResourceKind,
-    VmRecord, WorkloadStatus,
+    Auditor, CommandKind, Event, Execution, ExecutionParams, ResourceKind, VmRecord, WorkloadStatus,
 };
 use crate::config::RunSettings;
-use crate::error::{Error, Result};
+use crate::error::{Error, Outcome, Result};
 use crate::k8s::apply::{Applied, ApplyEvent, ApplyOptions, apply_plan};
 use crate::k8s::client::{Cluster, connect_from_env};
 use crate::k8s::pacing::{PaceGate, Pacer};
@@ -34,7 +33,7 @@ use crate::k8s::ready::{
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{DryRunMode, KindCounts, LogFormat, OutputFormat, RunId};
 use crate::plan::{Plan, build_plan};
-use crate::report::{self, RunProgress, RunStatus, RunSummary, VmSummary};
+use crate::report::{self, RunProgress, RunSummary, VmSummary};
 use crate::workloads::Registry;
 
 /// Runs `virtwork run` with its resolved settings.
@@ -112,7 +111,7 @@ fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Res
         // the number of VMs.
         OutputFormat::Text => write_yaml_stdout(plan)?,
     }
-    execution.complete_execution(ExecutionStatus::Success, None);
+    execution.finish(&Ok(()));
     // The reference logs the summary after a dry-run too (counts of what would be created).
     tracing::info!(
         run_id = %plan.run_id,
@@ -166,33 +165,18 @@ pub async fn run_on_cluster(settings: &RunSettings, plan: &Plan, auditor: &Audit
 
     let (summary, result) = drive(settings, plan, &cluster, &execution, &cancel).await;
 
-    let status = match &result {
-        Ok(()) => ExecutionStatus::Success,
-        Err(Error::Interrupted) => ExecutionStatus::Cancelled,
-        Err(_) => ExecutionStatus::Failed,
-    };
-    let workload_status = if status == ExecutionStatus::Success {
-        WorkloadStatus::Created
-    } else {
-        WorkloadStatus::Failed
-    };
     if !server_dry_run {
+        // A run that ended well created every workload; any other end leaves them failed.
+        let status = if result.is_ok() {
+            WorkloadStatus::Created
+        } else {
+            WorkloadStatus::Failed
+        };
         for workload in &plan.workloads {
-            let vms_ok = summary
-                .vms
-                .iter()
-                .filter(|vm| vm.workload == workload.name)
-                .all(|vm| vm.created && (summary.wait_duration.is_none() || vm.ready_at.is_some()));
-            let status = if vms_ok && result.is_ok() {
-                WorkloadStatus::Created
-            } else {
-                workload_status
-            };
             execution.set_workload_status(&workload.name, status);
         }
     }
-    let error_text = result.as_ref().err().map(ToString::to_string);
-    execution.complete_execution(status, error_text.as_deref());
+    execution.finish(&result);
 
     tracing::info!(
         run_id = %summary.run_id,
@@ -224,11 +208,7 @@ async fn drive(
     let mut summary = empty_summary(settings, plan, server_dry_run);
 
     let finish = |mut summary: RunSummary, result: Result<()>| {
-        summary.status = match &result {
-            Ok(()) => RunStatus::Success,
-            Err(Error::Interrupted) => RunStatus::Cancelled,
-            Err(_) => RunStatus::Failed,
-        };
+        summary.status = Outcome::of(&result);
         summary.error = result.as_ref().err().map(|e| match e {
             Error::Interrupted => "interrupted by signal".to_string(),
             other => other.to_string(),
@@ -469,7 +449,7 @@ async fn drive(
 
 fn empty_summary(settings: &RunSettings, plan: &Plan, server_dry_run: bool) -> RunSummary {
     RunSummary {
-        status: RunStatus::Failed,
+        status: Outcome::Failed,
         run_id: plan.run_id.to_string(),
         namespace: plan.namespace.clone(),
         server_dry_run,
@@ -591,7 +571,7 @@ fn print_summary(output: OutputFormat, summary: &RunSummary) -> Result<()> {
         OutputFormat::Text => {
             // Nothing happened on the cluster: the error line on stderr says it all.
             let touched = summary.created.vms + summary.created.secrets + summary.created.services;
-            if summary.status != RunStatus::Success && touched == 0 {
+            if summary.status != Outcome::Success && touched == 0 {
                 return Ok(());
             }
             report::run_summary_text(summary)
