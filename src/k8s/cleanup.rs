@@ -993,51 +993,9 @@ pub async fn wait_until_gone(
     tracker: &mut GoneTracker,
     timeout: Duration,
 ) -> WaitResult {
-    use futures::stream::BoxStream;
-
-    enum Seen {
-        Object(
-            ManagedKind,
-            watcher::Event<PartialObjectMeta<DynamicObject>>,
-        ),
-        Namespace(watcher::Event<Namespace>),
-    }
-
-    let selector = scope.selector();
-    let mut streams: Vec<BoxStream<'static, std::result::Result<Seen, watcher::Error>>> =
-        Vec::new();
-    for (kind, with_dependents) in tracker.watches() {
-        // Dependents (a DataVolume's PVC) may carry none of our labels: watch the kind
-        // unfiltered; the tracker only ever counts expected objects and their dependents.
-        let mut config = watcher::Config::default()
-            .page_size(LIST_PAGE_SIZE)
-            .timeout(WATCH_TIMEOUT_SECS);
-        if !with_dependents {
-            config = config.labels(&selector);
-        }
-        // Metadata is all the tracker reads (and Secret data must never be held).
-        let stream = watcher(scope.metadata_api(&ctx.client, kind), config)
-            .default_backoff()
-            .map_ok(move |event| Seen::Object(kind, event))
-            .boxed();
-        streams.push(stream);
-    }
+    let mut events = futures::stream::select_all(gone_watches(ctx, scope, tracker));
     let namespace_name = tracker.namespace.as_ref().map(|(n, _)| n.clone());
-    if let Some(ns) = &namespace_name {
-        let api: Api<Namespace> = Api::all(ctx.client.clone());
-        let config = watcher::Config::default()
-            .fields(&format!("metadata.name={ns}"))
-            .timeout(WATCH_TIMEOUT_SECS);
-        streams.push(
-            watcher(api, config)
-                .default_backoff()
-                .map_ok(Seen::Namespace)
-                .boxed(),
-        );
-    }
-    let mut events = futures::stream::select_all(streams);
     let mut namespace_listed = false;
-
     let watching = async {
         while !tracker.all_gone() {
             let Some(item) = events.next().await else {
@@ -1047,13 +1005,7 @@ pub async fn wait_until_gone(
                 Err(err) => {
                     tracing::debug!(error = %err, "watch error while waiting; reconnecting")
                 }
-                Ok(Seen::Object(kind, event)) => match event {
-                    watcher::Event::Init => tracker.begin_listing(kind),
-                    watcher::Event::InitApply(o) => tracker.listed(kind, &o.metadata),
-                    watcher::Event::InitDone => tracker.end_listing(kind),
-                    watcher::Event::Apply(o) => tracker.applied(kind, &o.metadata),
-                    watcher::Event::Delete(o) => tracker.deleted(kind, &o.metadata),
-                },
+                Ok(Seen::Object(kind, event)) => object_seen(tracker, kind, event),
                 Ok(Seen::Namespace(event)) => {
                     let ours = |n: &Namespace| n.metadata.name == namespace_name;
                     match event {
@@ -1077,6 +1029,67 @@ pub async fn wait_until_gone(
         None => WaitResult::AllGone,
         Some(false) => WaitResult::TimedOut(tracker.remaining()),
         Some(true) => WaitResult::Interrupted(tracker.remaining()),
+    }
+}
+
+/// One event of the watches `--wait` runs.
+enum Seen {
+    Object(
+        ManagedKind,
+        watcher::Event<PartialObjectMeta<DynamicObject>>,
+    ),
+    Namespace(watcher::Event<Namespace>),
+}
+
+type SeenStream = futures::stream::BoxStream<'static, std::result::Result<Seen, watcher::Error>>;
+
+/// One watch per kind the tracker waits for, and one on the namespace when it waits for it.
+fn gone_watches(ctx: &ApiContext, scope: &Scope, tracker: &GoneTracker) -> Vec<SeenStream> {
+    let selector = scope.selector();
+    let mut streams: Vec<SeenStream> = Vec::new();
+    for (kind, with_dependents) in tracker.watches() {
+        // Dependents (a DataVolume's PVC) may carry none of our labels: watch the kind
+        // unfiltered; the tracker only ever counts expected objects and their dependents.
+        let mut config = watcher::Config::default()
+            .page_size(LIST_PAGE_SIZE)
+            .timeout(WATCH_TIMEOUT_SECS);
+        if !with_dependents {
+            config = config.labels(&selector);
+        }
+        // Metadata is all the tracker reads (and Secret data must never be held).
+        let stream = watcher(scope.metadata_api(&ctx.client, kind), config)
+            .default_backoff()
+            .map_ok(move |event| Seen::Object(kind, event))
+            .boxed();
+        streams.push(stream);
+    }
+    if let Some((ns, _)) = &tracker.namespace {
+        let api: Api<Namespace> = Api::all(ctx.client.clone());
+        let config = watcher::Config::default()
+            .fields(&format!("metadata.name={ns}"))
+            .timeout(WATCH_TIMEOUT_SECS);
+        streams.push(
+            watcher(api, config)
+                .default_backoff()
+                .map_ok(Seen::Namespace)
+                .boxed(),
+        );
+    }
+    streams
+}
+
+/// Feeds one watch event on objects of `kind` to the tracker.
+fn object_seen(
+    tracker: &mut GoneTracker,
+    kind: ManagedKind,
+    event: watcher::Event<PartialObjectMeta<DynamicObject>>,
+) {
+    match event {
+        watcher::Event::Init => tracker.begin_listing(kind),
+        watcher::Event::InitApply(o) => tracker.listed(kind, &o.metadata),
+        watcher::Event::InitDone => tracker.end_listing(kind),
+        watcher::Event::Apply(o) => tracker.applied(kind, &o.metadata),
+        watcher::Event::Delete(o) => tracker.deleted(kind, &o.metadata),
     }
 }
 
