@@ -35,7 +35,7 @@ use crate::report::cleanup::{
     CleanupStatus, CleanupSummary, Found, WaitReport, preview_with_kept, summary_json, summary_text,
 };
 
-/// The prompt, as in the reference (written to stderr here).
+/// The prompt, written to stderr so stdout carries only the summary.
 pub const PROMPT: &str = "Proceed with deletion? (yes/NO): ";
 /// Environment variable that makes stdin count as a terminal (testing hook).
 pub const ASSUME_TTY_ENV: &str = "VIRTWORK_ASSUME_TTY";
@@ -62,9 +62,8 @@ pub enum Answer {
     Nothing,
 }
 
-/// Decides whether to prompt. `--run-id` skips the prompt, as in the reference: naming one
-/// run is already a deliberate choice (`run_scoped` is false when the namespace would be
-/// deleted too).
+/// Decides whether to prompt. `--run-id` skips the prompt: naming one run is already a
+/// deliberate choice (`run_scoped` is false when the namespace would be deleted too).
 pub fn confirmation(yes: bool, run_scoped: bool, stdin_is_terminal: bool) -> Confirmation {
     if yes || run_scoped {
         Confirmation::NotNeeded

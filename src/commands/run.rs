@@ -112,7 +112,7 @@ fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Res
         OutputFormat::Text => write_yaml_stdout(plan)?,
     }
     execution.finish(&Ok(()));
-    // The reference logs the summary after a dry-run too (counts of what would be created).
+    // The summary is logged after a dry run too: the counts of what would be created.
     tracing::info!(
         run_id = %plan.run_id,
         namespace = %plan.namespace,
