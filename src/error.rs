@@ -2,7 +2,9 @@
 //!
 //! Every failure a user can meet is a variant here. The variant decides the exit code:
 //! 2 for bad input found before any cluster call, 1 for runtime failures, 130 for an
-//! interrupt. Messages are one line and name the offending input.
+//! interrupt. Messages are one line and name the offending input. [`Outcome`] is the one
+//! reading of a command's result as success, failure or cancellation, shared by the audit
+//! record's status and the run summary's.
 
 use std::path::PathBuf;
 
@@ -82,6 +84,36 @@ impl Error {
                 if path.as_os_str() == "stdout"
                     && source.kind() == std::io::ErrorKind::BrokenPipe
         )
+    }
+}
+
+/// How a command (or one of its steps) ended, judged from its result: an interrupt is
+/// `Cancelled`, any other error `Failed`. The audit record's status and the run summary's
+/// `status` are both this value, so they cannot disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Failed,
+    Cancelled,
+}
+
+impl Outcome {
+    /// The outcome of `result`.
+    pub fn of<T>(result: &Result<T>) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Success,
+            Err(Error::Interrupted) => Outcome::Cancelled,
+            Err(_) => Outcome::Failed,
+        }
+    }
+
+    /// As stored and printed: `success`, `failed`, `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Failed => "failed",
+            Outcome::Cancelled => "cancelled",
+        }
     }
 }
 
@@ -169,5 +201,25 @@ mod forbidden_tests {
         assert!(forbidden_text(cluster).contains("`oc auth can-i list namespaces`"));
         let other = "admission webhook \"x\" denied the request";
         assert!(forbidden_text(other).contains("denied the request (RBAC or admission)"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupt_is_cancelled_and_any_other_error_failed() {
+        assert_eq!(Outcome::of(&Ok(())), Outcome::Success);
+        assert_eq!(
+            Outcome::of::<()>(&Err(Error::Interrupted)),
+            Outcome::Cancelled
+        );
+        assert_eq!(
+            Outcome::of::<()>(&Err(Error::runtime("x"))),
+            Outcome::Failed
+        );
+        assert_eq!(Outcome::of::<()>(&Err(Error::input("x"))), Outcome::Failed);
+        assert_eq!(Outcome::Cancelled.as_str(), "cancelled");
     }
 }

@@ -29,7 +29,9 @@ use crate::kubevirt::{
 };
 use crate::labels;
 use crate::model::{AccessMode, DnsLabel, ImageRef, Quantity, RunId, SshAccess, StorageClassName};
-use crate::workloads::{GuestOs, Registry, Workload, WorkloadOptions, WorkloadSettings};
+use crate::workloads::{
+    DataDisk, GuestOs, Registry, VmResources, Workload, WorkloadOptions, WorkloadSettings,
+};
 
 /// DNS-1123 label and label-value length limit.
 pub const MAX_LABEL_LEN: usize = DnsLabel::MAX_LEN;
@@ -413,35 +415,20 @@ struct DiskStorage {
     access_mode: AccessMode,
 }
 
+/// Adds one workload to `plan`: its summary, its Service, and each role's VMs sharing that
+/// role's template.
 fn plan_one(
     fleet: &Fleet<'_>,
     workload: &dyn Workload,
     storage: &DiskStorage,
     plan: &mut Plan,
 ) -> Result<()> {
-    let (namespace, run_id) = (fleet.namespace, fleet.run_id);
     let name = workload.name();
-    validate_workload_name(name)?;
     let resources = workload.resources();
-    if resources.cpu_cores == 0 {
-        return Err(Error::input(format!(
-            "cpu-cores for workload {name:?} must be at least 1, got 0"
-        )));
-    }
     let disks = workload.data_disks();
-    for disk in &disks {
-        if disk.name == CONTAINER_DISK || disk.name == CLOUDINIT_DISK {
-            return Err(Error::input(format!(
-                "data disk name {:?} of workload {name:?} is reserved; choose another name",
-                disk.name
-            )));
-        }
-        validate_dns_label(&format!("data disk name of workload {name:?}"), &disk.name)?;
-    }
+    check_workload(name, &resources, &disks)?;
     let service = workload.service();
     let roles = workload.roles();
-    let vm_annotations = signal_annotations(workload);
-
     plan.workloads.push(PlannedWorkload {
         name: name.to_string(),
         vm_count: roles.iter().map(|r| r.vm_count).sum(),
@@ -450,59 +437,117 @@ fn plan_one(
         data_disk_size: disks.first().map(|d| d.size.to_string()),
         requires_service: service.is_some(),
     });
-
     if let Some(spec) = service {
         plan.services.push(PlannedService {
             workload: name.to_string(),
-            service: build_service(namespace, run_id, name, spec)?,
+            service: build_service(fleet.namespace, fleet.run_id, name, spec)?,
         });
     }
-
+    let role_parts = RoleParts {
+        resources: &resources,
+        disks: &disks,
+        storage,
+        annotations: signal_annotations(workload),
+    };
     for role_spec in roles {
         let role = role_spec.role.as_deref();
-        if let Some(role) = role {
-            validate_label_value(labels::ROLE, role, &format!("role of workload {name:?}"))?;
+        let template = role_template(fleet, workload, role, &role_parts)?;
+        plan_vms(name, role, role_spec.vm_count, &disks, &template, plan)?;
+    }
+    Ok(())
+}
+
+/// What every role of one workload shares.
+struct RoleParts<'a> {
+    resources: &'a VmResources,
+    disks: &'a [DataDisk],
+    storage: &'a DiskStorage,
+    annotations: BTreeMap<String, String>,
+}
+
+/// A workload's size and disk names, checked before anything of it is planned.
+fn check_workload(name: &str, resources: &VmResources, disks: &[DataDisk]) -> Result<()> {
+    validate_workload_name(name)?;
+    if resources.cpu_cores == 0 {
+        return Err(Error::input(format!(
+            "cpu-cores for workload {name:?} must be at least 1, got 0"
+        )));
+    }
+    for disk in disks {
+        if disk.name == CONTAINER_DISK || disk.name == CLOUDINIT_DISK {
+            return Err(Error::input(format!(
+                "data disk name {:?} of workload {name:?} is reserved; choose another name",
+                disk.name
+            )));
         }
-        let probe = workload_probe(name, &workload.workload_units(role))?;
-        let userdata = workload
-            .userdata(role)
-            .map_err(|err| with_context(err, &cloud_init_context(name, role)))?;
-        check_userdata_size(&userdata, &cloud_init_context(name, role))?;
-        let template = Arc::new(RoleTemplate {
-            namespace: namespace.to_string(),
-            image: fleet.image.to_string(),
-            userdata: Arc::from(userdata),
-            vm_labels: object_labels(&format!("virtwork-{name}"), name, run_id, role),
-            secret_labels: object_labels(&format!("virtwork-{name}"), name, run_id, None),
-            cpu_cores: resources.cpu_cores,
-            memory: resources.memory.clone(),
-            disks: disks.clone(),
-            storage: storage.clone(),
-            readiness_probe: probe,
-            annotations: vm_annotations.clone(),
+        validate_dns_label(&format!("data disk name of workload {name:?}"), &disk.name)?;
+    }
+    Ok(())
+}
+
+/// The template the VMs of one role share: user-data rendered (and size-checked) once,
+/// labels, size, disks and the readiness probe.
+fn role_template(
+    fleet: &Fleet<'_>,
+    workload: &dyn Workload,
+    role: Option<&str>,
+    parts: &RoleParts<'_>,
+) -> Result<Arc<RoleTemplate>> {
+    let (name, run_id) = (workload.name(), fleet.run_id);
+    if let Some(role) = role {
+        validate_label_value(labels::ROLE, role, &format!("role of workload {name:?}"))?;
+    }
+    let probe = workload_probe(name, &workload.workload_units(role))?;
+    let userdata = workload
+        .userdata(role)
+        .map_err(|err| with_context(err, &cloud_init_context(name, role)))?;
+    check_userdata_size(&userdata, &cloud_init_context(name, role))?;
+    Ok(Arc::new(RoleTemplate {
+        namespace: fleet.namespace.to_string(),
+        image: fleet.image.to_string(),
+        userdata: Arc::from(userdata),
+        vm_labels: object_labels(&format!("virtwork-{name}"), name, run_id, role),
+        secret_labels: object_labels(&format!("virtwork-{name}"), name, run_id, None),
+        cpu_cores: parts.resources.cpu_cores,
+        memory: parts.resources.memory.clone(),
+        disks: parts.disks.to_vec(),
+        storage: parts.storage.clone(),
+        readiness_probe: probe,
+        annotations: parts.annotations.clone(),
+    }))
+}
+
+/// Adds `count` VMs of one role, named `virtwork-<workload>[-<role>]-<index>`, with their
+/// DataVolume names checked.
+fn plan_vms(
+    name: &str,
+    role: Option<&str>,
+    count: u32,
+    disks: &[DataDisk],
+    template: &Arc<RoleTemplate>,
+    plan: &mut Plan,
+) -> Result<()> {
+    plan.vms.reserve(count as usize);
+    for index in 0..count {
+        let vm_name = match role {
+            Some(role) => format!("virtwork-{name}-{role}-{index}"),
+            None => format!("virtwork-{name}-{index}"),
+        };
+        validate_dns_label(&format!("VM name (workload {name:?})"), &vm_name)?;
+        let data_volumes: Vec<String> = disks
+            .iter()
+            .map(|d| format!("{}-{vm_name}", d.dv_base))
+            .collect();
+        for dv in &data_volumes {
+            validate_dns_subdomain(&format!("DataVolume name (workload {name:?})"), dv)?;
+        }
+        plan.vms.push(PlannedVm {
+            name: vm_name,
+            workload: name.to_string(),
+            role: role.map(str::to_string),
+            data_volumes,
+            template: Arc::clone(template),
         });
-        plan.vms.reserve(role_spec.vm_count as usize);
-        for index in 0..role_spec.vm_count {
-            let vm_name = match role {
-                Some(role) => format!("virtwork-{name}-{role}-{index}"),
-                None => format!("virtwork-{name}-{index}"),
-            };
-            validate_dns_label(&format!("VM name (workload {name:?})"), &vm_name)?;
-            let data_volumes: Vec<String> = disks
-                .iter()
-                .map(|d| format!("{}-{vm_name}", d.dv_base))
-                .collect();
-            for dv in &data_volumes {
-                validate_dns_subdomain(&format!("DataVolume name (workload {name:?})"), dv)?;
-            }
-            plan.vms.push(PlannedVm {
-                name: vm_name,
-                workload: name.to_string(),
-                role: role.map(str::to_string),
-                data_volumes,
-                template: Arc::clone(&template),
-            });
-        }
     }
     Ok(())
 }
@@ -693,41 +738,7 @@ fn signal_annotations(workload: &dyn Workload) -> BTreeMap<String, String> {
 /// The VirtualMachine the Go tool created (containerdisk root, cloud-init NoCloud, masquerade
 /// pod network, optional data disks), plus run labels on the DataVolume templates.
 fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
-    let virtio = || {
-        Some(DiskTarget {
-            bus: Some(DISK_BUS.to_string()),
-        })
-    };
-    let mut disks = vec![
-        Disk {
-            name: CONTAINER_DISK.to_string(),
-            disk: virtio(),
-            serial: None,
-        },
-        Disk {
-            name: CLOUDINIT_DISK.to_string(),
-            disk: virtio(),
-            serial: None,
-        },
-    ];
-    let mut volumes = vec![
-        Volume {
-            name: CONTAINER_DISK.to_string(),
-            container_disk: Some(ContainerDiskSource {
-                image: input.image.to_string(),
-            }),
-            ..Default::default()
-        },
-        Volume {
-            name: CLOUDINIT_DISK.to_string(),
-            cloud_init_no_cloud: Some(CloudInitNoCloudSource {
-                secret_ref: Some(LocalObjectReference {
-                    name: input.secret_name.to_string(),
-                }),
-            }),
-            ..Default::default()
-        },
-    ];
+    let (mut disks, mut volumes) = boot_disks(&input);
     let mut templates = Vec::with_capacity(input.disks.len());
     for (disk, dv_name) in input.disks.iter().zip(input.data_volumes) {
         disks.push(Disk {
@@ -742,30 +753,7 @@ fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
             }),
             ..Default::default()
         });
-        templates.push(DataVolumeTemplateSpec {
-            metadata: ObjectMeta {
-                name: Some(dv_name.clone()),
-                // The run's labels, so cleanup finds DataVolumes/PVCs by label even when
-                // garbage collection of the owner reference lags.
-                labels: Some(input.labels.clone()),
-                ..Default::default()
-            },
-            spec: DataVolumeSpec {
-                source: Some(DataVolumeSource {
-                    blank: Some(DataVolumeBlankImage {}),
-                }),
-                storage: Some(StorageSpec {
-                    access_modes: vec![input.storage.access_mode.as_str().to_string()],
-                    storage_class_name: input.storage.class.clone(),
-                    resources: Some(StorageResources {
-                        requests: BTreeMap::from([(
-                            "storage".to_string(),
-                            k8s_quantity(&disk.size),
-                        )]),
-                    }),
-                }),
-            },
-        });
+        templates.push(data_volume_template(&input, disk, dv_name));
     }
     VirtualMachine {
         metadata: ObjectMeta {
@@ -813,6 +801,78 @@ fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
             data_volume_templates: templates,
         },
         status: None,
+    }
+}
+
+/// A disk on the virtio bus.
+fn virtio() -> Option<DiskTarget> {
+    Some(DiskTarget {
+        bus: Some(DISK_BUS.to_string()),
+    })
+}
+
+/// The two disks every VM boots with: the container disk (the image) and the cloud-init
+/// disk (its Secret).
+fn boot_disks(input: &VmInputs<'_>) -> (Vec<Disk>, Vec<Volume>) {
+    let disks = vec![
+        Disk {
+            name: CONTAINER_DISK.to_string(),
+            disk: virtio(),
+            serial: None,
+        },
+        Disk {
+            name: CLOUDINIT_DISK.to_string(),
+            disk: virtio(),
+            serial: None,
+        },
+    ];
+    let volumes = vec![
+        Volume {
+            name: CONTAINER_DISK.to_string(),
+            container_disk: Some(ContainerDiskSource {
+                image: input.image.to_string(),
+            }),
+            ..Default::default()
+        },
+        Volume {
+            name: CLOUDINIT_DISK.to_string(),
+            cloud_init_no_cloud: Some(CloudInitNoCloudSource {
+                secret_ref: Some(LocalObjectReference {
+                    name: input.secret_name.to_string(),
+                }),
+            }),
+            ..Default::default()
+        },
+    ];
+    (disks, volumes)
+}
+
+/// The blank DataVolume CDI creates for one data disk of the VM.
+fn data_volume_template(
+    input: &VmInputs<'_>,
+    disk: &DataDisk,
+    dv_name: &str,
+) -> DataVolumeTemplateSpec {
+    DataVolumeTemplateSpec {
+        metadata: ObjectMeta {
+            name: Some(dv_name.to_string()),
+            // The run's labels, so cleanup finds DataVolumes/PVCs by label even when
+            // garbage collection of the owner reference lags.
+            labels: Some(input.labels.clone()),
+            ..Default::default()
+        },
+        spec: DataVolumeSpec {
+            source: Some(DataVolumeSource {
+                blank: Some(DataVolumeBlankImage {}),
+            }),
+            storage: Some(StorageSpec {
+                access_modes: vec![input.storage.access_mode.as_str().to_string()],
+                storage_class_name: input.storage.class.clone(),
+                resources: Some(StorageResources {
+                    requests: BTreeMap::from([("storage".to_string(), k8s_quantity(&disk.size))]),
+                }),
+            }),
+        },
     }
 }
 

@@ -18,38 +18,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::error::Outcome;
 use crate::k8s::ready::{ReadinessObserver, ReadinessTracker, Transition};
+use crate::model::KindCounts;
 
 /// Version of the `--output json` run document; bumped only on incompatible changes.
 pub const RUN_JSON_FORMAT_VERSION: u32 = 1;
-
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunStatus {
-    Success,
-    Failed,
-    Cancelled,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Success => "success",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// Objects per kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct KindCounts {
-    pub services: usize,
-    pub secrets: usize,
-    pub vms: usize,
-    /// DataVolumes the VMs' templates create (CDI creates them, not virtwork).
-    pub data_volumes: usize,
-}
 
 /// One VM's state at the end of the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +93,7 @@ pub fn ready_stats(vms: &[VmSummary]) -> Option<ReadyStats> {
 /// The facts of one `virtwork run` against a cluster.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSummary {
-    pub status: RunStatus,
+    pub status: Outcome,
     pub run_id: String,
     pub namespace: String,
     /// `--dry-run=server`: objects were validated by the server and not persisted.
@@ -127,6 +101,8 @@ pub struct RunSummary {
     pub container_image: String,
     /// `running`, `ready`, `agent-connected` or `workload`.
     pub ready_condition: String,
+    /// Objects the plan holds; `dvs` counts the DataVolumes the VMs' templates create (CDI
+    /// creates them, not virtwork); `vmis` and `pvcs` stay zero.
     pub planned: KindCounts,
     /// What exists on the cluster because of this run (or would, for a server dry run).
     pub created: KindCounts,
@@ -190,10 +166,10 @@ fn counts_line(c: &KindCounts) -> String {
         count_of(c.secrets, "Secret"),
         count_of(c.services, "Service")
     );
-    if c.data_volumes > 0 {
+    if c.dvs > 0 {
         line.push_str(&format!(
             ", {} (created by the VMs' templates)",
-            count_of(c.data_volumes, "DataVolume")
+            count_of(c.dvs, "DataVolume")
         ));
     }
     line
@@ -214,12 +190,12 @@ pub fn pacing_line(p: &crate::model::Pacing) -> Option<String> {
 pub fn run_summary_text(s: &RunSummary) -> String {
     let mut out = String::new();
     let headline = match (s.server_dry_run, s.status) {
-        (true, RunStatus::Success) => {
+        (true, Outcome::Success) => {
             "Server dry run complete: the API server accepted every object (dryRun=All); nothing was persisted."
         }
-        (false, RunStatus::Success) => "Deployment complete.",
-        (_, RunStatus::Failed) => "Deployment FAILED.",
-        (_, RunStatus::Cancelled) => "Deployment interrupted.",
+        (false, Outcome::Success) => "Deployment complete.",
+        (_, Outcome::Failed) => "Deployment FAILED.",
+        (_, Outcome::Cancelled) => "Deployment interrupted.",
     };
     out.push_str(headline);
     out.push('\n');
@@ -287,7 +263,7 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
             "services": c.services,
             "secrets": c.secrets,
             "vms": c.vms,
-            "data_volumes": c.data_volumes,
+            "data_volumes": c.dvs,
         })
     };
     let vms: Vec<Value> = s
@@ -599,12 +575,13 @@ impl RunProgress {
 mod tests {
     use super::*;
 
-    fn summary(status: RunStatus, server_dry_run: bool) -> RunSummary {
+    fn summary(status: Outcome, server_dry_run: bool) -> RunSummary {
         let planned = KindCounts {
             services: 2,
             secrets: 11,
             vms: 11,
-            data_volumes: 3,
+            dvs: 3,
+            ..KindCounts::default()
         };
         RunSummary {
             status,
@@ -641,12 +618,13 @@ mod tests {
 
     #[test]
     fn counts_use_singular_for_one() {
-        let mut s = summary(RunStatus::Success, false);
+        let mut s = summary(Outcome::Success, false);
         s.created = KindCounts {
             services: 1,
             secrets: 1,
             vms: 1,
-            data_volumes: 1,
+            dvs: 1,
+            ..KindCounts::default()
         };
         let text = run_summary_text(&s);
         assert!(
@@ -657,7 +635,7 @@ mod tests {
 
     #[test]
     fn text_summary_has_counts_durations_and_the_undo_command() {
-        let text = run_summary_text(&summary(RunStatus::Success, false));
+        let text = run_summary_text(&summary(Outcome::Success, false));
         assert!(text.starts_with("Deployment complete.\n"), "{text}");
         assert!(
             text.contains("Run ID:    0b6c5a57-5b0e-4a8b-9a43-8f6a3c1d2e4f"),
@@ -679,17 +657,17 @@ mod tests {
 
     #[test]
     fn server_dry_run_summary_says_nothing_was_persisted_and_offers_no_undo() {
-        let text = run_summary_text(&summary(RunStatus::Success, true));
+        let text = run_summary_text(&summary(Outcome::Success, true));
         assert!(text.contains("nothing was persisted"), "{text}");
         assert!(!text.contains("Undo:"), "{text}");
-        let doc = run_summary_json(&summary(RunStatus::Success, true));
+        let doc = run_summary_json(&summary(Outcome::Success, true));
         assert_eq!(doc["dry_run"], "server");
         assert!(doc["cleanup_command"].is_null());
     }
 
     #[test]
     fn json_summary_has_the_documented_fields() {
-        let doc = run_summary_json(&summary(RunStatus::Cancelled, false));
+        let doc = run_summary_json(&summary(Outcome::Cancelled, false));
         assert_eq!(doc["format_version"], 1);
         assert_eq!(doc["status"], "cancelled");
         assert_eq!(doc["created"]["vms"], 11);
@@ -743,7 +721,7 @@ mod tests {
         assert!((stats.vms_per_minute - 100.0 / (109.0 / 60.0)).abs() < 0.01);
         assert!(ready_stats(&vms[100..]).is_none());
 
-        let mut s = summary(RunStatus::Success, false);
+        let mut s = summary(Outcome::Success, false);
         s.vms = vms;
         let text = run_summary_text(&s);
         assert!(

@@ -12,9 +12,10 @@ use uuid::Uuid;
 use virtwork::audit::query;
 use virtwork::audit::schema;
 use virtwork::audit::{
-    Auditor, CleanupCounts, CleanupMode, CommandKind, Event, Execution, ExecutionParams,
-    ExecutionStatus, ResourceKind, VmRecord, WorkloadRecord, WorkloadStatus,
+    Auditor, CleanupMode, CommandKind, Event, Execution, ExecutionParams, ExecutionStatus,
+    ResourceKind, VmRecord, WorkloadRecord, WorkloadStatus,
 };
+use virtwork::model::{KindCounts, NamespaceOutcome};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -1294,15 +1295,12 @@ fn linked_fixture() -> LinkedFixture {
         &run_ids,
     );
     c.mark_resources_deleted::<&str, _>(ResourceKind::Service, "shared", &[], &run_ids);
-    let counts = CleanupCounts {
+    let counts = KindCounts {
         vms: 2,
-        services: 0,
         secrets: 2,
-        dvs: 0,
-        pvcs: 0,
-        namespace_deleted: true,
+        ..KindCounts::default()
     };
-    c.record_cleanup_counts(&counts);
+    c.record_cleanup_counts(&counts, Some(&NamespaceOutcome::Deleted));
     c.record_event(&Event::cleanup_completed(&counts));
     c.complete_execution(ExecutionStatus::Success, None);
 

@@ -938,3 +938,61 @@ fn a_namespace_the_run_created_is_deleted_with_a_uid_precondition() {
         deletes[0]
     );
 }
+
+/// A namespace delete the API server refuses is a failure of its own: reported last among the
+/// warnings and failures (kind `Namespace`, empty name), neither deleted nor "kept", exit 1,
+/// and everything else in scope deleted.
+#[test]
+fn a_refused_namespace_delete_is_reported_as_the_namespace_failure() {
+    let c = Cluster::start();
+    let ns = "refused";
+    let run = c.run(
+        &[
+            "--namespace",
+            ns,
+            "--output",
+            "json",
+            "run",
+            "--workloads",
+            "cpu",
+            "--timeout",
+            "60",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    c.server
+        .update_faults(|f| f.denials.push(Denial::new("delete", "namespaces")));
+
+    let out = delete_namespace(&c, ns);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(
+            "Error: cleanup could not delete 1 object(s): deleting namespace refused: "
+        ),
+        "{last}"
+    );
+    let doc = json_doc(&out);
+    assert_eq!(doc["status"], "completed_with_errors", "{doc}");
+    assert_eq!(doc["namespace_deleted"], false);
+    assert_eq!(doc["namespace_kept"], Value::Null);
+    let failures = doc["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{doc}");
+    assert_eq!(failures[0]["kind"], "Namespace");
+    assert_eq!(failures[0]["namespace"], ns);
+    assert_eq!(failures[0]["name"], "");
+    let warnings = doc["warnings"].as_array().unwrap();
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .starts_with("deleting namespace refused: "),
+        "{doc}"
+    );
+    assert!(c.server.get("namespaces", "", ns).is_some());
+    assert_eq!(c.managed_total(ns, None), 0, "the rest was not deleted");
+    assert_eq!(c.cleanup_audit()[0].status, "failed");
+}

@@ -3,60 +3,18 @@
 //! server's ordered event log (every committed change, by resourceVersion) and its request
 //! log are the evidence.
 
+#[path = "support/binary.rs"]
+mod binary;
 mod support;
 
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
 
+use binary::Env;
 use serde_json::Value;
 use support::{ControllerOptions, EventType, FakeApiServer, Options};
 
 const NS: &str = "virtwork";
-
-/// A scratch directory with a kubeconfig for the server and an audit DB path.
-struct Env {
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-}
-
-impl Env {
-    fn new(server: &FakeApiServer) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig).unwrap();
-        Env { dir, kubeconfig }
-    }
-
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("audit.db")
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--audit-db")
-            .arg(self.db())
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_remove("KUBECONFIG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env("HOME", self.dir.path())
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null());
-        for (key, _) in std::env::vars() {
-            if key.starts_with("VIRTWORK_") {
-                cmd.env_remove(key);
-            }
-        }
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("spawn virtwork")
-    }
-}
 
 fn assert_success(out: &Output) {
     assert!(

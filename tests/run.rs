@@ -2,12 +2,15 @@
 //! server's object state and request log (creation, plan fidelity, faults, readiness through
 //! one watch, preflight refusals, the client rate limit, interrupts).
 
+#[path = "support/binary.rs"]
+mod binary;
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
 
+use binary::Env;
 use serde_json::Value;
 use support::{
     ControllerOptions, Denial, FakeApiServer, FaultAction, Faults, Options, RequestRecord,
@@ -16,53 +19,9 @@ use support::{
 
 const NS: &str = "virtwork";
 
-/// A scratch directory with a kubeconfig for `server` and an audit DB path.
-struct Env {
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-}
-
-impl Env {
-    fn new(server: &FakeApiServer) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig).unwrap();
-        Env { dir, kubeconfig }
-    }
-
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("audit.db")
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        self.command_with_db(&self.db(), args)
-    }
-
-    fn command_with_db(&self, db: &Path, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--audit-db")
-            .arg(db)
-            .arg("run")
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_remove("KUBECONFIG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env("HOME", self.dir.path())
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null());
-        for (key, _) in std::env::vars() {
-            if key.starts_with("VIRTWORK_") {
-                cmd.env_remove(key);
-            }
-        }
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("spawn virtwork")
-    }
+/// The real binary against `server`; every command of this file runs `virtwork run`.
+fn run_env(server: &FakeApiServer) -> Env {
+    Env::for_subcommand(server, "run")
 }
 
 fn stderr(out: &Output) -> String {
@@ -131,7 +90,7 @@ fn fast_server() -> FakeApiServer {
 #[test]
 fn cpu_only_creates_one_vm_with_its_secret_and_prints_the_cleanup_command() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--workloads", "cpu", "--timeout", "60"]);
     assert_success(&out);
 
@@ -177,7 +136,7 @@ fn cpu_only_creates_one_vm_with_its_secret_and_prints_the_cleanup_command() {
 #[test]
 fn full_default_run_creates_every_object_and_reports_json() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--output", "json", "--timeout", "120"]);
     assert_success(&out);
     let doc = json_output(&out);
@@ -218,7 +177,7 @@ fn full_default_run_creates_every_object_and_reports_json() {
 #[test]
 fn vm_count_multiplies_vms_per_workload() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&[
         "--workloads",
         "cpu,network",
@@ -238,7 +197,7 @@ fn vm_count_multiplies_vms_per_workload() {
 #[test]
 fn catalog_entries_are_created_like_built_ins() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
     let out = env.run(&[
         "--catalog-dir",
@@ -259,7 +218,7 @@ fn catalog_entries_are_created_like_built_ins() {
 #[test]
 fn a_single_role_catalog_service_selects_only_this_runs_vms() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let catalog = env.dir.path().join("catalog");
     let entry = catalog.join("webapp");
     std::fs::create_dir_all(&entry).unwrap();
@@ -387,7 +346,7 @@ fn a_run_into_an_existing_namespace_leaves_it_untouched() {
     }));
     server.update_faults(|f| f.denials.push(Denial::new("patch", "namespaces")));
     let before = server.get("namespaces", "", "team-a").unwrap();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&[
         "--namespace",
         "team-a",
@@ -442,7 +401,7 @@ fn a_run_into_an_existing_namespace_leaves_it_untouched() {
 #[test]
 fn ssh_key_reaches_every_cloud_init_secret() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBvirtworkTestKeyOnlyForTests tester@example";
     let out = env.run(&[
         "--workloads",
@@ -488,7 +447,7 @@ fn created_objects_match_the_dry_run_plan_and_the_kubevirt_schema() {
         schema_mode: SchemaMode::Strict,
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let plan = env.run(&["--dry-run", "--output", "json"]);
     assert_success(&plan);
     let plan = json_output(&plan);
@@ -548,7 +507,7 @@ fn server_dry_run_submits_everything_with_dry_run_all_and_persists_nothing() {
     server.insert(
         serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
     );
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--dry-run=server", "--workloads", "cpu,network"]);
     assert_success(&out);
     let text = stdout(&out);
@@ -590,7 +549,7 @@ fn server_dry_run_submits_everything_with_dry_run_all_and_persists_nothing() {
 #[test]
 fn server_dry_run_into_a_missing_namespace_is_refused_before_any_write() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--dry-run=server", "--workloads", "cpu"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
@@ -604,7 +563,7 @@ fn server_dry_run_into_a_missing_namespace_is_refused_before_any_write() {
 #[test]
 fn no_wait_skips_the_readiness_watch() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--workloads", "cpu", "--no-wait", "--output", "json"]);
     assert_success(&out);
     let doc = json_output(&out);
@@ -632,7 +591,7 @@ fn transient_faults_are_retried_and_every_vm_is_created_exactly_once() {
         },
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--output", "json", "--timeout", "300"]);
     assert_success(&out);
     let run_id = json_output(&out)["run_id"].as_str().unwrap().to_string();
@@ -670,7 +629,7 @@ fn permanent_forbidden_on_virtualmachines_stops_the_run_with_the_servers_message
             ScriptedFault::new("create", "virtualmachines", FaultAction::Fail(403)).times(1000),
         );
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&[
         "--workloads",
         "cpu,memory,disk",
@@ -704,7 +663,7 @@ fn missing_namespace_for_a_secret_is_reported_not_retried_forever() {
         f.scripted
             .push(ScriptedFault::new("create", "secrets", FaultAction::Fail(404)).times(1000));
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--workloads", "cpu", "--timeout", "60"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
@@ -720,7 +679,7 @@ fn missing_namespace_for_a_secret_is_reported_not_retried_forever() {
 #[test]
 fn readiness_uses_one_watch_and_no_per_vm_polling() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&[
         "--workloads",
         "cpu,memory",
@@ -766,7 +725,7 @@ fn a_watch_that_drops_every_two_seconds_still_completes() {
         },
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--workloads", "cpu", "--vm-count", "2", "--timeout", "60"]);
     assert_success(&out);
     let watches = server.count("watch", "virtualmachineinstances");
@@ -782,7 +741,7 @@ fn a_failed_vmi_fails_the_run_naming_the_vm() {
         },
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&[
         "--workloads",
         "cpu",
@@ -805,7 +764,7 @@ fn readiness_timeout_names_the_vms_not_ready_and_their_phases() {
         },
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&[
         "--workloads",
         "cpu",
@@ -831,7 +790,7 @@ fn readiness_timeout_names_the_vms_not_ready_and_their_phases() {
 #[test]
 fn every_vm_gets_a_readiness_probe_checking_each_workload_unit() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--workloads", "database,network", "--no-wait"]);
     assert_success(&out);
     let probe = |vm: &str| {
@@ -873,7 +832,7 @@ fn workload_condition_waits_for_the_probe_to_pass() {
         },
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&[
         "--workloads",
         "cpu",
@@ -909,7 +868,7 @@ fn workload_condition_waits_for_the_probe_to_pass() {
 #[test]
 fn a_vm_whose_workload_unit_never_starts_is_never_workload_ready() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&[
         "--workloads",
         "cpu",
@@ -927,7 +886,7 @@ fn a_vm_whose_workload_unit_never_starts_is_never_workload_ready() {
         "{err}"
     );
     // The same VM satisfies `running`: the guest is up, only the workload is not.
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&[
         "--namespace",
         "other",
@@ -963,7 +922,7 @@ fn preflight_refuses_a_cluster_without_kubevirt() {
         virtualization_installed: false,
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--workloads", "cpu"]);
     assert_preflight_refused(
         &server,
@@ -981,7 +940,7 @@ fn preflight_refuses_when_rbac_denies_creating_vms() {
         },
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--workloads", "cpu"]);
     assert_preflight_refused(
         &server,
@@ -1010,7 +969,7 @@ fn preflight_refuses_objects_of_another_run_with_our_names() {
         }));
     }
     server.clear_request_log();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--workloads", "cpu", "--vm-count", "2"]);
     assert_preflight_refused(&server, &out, &format!("virtwork run {other}"));
     let err = stderr(&out);
@@ -1032,7 +991,7 @@ fn preflight_requires_a_default_storage_class_only_for_data_disks() {
     server
         .remove("storageclasses", "", "standard")
         .expect("the fake seeds a default class");
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let out = env.run(&["--workloads", "disk"]);
     assert_preflight_refused(&server, &out, "no default StorageClass");
     // Without a data disk the class does not matter.
@@ -1080,7 +1039,7 @@ fn preflight_reports_a_rejected_token() {
         token: Some("the-right-token".into()),
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let text = std::fs::read_to_string(&env.kubeconfig).unwrap();
     assert!(text.contains("the-right-token"));
     std::fs::write(
@@ -1104,7 +1063,7 @@ fn preflight_reports_a_rejected_token() {
 #[test]
 fn qps_limit_holds_over_every_window_of_the_request_log() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let (qps, burst) = (20.0_f64, 5_usize);
     let out = env.run(&[
         "--qps",
@@ -1182,7 +1141,7 @@ fn interrupt_creation_and_check_the_record(
         },
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let concurrency = concurrency.to_string();
     let child = env
         .command(&[
@@ -1292,7 +1251,7 @@ fn exit_within(child: &mut std::process::Child, guard: Duration) -> Option<i32> 
 #[test]
 fn a_locked_audit_database_never_stops_readiness_and_catches_up_when_released() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     // An existing, current database that another process holds the write lock on.
     drop(virtwork::audit::Auditor::open_path(&env.db()).unwrap());
     let holder = rusqlite::Connection::open(env.db()).unwrap();
@@ -1349,7 +1308,7 @@ fn a_locked_audit_database_never_stops_readiness_and_catches_up_when_released() 
 #[test]
 fn a_database_locked_for_good_delays_the_exit_only_boundedly() {
     let server = fast_server();
-    let env = Env::new(&server);
+    let env = run_env(&server);
     drop(virtwork::audit::Auditor::open_path(&env.db()).unwrap());
     let holder = rusqlite::Connection::open(env.db()).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -1387,7 +1346,7 @@ fn the_audit_database_and_its_directory_are_private() {
         },
         ..Options::default()
     });
-    let env = Env::new(&server);
+    let env = run_env(&server);
     let db = env
         .dir
         .path()

@@ -23,7 +23,7 @@ pub mod recorder;
 pub mod schema;
 
 pub use recorder::{
-    Auditor, CleanupCounts, CleanupMode, CommandKind, Event, EventType, Execution, ExecutionParams,
+    Auditor, CleanupMode, CommandKind, Event, EventType, Execution, ExecutionParams,
     ExecutionStatus, ResourceKind, SUMMARY_DECLINED, SUMMARY_INTERRUPTED, VmRecord, WorkloadRecord,
     WorkloadStatus, format_timestamp, timestamp_now,
 };

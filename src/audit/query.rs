@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::audit::recorder::{ExecutionStatus, open_connection};
 use crate::error::{Error, Result};
+use crate::model::KindCounts;
 
 /// Which executions `audit list` shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -47,7 +48,7 @@ pub struct ExecutionRecord {
     /// Cleanup only: the runs whose objects it deleted (`linked_run_ids`).
     pub linked_run_ids: Vec<String>,
     /// Cleanup only, once objects were deleted.
-    pub deleted: Option<DeletedCounts>,
+    pub deleted: Option<Deletions>,
     pub started_at: String,
     pub completed_at: Option<String>,
     /// `completed_at - started_at`, when both parse.
@@ -55,15 +56,30 @@ pub struct ExecutionRecord {
     pub error_summary: Option<String>,
 }
 
-/// `audit_log.*_deleted` of a cleanup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct DeletedCounts {
-    pub vms: i64,
-    pub services: i64,
-    pub secrets: i64,
-    pub data_volumes: i64,
-    pub pvcs: i64,
-    pub namespace: bool,
+/// `audit_log.*_deleted` of a cleanup. Serialised as documented in docs/audit-schema.md:
+/// `{"vms", "services", "secrets", "data_volumes", "pvcs", "namespace"}` (no VMI column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deletions {
+    pub counts: KindCounts,
+    pub namespace_deleted: bool,
+}
+
+impl Serialize for Deletions {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let c = &self.counts;
+        let mut doc = serializer.serialize_struct("Deletions", 6)?;
+        doc.serialize_field("vms", &c.vms)?;
+        doc.serialize_field("services", &c.services)?;
+        doc.serialize_field("secrets", &c.secrets)?;
+        doc.serialize_field("data_volumes", &c.dvs)?;
+        doc.serialize_field("pvcs", &c.pvcs)?;
+        doc.serialize_field("namespace", &self.namespace_deleted)?;
+        doc.end()
+    }
 }
 
 /// One `workload_details` row.
@@ -333,14 +349,22 @@ fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<ExecutionRecord> {
     let started_at: String = r.get("started_at")?;
     let completed_at: Option<String> = r.get("completed_at")?;
     let linked: Option<String> = r.get("linked_run_ids")?;
-    let vms_deleted = optional_int("vms_deleted");
-    let deleted = vms_deleted.map(|vms| DeletedCounts {
-        vms,
-        services: optional_int("services_deleted").unwrap_or(0),
-        secrets: optional_int("secrets_deleted").unwrap_or(0),
-        data_volumes: optional_int("dvs_deleted").unwrap_or(0),
-        pvcs: optional_int("pvcs_deleted").unwrap_or(0),
-        namespace: optional_int("namespace_deleted").is_some_and(|n| n != 0),
+    // A count column is never negative as written; a foreign file's odd value reads as 0.
+    let count = |name: &str| {
+        optional_int(name)
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0)
+    };
+    let deleted = optional_int("vms_deleted").map(|_| Deletions {
+        counts: KindCounts {
+            vms: count("vms_deleted"),
+            services: count("services_deleted"),
+            secrets: count("secrets_deleted"),
+            dvs: count("dvs_deleted"),
+            pvcs: count("pvcs_deleted"),
+            vmis: 0,
+        },
+        namespace_deleted: optional_int("namespace_deleted").is_some_and(|n| n != 0),
     });
     Ok(ExecutionRecord {
         run_id: r.get("run_id")?,

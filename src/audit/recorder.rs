@@ -33,7 +33,8 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use uuid::Uuid;
 
 use crate::audit::schema;
-use crate::error::{Error, Result};
+use crate::error::{Error, Outcome, Result};
+use crate::model::{KindCounts, NamespaceOutcome};
 use crate::plan::{Plan, PlannedVm, PlannedWorkload};
 
 /// `error_summary` recorded for an execution stopped by SIGINT/SIGTERM.
@@ -114,16 +115,27 @@ impl ExecutionStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             ExecutionStatus::InProgress => "in_progress",
-            ExecutionStatus::Success => "success",
-            ExecutionStatus::Failed => "failed",
+            ExecutionStatus::Success => Outcome::Success.as_str(),
+            ExecutionStatus::Failed => Outcome::Failed.as_str(),
             ExecutionStatus::Aborted => "aborted",
-            ExecutionStatus::Cancelled => "cancelled",
+            ExecutionStatus::Cancelled => Outcome::Cancelled.as_str(),
         }
     }
 
     /// Parses a status as stored (`in_progress`, `success`, ...).
     pub fn parse(value: &str) -> Option<ExecutionStatus> {
         Self::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+}
+
+/// A finished command's status: the outcome of its result.
+impl From<Outcome> for ExecutionStatus {
+    fn from(outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Success => ExecutionStatus::Success,
+            Outcome::Failed => ExecutionStatus::Failed,
+            Outcome::Cancelled => ExecutionStatus::Cancelled,
+        }
     }
 }
 
@@ -326,7 +338,7 @@ impl Event {
     }
 
     /// `Deleted <v> VMs, <s> services, <x> secrets, <d> DVs, <p> PVCs`.
-    pub fn cleanup_completed(counts: &CleanupCounts) -> Self {
+    pub fn cleanup_completed(counts: &KindCounts) -> Self {
         Self::new(
             EventType::CleanupCompleted,
             format!(
@@ -437,17 +449,6 @@ impl VmRecord {
             phase: None,
         }
     }
-}
-
-/// Objects a cleanup deleted (`audit_log.*_deleted`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CleanupCounts {
-    pub vms: u64,
-    pub services: u64,
-    pub secrets: u64,
-    pub dvs: u64,
-    pub pvcs: u64,
-    pub namespace_deleted: bool,
 }
 
 /// The process's audit database, or none with `--no-audit`.
@@ -1070,6 +1071,13 @@ impl Execution {
         });
     }
 
+    /// Finishes the execution with the outcome of `result` and its error as the summary (see
+    /// [`Execution::complete_execution`]).
+    pub fn finish<T>(&self, result: &Result<T>) {
+        let error = result.as_ref().err().map(ToString::to_string);
+        self.complete_execution(Outcome::of(result).into(), error.as_deref());
+    }
+
     /// Records which runs a cleanup touched: the distinct non-empty run ids, sorted, as a JSON
     /// array in `linked_run_ids`.
     pub fn link_cleanup_to_runs<S: AsRef<str>>(&self, run_ids: &[S]) {
@@ -1148,9 +1156,12 @@ impl Execution {
         });
     }
 
-    /// Records how many objects the cleanup deleted.
-    pub fn record_cleanup_counts(&self, counts: &CleanupCounts) {
+    /// Records how many objects the cleanup deleted and whether it deleted the namespace
+    /// (`audit_log.*_deleted`; VMIs have no column: garbage collection removes them with their
+    /// VMs). Why a namespace was kept or failed lands in the error summary.
+    pub fn record_cleanup_counts(&self, counts: &KindCounts, namespace: Option<&NamespaceOutcome>) {
         let counts = *counts;
+        let namespace_deleted = namespace.is_some_and(NamespaceOutcome::is_deleted);
         self.write("RecordCleanupCounts", move |tx, id| {
             tx.execute(
                 "UPDATE audit_log SET vms_deleted = ?2, services_deleted = ?3,
@@ -1164,7 +1175,7 @@ impl Execution {
                     clamp_i64(counts.secrets),
                     clamp_i64(counts.dvs),
                     clamp_i64(counts.pvcs),
-                    counts.namespace_deleted
+                    namespace_deleted
                 ],
             )
         });
@@ -1193,7 +1204,7 @@ fn insert_workload(
     )
 }
 
-fn clamp_i64(n: u64) -> i64 {
+fn clamp_i64(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 

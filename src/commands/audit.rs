@@ -165,7 +165,7 @@ fn summary_of_objects(e: &ExecutionRecord) -> String {
     if let Some(d) = &e.deleted {
         return format!(
             "deleted {} VMs, {} services, {} secrets",
-            d.vms, d.services, d.secrets
+            d.counts.vms, d.counts.services, d.counts.secrets
         );
     }
     let vms = |n: i64| {
@@ -264,12 +264,16 @@ fn detail_fields(e: &ExecutionRecord) -> Vec<(&'static str, String)> {
             "Deleted",
             format!(
                 "{} VMs, {} services, {} secrets, {} DVs, {} PVCs, namespace {}",
-                c.vms,
-                c.services,
-                c.secrets,
-                c.data_volumes,
-                c.pvcs,
-                if c.namespace { "deleted" } else { "kept" }
+                c.counts.vms,
+                c.counts.services,
+                c.counts.secrets,
+                c.counts.dvs,
+                c.counts.pvcs,
+                if c.namespace_deleted {
+                    "deleted"
+                } else {
+                    "kept"
+                }
             ),
         ));
     }

@@ -18,16 +18,16 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::recorder::{
-    Auditor, CleanupCounts, CleanupMode, CommandKind, Event, ExecutionParams, ExecutionStatus,
+    Auditor, CleanupMode, CommandKind, Event, Execution, ExecutionParams, ExecutionStatus,
     ResourceKind,
 };
 use crate::config::CleanupSettings;
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::{
-    ApiContext, CleanupOutcome, Discovery, GoneTracker, KindCounts, ManagedKind, Scope, WaitResult,
-    discover, execute, wait_until_gone,
+    ApiContext, CleanupOutcome, Discovery, GoneTracker, ManagedKind, NamespaceOutcome, Scope,
+    WaitResult, discover, execute, wait_until_gone,
 };
-use crate::k8s::client::connect_from_env;
+use crate::k8s::client::{Cluster, connect_from_env};
 use crate::k8s::namespace::TOOL_NAMESPACE;
 use crate::k8s::retry::RetryPolicy;
 use crate::model::OutputFormat;
@@ -35,7 +35,7 @@ use crate::report::cleanup::{
     CleanupStatus, CleanupSummary, Found, WaitReport, preview_with_kept, summary_json, summary_text,
 };
 
-/// The prompt, as in the reference (written to stderr here).
+/// The prompt, written to stderr so stdout carries only the summary.
 pub const PROMPT: &str = "Proceed with deletion? (yes/NO): ";
 /// Environment variable that makes stdin count as a terminal (testing hook).
 pub const ASSUME_TTY_ENV: &str = "VIRTWORK_ASSUME_TTY";
@@ -62,9 +62,8 @@ pub enum Answer {
     Nothing,
 }
 
-/// Decides whether to prompt. `--run-id` skips the prompt, as in the reference: naming one
-/// run is already a deliberate choice (`run_scoped` is false when the namespace would be
-/// deleted too).
+/// Decides whether to prompt. `--run-id` skips the prompt: naming one run is already a
+/// deliberate choice (`run_scoped` is false when the namespace would be deleted too).
 pub fn confirmation(yes: bool, run_scoped: bool, stdin_is_terminal: bool) -> Confirmation {
     if yes || run_scoped {
         Confirmation::NotNeeded
@@ -169,11 +168,7 @@ fn log_preview(scope: &Scope, discovery: &Discovery) {
 }
 
 /// Records the deletions in the audit database: linked runs, deleted names, counts, event.
-fn audit_deletions(
-    execution: &crate::audit::recorder::Execution,
-    run_ids: &[String],
-    outcome: &CleanupOutcome,
-) {
+fn audit_deletions(execution: &Execution, run_ids: &[String], outcome: &CleanupOutcome) {
     execution.link_cleanup_to_runs(run_ids);
     let namespaces: std::collections::BTreeSet<&str> = outcome
         .deleted
@@ -203,16 +198,9 @@ fn audit_deletions(
         }
     }
     let deleted = outcome.deleted_counts();
-    let counts = CleanupCounts {
-        vms: deleted.vms as u64,
-        services: deleted.services as u64,
-        secrets: deleted.secrets as u64,
-        dvs: deleted.dvs as u64,
-        pvcs: deleted.pvcs as u64,
-        namespace_deleted: outcome.namespace_deleted,
-    };
-    execution.record_cleanup_counts(&counts);
-    execution.record_event(&Event::cleanup_completed(&counts));
+    let namespace = outcome.namespace.as_ref().map(|(_, o)| o);
+    execution.record_cleanup_counts(&deleted, namespace);
+    execution.record_event(&Event::cleanup_completed(&deleted));
 }
 
 /// The audit record's parameters of a cleanup.
@@ -249,218 +237,302 @@ fn execution_params(settings: &CleanupSettings, scope: &Scope, context: &str) ->
 
 /// Runs `virtwork cleanup` with its resolved settings.
 pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
-    let scope = Scope {
-        namespace: (!settings.all_namespaces).then(|| settings.global.namespace.to_string()),
-        run_id: settings.run_id.map(|id| id.to_string()),
-    };
-    let dry_run = settings.dry_run;
-    let output = settings.global.output;
     let auditor = Auditor::open(settings.global.audit.recording_path())?;
     let access = &settings.global.cluster;
     let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
+    let mut cleanup = Cleanup::start(settings, &auditor, &cluster);
+    let discovery = cleanup.discover(&cluster).await?;
+    if let Some(end) = cleanup.end_before_deleting(&discovery) {
+        return end;
+    }
+    if !cleanup.confirmed(&discovery).await? {
+        return cleanup.abort();
+    }
+    let outcome = cleanup.delete(&discovery).await;
+    let remaining = cleanup.wait_for_deletions(&discovery, &outcome).await;
+    cleanup.conclude(&outcome, &remaining)
+}
 
-    let run_id = uuid::Uuid::new_v4();
-    let execution = auditor.start_execution(
-        run_id,
-        &execution_params(settings, &scope, &cluster.context),
-    );
+/// One cleanup in progress: what its steps share.
+struct Cleanup<'a> {
+    settings: &'a CleanupSettings,
+    scope: Scope,
+    execution: Execution,
+    ctx: ApiContext,
+    cancel: CancellationToken,
+    /// `--timeout`: it bounds the whole cleanup (lists, deletes and `--wait`), except the
+    /// time a person takes to answer the prompt.
+    timeout: Duration,
+    started: Instant,
+    summary: CleanupSummary,
+}
 
-    let cancel = CancellationToken::new();
-    cluster.gate.stop_when(&cancel);
-    super::install_interrupt_handler(cancel.clone());
-    // --timeout bounds the whole cleanup (lists, deletes and --wait), except the time a person
-    // takes to answer the prompt.
-    let timeout = Duration::from_secs(settings.timeout.get().max(1));
-    let started = Instant::now();
-    let mut ctx = ApiContext {
-        client: cluster.client.clone(),
-        policy: RetryPolicy::until(started + timeout),
-        cancel: cancel.clone(),
-    };
-    let mut summary = CleanupSummary::new(
-        run_id.to_string(),
-        scope.namespace.clone(),
-        scope.run_id.clone(),
-    );
-    summary.dry_run = dry_run;
-
-    // virtwork never deletes the namespace it runs in.
-    let mut own_namespaces = vec![TOOL_NAMESPACE.to_string()];
-    own_namespaces.extend(cluster.home_namespace.clone());
-    let discovery = match discover(&ctx, &scope, settings.delete_namespace, &own_namespaces).await {
-        Ok(d) => d,
-        Err(err) => {
-            let status = if matches!(err, Error::Interrupted) {
-                ExecutionStatus::Cancelled
-            } else {
-                ExecutionStatus::Failed
-            };
-            execution.complete_execution(status, Some(&err.to_string()));
-            return Err(err);
+impl<'a> Cleanup<'a> {
+    /// Starts the audit record and the interrupt handler; the clock of `--timeout` starts.
+    fn start(settings: &'a CleanupSettings, auditor: &Auditor, cluster: &Cluster) -> Self {
+        let scope = Scope {
+            namespace: (!settings.all_namespaces).then(|| settings.global.namespace.to_string()),
+            run_id: settings.run_id.map(|id| id.to_string()),
+        };
+        let run_id = uuid::Uuid::new_v4();
+        let execution = auditor.start_execution(
+            run_id,
+            &execution_params(settings, &scope, &cluster.context),
+        );
+        let cancel = CancellationToken::new();
+        cluster.gate.stop_when(&cancel);
+        super::install_interrupt_handler(cancel.clone());
+        let timeout = Duration::from_secs(settings.timeout.get().max(1));
+        let started = Instant::now();
+        let ctx = ApiContext {
+            client: cluster.client.clone(),
+            policy: RetryPolicy::until(started + timeout),
+            cancel: cancel.clone(),
+        };
+        let mut summary = CleanupSummary::new(
+            run_id.to_string(),
+            scope.namespace.clone(),
+            scope.run_id.clone(),
+        );
+        summary.dry_run = settings.dry_run;
+        Cleanup {
+            settings,
+            scope,
+            execution,
+            ctx,
+            cancel,
+            timeout,
+            started,
+            summary,
         }
-    };
-    log_preview(&scope, &discovery);
-    if let Some((namespace, reason)) = discovery.kept_namespace() {
-        tracing::warn!(namespace, reason, "namespace will be kept");
     }
-    summary.found = Found::of(&discovery);
-    summary.namespace_kept = discovery.kept_namespace().map(|(_, r)| r.to_string());
-    let run_ids = discovery.run_ids();
 
-    if discovery.to_delete.is_empty() {
-        tracing::info!("nothing to clean up");
+    /// Lists everything in scope and decides about the namespace; logs and records what was
+    /// found. A failure ends the audit record.
+    async fn discover(&mut self, cluster: &Cluster) -> Result<Discovery> {
+        // virtwork never deletes the namespace it runs in.
+        let mut own_namespaces = vec![TOOL_NAMESPACE.to_string()];
+        own_namespaces.extend(cluster.home_namespace.clone());
+        let found = discover(
+            &self.ctx,
+            &self.scope,
+            self.settings.delete_namespace,
+            &own_namespaces,
+        )
+        .await;
+        match &found {
+            Ok(discovery) => self.record_found(discovery),
+            Err(_) => self.execution.finish(&found),
+        }
+        found
     }
-    if discovery.is_empty() && !dry_run {
+
+    fn record_found(&mut self, discovery: &Discovery) {
+        log_preview(&self.scope, discovery);
         if let Some((namespace, reason)) = discovery.kept_namespace() {
-            // Asked to delete the namespace and refused: not a silent success.
-            let err = kept_error(namespace, reason);
-            execution.complete_execution(ExecutionStatus::Failed, Some(&err.to_string()));
-            summary.status = CleanupStatus::NamespaceKept;
-            print_summary(output, &summary)?;
-            return Err(err);
+            tracing::warn!(namespace, reason, "namespace will be kept");
         }
-        execution.complete_execution(ExecutionStatus::Success, None);
-        summary.status = CleanupStatus::NothingToCleanUp;
-        return print_summary(output, &summary);
-    }
-    if discovery.is_empty() && discovery.kept_namespace().is_none() {
-        execution.complete_execution(ExecutionStatus::Success, None);
-        summary.status = CleanupStatus::NothingToCleanUp;
-        return print_summary(output, &summary);
-    }
-    if dry_run {
-        tracing::info!("dry-run mode — no resources were deleted");
-        execution.complete_execution(ExecutionStatus::Success, None);
-        summary.status = CleanupStatus::DryRun;
-        return print_summary(output, &summary);
+        self.summary.found = Found::of(discovery);
+        self.summary.namespace_outcome =
+            discovery
+                .kept_namespace()
+                .map(|(_, reason)| NamespaceOutcome::Kept {
+                    reason: reason.to_string(),
+                });
+        if discovery.to_delete.is_empty() {
+            tracing::info!("nothing to clean up");
+        }
     }
 
-    let stdin_tty = stdin_counts_as_terminal(
-        std::io::stdin().is_terminal(),
-        std::env::var(ASSUME_TTY_ENV).ok().as_deref(),
-    );
-    // Deleting the namespace reaches beyond the named run (other runs, foreign objects), so
-    // `--run-id` alone does not skip the prompt then.
-    let run_scoped = scope.run_id.is_some() && !discovery.deletes_namespace();
-    let ask_mode = confirmation(settings.yes, run_scoped, stdin_tty);
-    if ask_mode != Confirmation::NotNeeded {
+    /// The end of the command when nothing will be deleted: nothing found (a namespace asked
+    /// for and refused is not a silent success), or a dry run.
+    fn end_before_deleting(&mut self, discovery: &Discovery) -> Option<Result<()>> {
+        let dry_run = self.settings.dry_run;
+        if discovery.is_empty() && !dry_run {
+            let end = match discovery.kept_namespace() {
+                Some((namespace, reason)) => (
+                    CleanupStatus::NamespaceKept,
+                    Err(kept_error(namespace, reason)),
+                ),
+                None => (CleanupStatus::NothingToCleanUp, Ok(())),
+            };
+            return Some(self.end(end));
+        }
+        if discovery.is_empty() && discovery.kept_namespace().is_none() {
+            return Some(self.end((CleanupStatus::NothingToCleanUp, Ok(()))));
+        }
+        if dry_run {
+            tracing::info!("dry-run mode — no resources were deleted");
+            return Some(self.end((CleanupStatus::DryRun, Ok(()))));
+        }
+        None
+    }
+
+    /// Asks before deleting unless `--yes` or `--run-id` make it unnecessary; `Ok(false)`
+    /// when the answer is no. The time spent at the prompt is given back to `--timeout`.
+    async fn confirmed(&mut self, discovery: &Discovery) -> Result<bool> {
+        let stdin_tty = stdin_counts_as_terminal(
+            std::io::stdin().is_terminal(),
+            std::env::var(ASSUME_TTY_ENV).ok().as_deref(),
+        );
+        // Deleting the namespace reaches beyond the named run (other runs, foreign objects),
+        // so `--run-id` alone does not skip the prompt then.
+        let run_scoped = self.scope.run_id.is_some() && !discovery.deletes_namespace();
+        let ask_mode = confirmation(self.settings.yes, run_scoped, stdin_tty);
+        if ask_mode == Confirmation::NotNeeded {
+            return Ok(true);
+        }
         eprint!(
             "{}",
             preview_with_kept(
-                scope.namespace.as_deref(),
-                scope.run_id.as_deref(),
-                &summary.found,
-                summary.namespace_kept.as_deref(),
+                self.scope.namespace.as_deref(),
+                self.scope.run_id.as_deref(),
+                &self.summary.found,
+                self.summary.namespace_kept(),
             )
         );
-        let used = started.elapsed();
-        let answered = match ask(&cancel).await {
+        let used = self.started.elapsed();
+        let answered = match ask(&self.cancel).await {
             // On a terminal, Ctrl-D is a "no"; from a pipe, it means nobody answered.
-            Ok(Answer::Nothing) if ask_mode == Confirmation::Ask => Ok(Answer::No),
-            Ok(Answer::Nothing) => Err(Error::input(format!(
-                "cleanup would delete {} object(s){} but stdin is not a terminal and gave no \
-                 answer: pass --yes (-y) to delete without a prompt, pipe the answer \
-                 (`echo yes | virtwork cleanup`), or use --dry-run to preview",
-                discovery.counts().total(),
-                if discovery.deletes_namespace() {
-                    " and the namespace"
-                } else {
-                    ""
-                }
-            ))),
-            other => other,
+            Ok(Answer::Nothing) if ask_mode == Confirmation::Ask => Ok(false),
+            Ok(Answer::Nothing) => Err(nobody_answered(discovery)),
+            Ok(answer) => Ok(answer == Answer::Yes),
+            Err(err) => Err(err),
         };
         match answered {
-            Ok(Answer::Yes) => {
+            Ok(true) => {
                 if ask_mode == Confirmation::Piped {
                     // A piped answer is not echoed: end the prompt's line.
                     eprintln!();
                 }
-                ctx.policy = RetryPolicy::until(Instant::now() + timeout.saturating_sub(used));
+                self.ctx.policy =
+                    RetryPolicy::until(Instant::now() + self.timeout.saturating_sub(used));
             }
-            Ok(_) => {
-                tracing::info!("cleanup aborted by user");
-                execution.complete_execution(ExecutionStatus::Aborted, None);
-                summary.status = CleanupStatus::Aborted;
-                return print_summary(output, &summary);
-            }
-            Err(err) => {
-                let status = if matches!(err, Error::Interrupted) {
-                    ExecutionStatus::Cancelled
-                } else {
-                    ExecutionStatus::Failed
-                };
-                execution.complete_execution(status, Some(&err.to_string()));
-                return Err(err);
-            }
+            Ok(false) => {}
+            Err(_) => self.execution.finish(&answered),
         }
+        answered
     }
 
-    execution.record_event(&Event::cleanup_started(
-        scope.namespace_display(),
-        scope.run_id.as_deref(),
-    ));
-    let outcome = execute(&ctx, &discovery).await;
-    audit_deletions(&execution, &run_ids, &outcome);
-
-    summary.deleted = outcome.deleted_counts().into();
-    summary.already_gone = KindCounts::of(&outcome.already_gone).into();
-    summary.not_attempted = outcome.not_attempted.len();
-    summary.namespace_deleted = outcome.namespace_deleted;
-    summary.namespace_kept = outcome.namespace_kept.as_ref().map(|(_, r)| r.clone());
-    summary.warnings = outcome.failures.iter().map(|f| f.to_string()).collect();
-    if let Some((namespace, reason)) = &outcome.namespace_kept {
-        tracing::warn!(
-            namespace = namespace.as_str(),
-            reason = reason.as_str(),
-            "namespace kept"
-        );
+    /// The user declined: nothing deleted, recorded as aborted.
+    fn abort(&mut self) -> Result<()> {
+        tracing::info!("cleanup aborted by user");
+        self.execution
+            .complete_execution(ExecutionStatus::Aborted, None);
+        self.summary.status = CleanupStatus::Aborted;
+        print_summary(self.settings.global.output, &self.summary)
     }
-    summary.failures = outcome.failures.clone();
 
-    let mut remaining = Vec::new();
-    if settings.wait && !outcome.interrupted {
-        // Wait for what we deleted and for the VMIs garbage collection removes with their VMs.
-        let deleted_vms: std::collections::BTreeSet<(&str, &str)> = outcome
-            .deleted
-            .iter()
-            .chain(&outcome.already_gone)
-            .filter(|o| o.kind == ManagedKind::VirtualMachine)
-            .map(|o| (o.namespace.as_str(), o.name.as_str()))
-            .collect();
-        let dependents = discovery
-            .owned_vmis
-            .iter()
-            .filter(|vmi| deleted_vms.contains(&(vmi.namespace.as_str(), vmi.name.as_str())));
-        let namespace = outcome
-            .namespace_deleted
-            .then_some(scope.namespace.as_deref())
-            .flatten();
-        let mut tracker = GoneTracker::new(outcome.deleted.iter().chain(dependents), namespace);
-        let wait_scope = Scope {
-            namespace: scope.namespace.clone(),
-            run_id: scope.run_id.clone(),
-        };
-        let left = ctx
+    /// Deletes what discovery found (VMs, then the rest, then the namespace) and records what
+    /// happened in the audit database and the summary.
+    async fn delete(&mut self, discovery: &Discovery) -> CleanupOutcome {
+        self.execution.record_event(&Event::cleanup_started(
+            self.scope.namespace_display(),
+            self.scope.run_id.as_deref(),
+        ));
+        let outcome = execute(&self.ctx, discovery).await;
+        audit_deletions(&self.execution, &discovery.run_ids(), &outcome);
+        let summary = &mut self.summary;
+        summary.deleted = outcome.deleted_counts().into();
+        summary.already_gone = outcome.already_gone_counts().into();
+        summary.not_attempted = outcome.not_attempted.len();
+        summary.namespace_outcome = outcome.namespace.as_ref().map(|(_, o)| o.clone());
+        summary.warnings = outcome.failure_lines();
+        summary.failures = outcome.failures.clone();
+        if let Some((namespace, reason)) = outcome.namespace_kept() {
+            tracing::warn!(namespace, reason, "namespace kept");
+        }
+        outcome
+    }
+
+    /// With `--wait` (and no interrupt): waits until what was deleted is gone, within what is
+    /// left of `--timeout`. Returns what was still present when the time ran out.
+    async fn wait_for_deletions(
+        &mut self,
+        discovery: &Discovery,
+        outcome: &CleanupOutcome,
+    ) -> Vec<String> {
+        if !self.settings.wait || outcome.interrupted {
+            return Vec::new();
+        }
+        let mut tracker = gone_tracker(discovery, outcome, self.scope.namespace.as_deref());
+        let left = self
+            .ctx
             .policy
             .attempt_deadline
             .saturating_duration_since(Instant::now());
-        let result = wait_until_gone(&ctx, &wait_scope, &mut tracker, left).await;
-        summary.wait = Some(match &result {
-            WaitResult::AllGone => WaitReport {
-                all_gone: true,
-                remaining: Vec::new(),
-            },
-            WaitResult::TimedOut(left) | WaitResult::Interrupted(left) => WaitReport {
-                all_gone: false,
-                remaining: left.clone(),
-            },
+        let result = wait_until_gone(&self.ctx, &self.scope, &mut tracker, left).await;
+        let (all_gone, remaining) = match &result {
+            WaitResult::AllGone => (true, Vec::new()),
+            WaitResult::TimedOut(left) | WaitResult::Interrupted(left) => (false, left.clone()),
+        };
+        self.summary.wait = Some(WaitReport {
+            all_gone,
+            remaining,
         });
-        if let WaitResult::TimedOut(left) = result {
-            remaining = left;
+        match result {
+            WaitResult::TimedOut(left) => left,
+            WaitResult::AllGone | WaitResult::Interrupted(_) => Vec::new(),
         }
     }
 
+    /// Logs the result, decides the status and ends the command.
+    fn conclude(&mut self, outcome: &CleanupOutcome, remaining: &[String]) -> Result<()> {
+        log_completion(outcome, &self.summary.warnings);
+        let interrupted = outcome.interrupted || self.cancel.is_cancelled();
+        let end = final_status(interrupted, outcome, remaining, self.timeout);
+        self.end(end)
+    }
+
+    /// Records the end in the audit database (its status read from the result), prints the
+    /// summary and returns the result.
+    fn end(&mut self, (status, result): (CleanupStatus, Result<()>)) -> Result<()> {
+        self.summary.status = status;
+        self.execution.finish(&result);
+        print_summary(self.settings.global.output, &self.summary)?;
+        result
+    }
+}
+
+/// The refusal when stdin is a pipe that gave no answer: nobody was there to confirm.
+fn nobody_answered(discovery: &Discovery) -> Error {
+    Error::input(format!(
+        "cleanup would delete {} object(s){} but stdin is not a terminal and gave no \
+         answer: pass --yes (-y) to delete without a prompt, pipe the answer \
+         (`echo yes | virtwork cleanup`), or use --dry-run to preview",
+        discovery.counts().total(),
+        if discovery.deletes_namespace() {
+            " and the namespace"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// What `--wait` waits for: every deleted object, the VMIs garbage collection removes with
+/// their deleted VMs, and the namespace when it was deleted.
+fn gone_tracker(
+    discovery: &Discovery,
+    outcome: &CleanupOutcome,
+    namespace: Option<&str>,
+) -> GoneTracker {
+    let deleted_vms: std::collections::BTreeSet<(&str, &str)> = outcome
+        .deleted
+        .iter()
+        .chain(&outcome.already_gone)
+        .filter(|o| o.kind == ManagedKind::VirtualMachine)
+        .map(|o| (o.namespace.as_str(), o.name.as_str()))
+        .collect();
+    let dependents = discovery
+        .owned_vmis
+        .iter()
+        .filter(|vmi| deleted_vms.contains(&(vmi.namespace.as_str(), vmi.name.as_str())));
+    let namespace = outcome.namespace_deleted().then_some(namespace).flatten();
+    GoneTracker::new(outcome.deleted.iter().chain(dependents), namespace)
+}
+
+/// The `cleanup complete` log line and one `cleanup warning` per failed delete.
+fn log_completion(outcome: &CleanupOutcome, warnings: &[String]) {
     let deleted = outcome.deleted_counts();
     tracing::info!(
         dry_run = false,
@@ -470,66 +542,56 @@ pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
         secrets_deleted = deleted.secrets,
         dvs_deleted = deleted.dvs,
         pvcs_deleted = deleted.pvcs,
-        namespace_deleted = outcome.namespace_deleted,
+        namespace_deleted = outcome.namespace_deleted(),
         "cleanup complete"
     );
-    for warning in &summary.warnings {
+    for warning in warnings {
         tracing::warn!(error = warning.as_str(), "cleanup warning");
     }
+}
 
-    let interrupted = outcome.interrupted || cancel.is_cancelled();
-    let (status, audit_status, error) = if interrupted {
-        (
-            CleanupStatus::Interrupted,
-            ExecutionStatus::Cancelled,
-            Some(Error::Interrupted),
-        )
-    } else if outcome.has_failures() {
-        let failures: Vec<String> = outcome.failures.iter().map(|f| f.to_string()).collect();
+/// How a cleanup that deleted ended, first match wins: interrupted, failed deletes, the
+/// namespace kept, `--wait` timed out, completed. The error (if any) is the command's.
+fn final_status(
+    interrupted: bool,
+    outcome: &CleanupOutcome,
+    remaining: &[String],
+    timeout: Duration,
+) -> (CleanupStatus, Result<()>) {
+    if interrupted {
+        return (CleanupStatus::Interrupted, Err(Error::Interrupted));
+    }
+    if outcome.has_failures() {
+        let failures = outcome.failure_lines();
         let mut message = format!(
             "cleanup could not delete {} object(s): {}",
             failures.len(),
             first_few(&failures)
         );
-        if let Some((namespace, reason)) = &outcome.namespace_kept {
+        if let Some((namespace, reason)) = outcome.namespace_kept() {
             message.push_str(&format!("; kept namespace {namespace}: {reason}"));
         }
-        (
+        return (
             CleanupStatus::CompletedWithErrors,
-            ExecutionStatus::Failed,
-            Some(Error::runtime(message)),
-        )
-    } else if let Some((namespace, reason)) = &outcome.namespace_kept {
-        (
+            Err(Error::runtime(message)),
+        );
+    }
+    if let Some((namespace, reason)) = outcome.namespace_kept() {
+        return (
             CleanupStatus::NamespaceKept,
-            ExecutionStatus::Failed,
-            Some(kept_error(namespace, reason)),
-        )
-    } else if !remaining.is_empty() {
+            Err(kept_error(namespace, reason)),
+        );
+    }
+    if !remaining.is_empty() {
         let message = format!(
             "timed out after {}s waiting for {} deleted object(s) to disappear: {}",
             timeout.as_secs(),
             remaining.len(),
-            first_few(&remaining)
+            first_few(remaining)
         );
-        (
-            CleanupStatus::WaitTimedOut,
-            ExecutionStatus::Failed,
-            Some(Error::runtime(message)),
-        )
-    } else {
-        (CleanupStatus::Completed, ExecutionStatus::Success, None)
-    };
-    summary.status = status;
-    execution.complete_execution(
-        audit_status,
-        error.as_ref().map(ToString::to_string).as_deref(),
-    );
-    print_summary(output, &summary)?;
-    match error {
-        Some(err) => Err(err),
-        None => Ok(()),
+        return (CleanupStatus::WaitTimedOut, Err(Error::runtime(message)));
     }
+    (CleanupStatus::Completed, Ok(()))
 }
 
 #[cfg(test)]
@@ -569,6 +631,53 @@ mod tests {
         assert!(!stdin_counts_as_terminal(false, Some("0")));
         assert!(!stdin_counts_as_terminal(false, Some("")));
         assert!(!stdin_counts_as_terminal(false, None));
+    }
+
+    #[test]
+    fn the_end_status_puts_an_interrupt_before_failures_and_failures_before_the_kept_namespace() {
+        let timeout = Duration::from_secs(5);
+        let mut outcome = CleanupOutcome::default();
+        let (status, result) = final_status(false, &outcome, &[], timeout);
+        assert_eq!(status, CleanupStatus::Completed);
+        assert!(result.is_ok());
+
+        let (status, result) = final_status(false, &outcome, &["VM ns/a".into()], timeout);
+        assert_eq!(status, CleanupStatus::WaitTimedOut);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "timed out after 5s waiting for 1 deleted object(s) to disappear: VM ns/a"
+        );
+
+        outcome.record_namespace(
+            "ns",
+            NamespaceOutcome::Kept {
+                reason: "not ours".into(),
+            },
+        );
+        let (status, result) = final_status(false, &outcome, &["VM ns/a".into()], timeout);
+        assert_eq!(status, CleanupStatus::NamespaceKept);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "kept namespace ns: not ours; everything else in scope was cleaned up"
+        );
+
+        outcome.failures.push(crate::k8s::cleanup::DeleteFailure {
+            kind: ManagedKind::Secret,
+            namespace: "ns".into(),
+            name: "s".into(),
+            error: "forbidden".into(),
+        });
+        let (status, result) = final_status(false, &outcome, &[], timeout);
+        assert_eq!(status, CleanupStatus::CompletedWithErrors);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "cleanup could not delete 1 object(s): deleting secret ns/s: forbidden; \
+             kept namespace ns: not ours"
+        );
+
+        let (status, result) = final_status(true, &outcome, &[], timeout);
+        assert_eq!(status, CleanupStatus::Interrupted);
+        assert!(matches!(result, Err(Error::Interrupted)));
     }
 
     #[test]

@@ -19,22 +19,21 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::recorder::{
-    Auditor, CommandKind, Event, Execution, ExecutionParams, ExecutionStatus, ResourceKind,
-    VmRecord, WorkloadStatus,
+    Auditor, CommandKind, Event, Execution, ExecutionParams, ResourceKind, VmRecord, WorkloadStatus,
 };
 use crate::config::RunSettings;
-use crate::error::{Error, Result};
+use crate::error::{Error, Outcome, Result};
 use crate::k8s::apply::{Applied, ApplyEvent, ApplyOptions, apply_plan};
 use crate::k8s::client::{Cluster, connect_from_env};
 use crate::k8s::pacing::{PaceGate, Pacer};
 use crate::k8s::preflight::{PreflightNeeds, preflight};
 use crate::k8s::ready::{
-    ReadinessObserver, ReadinessTracker, Transition, WaitOutcome, wait_for_ready,
+    ReadinessObserver, ReadinessTracker, Transition, WaitOutcome, WatchStats, wait_for_ready,
 };
 use crate::k8s::retry::RetryPolicy;
-use crate::model::{DryRunMode, LogFormat, OutputFormat, RunId};
+use crate::model::{DryRunMode, KindCounts, LogFormat, OutputFormat, RunId};
 use crate::plan::{Plan, build_plan};
-use crate::report::{self, KindCounts, RunProgress, RunStatus, RunSummary, VmSummary};
+use crate::report::{self, RunProgress, RunSummary, VmSummary};
 use crate::workloads::Registry;
 
 /// Runs `virtwork run` with its resolved settings.
@@ -112,8 +111,8 @@ fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Res
         // the number of VMs.
         OutputFormat::Text => write_yaml_stdout(plan)?,
     }
-    execution.complete_execution(ExecutionStatus::Success, None);
-    // The reference logs the summary after a dry-run too (counts of what would be created).
+    execution.finish(&Ok(()));
+    // The summary is logged after a dry run too: the counts of what would be created.
     tracing::info!(
         run_id = %plan.run_id,
         namespace = %plan.namespace,
@@ -166,33 +165,18 @@ pub async fn run_on_cluster(settings: &RunSettings, plan: &Plan, auditor: &Audit
 
     let (summary, result) = drive(settings, plan, &cluster, &execution, &cancel).await;
 
-    let status = match &result {
-        Ok(()) => ExecutionStatus::Success,
-        Err(Error::Interrupted) => ExecutionStatus::Cancelled,
-        Err(_) => ExecutionStatus::Failed,
-    };
-    let workload_status = if status == ExecutionStatus::Success {
-        WorkloadStatus::Created
-    } else {
-        WorkloadStatus::Failed
-    };
     if !server_dry_run {
+        // A run that ended well created every workload; any other end leaves them failed.
+        let status = if result.is_ok() {
+            WorkloadStatus::Created
+        } else {
+            WorkloadStatus::Failed
+        };
         for workload in &plan.workloads {
-            let vms_ok = summary
-                .vms
-                .iter()
-                .filter(|vm| vm.workload == workload.name)
-                .all(|vm| vm.created && (summary.wait_duration.is_none() || vm.ready_at.is_some()));
-            let status = if vms_ok && result.is_ok() {
-                WorkloadStatus::Created
-            } else {
-                workload_status
-            };
             execution.set_workload_status(&workload.name, status);
         }
     }
-    let error_text = result.as_ref().err().map(ToString::to_string);
-    execution.complete_execution(status, error_text.as_deref());
+    execution.finish(&result);
 
     tracing::info!(
         run_id = %summary.run_id,
@@ -214,262 +198,385 @@ async fn drive(
     settings: &RunSettings,
     plan: &Plan,
     cluster: &Cluster,
-    execution: &crate::audit::recorder::Execution,
+    execution: &Execution,
     cancel: &CancellationToken,
 ) -> (RunSummary, Result<()>) {
     let server_dry_run = settings.dry_run == Some(DryRunMode::Server);
-    let wait = settings.wait_for_ready && !server_dry_run;
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(settings.timeout.get().max(1));
-    let mut summary = empty_summary(settings, plan, server_dry_run);
-
-    let finish = |mut summary: RunSummary, result: Result<()>| {
-        summary.status = match &result {
-            Ok(()) => RunStatus::Success,
-            Err(Error::Interrupted) => RunStatus::Cancelled,
-            Err(_) => RunStatus::Failed,
-        };
-        summary.error = result.as_ref().err().map(|e| match e {
-            Error::Interrupted => "interrupted by signal".to_string(),
-            other => other.to_string(),
-        });
-        summary.api_requests = cluster.gate.requests_sent();
-        (summary, result)
+    let run = Drive {
+        settings,
+        plan,
+        cluster,
+        execution,
+        cancel,
+        server_dry_run,
+        wait: settings.wait_for_ready && !server_dry_run,
+        started,
+        deadline: started + Duration::from_secs(settings.timeout.get().max(1)),
     };
+    let mut summary = empty_summary(settings, plan, server_dry_run);
+    let result = run.steps(&mut summary).await;
+    summary.status = Outcome::of(&result);
+    summary.error = result.as_ref().err().map(|e| match e {
+        Error::Interrupted => "interrupted by signal".to_string(),
+        other => other.to_string(),
+    });
+    summary.api_requests = cluster.gate.requests_sent();
+    (summary, result)
+}
 
-    let needs = PreflightNeeds::from_plan(plan, wait);
-    match preflight(cluster, &needs, deadline, cancel).await {
-        Ok(report) => {
-            for warning in report.warnings {
-                tracing::warn!(warning = %warning, "preflight warning");
+/// One run against the cluster (a real one or `--dry-run=server`): what its steps share.
+struct Drive<'a> {
+    settings: &'a RunSettings,
+    plan: &'a Plan,
+    cluster: &'a Cluster,
+    execution: &'a Execution,
+    cancel: &'a CancellationToken,
+    server_dry_run: bool,
+    /// Whether readiness is waited for (never in a server dry run).
+    wait: bool,
+    started: Instant,
+    /// `--timeout` bounds the whole run: readiness gets what creation left of it.
+    deadline: Instant,
+}
+
+/// What creation and the readiness watch, run side by side, leave behind.
+struct Fleet {
+    applied: std::result::Result<Applied, (Error, Applied)>,
+    /// When creation ended.
+    created_at: Instant,
+    /// When the API server accepted each VM, by plan index (the start of its time to ready).
+    created_times: Vec<Option<jiff::Timestamp>>,
+    /// `None` when readiness was not waited for or the namespace never came to exist.
+    waited: Option<Waited>,
+    tracker: ReadinessTracker,
+    progress: RunProgress,
+}
+
+/// How the readiness watch ended.
+struct Waited {
+    outcome: WaitOutcome,
+    stats: WatchStats,
+    ended: Instant,
+}
+
+impl Drive<'_> {
+    /// Preflight, creation alongside the readiness watch, then the readiness results into
+    /// the summary and the audit record.
+    async fn steps(&self, summary: &mut RunSummary) -> Result<()> {
+        let namespace_exists = match self.preflight().await {
+            Ok(exists) => exists,
+            Err(e) => {
+                summary.create_duration = self.started.elapsed();
+                return Err(e);
             }
-            for note in report.storage {
-                tracing::info!("preflight: {note}");
-            }
-            if server_dry_run && !report.namespace_exists {
-                // The server dry-runs namespaced objects only inside an existing namespace.
-                let error = Error::runtime(format!(
-                    "--dry-run=server needs namespace {} to exist (the API server validates \
-                     namespaced objects only in an existing namespace): create it first, or use \
-                     --dry-run to render the objects locally",
-                    plan.namespace
-                ));
-                return finish(summary, Err(error));
-            }
+        };
+        if self.server_dry_run && !namespace_exists {
+            return Err(server_dry_run_needs_namespace(&self.plan.namespace));
         }
-        Err(e) => {
-            summary.create_duration = started.elapsed();
-            return finish(summary, Err(e));
+        let mut fleet = self.create_and_watch().await;
+        summary.create_duration = fleet.created_at.saturating_duration_since(self.started);
+        for (vm, at) in summary.vms.iter_mut().zip(&fleet.created_times) {
+            vm.created_at = *at;
+        }
+        let (applied, stopped) = match fleet.applied {
+            Ok(applied) => (applied, None),
+            Err((error, applied)) => (applied, Some(error)),
+        };
+        fill_created(summary, self.plan, &applied, self.server_dry_run);
+        fleet.progress.finish();
+        if let Some(error) = stopped
+            && !self.stopped_by_wait(&error, fleet.waited.as_ref())
+        {
+            return Err(error);
+        }
+        let Some(waited) = fleet.waited else {
+            return Ok(());
+        };
+        summary.wait_duration = Some(waited.ended.saturating_duration_since(fleet.created_at));
+        summary.vms_ready = fleet.tracker.ready_count();
+        tracing::debug!(
+            reconnects = waited.stats.reconnects,
+            "readiness watch finished"
+        );
+        self.record_readiness(summary, &fleet.tracker, &waited.outcome);
+        self.wait_result(waited.outcome, &fleet.tracker)
+    }
+
+    /// Checks the cluster can take the plan, logging warnings and storage notes; returns
+    /// whether the namespace exists already.
+    async fn preflight(&self) -> Result<bool> {
+        let needs = PreflightNeeds::from_plan(self.plan, self.wait);
+        let report = preflight(self.cluster, &needs, self.deadline, self.cancel).await?;
+        for warning in report.warnings {
+            tracing::warn!(warning = %warning, "preflight warning");
+        }
+        for note in report.storage {
+            tracing::info!("preflight: {note}");
+        }
+        Ok(report.namespace_exists)
+    }
+
+    /// Creates the plan's objects while one watch follows the VMs' readiness. The watch
+    /// starts once the namespace exists, so every VM's phases are seen from its first one,
+    /// and `--max-starting` admits a creation only when an earlier VM became ready.
+    async fn create_and_watch(&self) -> Fleet {
+        let plan = self.plan;
+        let (ready_tx, ready_rx) = tokio::sync::watch::channel(0usize);
+        let (namespace_tx, namespace_rx) = tokio::sync::watch::channel(false);
+        let apply_cancel = self.cancel.child_token();
+        let wait_cancel = self.cancel.child_token();
+        let options = self.apply_options(ready_rx, &apply_cancel);
+        let plan_index = plan_index(plan);
+        let live =
+            std::io::stderr().is_terminal() && self.settings.global.log_format == LogFormat::Text;
+        let max_starting = self.settings.pacing.max_starting.map(|n| n.get());
+        let progress = RunProgress::new(plan.vms.len(), live, max_starting);
+        let mut created_times: Vec<Option<jiff::Timestamp>> = vec![None; plan.vms.len()];
+        let image = self.settings.plan.container_disk_image.to_string();
+        let mut on_event = |event: ApplyEvent| {
+            match &event {
+                ApplyEvent::NamespaceEnsured { .. } => {
+                    namespace_tx.send_replace(true);
+                }
+                ApplyEvent::VmCreated { name, .. } => {
+                    progress.vm_created(name);
+                    if let Some(&i) = plan_index.get(name.as_str()) {
+                        created_times[i] = Some(jiff::Timestamp::now());
+                    }
+                }
+                _ => {}
+            }
+            record_apply_event(
+                &event,
+                plan,
+                &plan_index,
+                &plan.namespace,
+                &image,
+                self.execution,
+            )
+        };
+        let mut tracker = ReadinessTracker::new(
+            plan.vms.iter().map(|v| v.name.clone()),
+            self.settings.ready_condition,
+        );
+        let creating = self.create(&options, &mut on_event, &progress, &wait_cancel);
+        let waiting = self.watch_readiness(
+            &mut tracker,
+            &progress,
+            &ready_tx,
+            namespace_rx,
+            &wait_cancel,
+            &apply_cancel,
+        );
+        let ((applied, created_at), waited) = tokio::join!(creating, waiting);
+        Fleet {
+            applied,
+            created_at,
+            created_times,
+            waited,
+            tracker,
+            progress,
         }
     }
 
-    // The readiness watch runs alongside creation (from the moment the namespace exists):
-    // `--max-starting` admits a creation only when an earlier VM became ready, and every
-    // VM's phases are seen from its first one.
-    let (ready_tx, ready_rx) = tokio::sync::watch::channel(0usize);
-    let pacer = Pacer::new(plan.vms.len(), settings.pacing);
-    let gate =
-        (pacer.is_paced() && !server_dry_run).then(|| Arc::new(PaceGate::new(pacer, ready_rx)));
-    let apply_cancel = cancel.child_token();
-    let wait_cancel = cancel.child_token();
-    let options = ApplyOptions {
-        run_id: plan.run_id.to_string(),
-        namespace: plan.namespace.clone(),
-        policy: RetryPolicy::until(deadline),
-        cancel: apply_cancel.clone(),
-        vm_concurrency: settings.vm_concurrency,
-        server_dry_run,
-        pace: gate,
-    };
-    let namespace = plan.namespace.clone();
-    let image = settings.plan.container_disk_image.to_string();
-    let (namespace_tx, mut namespace_rx) = tokio::sync::watch::channel(false);
-    let plan_index: HashMap<&str, usize> = plan
-        .vms
-        .iter()
-        .enumerate()
-        .map(|(i, vm)| (vm.name.as_str(), i))
-        .collect();
-    let live = std::io::stderr().is_terminal() && settings.global.log_format == LogFormat::Text;
-    let mut progress = RunProgress::new(
-        plan.vms.len(),
-        live,
-        settings.pacing.max_starting.map(|n| n.get()),
-    );
-    // When the API server accepted each VM, by plan index (the start of its time to ready).
-    let mut created_times: Vec<Option<jiff::Timestamp>> = vec![None; plan.vms.len()];
-    let mut on_event = |event: ApplyEvent| {
-        match &event {
-            ApplyEvent::NamespaceEnsured { .. } => {
-                namespace_tx.send_replace(true);
-            }
-            ApplyEvent::VmCreated { name, .. } => {
-                progress.vm_created(name);
-                if let Some(&i) = plan_index.get(name.as_str()) {
-                    created_times[i] = Some(jiff::Timestamp::now());
-                }
-            }
-            _ => {}
+    /// How creation is sent: bounded concurrency, the retry deadline, and the pace gate when
+    /// `--max-starting` or `--ramp` is given (never in a server dry run, where nothing starts).
+    fn apply_options(
+        &self,
+        ready: tokio::sync::watch::Receiver<usize>,
+        cancel: &CancellationToken,
+    ) -> ApplyOptions {
+        let pacer = Pacer::new(self.plan.vms.len(), self.settings.pacing);
+        let pace = (pacer.is_paced() && !self.server_dry_run)
+            .then(|| Arc::new(PaceGate::new(pacer, ready)));
+        ApplyOptions {
+            run_id: self.plan.run_id.to_string(),
+            namespace: self.plan.namespace.clone(),
+            policy: RetryPolicy::until(self.deadline),
+            cancel: cancel.clone(),
+            vm_concurrency: self.settings.vm_concurrency,
+            server_dry_run: self.server_dry_run,
+            pace,
         }
-        record_apply_event(&event, plan, &plan_index, &namespace, &image, execution)
-    };
-    let mut tracker = ReadinessTracker::new(
-        plan.vms.iter().map(|v| v.name.clone()),
-        settings.ready_condition,
-    );
-    let creating = async {
+    }
+
+    /// Applies the plan; when creation fails, nothing more will be created, so the watch
+    /// stops too. Returns the result and when creation ended.
+    async fn create(
+        &self,
+        options: &ApplyOptions,
+        on_event: &mut (dyn FnMut(ApplyEvent) + Send),
+        progress: &RunProgress,
+        wait_cancel: &CancellationToken,
+    ) -> (std::result::Result<Applied, (Error, Applied)>, Instant) {
+        let plan = self.plan;
         tracing::info!(
             vm_count = plan.vms.len(),
-            vm_concurrency = settings.vm_concurrency,
-            pacing = report::pacing_line(&settings.pacing).unwrap_or_else(|| "none".into()),
+            vm_concurrency = self.settings.vm_concurrency,
+            pacing = report::pacing_line(&self.settings.pacing).unwrap_or_else(|| "none".into()),
             "creating VMs"
         );
-        let applied = apply_plan(&cluster.client, plan, &options, &mut on_event).await;
+        let applied = apply_plan(&self.cluster.client, plan, options, on_event).await;
         let created_at = Instant::now();
-        progress.creation_finished(wait && applied.is_ok());
+        progress.creation_finished(self.wait && applied.is_ok());
         if applied.is_err() {
-            // Nothing more will be created: stop watching.
             wait_cancel.cancel();
-        } else if wait {
-            // --timeout bounds the whole run: readiness gets what creation left of it.
+        } else if self.wait {
+            let left = self.deadline.saturating_duration_since(created_at);
             tracing::info!(
                 vm_count = plan.vms.len(),
-                timeout = %report::human_duration(deadline.saturating_duration_since(created_at)),
+                timeout = %report::human_duration(left),
                 "waiting for VMs to become ready"
             );
         }
         (applied, created_at)
-    };
-    let waiting = async {
-        if !wait || namespace_rx.wait_for(|exists| *exists).await.is_err() {
+    }
+
+    /// Watches the VMs' readiness from the moment the namespace exists until all are ready,
+    /// one failed, the deadline passed or the watch died; in all but the first case creating
+    /// more would not help, so creation is stopped.
+    async fn watch_readiness(
+        &self,
+        tracker: &mut ReadinessTracker,
+        progress: &RunProgress,
+        ready: &tokio::sync::watch::Sender<usize>,
+        mut namespace: tokio::sync::watch::Receiver<bool>,
+        cancel: &CancellationToken,
+        apply_cancel: &CancellationToken,
+    ) -> Option<Waited> {
+        if !self.wait || namespace.wait_for(|exists| *exists).await.is_err() {
             return None;
         }
-        let mut observer = PacedObserver {
-            progress: &progress,
-            ready: &ready_tx,
-        };
+        let mut observer = PacedObserver { progress, ready };
         let (outcome, stats) = wait_for_ready(
-            cluster.client.clone(),
-            &plan.namespace,
-            &plan.run_id.to_string(),
-            &mut tracker,
-            deadline.saturating_duration_since(Instant::now()),
-            &wait_cancel,
+            self.cluster.client.clone(),
+            &self.plan.namespace,
+            &self.plan.run_id.to_string(),
+            tracker,
+            self.deadline.saturating_duration_since(Instant::now()),
+            cancel,
             &mut observer,
         )
         .await;
         if outcome != WaitOutcome::AllReady {
-            // A failed VM, the timeout or a dead watch: creating more would not help.
             apply_cancel.cancel();
         }
-        Some((outcome, stats, Instant::now()))
-    };
-    let ((applied, created_at), waited) = tokio::join!(creating, waiting);
-    summary.create_duration = created_at.saturating_duration_since(started);
-    for (vm, at) in summary.vms.iter_mut().zip(created_times) {
-        vm.created_at = at;
+        Some(Waited {
+            outcome,
+            stats,
+            ended: Instant::now(),
+        })
     }
-    let applied = match applied {
-        Ok(applied) => applied,
-        Err((error, applied)) => {
-            fill_created(&mut summary, plan, &applied, server_dry_run);
-            progress.finish();
-            // Creation stopped because the wait ended first (a VM failed, the timeout, a
-            // dead watch): the wait's outcome is the reason, reported below.
-            let stopped_by_wait = matches!(error, Error::Interrupted)
-                && !cancel.is_cancelled()
-                && waited
-                    .as_ref()
-                    .is_some_and(|(o, _, _)| *o != WaitOutcome::AllReady);
-            if !stopped_by_wait {
-                return finish(summary, Err(error));
-            }
-            applied
-        }
-    };
-    fill_created(&mut summary, plan, &applied, server_dry_run);
-    let Some((outcome, stats, wait_ended)) = waited else {
-        progress.finish();
-        return finish(summary, Ok(()));
-    };
-    progress.finish();
-    summary.wait_duration = Some(wait_ended.saturating_duration_since(created_at));
-    summary.vms_ready = tracker.ready_count();
-    tracing::debug!(reconnects = stats.reconnects, "readiness watch finished");
 
-    let index: HashMap<&str, usize> = plan
-        .vms
+    /// Whether creation stopped only because the wait ended first (a VM failed, the timeout,
+    /// a dead watch): then the wait's outcome is the reason to report, not the interrupt.
+    fn stopped_by_wait(&self, error: &Error, waited: Option<&Waited>) -> bool {
+        matches!(error, Error::Interrupted)
+            && !self.cancel.is_cancelled()
+            && waited.is_some_and(|w| w.outcome != WaitOutcome::AllReady)
+    }
+
+    /// Each VM's phases and ready time into the summary and the audit record, with a
+    /// `vm_ready` or `vm_timeout` event (none for VMs left pending by an interrupt).
+    fn record_readiness(
+        &self,
+        summary: &mut RunSummary,
+        tracker: &ReadinessTracker,
+        outcome: &WaitOutcome,
+    ) {
+        let index = plan_index(self.plan);
+        let execution = self.execution;
+        for state in tracker.vms() {
+            if let Some(vm) = index.get(state.name.as_str()).map(|&i| &mut summary.vms[i]) {
+                vm.phase = Some(state.phase.clone());
+                vm.scheduled_at = state.scheduled_at;
+                vm.running_at = state.running_at;
+                vm.ready_at = state.ready_at;
+            }
+            if state.scheduled_at.is_some() || state.running_at.is_some() {
+                execution.update_vm_timeline(&state.name, state.scheduled_at, state.running_at);
+            }
+            match state.ready_at {
+                Some(at) => {
+                    execution.update_vm_ready(&state.name, &state.phase, at);
+                    execution.record_event(&Event::vm_ready(&state.name));
+                }
+                None if *outcome == WaitOutcome::Cancelled => {
+                    execution.update_vm_phase(&state.name, &state.phase);
+                }
+                None => {
+                    execution.update_vm_failed(&state.name, Some(&state.phase));
+                    let why = state.failure.clone().unwrap_or_else(|| match outcome {
+                        WaitOutcome::TimedOut => format!(
+                            "not {} after {}s (last phase {})",
+                            self.settings.ready_condition.unmet_phrase(),
+                            self.settings.timeout,
+                            state.phase
+                        ),
+                        _ => format!("not ready (last phase {})", state.phase),
+                    });
+                    execution.record_event(&Event::vm_timeout(&state.name, &why));
+                }
+            }
+        }
+    }
+
+    /// The run's result from how the readiness watch ended.
+    fn wait_result(&self, outcome: WaitOutcome, tracker: &ReadinessTracker) -> Result<()> {
+        let settings = self.settings;
+        match outcome {
+            WaitOutcome::AllReady => {
+                tracing::info!(vm_count = self.plan.vms.len(), "all VMs ready");
+                Ok(())
+            }
+            WaitOutcome::Cancelled => Err(Error::Interrupted),
+            WaitOutcome::Failed { vm, reason } => Err(Error::runtime(format!(
+                "VM {}/{vm} failed: its VirtualMachineInstance reached phase Failed ({reason})",
+                self.plan.namespace
+            ))),
+            WaitOutcome::WatchFailed(message) => Err(Error::runtime(message)),
+            WaitOutcome::TimedOut => {
+                let pending: Vec<String> = tracker
+                    .not_ready()
+                    .iter()
+                    .map(|v| format!("{} ({})", v.name, v.phase))
+                    .collect();
+                Err(Error::runtime(format!(
+                    "readiness timeout after {}s: {} of {} VMs not {}: {}",
+                    settings.timeout,
+                    pending.len(),
+                    tracker.total(),
+                    settings.ready_condition.unmet_phrase(),
+                    pending.join(", ")
+                )))
+            }
+        }
+    }
+}
+
+/// The refusal of `--dry-run=server` into a namespace that does not exist: the server
+/// dry-runs namespaced objects only inside an existing namespace.
+fn server_dry_run_needs_namespace(namespace: &str) -> Error {
+    Error::runtime(format!(
+        "--dry-run=server needs namespace {namespace} to exist (the API server validates \
+         namespaced objects only in an existing namespace): create it first, or use \
+         --dry-run to render the objects locally"
+    ))
+}
+
+/// Plan index of each VM, by name.
+fn plan_index(plan: &Plan) -> HashMap<&str, usize> {
+    plan.vms
         .iter()
         .enumerate()
         .map(|(i, vm)| (vm.name.as_str(), i))
-        .collect();
-    for state in tracker.vms() {
-        if let Some(vm) = index.get(state.name.as_str()).map(|&i| &mut summary.vms[i]) {
-            vm.phase = Some(state.phase.clone());
-            vm.scheduled_at = state.scheduled_at;
-            vm.running_at = state.running_at;
-            vm.ready_at = state.ready_at;
-        }
-        if state.scheduled_at.is_some() || state.running_at.is_some() {
-            execution.update_vm_timeline(&state.name, state.scheduled_at, state.running_at);
-        }
-        match state.ready_at {
-            Some(at) => {
-                execution.update_vm_ready(&state.name, &state.phase, at);
-                execution.record_event(&Event::vm_ready(&state.name));
-            }
-            None if outcome == WaitOutcome::Cancelled => {
-                execution.update_vm_phase(&state.name, &state.phase);
-            }
-            None => {
-                execution.update_vm_failed(&state.name, Some(&state.phase));
-                let why = state.failure.clone().unwrap_or_else(|| match &outcome {
-                    WaitOutcome::TimedOut => format!(
-                        "not {} after {}s (last phase {})",
-                        settings.ready_condition.unmet_phrase(),
-                        settings.timeout,
-                        state.phase
-                    ),
-                    _ => format!("not ready (last phase {})", state.phase),
-                });
-                execution.record_event(&Event::vm_timeout(&state.name, &why));
-            }
-        }
-    }
-
-    let result = match outcome {
-        WaitOutcome::AllReady => {
-            tracing::info!(vm_count = plan.vms.len(), "all VMs ready");
-            Ok(())
-        }
-        WaitOutcome::Cancelled => Err(Error::Interrupted),
-        WaitOutcome::Failed { vm, reason } => Err(Error::runtime(format!(
-            "VM {}/{vm} failed: its VirtualMachineInstance reached phase Failed ({reason})",
-            plan.namespace
-        ))),
-        WaitOutcome::WatchFailed(message) => Err(Error::runtime(message)),
-        WaitOutcome::TimedOut => {
-            let pending: Vec<String> = tracker
-                .not_ready()
-                .iter()
-                .map(|v| format!("{} ({})", v.name, v.phase))
-                .collect();
-            Err(Error::runtime(format!(
-                "readiness timeout after {}s: {} of {} VMs not {}: {}",
-                settings.timeout,
-                pending.len(),
-                tracker.total(),
-                settings.ready_condition.unmet_phrase(),
-                pending.join(", ")
-            )))
-        }
-    };
-    finish(summary, result)
+        .collect()
 }
 
 fn empty_summary(settings: &RunSettings, plan: &Plan, server_dry_run: bool) -> RunSummary {
     RunSummary {
-        status: RunStatus::Failed,
+        status: Outcome::Failed,
         run_id: plan.run_id.to_string(),
         namespace: plan.namespace.clone(),
         server_dry_run,
@@ -479,7 +586,8 @@ fn empty_summary(settings: &RunSettings, plan: &Plan, server_dry_run: bool) -> R
             services: plan.services.len(),
             secrets: plan.vms.len(),
             vms: plan.vms.len(),
-            data_volumes: plan.data_volume_count(),
+            dvs: plan.data_volume_count(),
+            ..KindCounts::default()
         },
         created: KindCounts::default(),
         create_duration: Duration::ZERO,
@@ -515,12 +623,13 @@ fn fill_created(summary: &mut RunSummary, plan: &Plan, applied: &Applied, server
         services: applied.services.len(),
         secrets: applied.secrets.len(),
         vms: applied.vms.len(),
-        data_volumes: plan
+        dvs: plan
             .vms
             .iter()
             .filter(|vm| applied.vms.binary_search(&vm.name).is_ok())
             .map(|vm| vm.data_volumes.len())
             .sum(),
+        ..KindCounts::default()
     };
     for vm in &mut summary.vms {
         vm.created = applied.vms.binary_search(&vm.name).is_ok();
@@ -547,7 +656,7 @@ fn record_apply_event(
     plan_index: &HashMap<&str, usize>,
     namespace: &str,
     image: &str,
-    execution: &crate::audit::recorder::Execution,
+    execution: &Execution,
 ) {
     match event {
         ApplyEvent::NamespaceEnsured { namespace, created } => {
@@ -589,7 +698,7 @@ fn print_summary(output: OutputFormat, summary: &RunSummary) -> Result<()> {
         OutputFormat::Text => {
             // Nothing happened on the cluster: the error line on stderr says it all.
             let touched = summary.created.vms + summary.created.secrets + summary.created.services;
-            if summary.status != RunStatus::Success && touched == 0 {
+            if summary.status != Outcome::Success && touched == 0 {
                 return Ok(());
             }
             report::run_summary_text(summary)

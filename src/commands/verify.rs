@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{PrometheusTarget, VerifySettings};
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
-use crate::k8s::client::{connect_from_env, load_kube_config};
+use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{OutputFormat, Window};
 use crate::signals::contract::checks;
@@ -49,74 +49,19 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     let cancel = CancellationToken::new();
     cluster.gate.stop_when(&cancel);
     crate::commands::install_interrupt_handler(cancel.clone());
-    let started = Instant::now();
-    let deadline = started + settings.wait.unwrap_or(RETRY_DEADLINE);
-    let policy = RetryPolicy::until(deadline);
+    let deadline = Instant::now() + settings.wait.unwrap_or(RETRY_DEADLINE);
     let ctx = ApiContext {
         client: cluster.client.clone(),
-        policy,
+        policy: RetryPolicy::until(deadline),
         cancel: cancel.clone(),
     };
-    let api = match &settings.prometheus {
-        PrometheusTarget::Discover => {
-            discover(&cluster.client, &cluster.server_url, &cancel).await?
-        }
-        PrometheusTarget::Url { url, token } => {
-            let auth = match token {
-                Some(token) => kube::config::AuthInfo {
-                    token: Some(token.expose().to_string().into()),
-                    ..Default::default()
-                },
-                None => {
-                    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-                    let (kube_config, _, _) =
-                        load_kube_config(&access.kubeconfig, in_cluster).await?;
-                    bearer_only(kube_config.auth_info)
-                }
-            };
-            PrometheusApi::at_url(url, auth, cluster.gate.clone())?
-        }
-    };
+    let api = reach_prometheus(settings, &cluster, &cancel).await?;
     tracing::info!(prometheus = api.describe.as_str(), "querying Prometheus");
-
-    let poll = poll_interval(settings.window);
-    let mut rounds = 0u32;
-    let results = loop {
-        rounds += 1;
-        let vms = list_in_scope(&ctx, &settings.scope, ManagedKind::VirtualMachine).await?;
-        let vmis =
-            list_in_scope(&ctx, &settings.scope, ManagedKind::VirtualMachineInstance).await?;
-        let found = targets(&vms, &vmis);
-        let results = if found.is_empty() {
-            Vec::new()
-        } else {
-            evaluate(&api, found, settings.window, &policy, &cancel).await?
-        };
-        let complete = !results.is_empty() && results.iter().all(|r| r.missing().next().is_none());
-        let waiting = settings.wait.is_some() && Instant::now() + poll < deadline;
-        if complete || !waiting {
-            break results;
-        }
-        tracing::info!(
-            round = rounds,
-            missing = results.iter().map(|r| r.missing().count()).sum::<usize>(),
-            "expected signals still missing; polling again"
-        );
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Err(Error::Interrupted),
-            () = tokio::time::sleep(poll) => {}
-        }
-    };
-
+    let (results, rounds) = poll_signals(settings, &ctx, &api, deadline).await?;
     let namespace = settings.scope.namespace.as_deref();
     let run_id = settings.scope.run_id.as_deref();
     if results.is_empty() {
-        let place = namespace.map_or("any namespace".to_string(), |n| format!("namespace {n}"));
-        return Err(Error::runtime(match run_id {
-            Some(id) => format!("no VMs of run {id} found in {place}: nothing to verify"),
-            None => format!("no virtwork VMs found in {place}: nothing to verify"),
-        }));
+        return Err(nothing_to_verify(namespace, run_id));
     }
     let text = match settings.output {
         OutputFormat::Json => format!(
@@ -140,6 +85,81 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
         })),
         None => Ok(()),
     }
+}
+
+/// Prometheus as the settings name it: found through the API server's service proxy, or
+/// at a URL with the given token (else the kubeconfig's bearer token).
+async fn reach_prometheus(
+    settings: &VerifySettings,
+    cluster: &Cluster,
+    cancel: &CancellationToken,
+) -> Result<PrometheusApi> {
+    match &settings.prometheus {
+        PrometheusTarget::Discover => discover(&cluster.client, &cluster.server_url, cancel).await,
+        PrometheusTarget::Url { url, token } => {
+            let auth = match token {
+                Some(token) => kube::config::AuthInfo {
+                    token: Some(token.expose().to_string().into()),
+                    ..Default::default()
+                },
+                None => {
+                    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+                    let kubeconfig = &settings.global.cluster.kubeconfig;
+                    let (kube_config, _, _) = load_kube_config(kubeconfig, in_cluster).await?;
+                    bearer_only(kube_config.auth_info)
+                }
+            };
+            PrometheusApi::at_url(url, auth, cluster.gate.clone())
+        }
+    }
+}
+
+/// Lists the VMs in scope and queries their signals; with `--wait`, again every poll
+/// interval until every signal is present or the deadline is near. Returns the last
+/// results and how many rounds it took.
+async fn poll_signals(
+    settings: &VerifySettings,
+    ctx: &ApiContext,
+    api: &PrometheusApi,
+    deadline: Instant,
+) -> Result<(Vec<VmResult>, u32)> {
+    let poll = poll_interval(settings.window);
+    let mut rounds = 0u32;
+    loop {
+        rounds += 1;
+        let vms = list_in_scope(ctx, &settings.scope, ManagedKind::VirtualMachine).await?;
+        let vmis = list_in_scope(ctx, &settings.scope, ManagedKind::VirtualMachineInstance).await?;
+        let found = targets(&vms, &vmis);
+        let results = if found.is_empty() {
+            Vec::new()
+        } else {
+            evaluate(api, found, settings.window, &ctx.policy, &ctx.cancel).await?
+        };
+        let complete = !results.is_empty() && results.iter().all(|r| r.missing().next().is_none());
+        let waiting = settings.wait.is_some() && Instant::now() + poll < deadline;
+        if complete || !waiting {
+            return Ok((results, rounds));
+        }
+        tracing::info!(
+            round = rounds,
+            missing = results.iter().map(|r| r.missing().count()).sum::<usize>(),
+            "expected signals still missing; polling again"
+        );
+        tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => return Err(Error::Interrupted),
+            () = tokio::time::sleep(poll) => {}
+        }
+    }
+}
+
+/// No VM in scope: an error, since nothing was verified.
+fn nothing_to_verify(namespace: Option<&str>, run_id: Option<&str>) -> Error {
+    let place = namespace.map_or("any namespace".to_string(), |n| format!("namespace {n}"));
+    Error::runtime(match run_id {
+        Some(id) => format!("no VMs of run {id} found in {place}: nothing to verify"),
+        None => format!("no virtwork VMs found in {place}: nothing to verify"),
+    })
 }
 
 /// Polls often enough to see a new sample, rarely enough not to load Prometheus.

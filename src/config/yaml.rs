@@ -67,28 +67,7 @@ pub fn load(path: &Path) -> Result<FileLayer> {
 
 /// Parses the text of a configuration file shown in messages as `file`.
 pub fn parse(text: &str, file: &str) -> Result<FileLayer> {
-    let document: serde_yaml::Value = serde_yaml::from_str(text).map_err(|err| {
-        let place = err
-            .location()
-            .map(|l| format!(" at line {} column {}", l.line(), l.column()))
-            .unwrap_or_default();
-        let reason = err.to_string();
-        let reason = reason.split(" at line ").next().unwrap_or(&reason);
-        Error::input(format!(
-            "--config {file}: not valid YAML{place}: {}",
-            one_line(reason)
-        ))
-    })?;
-    let mapping = match document {
-        serde_yaml::Value::Null => serde_yaml::Mapping::new(),
-        serde_yaml::Value::Mapping(m) => m,
-        _ => {
-            return Err(Error::input(format!(
-                "--config {file}: expected a mapping of keys (e.g. \"namespace: virtwork\") at the top level"
-            )));
-        }
-    };
-
+    let mapping = top_level_mapping(text, file)?;
     let mut layer = FileLayer::default();
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     let accepted: Vec<&str> = KEYS
@@ -128,32 +107,67 @@ pub fn parse(text: &str, file: &str) -> Result<FileLayer> {
             key: spelled,
             file: file.to_string(),
         };
-        match value {
-            serde_yaml::Value::Null => {}
-            serde_yaml::Value::Sequence(items) => {
-                let texts = items
-                    .iter()
-                    .map(|item| {
-                        crate::yaml::scalar_text(item).ok_or_else(|| {
-                            Error::input(format!(
-                                "invalid value for {source}: list items must be plain values"
-                            ))
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                layer.partial.set(spec.key, Raw::List(&texts), source)?;
-            }
-            other => {
-                let text = crate::yaml::scalar_text(&other).ok_or_else(|| {
-                    Error::input(format!(
-                        "invalid value for {source}: expected a single value or a list, got a mapping"
-                    ))
-                })?;
-                layer.partial.set(spec.key, Raw::Text(&text), source)?;
-            }
-        }
+        set_value(&mut layer, spec, value, source)?;
     }
     Ok(layer)
+}
+
+/// The file's top-level mapping (an empty file is an empty mapping).
+fn top_level_mapping(text: &str, file: &str) -> Result<serde_yaml::Mapping> {
+    let document: serde_yaml::Value = serde_yaml::from_str(text).map_err(|err| {
+        let place = err
+            .location()
+            .map(|l| format!(" at line {} column {}", l.line(), l.column()))
+            .unwrap_or_default();
+        let reason = err.to_string();
+        let reason = reason.split(" at line ").next().unwrap_or(&reason);
+        Error::input(format!(
+            "--config {file}: not valid YAML{place}: {}",
+            one_line(reason)
+        ))
+    })?;
+    match document {
+        serde_yaml::Value::Null => Ok(serde_yaml::Mapping::new()),
+        serde_yaml::Value::Mapping(m) => Ok(m),
+        _ => Err(Error::input(format!(
+            "--config {file}: expected a mapping of keys (e.g. \"namespace: virtwork\") at the top level"
+        ))),
+    }
+}
+
+/// Sets key `spec` from its YAML value: nothing for null, a list from a sequence of plain
+/// values, else one plain value.
+fn set_value(
+    layer: &mut FileLayer,
+    spec: &KeySpec,
+    value: serde_yaml::Value,
+    source: Source,
+) -> Result<()> {
+    match value {
+        serde_yaml::Value::Null => {}
+        serde_yaml::Value::Sequence(items) => {
+            let texts = items
+                .iter()
+                .map(|item| {
+                    crate::yaml::scalar_text(item).ok_or_else(|| {
+                        Error::input(format!(
+                            "invalid value for {source}: list items must be plain values"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            layer.partial.set(spec.key, Raw::List(&texts), source)?;
+        }
+        other => {
+            let text = crate::yaml::scalar_text(&other).ok_or_else(|| {
+                Error::input(format!(
+                    "invalid value for {source}: expected a single value or a list, got a mapping"
+                ))
+            })?;
+            layer.partial.set(spec.key, Raw::Text(&text), source)?;
+        }
+    }
+    Ok(())
 }
 
 fn hyphenated(spelled: &str) -> String {

@@ -205,22 +205,38 @@ pub async fn apply_plan(
     on_event: &mut (dyn FnMut(ApplyEvent) + Send),
 ) -> std::result::Result<Applied, (Error, Applied)> {
     let mut applied = Applied::default();
-    match ensure_namespace(client, options).await {
-        Ok(created) => {
-            applied.namespace_created = created;
-            on_event(ApplyEvent::NamespaceEnsured {
-                namespace: options.namespace.clone(),
-                created,
-            });
-        }
-        Err(e) => return Err((e, applied)),
+    if let Err(e) =
+        create_namespace_and_services(client, plan, options, on_event, &mut applied).await
+    {
+        return Err((e, applied));
     }
+    let first_error = create_vms(client, plan, options, on_event, &mut applied).await;
+    applied.secrets.sort();
+    applied.vms.sort();
+    match first_error {
+        Some(e) => Err((e, applied)),
+        None => Ok(applied),
+    }
+}
 
+/// Ensures the namespace, then creates the Services one by one, stopping at the first
+/// failure.
+async fn create_namespace_and_services(
+    client: &kube::Client,
+    plan: &Plan,
+    options: &ApplyOptions,
+    on_event: &mut (dyn FnMut(ApplyEvent) + Send),
+    applied: &mut Applied,
+) -> Result<()> {
+    let created = ensure_namespace(client, options).await?;
+    applied.namespace_created = created;
+    on_event(ApplyEvent::NamespaceEnsured {
+        namespace: options.namespace.clone(),
+        created,
+    });
     let services: Api<Service> = Api::namespaced(client.clone(), &options.namespace);
     for planned in &plan.services {
-        if let Err(e) = create_owned(&services, &planned.service, options).await {
-            return Err((e, applied));
-        }
+        create_owned(&services, &planned.service, options).await?;
         let name = planned.service.name_any();
         applied.services.push(name.clone());
         on_event(ApplyEvent::ServiceCreated {
@@ -228,19 +244,28 @@ pub async fn apply_plan(
             workload: planned.workload.clone(),
         });
     }
+    Ok(())
+}
 
+/// Creates each VM's Secret and VM: admitted in plan order (pacing), then `--vm-concurrency`
+/// at a time. The first failure stops new units; the stream is then drained so every unit
+/// already in flight reports what it created and the summary matches the cluster. Returns
+/// the first failure.
+async fn create_vms(
+    client: &kube::Client,
+    plan: &Plan,
+    options: &ApplyOptions,
+    on_event: &mut (dyn FnMut(ApplyEvent) + Send),
+    applied: &mut Applied,
+) -> Option<Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &options.namespace);
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), &options.namespace);
-    // The first failure stops new units; the stream is then drained so every unit already
-    // in flight reports what it created and the summary matches the cluster.
     let stop = options.cancel.child_token();
     let unit_options = ApplyOptions {
         cancel: stop.clone(),
         ..options.clone()
     };
     let unit_options = &unit_options;
-    // Admission (pacing) is sequential, in plan order; admitted units then run
-    // `--vm-concurrency` at a time.
     let mut units = Box::pin(
         futures::stream::iter(plan.vms.iter())
             .then(|vm| async move {
@@ -269,49 +294,53 @@ pub async fn apply_plan(
             })
             .buffer_unordered(options.vm_concurrency.max(1)),
     );
-
     let mut first_error = None;
-    while let Some(UnitOutcome {
+    while let Some(unit) = units.next().await {
+        if let Err(error) = record_unit(unit, applied, on_event) {
+            stop.cancel();
+            // Units stopped by an earlier failure say Interrupted; keep the cause.
+            first_error.get_or_insert(error);
+        }
+    }
+    first_error
+}
+
+/// Records what one unit created and tells `on_event`; returns the unit's failure.
+fn record_unit(
+    unit: UnitOutcome<'_>,
+    applied: &mut Applied,
+    on_event: &mut (dyn FnMut(ApplyEvent) + Send),
+) -> Result<()> {
+    let UnitOutcome {
         vm,
         secret_created,
         vm_result,
-    }) = units.next().await
-    {
-        if secret_created {
-            applied.secrets.push(secret_name(vm));
-            on_event(ApplyEvent::SecretCreated {
-                name: secret_name(vm),
-                vm: vm.name.clone(),
+    } = unit;
+    if secret_created {
+        applied.secrets.push(secret_name(vm));
+        on_event(ApplyEvent::SecretCreated {
+            name: secret_name(vm),
+            vm: vm.name.clone(),
+        });
+    }
+    match vm_result {
+        Ok(()) => {
+            applied.vms.push(vm.name.clone());
+            on_event(ApplyEvent::VmCreated {
+                name: vm.name.clone(),
+                workload: vm.workload.clone(),
             });
+            Ok(())
         }
-        match vm_result {
-            Ok(()) => {
-                applied.vms.push(vm.name.clone());
-                on_event(ApplyEvent::VmCreated {
+        Err(error) => {
+            if !matches!(error, Error::Interrupted) {
+                on_event(ApplyEvent::VmFailed {
                     name: vm.name.clone(),
-                    workload: vm.workload.clone(),
+                    error: error.to_string(),
                 });
             }
-            Err(error) => {
-                if !matches!(error, Error::Interrupted) {
-                    on_event(ApplyEvent::VmFailed {
-                        name: vm.name.clone(),
-                        error: error.to_string(),
-                    });
-                }
-                stop.cancel();
-                // Units stopped by an earlier failure say Interrupted; keep the cause.
-                if first_error.is_none() {
-                    first_error = Some(error);
-                }
-            }
+            Err(error)
         }
-    }
-    applied.secrets.sort();
-    applied.vms.sort();
-    match first_error {
-        Some(e) => Err((e, applied)),
-        None => Ok(applied),
     }
 }
 

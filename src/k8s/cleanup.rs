@@ -41,32 +41,14 @@ use crate::k8s::ready::WATCH_TIMEOUT_SECS;
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
 use crate::kubevirt::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::labels;
+pub use crate::model::{KindCounts, ManagedKind, NamespaceOutcome};
 
 /// Deletes in flight at once; the shared client rate limit is the real bound on throughput.
 pub const DELETE_CONCURRENCY: usize = 32;
 
-/// The kinds cleanup handles, in deletion order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum ManagedKind {
-    VirtualMachine,
-    VirtualMachineInstance,
-    Service,
-    Secret,
-    DataVolume,
-    PersistentVolumeClaim,
-}
-
+// The API side of the shared kind vocabulary (an inherent impl may live anywhere in the
+// crate; the model stays free of kube).
 impl ManagedKind {
-    /// Every kind, in deletion order.
-    pub const ALL: [ManagedKind; 6] = [
-        ManagedKind::VirtualMachine,
-        ManagedKind::VirtualMachineInstance,
-        ManagedKind::Service,
-        ManagedKind::Secret,
-        ManagedKind::DataVolume,
-        ManagedKind::PersistentVolumeClaim,
-    ];
-
     /// Group, version, kind and plural on the API server, from the typed resource itself.
     pub fn api_resource(self) -> ApiResource {
         match self {
@@ -79,48 +61,6 @@ impl ManagedKind {
             ManagedKind::DataVolume => ApiResource::erase::<DataVolume>(&()),
             ManagedKind::PersistentVolumeClaim => ApiResource::erase::<PersistentVolumeClaim>(&()),
         }
-    }
-
-    /// Short name used in messages (`deleting secret ns/name: ...`), as in the reference.
-    pub fn noun(self) -> &'static str {
-        match self {
-            ManagedKind::VirtualMachine => "VM",
-            ManagedKind::VirtualMachineInstance => "VMI",
-            ManagedKind::Service => "service",
-            ManagedKind::Secret => "secret",
-            ManagedKind::DataVolume => "DataVolume",
-            ManagedKind::PersistentVolumeClaim => "PVC",
-        }
-    }
-
-    /// Plural used in messages (`listing VMs in ns`).
-    pub fn plural_noun(self) -> &'static str {
-        match self {
-            ManagedKind::VirtualMachine => "VMs",
-            ManagedKind::VirtualMachineInstance => "VMIs",
-            ManagedKind::Service => "services",
-            ManagedKind::Secret => "secrets",
-            ManagedKind::DataVolume => "DataVolumes",
-            ManagedKind::PersistentVolumeClaim => "PVCs",
-        }
-    }
-
-    /// Key of this kind in log fields and JSON counts (`vms`, `dvs`, ...).
-    pub fn count_key(self) -> &'static str {
-        match self {
-            ManagedKind::VirtualMachine => "vms",
-            ManagedKind::VirtualMachineInstance => "vmis",
-            ManagedKind::Service => "services",
-            ManagedKind::Secret => "secrets",
-            ManagedKind::DataVolume => "dvs",
-            ManagedKind::PersistentVolumeClaim => "pvcs",
-        }
-    }
-}
-
-impl fmt::Display for ManagedKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.noun())
     }
 }
 
@@ -224,59 +164,9 @@ impl ManagedObject {
     }
 }
 
-/// Objects per kind, in the order of [`ManagedKind::ALL`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct KindCounts {
-    pub vms: usize,
-    pub vmis: usize,
-    pub services: usize,
-    pub secrets: usize,
-    pub dvs: usize,
-    pub pvcs: usize,
-}
-
-impl KindCounts {
-    /// The count of `kind`.
-    pub fn get(&self, kind: ManagedKind) -> usize {
-        match kind {
-            ManagedKind::VirtualMachine => self.vms,
-            ManagedKind::VirtualMachineInstance => self.vmis,
-            ManagedKind::Service => self.services,
-            ManagedKind::Secret => self.secrets,
-            ManagedKind::DataVolume => self.dvs,
-            ManagedKind::PersistentVolumeClaim => self.pvcs,
-        }
-    }
-
-    fn slot(&mut self, kind: ManagedKind) -> &mut usize {
-        match kind {
-            ManagedKind::VirtualMachine => &mut self.vms,
-            ManagedKind::VirtualMachineInstance => &mut self.vmis,
-            ManagedKind::Service => &mut self.services,
-            ManagedKind::Secret => &mut self.secrets,
-            ManagedKind::DataVolume => &mut self.dvs,
-            ManagedKind::PersistentVolumeClaim => &mut self.pvcs,
-        }
-    }
-
-    /// Adds one object of `kind`.
-    pub fn add(&mut self, kind: ManagedKind) {
-        *self.slot(kind) += 1;
-    }
-
-    /// Sum over all kinds.
-    pub fn total(&self) -> usize {
-        ManagedKind::ALL.iter().map(|k| self.get(*k)).sum()
-    }
-
-    /// Counts of `objects` per kind.
-    pub fn of<'a>(objects: impl IntoIterator<Item = &'a ManagedObject>) -> Self {
-        let mut counts = KindCounts::default();
-        for object in objects {
-            counts.add(object.kind);
-        }
-        counts
-    }
+/// Counts per kind of `objects`.
+pub fn count_kinds<'a>(objects: impl IntoIterator<Item = &'a ManagedObject>) -> KindCounts {
+    objects.into_iter().map(|o| o.kind).collect()
 }
 
 /// What `--delete-namespace` found out about the namespace, for the decision right before the
@@ -332,7 +222,7 @@ impl Discovery {
 
     /// Counts per kind of the objects to delete.
     pub fn counts(&self) -> KindCounts {
-        KindCounts::of(&self.to_delete)
+        count_kinds(&self.to_delete)
     }
 
     /// Distinct run ids over everything found, sorted.
@@ -388,7 +278,7 @@ pub enum DeleteOutcome {
     NotAttempted,
 }
 
-/// A delete that failed, for the warnings at the end.
+/// An object whose delete failed, for the warnings at the end.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct DeleteFailure {
     pub kind: ManagedKind,
@@ -399,18 +289,14 @@ pub struct DeleteFailure {
 
 impl fmt::Display for DeleteFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.name.is_empty() {
-            write!(f, "deleting namespace {}: {}", self.namespace, self.error)
-        } else {
-            write!(
-                f,
-                "deleting {} {}/{}: {}",
-                self.kind.noun(),
-                self.namespace,
-                self.name,
-                self.error
-            )
-        }
+        write!(
+            f,
+            "deleting {} {}/{}: {}",
+            self.kind.noun(),
+            self.namespace,
+            self.name,
+            self.error
+        )
     }
 }
 
@@ -421,13 +307,13 @@ pub struct CleanupOutcome {
     pub deleted: Vec<ManagedObject>,
     /// Objects already gone when we came to delete them.
     pub already_gone: Vec<ManagedObject>,
-    /// Per-object failures, sorted; the namespace failure has an empty `name`.
+    /// Per-object failures, sorted by kind, namespace and name.
     pub failures: Vec<DeleteFailure>,
     /// Objects not attempted because of an interrupt.
     pub not_attempted: Vec<ManagedObject>,
-    pub namespace_deleted: bool,
-    /// The namespace `--delete-namespace` named that was kept, and why (one line).
-    pub namespace_kept: Option<(String, String)>,
+    /// The namespace `--delete-namespace` named and what became of it; `None` when it was not
+    /// asked for, absent, or the delete was not attempted (interrupt, gone meanwhile).
+    pub namespace: Option<(String, NamespaceOutcome)>,
     pub interrupted: bool,
 }
 
@@ -447,39 +333,62 @@ impl CleanupOutcome {
         }
     }
 
-    /// Records a namespace that could not be deleted.
-    pub fn record_namespace_failure(&mut self, namespace: &str, error: impl Into<String>) {
-        self.failures.push(DeleteFailure {
-            kind: ManagedKind::VirtualMachine,
-            namespace: namespace.to_string(),
-            name: String::new(),
-            error: error.into(),
-        });
+    /// Records what became of namespace `ns`.
+    pub fn record_namespace(&mut self, ns: &str, outcome: NamespaceOutcome) {
+        self.namespace = Some((ns.to_string(), outcome));
     }
 
     /// Sorts every list so that reports are deterministic.
     pub fn finish(&mut self) {
         self.deleted.sort();
         self.already_gone.sort();
-        self.failures.sort_by(|a, b| {
-            (a.name.is_empty(), a.kind, &a.namespace, &a.name).cmp(&(
-                b.name.is_empty(),
-                b.kind,
-                &b.namespace,
-                &b.name,
-            ))
-        });
+        self.failures.sort();
         self.not_attempted.sort();
     }
 
     /// Deleted objects per kind.
     pub fn deleted_counts(&self) -> KindCounts {
-        KindCounts::of(&self.deleted)
+        count_kinds(&self.deleted)
     }
 
-    /// Whether anything went wrong (exit code 1).
+    /// Objects already gone per kind.
+    pub fn already_gone_counts(&self) -> KindCounts {
+        count_kinds(&self.already_gone)
+    }
+
+    /// Whether the namespace was deleted.
+    pub fn namespace_deleted(&self) -> bool {
+        self.namespace.as_ref().is_some_and(|(_, o)| o.is_deleted())
+    }
+
+    /// The namespace that was kept, and why.
+    pub fn namespace_kept(&self) -> Option<(&str, &str)> {
+        let (ns, outcome) = self.namespace.as_ref()?;
+        Some((ns.as_str(), outcome.kept_reason()?))
+    }
+
+    /// Every failed delete as one line (`deleting secret ns/name: ...`): the objects in
+    /// order, then the namespace.
+    pub fn failure_lines(&self) -> Vec<String> {
+        let namespace = self.namespace.as_ref().and_then(|(ns, outcome)| {
+            outcome
+                .failure()
+                .map(|error| format!("deleting namespace {ns}: {error}"))
+        });
+        self.failures
+            .iter()
+            .map(ToString::to_string)
+            .chain(namespace)
+            .collect()
+    }
+
+    /// Whether any delete failed, the namespace's included (exit code 1).
     pub fn has_failures(&self) -> bool {
         !self.failures.is_empty()
+            || self
+                .namespace
+                .as_ref()
+                .is_some_and(|(_, o)| o.failure().is_some())
     }
 }
 
@@ -1003,7 +912,8 @@ pub async fn execute(ctx: &ApiContext, discovery: &Discovery) -> CleanupOutcome 
             delete_namespace(ctx, ns, uid, &discovery.namespace_check, &mut outcome).await
         }
         Some((ns, NamespaceVerdict::Keep(reason))) => {
-            outcome.namespace_kept = Some((ns.clone(), reason.clone()));
+            let reason = reason.clone();
+            outcome.record_namespace(ns, NamespaceOutcome::Kept { reason });
         }
         Some((_, NamespaceVerdict::Absent | NamespaceVerdict::CheckContents)) | None => {}
     }
@@ -1031,7 +941,7 @@ async fn delete_namespace(
         Ok((NamespaceVerdict::Absent | NamespaceVerdict::CheckContents, _)) => return,
     };
     if let Some(reason) = reason {
-        outcome.namespace_kept = Some((ns.to_string(), reason));
+        outcome.record_namespace(ns, NamespaceOutcome::Kept { reason });
         return;
     }
     let api: Api<Namespace> = Api::all(ctx.client.clone());
@@ -1052,12 +962,15 @@ async fn delete_namespace(
         && status.is_conflict()
     {
         // The uid precondition failed: the name now belongs to another namespace.
-        outcome.namespace_kept = Some((ns.to_string(), replaced));
+        let reason = replaced;
+        outcome.record_namespace(ns, NamespaceOutcome::Kept { reason });
         return;
     }
     match delete_outcome(result) {
-        DeleteOutcome::Deleted => outcome.namespace_deleted = true,
-        DeleteOutcome::Failed(e) => outcome.record_namespace_failure(ns, e),
+        DeleteOutcome::Deleted => outcome.record_namespace(ns, NamespaceOutcome::Deleted),
+        DeleteOutcome::Failed(error) => {
+            outcome.record_namespace(ns, NamespaceOutcome::Failed { error })
+        }
         DeleteOutcome::AlreadyGone | DeleteOutcome::NotAttempted => {}
     }
 }
@@ -1080,51 +993,9 @@ pub async fn wait_until_gone(
     tracker: &mut GoneTracker,
     timeout: Duration,
 ) -> WaitResult {
-    use futures::stream::BoxStream;
-
-    enum Seen {
-        Object(
-            ManagedKind,
-            watcher::Event<PartialObjectMeta<DynamicObject>>,
-        ),
-        Namespace(watcher::Event<Namespace>),
-    }
-
-    let selector = scope.selector();
-    let mut streams: Vec<BoxStream<'static, std::result::Result<Seen, watcher::Error>>> =
-        Vec::new();
-    for (kind, with_dependents) in tracker.watches() {
-        // Dependents (a DataVolume's PVC) may carry none of our labels: watch the kind
-        // unfiltered; the tracker only ever counts expected objects and their dependents.
-        let mut config = watcher::Config::default()
-            .page_size(LIST_PAGE_SIZE)
-            .timeout(WATCH_TIMEOUT_SECS);
-        if !with_dependents {
-            config = config.labels(&selector);
-        }
-        // Metadata is all the tracker reads (and Secret data must never be held).
-        let stream = watcher(scope.metadata_api(&ctx.client, kind), config)
-            .default_backoff()
-            .map_ok(move |event| Seen::Object(kind, event))
-            .boxed();
-        streams.push(stream);
-    }
+    let mut events = futures::stream::select_all(gone_watches(ctx, scope, tracker));
     let namespace_name = tracker.namespace.as_ref().map(|(n, _)| n.clone());
-    if let Some(ns) = &namespace_name {
-        let api: Api<Namespace> = Api::all(ctx.client.clone());
-        let config = watcher::Config::default()
-            .fields(&format!("metadata.name={ns}"))
-            .timeout(WATCH_TIMEOUT_SECS);
-        streams.push(
-            watcher(api, config)
-                .default_backoff()
-                .map_ok(Seen::Namespace)
-                .boxed(),
-        );
-    }
-    let mut events = futures::stream::select_all(streams);
     let mut namespace_listed = false;
-
     let watching = async {
         while !tracker.all_gone() {
             let Some(item) = events.next().await else {
@@ -1134,13 +1005,7 @@ pub async fn wait_until_gone(
                 Err(err) => {
                     tracing::debug!(error = %err, "watch error while waiting; reconnecting")
                 }
-                Ok(Seen::Object(kind, event)) => match event {
-                    watcher::Event::Init => tracker.begin_listing(kind),
-                    watcher::Event::InitApply(o) => tracker.listed(kind, &o.metadata),
-                    watcher::Event::InitDone => tracker.end_listing(kind),
-                    watcher::Event::Apply(o) => tracker.applied(kind, &o.metadata),
-                    watcher::Event::Delete(o) => tracker.deleted(kind, &o.metadata),
-                },
+                Ok(Seen::Object(kind, event)) => object_seen(tracker, kind, event),
                 Ok(Seen::Namespace(event)) => {
                     let ours = |n: &Namespace| n.metadata.name == namespace_name;
                     match event {
@@ -1164,6 +1029,67 @@ pub async fn wait_until_gone(
         None => WaitResult::AllGone,
         Some(false) => WaitResult::TimedOut(tracker.remaining()),
         Some(true) => WaitResult::Interrupted(tracker.remaining()),
+    }
+}
+
+/// One event of the watches `--wait` runs.
+enum Seen {
+    Object(
+        ManagedKind,
+        watcher::Event<PartialObjectMeta<DynamicObject>>,
+    ),
+    Namespace(watcher::Event<Namespace>),
+}
+
+type SeenStream = futures::stream::BoxStream<'static, std::result::Result<Seen, watcher::Error>>;
+
+/// One watch per kind the tracker waits for, and one on the namespace when it waits for it.
+fn gone_watches(ctx: &ApiContext, scope: &Scope, tracker: &GoneTracker) -> Vec<SeenStream> {
+    let selector = scope.selector();
+    let mut streams: Vec<SeenStream> = Vec::new();
+    for (kind, with_dependents) in tracker.watches() {
+        // Dependents (a DataVolume's PVC) may carry none of our labels: watch the kind
+        // unfiltered; the tracker only ever counts expected objects and their dependents.
+        let mut config = watcher::Config::default()
+            .page_size(LIST_PAGE_SIZE)
+            .timeout(WATCH_TIMEOUT_SECS);
+        if !with_dependents {
+            config = config.labels(&selector);
+        }
+        // Metadata is all the tracker reads (and Secret data must never be held).
+        let stream = watcher(scope.metadata_api(&ctx.client, kind), config)
+            .default_backoff()
+            .map_ok(move |event| Seen::Object(kind, event))
+            .boxed();
+        streams.push(stream);
+    }
+    if let Some((ns, _)) = &tracker.namespace {
+        let api: Api<Namespace> = Api::all(ctx.client.clone());
+        let config = watcher::Config::default()
+            .fields(&format!("metadata.name={ns}"))
+            .timeout(WATCH_TIMEOUT_SECS);
+        streams.push(
+            watcher(api, config)
+                .default_backoff()
+                .map_ok(Seen::Namespace)
+                .boxed(),
+        );
+    }
+    streams
+}
+
+/// Feeds one watch event on objects of `kind` to the tracker.
+fn object_seen(
+    tracker: &mut GoneTracker,
+    kind: ManagedKind,
+    event: watcher::Event<PartialObjectMeta<DynamicObject>>,
+) {
+    match event {
+        watcher::Event::Init => tracker.begin_listing(kind),
+        watcher::Event::InitApply(o) => tracker.listed(kind, &o.metadata),
+        watcher::Event::InitDone => tracker.end_listing(kind),
+        watcher::Event::Apply(o) => tracker.applied(kind, &o.metadata),
+        watcher::Event::Delete(o) => tracker.deleted(kind, &o.metadata),
     }
 }
 
@@ -1333,7 +1259,12 @@ mod tests {
     #[test]
     fn failures_are_aggregated_sorted_with_the_namespace_last() {
         let mut outcome = CleanupOutcome::default();
-        outcome.record_namespace_failure("virtwork", "denied");
+        outcome.record_namespace(
+            "virtwork",
+            NamespaceOutcome::Failed {
+                error: "denied".into(),
+            },
+        );
         outcome.record(
             object(ManagedKind::Secret, "b", RUN_A),
             DeleteOutcome::Failed("forbidden".into()),
@@ -1351,9 +1282,8 @@ mod tests {
             DeleteOutcome::AlreadyGone,
         );
         outcome.finish();
-        let lines: Vec<String> = outcome.failures.iter().map(|f| f.to_string()).collect();
         assert_eq!(
-            lines,
+            outcome.failure_lines(),
             vec![
                 "deleting secret virtwork/a: forbidden",
                 "deleting secret virtwork/b: forbidden",
@@ -1362,7 +1292,42 @@ mod tests {
         );
         assert_eq!(outcome.deleted_counts().vms, 1);
         assert_eq!(outcome.deleted_counts().dvs, 0);
+        assert_eq!(
+            outcome.failures.len(),
+            2,
+            "the namespace is not an object failure"
+        );
         assert!(outcome.has_failures());
+        assert!(!outcome.namespace_deleted());
+        assert_eq!(outcome.namespace_kept(), None);
+    }
+
+    #[test]
+    fn a_failed_namespace_delete_alone_is_a_failure() {
+        let mut outcome = CleanupOutcome::default();
+        assert!(!outcome.has_failures());
+        outcome.record_namespace(
+            "virtwork",
+            NamespaceOutcome::Kept {
+                reason: "not ours".into(),
+            },
+        );
+        assert!(
+            !outcome.has_failures(),
+            "a kept namespace is reported, not failed"
+        );
+        assert_eq!(outcome.namespace_kept(), Some(("virtwork", "not ours")));
+        outcome.record_namespace(
+            "virtwork",
+            NamespaceOutcome::Failed {
+                error: "denied".into(),
+            },
+        );
+        assert!(outcome.has_failures());
+        assert_eq!(
+            outcome.failure_lines(),
+            ["deleting namespace virtwork: denied"]
+        );
     }
 
     fn list_all(t: &mut GoneTracker, kind: ManagedKind, metas: &[ObjectMeta]) {

@@ -336,10 +336,52 @@ async fn check_permissions(probe: &Probe<'_>, namespace_exists: bool) -> Result<
         ref policy,
         cancel,
     } = probe;
+    let review_api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let reviews = access_reviews(needs, namespace_exists);
+    let checks = reviews.iter().map(|&access| {
+        let review = access_review(access, &needs.namespace);
+        let review_api = &review_api;
+        async move {
+            let params = PostParams::default();
+            let result = retry(policy, cancel, "checking permissions", || {
+                review_api.create(&params, &review)
+            })
+            .await;
+            (access, result)
+        }
+    });
     let mut problems = Vec::new();
+    for (access, result) in futures::future::join_all(checks).await {
+        let status = match result {
+            Ok(done) => done.status,
+            Err(RetryError::Cancelled) => return Err(Error::Interrupted),
+            Err(err) => {
+                return Err(failed(
+                    cluster,
+                    err,
+                    "checking permissions (SelfSubjectAccessReview)".to_string(),
+                ));
+            }
+        };
+        let allowed = status
+            .as_ref()
+            .is_some_and(|s| s.allowed && !s.denied.unwrap_or(false));
+        if !allowed {
+            let reason = status.and_then(|s| s.reason);
+            problems.push(not_allowed(access, &needs.namespace, reason));
+        }
+    }
+    Ok(problems)
+}
+
+/// One access to check: API group, resource, verb, and the namespace (`None`: cluster-wide).
+type Access<'a> = (&'static str, &'static str, &'static str, Option<&'a str>);
+
+/// The accesses a run needs.
+fn access_reviews(needs: &PreflightNeeds, namespace_exists: bool) -> Vec<Access<'_>> {
     // An existing namespace is used as it is (never patched), so only a missing one needs
     // `create`.
-    let mut reviews: Vec<(&str, &str, &str, Option<&str>)> = vec![("", "namespaces", "get", None)];
+    let mut reviews: Vec<Access<'_>> = vec![("", "namespaces", "get", None)];
     if !namespace_exists {
         reviews.push(("", "namespaces", "create", None));
     }
@@ -356,67 +398,50 @@ async fn check_permissions(probe: &Probe<'_>, namespace_exists: bool) -> Result<
         reviews.push(("kubevirt.io", "virtualmachineinstances", "list", ns));
         reviews.push(("kubevirt.io", "virtualmachineinstances", "watch", ns));
     }
-    let review_api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let checks = reviews.iter().map(|(group, resource, verb, namespace)| {
-        let review = SelfSubjectAccessReview {
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(group.to_string()),
-                    resource: Some(resource.to_string()),
-                    verb: Some(verb.to_string()),
-                    namespace: namespace.map(str::to_string),
-                    name: (*resource == "namespaces").then(|| needs.namespace.clone()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let review_api = &review_api;
-        async move {
-            let params = PostParams::default();
-            let result = retry(policy, cancel, "checking permissions", || {
-                review_api.create(&params, &review)
-            })
-            .await;
-            (group, resource, verb, namespace, result)
-        }
-    });
-    for (group, resource, verb, namespace, result) in futures::future::join_all(checks).await {
-        let status = match result {
-            Ok(done) => done.status,
-            Err(RetryError::Cancelled) => return Err(Error::Interrupted),
-            Err(err) => {
-                return Err(failed(
-                    cluster,
-                    err,
-                    "checking permissions (SelfSubjectAccessReview)".to_string(),
-                ));
-            }
-        };
-        let allowed = status
-            .as_ref()
-            .is_some_and(|s| s.allowed && !s.denied.unwrap_or(false));
-        if !allowed {
-            let kind = if group.is_empty() {
-                resource.to_string()
-            } else {
-                format!("{resource}.{group}")
-            };
-            let place = match namespace {
-                Some(ns) => format!(" in namespace {ns}"),
-                None => format!(" ({})", needs.namespace),
-            };
-            let reason = status
-                .and_then(|s| s.reason)
-                .filter(|r| !r.is_empty())
-                .map(|r| format!(" ({r})"))
-                .unwrap_or_default();
-            problems.push(format!("not allowed to {verb} {kind}{place}{reason}"));
-        }
-    }
+    reviews
+}
 
-    Ok(problems)
+/// The SelfSubjectAccessReview of `access`; the namespace object itself is named.
+fn access_review(
+    (group, resource, verb, namespace): Access<'_>,
+    run_namespace: &str,
+) -> SelfSubjectAccessReview {
+    SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(group.to_string()),
+                resource: Some(resource.to_string()),
+                verb: Some(verb.to_string()),
+                namespace: namespace.map(str::to_string),
+                name: (resource == "namespaces").then(|| run_namespace.to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// `not allowed to create virtualmachines.kubevirt.io in namespace x (reason)`.
+fn not_allowed(
+    (group, resource, verb, namespace): Access<'_>,
+    run_namespace: &str,
+    reason: Option<String>,
+) -> String {
+    let kind = if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    };
+    let place = match namespace {
+        Some(ns) => format!(" in namespace {ns}"),
+        None => format!(" ({run_namespace})"),
+    };
+    let reason = reason
+        .filter(|r| !r.is_empty())
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    format!("not allowed to {verb} {kind}{place}{reason}")
 }
 
 /// Objects of another run (or of no run) already holding the names this run needs.

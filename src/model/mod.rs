@@ -1,6 +1,7 @@
 //! The domain vocabulary: values parsed once from user input into types that cannot hold an
 //! invalid value — names, quantities, counts, SSH access, run ids, windows and the enumerated
-//! choices.
+//! choices — and the words every layer shares about the objects virtwork manages (their
+//! kinds, per-kind counts, what became of a namespace).
 //!
 //! A leaf module: it depends on std, serde, uuid, clap (for `ValueEnum`) and strsim only,
 //! never on another module of this crate. Every `FromStr` here fails with an [`Invalid`]
@@ -15,6 +16,7 @@ mod choices;
 mod counts;
 mod guest;
 mod names;
+mod objects;
 mod pacing;
 mod quantity;
 mod ssh;
@@ -29,6 +31,7 @@ pub use counts::{
 };
 pub use guest::{GuestFamily, GuestOs};
 pub use names::{DnsLabel, ImageRef, RunId, UserName};
+pub use objects::{KindCounts, ManagedKind, NamespaceOutcome};
 pub use pacing::{MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};

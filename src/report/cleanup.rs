@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::k8s::cleanup::{DeleteFailure, Discovery, KindCounts, ManagedKind};
+use crate::k8s::cleanup::{DeleteFailure, Discovery};
+use crate::model::{KindCounts, ManagedKind, NamespaceOutcome};
 
 /// How the cleanup ended, the `status` field of the JSON document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -81,17 +82,13 @@ pub struct WaitReport {
     pub remaining: Vec<String>,
 }
 
-/// The result document of one `virtwork cleanup`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// The facts of one `virtwork cleanup`, rendered by [`summary_text`] and [`summary_json`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CleanupSummary {
-    /// Version of this document's schema (docs/output-json.md).
-    pub format_version: u32,
-    /// Always `cleanup`.
-    pub command: &'static str,
     pub status: CleanupStatus,
     /// The cleanup's own audit run id.
     pub run_id: String,
-    /// `null` with `--all-namespaces`.
+    /// `None` with `--all-namespaces`.
     pub namespace: Option<String>,
     pub run_id_filter: Option<String>,
     pub dry_run: bool,
@@ -101,13 +98,16 @@ pub struct CleanupSummary {
     pub already_gone: CountsWithTotal,
     /// Objects not attempted because of an interrupt.
     pub not_attempted: usize,
-    pub namespace_deleted: bool,
-    /// Why the namespace `--delete-namespace` named was kept, else `null`.
-    pub namespace_kept: Option<String>,
+    /// What became (or, before deleting, will become) of the namespace `--delete-namespace`
+    /// named; `None` when not asked, absent or not attempted.
+    pub namespace_outcome: Option<NamespaceOutcome>,
     /// Present only with `--wait` after deletes.
     pub wait: Option<WaitReport>,
-    /// One line per failed delete (`deleting secret ns/name: ...`), sorted.
+    /// One line per failed delete (`deleting secret ns/name: ...`), objects sorted, then the
+    /// namespace.
     pub warnings: Vec<String>,
+    /// The objects whose delete failed, sorted (the namespace's failure is in
+    /// `namespace_outcome`).
     pub failures: Vec<DeleteFailure>,
 }
 
@@ -115,8 +115,6 @@ impl CleanupSummary {
     /// A summary with nothing deleted yet.
     pub fn new(run_id: String, namespace: Option<String>, run_id_filter: Option<String>) -> Self {
         CleanupSummary {
-            format_version: 1,
-            command: "cleanup",
             status: CleanupStatus::Completed,
             run_id,
             namespace,
@@ -126,8 +124,7 @@ impl CleanupSummary {
             deleted: CountsWithTotal::default(),
             already_gone: CountsWithTotal::default(),
             not_attempted: 0,
-            namespace_deleted: false,
-            namespace_kept: None,
+            namespace_outcome: None,
             wait: None,
             warnings: Vec::new(),
             failures: Vec::new(),
@@ -136,6 +133,101 @@ impl CleanupSummary {
 
     fn namespace_display(&self) -> &str {
         self.namespace.as_deref().unwrap_or("all namespaces")
+    }
+
+    fn namespace_deleted(&self) -> bool {
+        self.namespace_outcome
+            .as_ref()
+            .is_some_and(NamespaceOutcome::is_deleted)
+    }
+
+    /// Why the namespace was (or will be) kept.
+    pub fn namespace_kept(&self) -> Option<&str> {
+        self.namespace_outcome
+            .as_ref()
+            .and_then(NamespaceOutcome::kept_reason)
+    }
+}
+
+/// Version of the cleanup document's schema (docs/output-json.md).
+const FORMAT_VERSION: u32 = 1;
+
+/// The `--output json` document, field for field as documented.
+#[derive(Serialize)]
+struct Document<'a> {
+    format_version: u32,
+    /// Always `cleanup`.
+    command: &'static str,
+    status: CleanupStatus,
+    run_id: &'a str,
+    namespace: Option<&'a str>,
+    run_id_filter: Option<&'a str>,
+    dry_run: bool,
+    found: &'a Found,
+    deleted: &'a CountsWithTotal,
+    already_gone: &'a CountsWithTotal,
+    not_attempted: usize,
+    namespace_deleted: bool,
+    /// Why the namespace `--delete-namespace` named was kept, else `null`.
+    namespace_kept: Option<&'a str>,
+    wait: Option<&'a WaitReport>,
+    warnings: &'a [String],
+    failures: Vec<FailureEntry<'a>>,
+}
+
+/// One entry of the document's `failures`: a failed object delete, or the namespace's (its
+/// `kind` is `Namespace` and its `name` empty, the namespace being in `namespace`).
+#[derive(Serialize)]
+struct FailureEntry<'a> {
+    kind: FailedKind,
+    namespace: &'a str,
+    name: &'a str,
+    error: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum FailedKind {
+    Object(ManagedKind),
+    Namespace(&'static str),
+}
+
+impl<'a> Document<'a> {
+    fn of(summary: &'a CleanupSummary) -> Self {
+        let objects = summary.failures.iter().map(|f| FailureEntry {
+            kind: FailedKind::Object(f.kind),
+            namespace: &f.namespace,
+            name: &f.name,
+            error: &f.error,
+        });
+        let namespace = summary
+            .namespace_outcome
+            .as_ref()
+            .and_then(NamespaceOutcome::failure)
+            .map(|error| FailureEntry {
+                kind: FailedKind::Namespace("Namespace"),
+                namespace: summary.namespace.as_deref().unwrap_or_default(),
+                name: "",
+                error,
+            });
+        Document {
+            format_version: FORMAT_VERSION,
+            command: "cleanup",
+            status: summary.status,
+            run_id: &summary.run_id,
+            namespace: summary.namespace.as_deref(),
+            run_id_filter: summary.run_id_filter.as_deref(),
+            dry_run: summary.dry_run,
+            found: &summary.found,
+            deleted: &summary.deleted,
+            already_gone: &summary.already_gone,
+            not_attempted: summary.not_attempted,
+            namespace_deleted: summary.namespace_deleted(),
+            namespace_kept: summary.namespace_kept(),
+            wait: summary.wait.as_ref(),
+            warnings: &summary.warnings,
+            failures: objects.chain(namespace).collect(),
+        }
     }
 }
 
@@ -208,7 +300,7 @@ pub fn summary_text(summary: &CleanupSummary) -> String {
                 summary.namespace.as_deref(),
                 summary.run_id_filter.as_deref(),
                 &summary.found,
-                summary.namespace_kept.as_deref(),
+                summary.namespace_kept(),
             ));
             out.push_str("Dry run: nothing was deleted.\n");
             return out;
@@ -242,10 +334,10 @@ pub fn summary_text(summary: &CleanupSummary) -> String {
     if !summary.found.run_ids.is_empty() {
         let _ = writeln!(out, "Runs: {}", summary.found.run_ids.join(", "));
     }
-    if summary.namespace_deleted {
+    if summary.namespace_deleted() {
         let _ = writeln!(out, "Namespace {ns} deleted.");
     }
-    if let Some(reason) = &summary.namespace_kept {
+    if let Some(reason) = summary.namespace_kept() {
         let _ = writeln!(out, "Namespace {ns} kept: {reason}.");
     }
     match &summary.wait {
@@ -269,7 +361,8 @@ pub fn summary_text(summary: &CleanupSummary) -> String {
 
 /// The JSON document printed on stdout with `--output json` (one line).
 pub fn summary_json(summary: &CleanupSummary) -> String {
-    serde_json::to_string(summary).expect("the cleanup summary is always serialisable")
+    serde_json::to_string(&Document::of(summary))
+        .expect("the cleanup summary is always serialisable")
 }
 
 #[cfg(test)]
@@ -324,6 +417,47 @@ mod tests {
         assert!(text.contains("  Total               5\n"), "{text}");
         assert!(text.contains("Runs: a, b\n"), "{text}");
         assert!(text.contains("Warnings (1):\n  deleting secret virtwork/x: forbidden\n"));
+    }
+
+    #[test]
+    fn the_namespace_outcome_keeps_its_documented_json_fields() {
+        let mut s = summary();
+        s.namespace_outcome = Some(NamespaceOutcome::Deleted);
+        let value: serde_json::Value = serde_json::from_str(&summary_json(&s)).unwrap();
+        assert_eq!(value["namespace_deleted"], true);
+        assert_eq!(value["namespace_kept"], serde_json::Value::Null);
+        assert_eq!(value["failures"], serde_json::json!([]));
+
+        s.namespace_outcome = Some(NamespaceOutcome::Kept {
+            reason: "it holds objects virtwork did not create".into(),
+        });
+        let value: serde_json::Value = serde_json::from_str(&summary_json(&s)).unwrap();
+        assert_eq!(value["namespace_deleted"], false);
+        assert_eq!(
+            value["namespace_kept"],
+            "it holds objects virtwork did not create"
+        );
+        assert!(summary_text(&s).contains("Namespace virtwork kept: it holds objects"));
+
+        s.namespace_outcome = Some(NamespaceOutcome::Failed {
+            error: "forbidden".into(),
+        });
+        s.failures = vec![DeleteFailure {
+            kind: ManagedKind::Secret,
+            namespace: "virtwork".into(),
+            name: "x".into(),
+            error: "forbidden".into(),
+        }];
+        let value: serde_json::Value = serde_json::from_str(&summary_json(&s)).unwrap();
+        assert_eq!(value["namespace_deleted"], false);
+        assert_eq!(value["namespace_kept"], serde_json::Value::Null);
+        assert_eq!(
+            value["failures"],
+            serde_json::json!([
+                {"kind": "Secret", "namespace": "virtwork", "name": "x", "error": "forbidden"},
+                {"kind": "Namespace", "namespace": "virtwork", "name": "", "error": "forbidden"},
+            ])
+        );
     }
 
     #[test]

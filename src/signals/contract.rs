@@ -356,18 +356,31 @@ fn averaged(floor: f64, window: Window, quiet_gap_secs: f64) -> Option<f64> {
     (active > 0.0).then(|| floor * active / total)
 }
 
+/// A threshold, or why the signal is not expected (a note).
+type Threshold = (Option<f64>, Option<String>);
+
+/// Not expected: the window may fall entirely into a pause of `gap` seconds.
+fn too_short(window: Window, gap: f64, why: &str) -> Threshold {
+    (
+        None,
+        Some(format!(
+            "not expected in a {window} window: {why}; use --window longer than {}s",
+            gap as u64
+        )),
+    )
+}
+
+/// `floor` averaged over the window, or not expected when the window may fall into a pause.
+fn averaged_or_too_short(floor: f64, window: Window, gap: f64, why: &str) -> Threshold {
+    match averaged(floor, window, gap) {
+        Some(t) => (Some(t), None),
+        None => too_short(window, gap, why),
+    }
+}
+
 /// The threshold of a built-in signal for this VM and window (None: not expected in it),
 /// plus a note explaining a None.
-fn threshold(def: &SignalDef, facts: &VmFacts, window: Window) -> (Option<f64>, Option<String>) {
-    let too_short = |gap: f64, why: &str| {
-        (
-            None,
-            Some(format!(
-                "not expected in a {window} window: {why}; use --window longer than {}s",
-                gap as u64
-            )),
-        )
-    };
+fn threshold(def: &SignalDef, facts: &VmFacts, window: Window) -> Threshold {
     match (facts.workload.as_str(), def.name) {
         (_, "vcpu-busy") => {
             let load = int_param(facts, "cpu-load-percent").clamp(1.0, 100.0);
@@ -380,73 +393,29 @@ fn threshold(def: &SignalDef, facts: &VmFacts, window: Window) -> (Option<f64>, 
                 None,
             )
         }
-        ("disk", name) => {
-            let runtime = int_param(facts, "runtime");
-            let rwmixread = int_param(facts, "rwmixread");
-            // fio loops: mixed job (runtime), sleep 10, sequential write (runtime), sleep 10.
-            let (floor, gap, why) = match name {
-                "disk-read" if rwmixread <= 0.0 => {
-                    return (None, Some("rwmixread is 0: the payload never reads".into()));
-                }
-                "disk-read" => (
-                    DISK_BYTES_FLOOR,
-                    runtime + 20.0,
-                    "reads happen only in the mixed fio job",
-                ),
-                "disk-write" if rwmixread >= 100.0 => (
-                    DISK_BYTES_FLOOR,
-                    runtime + 20.0,
-                    "with rwmixread 100 writes happen only in the sequential job",
-                ),
-                "disk-write" => (DISK_BYTES_FLOOR, 20.0, "fio pauses 10s between jobs"),
-                _ => (DISK_IOPS_FLOOR, 20.0, "fio pauses 10s between jobs"),
-            };
-            match averaged(floor, window, gap) {
-                Some(t) => (Some(t), None),
-                None => too_short(gap, why),
-            }
-        }
-        ("database", name) => {
-            let gap = 10.0;
-            if name == "disk-read" {
-                let data = int_param(facts, "scale-factor") * PGBENCH_BYTES_PER_SCALE as f64;
-                let cache = facts.memory_bytes.unwrap_or(0) as f64 / 2.0;
-                if facts.memory_bytes.is_none() || data <= cache {
-                    return (
-                        None,
-                        Some("the pgbench data fits in the guest's page cache, so reads stay off the disk".into()),
-                    );
-                }
-            }
-            let floor = if name == "disk-write-iops" {
-                DB_IOPS_FLOOR
-            } else {
-                DB_BYTES_FLOOR
-            };
-            match averaged(floor, window, gap) {
-                Some(t) => (Some(t), None),
-                None => too_short(gap, "pgbench pauses 10s between runs"),
-            }
-        }
-        (_, "net-rx" | "net-tx") => {
-            let gap = 10.0;
-            match averaged(NET_BYTES_FLOOR, window, gap) {
-                Some(t) => (Some(t), None),
-                None => too_short(gap, "the iperf3 client pauses 10s between tests"),
-            }
-        }
-        (_, "net-rx-packets" | "net-tx-packets") => {
-            let gap = 2.0;
-            match averaged(NET_PACKETS_FLOOR, window, gap) {
-                Some(t) => (Some(t), None),
-                None => too_short(gap, "the tps client pauses 2s between rounds"),
-            }
-        }
+        ("disk", name) => disk_threshold(name, facts, window),
+        ("database", name) => database_threshold(name, facts, window),
+        (_, "net-rx" | "net-tx") => averaged_or_too_short(
+            NET_BYTES_FLOOR,
+            window,
+            10.0,
+            "the iperf3 client pauses 10s between tests",
+        ),
+        (_, "net-rx-packets" | "net-tx-packets") => averaged_or_too_short(
+            NET_PACKETS_FLOOR,
+            window,
+            2.0,
+            "the tps client pauses 2s between rounds",
+        ),
         (_, "fs-fill") => {
             let release = int_param(facts, "release-sleep");
             let fill = int_param(facts, "fill-percent").clamp(1.0, 100.0);
             if (window.as_secs() as f64) <= release {
-                return too_short(release, "the disk stays released for release-sleep seconds");
+                return too_short(
+                    window,
+                    release,
+                    "the disk stays released for release-sleep seconds",
+                );
             }
             (
                 Some(0.9 * fill / 100.0),
@@ -456,6 +425,54 @@ fn threshold(def: &SignalDef, facts: &VmFacts, window: Window) -> (Option<f64>, 
         (_, "net-reporting" | "vcpu-reporting") => (Some(1.0), None),
         (_, other) => unreachable!("no threshold for signal {other}"),
     }
+}
+
+/// The disk workload's signals. fio loops: mixed job (runtime), sleep 10, sequential write
+/// (runtime), sleep 10.
+fn disk_threshold(name: &str, facts: &VmFacts, window: Window) -> Threshold {
+    let runtime = int_param(facts, "runtime");
+    let rwmixread = int_param(facts, "rwmixread");
+    let (floor, gap, why) = match name {
+        "disk-read" if rwmixread <= 0.0 => {
+            return (None, Some("rwmixread is 0: the payload never reads".into()));
+        }
+        "disk-read" => (
+            DISK_BYTES_FLOOR,
+            runtime + 20.0,
+            "reads happen only in the mixed fio job",
+        ),
+        "disk-write" if rwmixread >= 100.0 => (
+            DISK_BYTES_FLOOR,
+            runtime + 20.0,
+            "with rwmixread 100 writes happen only in the sequential job",
+        ),
+        "disk-write" => (DISK_BYTES_FLOOR, 20.0, "fio pauses 10s between jobs"),
+        _ => (DISK_IOPS_FLOOR, 20.0, "fio pauses 10s between jobs"),
+    };
+    averaged_or_too_short(floor, window, gap, why)
+}
+
+/// The database workload's disk signals; reads only when the data outgrows the page cache.
+fn database_threshold(name: &str, facts: &VmFacts, window: Window) -> Threshold {
+    if name == "disk-read" {
+        let data = int_param(facts, "scale-factor") * PGBENCH_BYTES_PER_SCALE as f64;
+        let cache = facts.memory_bytes.unwrap_or(0) as f64 / 2.0;
+        if facts.memory_bytes.is_none() || data <= cache {
+            return (
+                None,
+                Some(
+                    "the pgbench data fits in the guest's page cache, so reads stay off the disk"
+                        .into(),
+                ),
+            );
+        }
+    }
+    let floor = if name == "disk-write-iops" {
+        DB_IOPS_FLOOR
+    } else {
+        DB_BYTES_FLOOR
+    };
+    averaged_or_too_short(floor, window, 10.0, "pgbench pauses 10s between runs")
 }
 
 /// Every expected signal of one VM over `window`, built-ins first, then catalog signals.

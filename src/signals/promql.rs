@@ -127,33 +127,10 @@ pub fn validate_template(template: &str) -> Result<(), String> {
                 && i > 0
                 && bytes[i - 1] == b'"'
                 && bytes.get(after) == Some(&b'"');
-            match key {
-                NAMESPACE_PLACEHOLDER | NAME_PLACEHOLDER => {
-                    if !quoted {
-                        return Err(format!(
-                            "placeholder {{{{{key}}}}} must be a whole double-quoted label value, e.g. {key}=\"{{{{{key}}}}}\""
-                        ));
-                    }
-                    if key == NAMESPACE_PLACEHOLDER {
-                        seen_namespace = true;
-                    } else {
-                        seen_name = true;
-                    }
-                }
-                WINDOW_PLACEHOLDER => {
-                    if in_string.is_some() || stack.last() != Some(&b'[') {
-                        return Err(
-                            "placeholder {{window}} must stand inside a range selector, e.g. [{{window}}]"
-                                .into(),
-                        );
-                    }
-                }
-                other => {
-                    return Err(format!(
-                        "unknown placeholder {{{{{other}}}}}; signal queries may use {{{{namespace}}}}, {{{{name}}}} and {{{{window}}}}"
-                    ));
-                }
-            }
+            let in_range = in_string.is_none() && stack.last() == Some(&b'[');
+            check_placeholder(key, quoted, in_range)?;
+            seen_namespace |= key == NAMESPACE_PLACEHOLDER;
+            seen_name |= key == NAME_PLACEHOLDER;
             i = after;
             continue;
         }
@@ -172,6 +149,24 @@ pub fn validate_template(template: &str) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// One placeholder of a template: namespace and name must be a whole double-quoted label
+/// value (`quoted`), the window must stand inside a range selector (`in_range`).
+fn check_placeholder(key: &str, quoted: bool, in_range: bool) -> Result<(), String> {
+    match key {
+        NAMESPACE_PLACEHOLDER | NAME_PLACEHOLDER if !quoted => Err(format!(
+            "placeholder {{{{{key}}}}} must be a whole double-quoted label value, e.g. {key}=\"{{{{{key}}}}}\""
+        )),
+        NAMESPACE_PLACEHOLDER | NAME_PLACEHOLDER => Ok(()),
+        WINDOW_PLACEHOLDER if !in_range => Err(
+            "placeholder {{window}} must stand inside a range selector, e.g. [{{window}}]".into(),
+        ),
+        WINDOW_PLACEHOLDER => Ok(()),
+        other => Err(format!(
+            "unknown placeholder {{{{{other}}}}}; signal queries may use {{{{namespace}}}}, {{{{name}}}} and {{{{window}}}}"
+        )),
+    }
 }
 
 /// Renders a template checked by [`validate_template`]: namespace and name are escaped as

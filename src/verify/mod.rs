@@ -190,7 +190,7 @@ fn observed_text(s: &SignalResult) -> String {
 
 /// The human table: one row per VM and signal, then notes and a summary line.
 pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> String {
-    let header = [
+    const HEADER: [&str; 7] = [
         "VM",
         "WORKLOAD",
         "SIGNAL",
@@ -202,50 +202,71 @@ pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> St
     let mut rows: Vec<[String; 7]> = Vec::new();
     let mut notes = Vec::new();
     for r in results {
-        let t = &r.target;
-        let workload = match &t.facts.role {
-            Some(role) => format!("{}/{role}", t.facts.workload),
-            None => t.facts.workload.clone(),
-        };
-        let vm = format!("{}/{}", t.facts.namespace, t.facts.name);
-        if let Some(note) = &t.setup_note {
-            notes.push(format!("{vm}: {note}"));
+        vm_rows(r, &mut rows, &mut notes);
+    }
+    let mut out = columns(&HEADER, &rows);
+    for note in notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    let (expected, passed, missing, skipped) = tally(results);
+    out.push_str(&format!(
+        "{passed} of {expected} expected signal(s) present, {missing} missing{} ({} VM(s), window {window}, Prometheus: {prometheus}).\n",
+        if skipped > 0 { format!(", {skipped} not expected in this window") } else { String::new() },
+        results.len(),
+    ));
+    out
+}
+
+/// One VM's rows of the table (one per signal, or one saying it has none) and its notes.
+fn vm_rows(r: &VmResult, rows: &mut Vec<[String; 7]>, notes: &mut Vec<String>) {
+    let t = &r.target;
+    let workload = match &t.facts.role {
+        Some(role) => format!("{}/{role}", t.facts.workload),
+        None => t.facts.workload.clone(),
+    };
+    let vm = format!("{}/{}", t.facts.namespace, t.facts.name);
+    if let Some(note) = &t.setup_note {
+        notes.push(format!("{vm}: {note}"));
+    }
+    if r.signals.is_empty() {
+        rows.push([
+            vm.clone(),
+            workload.clone(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "no signals".into(),
+            "-".into(),
+        ]);
+        notes.push(format!(
+            "{vm}: workload {:?} declares no signals",
+            t.facts.workload
+        ));
+    }
+    for s in &r.signals {
+        rows.push([
+            vm.clone(),
+            workload.clone(),
+            s.check.signal.clone(),
+            observed_text(s),
+            threshold_text(s),
+            s.status.as_str().to_uppercase(),
+            s.check.query.clone(),
+        ]);
+        if let Some(note) = &s.check.note {
+            notes.push(format!("{vm} {}: {note}", s.check.signal));
         }
-        if r.signals.is_empty() {
-            rows.push([
-                vm.clone(),
-                workload.clone(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "no signals".into(),
-                "-".into(),
-            ]);
-            notes.push(format!(
-                "{vm}: workload {:?} declares no signals",
-                t.facts.workload
-            ));
-        }
-        for s in &r.signals {
-            rows.push([
-                vm.clone(),
-                workload.clone(),
-                s.check.signal.clone(),
-                observed_text(s),
-                threshold_text(s),
-                s.status.as_str().to_uppercase(),
-                s.check.query.clone(),
-            ]);
-            if let Some(note) = &s.check.note {
-                notes.push(format!("{vm} {}: {note}", s.check.signal));
-            }
-            if let Some(error) = &s.error {
-                notes.push(format!("{vm} {}: {error}", s.check.signal));
-            }
+        if let Some(error) = &s.error {
+            notes.push(format!("{vm} {}: {error}", s.check.signal));
         }
     }
+}
+
+/// Left-aligned columns two spaces apart; the last column is not padded, so no line ends in
+/// whitespace.
+fn columns<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
     let mut widths = header.map(str::len);
-    for row in &rows {
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -264,18 +285,9 @@ pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> St
         out.push('\n');
     };
     line(header.to_vec());
-    for row in &rows {
+    for row in rows {
         line(row.iter().map(String::as_str).collect());
     }
-    for note in notes {
-        out.push_str(&format!("note: {note}\n"));
-    }
-    let (expected, passed, missing, skipped) = tally(results);
-    out.push_str(&format!(
-        "{passed} of {expected} expected signal(s) present, {missing} missing{} ({} VM(s), window {window}, Prometheus: {prometheus}).\n",
-        if skipped > 0 { format!(", {skipped} not expected in this window") } else { String::new() },
-        results.len(),
-    ));
     out
 }
 
