@@ -101,7 +101,7 @@ fn sysbench_single_role_scales_and_substitutes() {
     assert!(ud.starts_with("#cloud-config\n"));
     let unit = unit_content(&ud, "/etc/systemd/system/workload.service");
     assert!(unit.contains(
-        "ExecStart=/bin/bash -c 'while true; do sysbench cpu --threads=8 --time=60 --cpu-method=sum run; sleep 10; done'"
+        "ExecStart=/bin/bash -c 'while true; do sysbench cpu --threads=8 --time=60 --cpu-max-prime=10000 run; sleep 10; done'"
     ), "{unit}");
     assert!(ud.contains("- sysbench\n"));
     assert!(

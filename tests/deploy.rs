@@ -1056,14 +1056,15 @@ fn lose_create_responses(server: &support::FakeApiServer) {
 }
 
 /// A VMI of ours whose VM is gone (deleted with orphan propagation): cleanup deletes it.
-/// Garbage collection is slowed to seconds from here on, so a `--wait` lasts long enough for
-/// every kind's watch to open: which grants the proof sees used must not depend on how fast
-/// this machine happens to be.
+/// Garbage collection and namespace deletion are slowed to seconds from here on, so a `--wait`
+/// lasts long enough for every kind's watch, the namespace's included, to open: which grants
+/// the proof sees used must not depend on how fast this machine happens to be.
 fn orphaned_vmi_in(namespace: &str) -> impl Fn(&support::FakeApiServer) + 'static {
     let namespace = namespace.to_string();
     move |server| {
         server.set_controllers(support::ControllerOptions {
             gc_delay: std::time::Duration::from_secs(3),
+            namespace_delete_delay: std::time::Duration::from_secs(3),
             ..Default::default()
         });
         server.insert(serde_json::json!({
