@@ -352,6 +352,12 @@ where
             Ok(value) => return Ok(value),
             Err(error) => error,
         };
+        // An attempt that failed as the stop arrived (the request gate refuses to send once
+        // the command is stopping, and answers before the cancellation branch is polled) is
+        // the interrupt, not a failure of the request.
+        if cancel.is_cancelled() {
+            return Err(RetryError::Cancelled);
+        }
         let failure = classify(&error);
         match policy.decide(&failure, n, Instant::now(), fastrand::f64()) {
             Decision::GiveUp => {
@@ -717,6 +723,21 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, RetryError::Cancelled));
         assert_eq!(calls, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_caused_by_the_stop_itself_is_the_interrupt() {
+        let cancel = CancellationToken::new();
+        let policy = RetryPolicy::until(Instant::now() + Duration::from_secs(3600));
+        // The attempt sees the stop first and fails at once with a permanent error, as a
+        // request refused by the stopping gate does.
+        let err = retry(&policy, &cancel, "test", || {
+            cancel.cancel();
+            async { Err::<(), _>(api(403, "Forbidden")) }
+        })
+        .await
+        .unwrap_err();
+        assert!(matches!(err, RetryError::Cancelled), "{err:?}");
     }
 
     #[tokio::test(start_paused = true)]
