@@ -502,7 +502,12 @@ fn hostile_catalog_placeholder_values_are_refused_before_any_output() {
     let catalog = catalog_dir();
     let catalog = catalog.to_str().unwrap();
     for (entry, key, benign, fragment) in [
-        ("sysbench", "cpu-max-prime", "20000", "--cpu-max-prime=20000"),
+        (
+            "sysbench",
+            "cpu-max-prime",
+            "20000",
+            "--cpu-max-prime=20000",
+        ),
         ("sysbench", "threads", "8", "--threads=8"),
         ("redis-bench", "maxmemory", "512mb", "--maxmemory 512mb"),
         ("redis-bench", "num-clients", "20", "-c 20"),

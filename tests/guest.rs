@@ -178,9 +178,13 @@ fn sectors_written(vm: &mut Guest, serial: &str) -> Result<(String, u64), Failur
 fn check_data_mount(vm: &mut Guest, mount: &str) -> Result<String, Failure> {
     let (serial, _) = vm.spec.data_disk.clone().expect("a data disk");
     let by_id = format!("/dev/disk/by-id/virtio-{serial}");
+    // The unit file's What= (once mounted, `systemctl show -p What` reports the resolved
+    // /dev/vdX instead).
     let unit = vm.check(
         "data disk mount",
-        &format!("systemctl show -p What --value \"$(systemd-escape -p --suffix=mount {mount})\""),
+        &format!(
+            "systemctl cat \"$(systemd-escape -p --suffix=mount {mount})\" | sed -n 's/^What=//p'"
+        ),
     )?;
     if unit.trim() != by_id {
         return Err(vm.fail(
