@@ -6,7 +6,9 @@
 //!
 //! No assertions: the figures go to docs/performance.md. Run: `cargo bench --bench run`
 //! (env `BENCH_VMS` default 1000, `BENCH_LATENCY_MS` default 10, `BENCH_QPS` default 50,
-//! `BENCH_BURST` default 100).
+//! `BENCH_BURST` default 100, `BENCH_WORKLOAD_ARGS` default `--workloads cpu`: what selects
+//! the workload, split on blanks, e.g. `--catalog-dir DIR --from-catalog big` for one
+//! single-role catalog entry).
 
 #[path = "common/proc.rs"]
 mod proc_usage;
