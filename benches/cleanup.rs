@@ -5,17 +5,22 @@
 //! The client-side rate limit (`--qps`, `--burst`) is the designed bottleneck, so the figure
 //! that matters is the achieved fraction of the QPS bound: the time the token bucket alone
 //! would need for the requests actually sent ((requests - burst) / qps) divided by the wall
-//! time. No assertions — the figures go to docs/performance.md ("Cleanup").
+//! time. Also reports the binary's peak RSS and CPU time (sampled from `/proc`). No
+//! assertions — the figures go to docs/performance.md ("Cleanup").
 //!
 //! Run: `cargo bench --bench cleanup` (env `BENCH_VMS`, default 1000; `BENCH_QPS`, a comma
 //! list, default `50,200`).
 
+#[path = "common/proc.rs"]
+mod proc_usage;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::process::Command;
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use proc_usage::{cpu_ticks, peak_rss_kib};
 use serde_json::json;
 use support::{FakeApiServer, Faults, Options};
 
@@ -99,7 +104,7 @@ fn main() {
         let before = total_requests(&server);
         server.clear_request_log();
         let started = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_virtwork"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_virtwork"))
             .env_clear()
             .env("HOME", dir.path())
             .args([
@@ -124,18 +129,44 @@ fn main() {
                 "cleanup",
                 "--yes",
                 "--wait",
+                // 10,000 VMs at --qps 50 need ~800 s, over the default limit of 600 s.
+                "--timeout",
+                "3600",
             ])
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
+        let pid = child.id();
+        // Drained concurrently: 10,000 VMs' worth of JSON logs exceed a pipe buffer.
+        let drain = |mut pipe: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                pipe.read_to_end(&mut bytes).unwrap();
+                bytes
+            })
+        };
+        let stdout = drain(Box::new(child.stdout.take().unwrap()));
+        let stderr = drain(Box::new(child.stderr.take().unwrap()));
+        let (mut peak_kib, mut ticks) = (0, 0);
+        let status = loop {
+            if let Some(kib) = peak_rss_kib(pid) {
+                peak_kib = peak_kib.max(kib);
+            }
+            if let Some(t) = cpu_ticks(pid) {
+                ticks = ticks.max(t);
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
         let wall = started.elapsed();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+        assert!(status.success(), "{}", String::from_utf8_lossy(&stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
         let requests = total_requests(&server) - before;
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = String::from_utf8_lossy(&stderr);
         let at = |needle: &str, last: bool| {
             let mut lines = stderr.lines().filter(|l| l.contains(needle));
             let line = if last {
@@ -180,6 +211,13 @@ fn main() {
             wall.as_secs_f64(),
             bound,
             bound / wall.as_secs_f64()
+        );
+        // Clock ticks of 10 ms, sampled until just before exit.
+        let cpu_s = ticks as f64 / 100.0;
+        println!(
+            "  virtwork: peak RSS {:.1} MiB, CPU (user + system) {cpu_s:.2} s = {:.3} ms per request",
+            peak_kib as f64 / 1024.0,
+            cpu_s * 1000.0 / requests.max(1) as f64
         );
     }
 }

@@ -6,14 +6,19 @@
 //!
 //! No assertions: the figures go to docs/performance.md. Run: `cargo bench --bench run`
 //! (env `BENCH_VMS` default 1000, `BENCH_LATENCY_MS` default 10, `BENCH_QPS` default 50,
-//! `BENCH_BURST` default 100).
+//! `BENCH_BURST` default 100, `BENCH_WORKLOAD_ARGS` default `--workloads cpu`: what selects
+//! the workload, split on blanks, e.g. `--catalog-dir DIR --from-catalog big` for one
+//! single-role catalog entry).
 
+#[path = "common/proc.rs"]
+mod proc_usage;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use proc_usage::{cpu_ticks, peak_rss_kib};
 use support::{FakeApiServer, Faults, Options};
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -26,30 +31,13 @@ fn setting(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// VmHWM (peak resident set) of a running process, in KiB.
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-}
-
-/// CPU time (user + system) a running process has used so far, in clock ticks.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-}
-
 fn main() {
     let vms = setting("BENCH_VMS", 1000);
     let latency_ms = setting("BENCH_LATENCY_MS", 10);
     let qps = setting("BENCH_QPS", 50);
     let burst = setting("BENCH_BURST", 100);
+    let workload_args =
+        std::env::var("BENCH_WORKLOAD_ARGS").unwrap_or_else(|_| "--workloads cpu".into());
     let binary = env!("CARGO_BIN_EXE_virtwork");
 
     let server = FakeApiServer::start(Options {
@@ -76,15 +64,9 @@ fn main() {
             "--burst",
             &burst.to_string(),
         ])
-        .args([
-            "run",
-            "--workloads",
-            "cpu",
-            "--vm-count",
-            &vms.to_string(),
-            "--timeout",
-            "3600",
-        ])
+        .arg("run")
+        .args(workload_args.split_whitespace())
+        .args(["--vm-count", &vms.to_string(), "--timeout", "3600"])
         .env_remove("KUBECONFIG")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
