@@ -15,9 +15,22 @@ pub const RUN_ID: &str = "virtwork/run-id";
 pub const ROLE: &str = "virtwork/role";
 
 /// Label selector for everything virtwork manages, optionally narrowed to one run.
+///
+/// Without a run, the run-id label must still be present (with any value, the Go tool's
+/// `--no-audit` runs left it empty): every object a run creates carries it, while objects
+/// that only carry the managed-by label — the Go tool's deployment labelled its own Secret
+/// and audit PVC that way — were not made by a run and are never touched.
 pub fn managed_selector(run_id: Option<&str>) -> String {
     match run_id {
         Some(id) => format!("{MANAGED_BY}={MANAGED_BY_VALUE},{RUN_ID}={id}"),
-        None => format!("{MANAGED_BY}={MANAGED_BY_VALUE}"),
+        None => format!("{MANAGED_BY}={MANAGED_BY_VALUE},{RUN_ID}"),
     }
+}
+
+/// Whether `labels` mark an object a virtwork run created: what [`managed_selector`] selects
+/// without a run.
+pub fn made_by_a_run(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    labels.is_some_and(|l| {
+        l.get(MANAGED_BY).map(String::as_str) == Some(MANAGED_BY_VALUE) && l.contains_key(RUN_ID)
+    })
 }

@@ -996,3 +996,48 @@ fn a_refused_namespace_delete_is_reported_as_the_namespace_failure() {
     assert_eq!(c.managed_total(ns, None), 0, "the rest was not deleted");
     assert_eq!(c.cleanup_audit()[0].status, "failed");
 }
+
+/// The Go tool's deployment labelled its own Secret and audit PVC `managed-by: virtwork`, in
+/// the namespace its VMs went to. No run created them (no run-id label), so cleanup deletes
+/// the runs' objects around them and leaves them alone, as `status` does not list them.
+#[test]
+fn objects_with_the_managed_by_label_but_no_run_id_are_never_touched() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server.insert(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": "virtwork-secrets", "namespace": NS,
+                      "labels": { MANAGED_BY: "virtwork", "app.kubernetes.io/name": "virtwork" } },
+        "data": {},
+    }));
+    c.server.insert(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": { "name": "virtwork-audit-data", "namespace": NS,
+                      "labels": { MANAGED_BY: "virtwork", "app.kubernetes.io/name": "virtwork" } },
+        "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "1Gi" } } },
+    }));
+    let out = c.run(
+        &["--namespace", NS, "--output", "json", "cleanup", "--yes", "--wait"],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    assert_eq!(doc["deleted"]["vms"], 1, "{doc}");
+    assert_eq!(doc["deleted"]["secrets"], 1, "only the run's cloud-init Secret: {doc}");
+    assert!(c.server.get("secrets", NS, "virtwork-secrets").is_some());
+    assert!(
+        c.server
+            .get("persistentvolumeclaims", NS, "virtwork-audit-data")
+            .is_some()
+    );
+    let touched: Vec<String> = c
+        .server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.verb == "delete" || r.verb == "patch" || r.verb == "update")
+        .filter(|r| r.name == "virtwork-secrets" || r.name == "virtwork-audit-data")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+}

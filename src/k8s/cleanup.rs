@@ -111,7 +111,7 @@ impl Scope {
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
         let labels = meta.labels.as_ref();
         let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-        if label(labels::MANAGED_BY) != Some(labels::MANAGED_BY_VALUE) {
+        if !labels::made_by_a_run(labels) {
             return false;
         }
         if let Some(ns) = &self.namespace

@@ -102,7 +102,7 @@ pub struct ContentObject {
     pub kind: &'static str,
     pub name: String,
     pub uid: String,
-    /// Carries `app.kubernetes.io/managed-by=virtwork`.
+    /// Made by a virtwork run (managed-by label and a run-id label).
     pub managed: bool,
     /// Uids of its ownerReferences.
     pub owners: Vec<String>,
@@ -116,11 +116,7 @@ impl ContentObject {
             kind,
             name: meta.name.clone().unwrap_or_default(),
             uid: meta.uid.clone().unwrap_or_default(),
-            managed: meta
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::MANAGED_BY))
-                .is_some_and(|v| v == labels::MANAGED_BY_VALUE),
+            managed: labels::made_by_a_run(meta.labels.as_ref()),
             owners: meta
                 .owner_references
                 .iter()
