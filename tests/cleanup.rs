@@ -1017,14 +1017,25 @@ fn objects_with_the_managed_by_label_but_no_run_id_are_never_touched() {
         "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "1Gi" } } },
     }));
     let out = c.run(
-        &["--namespace", NS, "--output", "json", "cleanup", "--yes", "--wait"],
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "cleanup",
+            "--yes",
+            "--wait",
+        ],
         None,
         &[],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = json_doc(&out);
     assert_eq!(doc["deleted"]["vms"], 1, "{doc}");
-    assert_eq!(doc["deleted"]["secrets"], 1, "only the run's cloud-init Secret: {doc}");
+    assert_eq!(
+        doc["deleted"]["secrets"], 1,
+        "only the run's cloud-init Secret: {doc}"
+    );
     assert!(c.server.get("secrets", NS, "virtwork-secrets").is_some());
     assert!(
         c.server

@@ -391,17 +391,6 @@ fn justification(lines: &[&str], fn_line: usize) -> Option<String> {
         .map(|reason| reason.trim().to_string())
 }
 
-/// Long functions in src/workloads/, which another change owns this wave: each still needs a
-/// split or a `// long:` reason there. Only this list is exempt, and an entry that is no
-/// longer needed fails the test, so the list can only shrink.
-const PENDING_IN_WORKLOADS: &[(&str, &str)] = &[
-    ("src/workloads/catalog.rs", "load"),
-    ("src/workloads/catalog.rs", "build"),
-    ("src/workloads/chaos_network.rs", "probe_script"),
-    ("src/workloads/chaos_process.rs", "script"),
-    ("src/workloads/tps.rs", "build"),
-];
-
 #[test]
 fn no_function_is_longer_than_a_screen_without_a_stated_reason() {
     let mut files = Vec::new();
@@ -410,10 +399,8 @@ fn no_function_is_longer_than_a_screen_without_a_stated_reason() {
     let mut count = 0;
     let mut too_long = Vec::new();
     let mut weak = Vec::new();
-    let mut pending: BTreeSet<(&str, &str)> = PENDING_IN_WORKLOADS.iter().copied().collect();
     for file in &files {
         let source = fs::read_to_string(file).unwrap();
-        let path = file.to_string_lossy();
         for f in functions(&source) {
             count += 1;
             let at = format!(
@@ -423,14 +410,8 @@ fn no_function_is_longer_than_a_screen_without_a_stated_reason() {
                 f.name,
                 f.lines
             );
-            let exempt = f.lines > MAX_FN_LINES
-                && f.justification.is_none()
-                && PENDING_IN_WORKLOADS
-                    .iter()
-                    .find(|&&(p, name)| p == path && name == f.name)
-                    .is_some_and(|entry| pending.remove(entry));
             match &f.justification {
-                _ if f.lines <= MAX_FN_LINES || exempt => {}
+                _ if f.lines <= MAX_FN_LINES => {}
                 None => too_long.push(at),
                 // A reason is a sentence, not a token.
                 Some(reason) if reason.split_whitespace().count() < 4 => {
@@ -456,10 +437,6 @@ fn no_function_is_longer_than_a_screen_without_a_stated_reason() {
         weak.is_empty(),
         "a `// long:` reason must say why in words:\n{}",
         weak.join("\n")
-    );
-    assert!(
-        pending.is_empty(),
-        "no longer too long (or gone): remove from PENDING_IN_WORKLOADS: {pending:?}"
     );
 }
 

@@ -235,6 +235,57 @@ fn read_entry_file(
     Some(String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_string()))
 }
 
+/// The entry's `.service` files by name (hidden files skipped), within the entry's budget.
+fn read_units(
+    dir: &Path,
+    budget: &mut EntryBudget,
+) -> std::result::Result<BTreeMap<String, String>, String> {
+    let unreadable =
+        |e: std::io::Error| format!("reading the entry directory {}: {e}", dir.display());
+    let mut unit_names = Vec::new();
+    for item in std::fs::read_dir(dir).map_err(unreadable)? {
+        let file_name = item
+            .map_err(unreadable)?
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        // Hidden files (editor lock and swap files) are never part of an entry.
+        if file_name.starts_with('.') || !file_name.ends_with(".service") {
+            continue;
+        }
+        check_unit_file_name(&file_name).map_err(|msg| format!("file {file_name:?}: {msg}"))?;
+        unit_names.push(file_name);
+    }
+    unit_names.sort();
+    let mut units = BTreeMap::new();
+    for file_name in unit_names {
+        let content = read_entry_file(dir, &file_name, budget)
+            .ok_or_else(|| format!("file {file_name:?} disappeared while loading"))
+            .and_then(|r| r.map_err(|msg| format!("file {file_name:?}: {msg}")))?;
+        units.insert(file_name, content);
+    }
+    if units.is_empty() {
+        return Err("catalog entry has no .service files".to_string());
+    }
+    Ok(units)
+}
+
+/// The entry's manifest; a missing or empty `workload.yaml` is the default manifest.
+fn read_manifest(dir: &Path, budget: &mut EntryBudget) -> std::result::Result<Manifest, String> {
+    match read_entry_file(dir, MANIFEST, budget) {
+        None => Ok(Manifest::default()),
+        Some(Err(msg)) => Err(format!("file {MANIFEST:?}: {msg}")),
+        Some(Ok(text)) if text.trim().is_empty() => Ok(Manifest::default()),
+        Some(Ok(text)) => serde_yaml::from_str(&text).map_err(|e| {
+            format!(
+                "parsing {}: {}",
+                dir.join(MANIFEST).display(),
+                e.to_string().replace('\n', " ")
+            )
+        }),
+    }
+}
+
 impl CatalogEntry {
     /// Loads and validates `<catalog_dir>/<name>`. Placeholders are not checked here
     /// (see [`placeholder_report`](Self::placeholder_report)).
@@ -252,55 +303,10 @@ impl CatalogEntry {
                 "entry name must be a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters); rename the directory".to_string(),
             ));
         }
-        let read_dir = std::fs::read_dir(&dir).map_err(|e| {
-            fail(format!(
-                "reading the entry directory {}: {e}",
-                dir.display()
-            ))
-        })?;
         let mut budget = EntryBudget::default();
-        let mut unit_names = Vec::new();
-        for item in read_dir {
-            let item = item.map_err(|e| {
-                fail(format!(
-                    "reading the entry directory {}: {e}",
-                    dir.display()
-                ))
-            })?;
-            let file_name = item.file_name().to_string_lossy().into_owned();
-            // Hidden files (editor lock and swap files) are never part of an entry.
-            if file_name.starts_with('.') || !file_name.ends_with(".service") {
-                continue;
-            }
-            check_unit_file_name(&file_name)
-                .map_err(|msg| fail(format!("file {file_name:?}: {msg}")))?;
-            unit_names.push(file_name);
-        }
-        unit_names.sort();
-        let mut units = BTreeMap::new();
-        for file_name in unit_names {
-            let content = read_entry_file(&dir, &file_name, &mut budget)
-                .ok_or_else(|| fail(format!("file {file_name:?} disappeared while loading")))
-                .and_then(|r| r.map_err(|msg| fail(format!("file {file_name:?}: {msg}"))))?;
-            units.insert(file_name, content);
-        }
-        if units.is_empty() {
-            return Err(fail("catalog entry has no .service files".to_string()));
-        }
-
+        let units = read_units(&dir, &mut budget).map_err(&fail)?;
         let manifest_path = dir.join(MANIFEST);
-        let manifest: Manifest = match read_entry_file(&dir, MANIFEST, &mut budget) {
-            None => Manifest::default(),
-            Some(Err(msg)) => return Err(fail(format!("file {MANIFEST:?}: {msg}"))),
-            Some(Ok(text)) if text.trim().is_empty() => Manifest::default(),
-            Some(Ok(text)) => serde_yaml::from_str(&text).map_err(|e| {
-                fail(format!(
-                    "parsing {}: {}",
-                    manifest_path.display(),
-                    e.to_string().replace('\n', " ")
-                ))
-            })?,
-        };
+        let manifest = read_manifest(&dir, &mut budget).map_err(&fail)?;
         let schema = validate_manifest(name, &manifest).map_err(|msg| {
             fail(format!(
                 "validating manifest {}: {msg}",
@@ -325,6 +331,26 @@ impl CatalogEntry {
             units,
             manifest,
         })
+    }
+
+    /// The manifest's storage as data disks.
+    fn data_disks(&self) -> Result<Vec<DataDisk>> {
+        self.manifest
+            .storage
+            .iter()
+            .map(|s| {
+                // Checked when the manifest was loaded; parsed into its type here.
+                let size = s.size.parse().map_err(|e: crate::model::Invalid| {
+                    Error::input(e.message(&format!("storage {:?} size", s.name), &s.size))
+                })?;
+                Ok(DataDisk {
+                    name: s.name.clone(),
+                    dv_base: s.name.clone(),
+                    serial: s.serial.clone(),
+                    size,
+                })
+            })
+            .collect()
     }
 
     /// Whether the entry has more than one role.
@@ -457,23 +483,7 @@ impl CatalogEntry {
                 cpu_cores: settings.cpu_cores,
                 memory: settings.memory.clone(),
             },
-            data_disks: self
-                .manifest
-                .storage
-                .iter()
-                .map(|s| {
-                    // Checked when the manifest was loaded; parsed into its type here.
-                    let size = s.size.parse().map_err(|e: crate::model::Invalid| {
-                        Error::input(e.message(&format!("storage {:?} size", s.name), &s.size))
-                    })?;
-                    Ok(DataDisk {
-                        name: s.name.clone(),
-                        dv_base: s.name.clone(),
-                        serial: s.serial.clone(),
-                        size,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?,
+            data_disks: self.data_disks()?,
             service: self.service_spec(),
             signal_params: BTreeMap::new(),
             custom_signals: self.manifest.signals.clone(),

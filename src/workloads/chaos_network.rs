@@ -129,6 +129,7 @@ exit 0
 
 /// The probe: a Python program (Python 3 is on every cloud-init guest) so connect times are
 /// measured in-process, without a process start per probe distorting them.
+// long: one Python program as a single literal; splitting it would scatter the script.
 pub fn probe_script() -> String {
     format!(
         r#"#!/usr/bin/python3

@@ -137,6 +137,7 @@ exec sleep infinity
 }
 
 /// The chaos script. Sourcing it (tests) defines the functions without running `main`.
+// long: one shell script as a single literal; splitting it would scatter the script.
 pub fn script() -> String {
     let units = PROTECTED_UNITS.join("|");
     format!(

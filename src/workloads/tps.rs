@@ -213,6 +213,16 @@ pub fn profile(family: GuestFamily) -> Profile {
     }
 }
 
+/// The runcmd of both roles: the package's own netserver out of the way, then our unit.
+fn runcmd(profile: &Profile) -> Vec<Vec<String>> {
+    let mut runcmd = vec![daemon_reload()];
+    if let Some(unit) = profile.package_netserver_unit {
+        runcmd.push(argv(&["systemctl", "disable", "--now", unit]));
+    }
+    runcmd.push(enable_now(UNIT));
+    runcmd
+}
+
 pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<Box<dyn Workload>> {
     let ctx = BuildContext::new(NAME, &schema(), settings, options)?;
     let profile = profile(ctx.family);
@@ -243,16 +253,6 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         .iter()
         .map(|script| argv(&["bash", "-c", script]))
         .collect();
-    let mut server_runcmd = vec![daemon_reload()];
-    if let Some(unit) = profile.package_netserver_unit {
-        server_runcmd.push(argv(&["systemctl", "disable", "--now", unit]));
-    }
-    server_runcmd.push(enable_now(UNIT));
-    let mut client_runcmd = vec![daemon_reload()];
-    if let Some(unit) = profile.package_netserver_unit {
-        client_runcmd.push(argv(&["systemctl", "disable", "--now", unit]));
-    }
-    client_runcmd.push(enable_now(UNIT));
     let server = CloudConfig {
         bootcmd: bootcmd.clone(),
         packages: strings(profile.server_packages),
@@ -260,7 +260,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             WriteFile::new(SERVER_SCRIPT, server_script(size), "0755"),
             server_unit.write_file(UNIT),
         ],
-        runcmd: server_runcmd,
+        runcmd: runcmd(&profile),
         ..Default::default()
     };
     let client = CloudConfig {
@@ -280,7 +280,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             ),
             client_unit.write_file(UNIT),
         ],
-        runcmd: client_runcmd,
+        runcmd: runcmd(&profile),
         ..Default::default()
     };
     let service = role_service(
