@@ -20,6 +20,7 @@ pub mod plan;
 pub mod render;
 pub(crate) mod report;
 pub mod signals;
+pub(crate) mod table;
 pub mod usage;
 pub mod verify;
 pub mod workloads;

@@ -454,32 +454,9 @@ pub fn format_duration(seconds: i64) -> String {
     }
 }
 
-/// Left-aligned columns separated by two spaces; the last column is not padded so lines carry
-/// no trailing whitespace.
+/// The audit tables: the shared renderer with owned rows.
 fn table(headers: &[&str], rows: Vec<Vec<String>>, indent: &str) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let header_row: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
-    let mut text = String::new();
-    for row in std::iter::once(&header_row).chain(rows.iter()) {
-        let mut line = indent.to_string();
-        for (i, cell) in row.iter().enumerate() {
-            if i + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                let pad = widths[i] - cell.chars().count();
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad + 2));
-            }
-        }
-        text.push_str(line.trim_end());
-        text.push('\n');
-    }
-    text
+    crate::table::columns(headers, &rows, indent)
 }
 
 #[cfg(test)]
@@ -505,18 +482,5 @@ mod tests {
         assert_eq!(format_duration(5), "5s");
         assert_eq!(format_duration(185), "3m05s");
         assert_eq!(format_duration(7260), "2h01m");
-    }
-
-    #[test]
-    fn table_columns_align_without_trailing_spaces() {
-        let text = table(
-            &["A", "BB"],
-            vec![
-                vec!["long-cell".into(), "x".into()],
-                vec!["s".into(), "".into()],
-            ],
-            "",
-        );
-        assert_eq!(text, "A          BB\nlong-cell  x\ns\n");
     }
 }

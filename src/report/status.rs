@@ -124,29 +124,7 @@ pub fn status_text(
             ]);
         }
     }
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
-        let mut text = String::new();
-        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
-            if i + 1 == cells.len() {
-                text.push_str(cell);
-            } else {
-                text.push_str(&format!("{cell:<width$}  "));
-            }
-        }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    };
-    line(header.to_vec());
-    for row in &rows {
-        line(row.iter().map(String::as_str).collect());
-    }
+    let mut out = crate::table::columns(&header, &rows, "");
     let vm_total: usize = runs.iter().map(|r| r.vms.len()).sum();
     out.push_str(&format!(
         "{} run(s), {vm_total} VM(s) in {place}.\n",

@@ -204,7 +204,7 @@ pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> St
     for r in results {
         vm_rows(r, &mut rows, &mut notes);
     }
-    let mut out = columns(&HEADER, &rows);
+    let mut out = crate::table::columns(&HEADER, &rows, "");
     for note in notes {
         out.push_str(&format!("note: {note}\n"));
     }
@@ -260,35 +260,6 @@ fn vm_rows(r: &VmResult, rows: &mut Vec<[String; 7]>, notes: &mut Vec<String>) {
             notes.push(format!("{vm} {}: {error}", s.check.signal));
         }
     }
-}
-
-/// Left-aligned columns two spaces apart; the last column is not padded, so no line ends in
-/// whitespace.
-fn columns<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
-    let mut widths = header.map(str::len);
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
-        let mut text = String::new();
-        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
-            if i + 1 == cells.len() {
-                text.push_str(cell);
-            } else {
-                text.push_str(&format!("{cell:<width$}  "));
-            }
-        }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
-    out
 }
 
 /// The JSON document (`--output json`, see docs/output-json.md).
