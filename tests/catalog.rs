@@ -166,7 +166,12 @@ fn redis_bench_roles_service_storage_and_list_param() {
     );
     let client = w.userdata(Some("client")).unwrap();
     let unit = unit_content(&client, "/etc/systemd/system/client.service");
-    assert!(unit.contains("-t set,get,lpush && sleep 30;"), "{unit}");
+    // Each round waits for the server, and a failed round still sleeps.
+    assert!(
+        unit.contains("until redis-cli -h virtwork-redis-bench -p 6379 ping 2>/dev/null | grep -q PONG; do sleep 2; done; redis-benchmark"),
+        "{unit}"
+    );
+    assert!(unit.contains("-t set,get,lpush; sleep 30;"), "{unit}");
     // The storage is a mount unit every service file of the entry requires (via a drop-in).
     let mount = unit_content(&client, "/etc/systemd/system/var-lib-redis.mount");
     assert!(mount.contains("What=/dev/disk/by-id/virtio-vw-redis\nWhere=/var/lib/redis\n"));
