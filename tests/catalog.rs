@@ -193,7 +193,7 @@ fn redis_bench_roles_service_storage_and_list_param() {
         &w.userdata(Some("client")).unwrap(),
         "/etc/systemd/system/client.service",
     );
-    assert!(unit.contains("-t set,get && sleep"));
+    assert!(unit.contains("-t set,get; sleep"), "{unit}");
     assert!(w.userdata(Some("observer")).is_err());
 }
 
