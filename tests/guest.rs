@@ -245,12 +245,13 @@ fn database_signal(vm: &mut Guest) -> Result<String, Failure> {
         &format!("findmnt -n -o TARGET -T {}", data_dir.trim()),
     )?;
     check_data_mount(vm, data_mount.trim())?;
-    // pgbench -i runs before the first transactions; wait for them.
+    // pgbench -i runs before the first transactions; wait for them. `[p]gbench`: the shell
+    // running this check has the pattern in its own command line, and pgrep -f would match it.
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut running = false;
     while Instant::now() < deadline {
         let out = vm.sh(
-            "pgrep -x pgbench >/dev/null && ! pgrep -f 'pgbench -i' >/dev/null",
+            "pgrep -x pgbench >/dev/null && ! pgrep -f '[p]gbench -i' >/dev/null",
             Duration::from_secs(20),
         );
         if out.is_ok_and(|r| r.code == 0) {
