@@ -187,6 +187,11 @@ fn redis_bench_roles_service_storage_and_list_param() {
     let server = w.userdata(Some("server")).unwrap();
     let unit = unit_content(&server, "/etc/systemd/system/server.service");
     assert!(unit.contains("--maxmemory 256mb --maxmemory-policy allkeys-lru"));
+    // Clients on other VMs must get answers, not Redis 7's protected-mode DENIED.
+    assert!(
+        unit.contains("--bind 0.0.0.0 --protected-mode no "),
+        "{unit}"
+    );
     // Default list value is written comma-joined.
     let w = build(&shipped(), "redis-bench", 1, &[]);
     let unit = unit_content(
