@@ -302,6 +302,42 @@ fn wait_both(a: &mut Guest, b: &mut Guest) -> Result<(f64, f64), Failure> {
     Ok((a?, b?))
 }
 
+/// Two guests of one plan on a private link, both ready: the server at .10 (every Service
+/// name of the plan resolving to it), its peer at .11.
+struct Linked {
+    /// Held until both guests are gone.
+    _slots: guest::Slots,
+    server: Guest,
+    peer: Guest,
+    server_ip: String,
+    hosts: Vec<(String, String)>,
+    /// Seconds from QEMU start to ready: (server, peer).
+    ready: (f64, f64),
+}
+
+fn boot_linked(
+    plan: &serde_json::Value,
+    server_spec: &VmSpec,
+    peer_spec: &VmSpec,
+) -> Result<Linked, Failure> {
+    let server_ip = format!("{}.10", guest::LINK_PREFIX);
+    let hosts = guest::service_hosts(plan, &server_ip);
+    let port = guest::free_port();
+    let slots = guest::take_slots(2);
+    let link = |listen, host| guest::Link { listen, port, host };
+    let mut server = guest::boot(server_spec, Some(&link(true, 10)), &hosts)?;
+    let mut peer = guest::boot(peer_spec, Some(&link(false, 11)), &hosts)?;
+    let ready = wait_both(&mut server, &mut peer)?;
+    Ok(Linked {
+        _slots: slots,
+        server,
+        peer,
+        server_ip,
+        hosts,
+        ready,
+    })
+}
+
 /// Boots a scenario's server and client on one private link, the plan's Service names
 /// resolving to the server; checks both are ready and runs `signal` on (server, client).
 fn pair(
@@ -322,29 +358,14 @@ fn pair(
             .clone()
     };
     let (server_spec, client_spec) = (find("server"), find("client"));
-    let server_ip = format!("{}.10", guest::LINK_PREFIX);
-    let hosts = guest::service_hosts(&plan, &server_ip);
-    let port = guest::free_port();
-    let _slots = guest::take_slots(2);
-    let mut server = guest::boot(
-        &server_spec,
-        Some(&guest::Link {
-            listen: true,
-            port,
-            host: 10,
-        }),
-        &hosts,
-    )?;
-    let mut client = guest::boot(
-        &client_spec,
-        Some(&guest::Link {
-            listen: false,
-            port,
-            host: 11,
-        }),
-        &hosts,
-    )?;
-    let (server_ready, client_ready) = wait_both(&mut server, &mut client)?;
+    let Linked {
+        _slots,
+        mut server,
+        peer: mut client,
+        server_ip,
+        hosts,
+        ready: (server_ready, client_ready),
+    } = boot_linked(&plan, &server_spec, &client_spec)?;
     for (name, _) in &hosts {
         client.check_reaches_over_link(name, &server_ip)?;
     }
@@ -643,29 +664,14 @@ fn chaos_network_scenario() -> Result<(), Failure> {
             .clone()
     };
     let (chaos_spec, server_spec) = (find("chaos-network", None), find("network", Some("server")));
-    let server_ip = format!("{}.10", guest::LINK_PREFIX);
-    let hosts = guest::service_hosts(&plan, &server_ip);
-    let port = guest::free_port();
-    let _slots = guest::take_slots(2);
-    let mut server = guest::boot(
-        &server_spec,
-        Some(&guest::Link {
-            listen: true,
-            port,
-            host: 10,
-        }),
-        &hosts,
-    )?;
-    let mut chaos = guest::boot(
-        &chaos_spec,
-        Some(&guest::Link {
-            listen: false,
-            port,
-            host: 11,
-        }),
-        &hosts,
-    )?;
-    let (_, ready) = wait_both(&mut server, &mut chaos)?;
+    let Linked {
+        _slots,
+        server: _server,
+        peer: mut chaos,
+        server_ip,
+        ready: (_, ready),
+        ..
+    } = boot_linked(&plan, &server_spec, &chaos_spec)?;
     let dev = chaos.link_dev()?;
     let qdisc = chaos.check(
         "signal: netem on the link",
