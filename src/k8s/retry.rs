@@ -246,9 +246,17 @@ impl RetryPolicy {
 
 /// The error of an attempt abandoned after `after` without a complete response (or of one
 /// never started because the deadline had passed): a transient transport failure.
-pub fn timed_out(after: Duration) -> kube::Error {
+/// `cut_by_deadline`: the attempt had less than [`ATTEMPT_TIMEOUT`] because the command's
+/// `--timeout` was running out, so the message must blame that, not the API server (a large
+/// cleanup at the default `--qps` queues requests for minutes before they are sent).
+pub fn timed_out(after: Duration, cut_by_deadline: bool) -> kube::Error {
     let message = if after.is_zero() {
         "the command's --timeout ran out before the request could be sent".to_string()
+    } else if cut_by_deadline {
+        format!(
+            "the command's --timeout ran out while this request waited {:.1}s for its turn under --qps or for the API server's answer; a larger --timeout (or --qps) gives it room",
+            after.as_secs_f64()
+        )
     } else {
         format!(
             "no complete response from the API server within {:.1}s",
@@ -331,7 +339,7 @@ where
         }
         let Some(budget) = policy.attempt_budget(Instant::now()) else {
             return Err(RetryError::Failed {
-                error: timed_out(Duration::ZERO),
+                error: timed_out(Duration::ZERO, true),
                 attempts: n.max(1),
                 transient: true,
             });
@@ -340,7 +348,9 @@ where
         tokio::pin!(in_flight);
         let outcome = tokio::select! {
             biased;
-            outcome = &mut in_flight => outcome.unwrap_or_else(|_| Err(timed_out(budget))),
+            outcome = &mut in_flight => outcome.unwrap_or_else(|_| {
+                Err(timed_out(budget, budget < policy.attempt_timeout))
+            }),
             () = cancel.cancelled() => {
                 return match tokio::time::timeout(IN_FLIGHT_GRACE, in_flight).await {
                     Ok(Ok(Ok(value))) => Ok(value),
@@ -643,7 +653,32 @@ mod tests {
         };
         assert!(transient);
         assert!(matches!(classify(&error), Failure::Transient { .. }));
-        assert!(error.to_string().contains("within 5.0s"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("--timeout ran out while this request waited 5.0s"),
+            "the deadline, not the API server, ended the attempt: {error}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_past_its_own_bound_blames_the_api_server() {
+        let cancel = CancellationToken::new();
+        let policy = RetryPolicy::until(Instant::now() + ATTEMPT_TIMEOUT);
+        let err = retry(&policy, &cancel, "test", || {
+            std::future::pending::<Result<(), kube::Error>>()
+        })
+        .await
+        .unwrap_err();
+        let RetryError::Failed { error, .. } = err else {
+            panic!("expected a failure");
+        };
+        assert!(
+            error
+                .to_string()
+                .contains("no complete response from the API server within 30.0s"),
+            "{error}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
