@@ -578,6 +578,50 @@ fn an_interrupt_stops_issuing_deletes_and_exits_130() {
 }
 
 #[test]
+fn a_cleanup_too_big_for_its_timeout_at_its_rate_says_so_before_deleting() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 30);
+    // 30 VMs with their Secrets, DataVolumes and Services: about 24 s of deletes at --qps 5.
+    let out = c
+        .command(&[
+            "--namespace",
+            NS,
+            "--qps",
+            "5",
+            "--burst",
+            "1",
+            "cleanup",
+            "--yes",
+            "--timeout",
+            "3",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("deletes at --qps 5 take at least"))
+        .unwrap_or_else(|| panic!("no up-front warning: {stderr}"));
+    assert!(
+        warning.contains("of --timeout 3s are left") && warning.contains("raise --timeout"),
+        "{warning}"
+    );
+    let first_delete = c
+        .server
+        .request_log()
+        .iter()
+        .position(|r| r.verb == "delete");
+    assert!(first_delete.is_some(), "it still deletes what fits");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        !c.managed("virtualmachines", NS, None).is_empty()
+            || !c.managed("secrets", NS, None).is_empty(),
+        "3 s at 5/s cannot delete 120 objects"
+    );
+}
+
+#[test]
 fn a_real_run_then_cleanup_leaves_no_managed_object_and_marks_the_audit() {
     let c = Cluster::start();
     c.seed_foreign(NS);

@@ -27,7 +27,7 @@ use crate::k8s::cleanup::{
     ApiContext, CleanupOutcome, Discovery, GoneTracker, ManagedKind, NamespaceOutcome, Scope,
     WaitResult, discover, execute, wait_until_gone,
 };
-use crate::k8s::client::{Cluster, connect_from_env};
+use crate::k8s::client::{Cluster, RateLimit, connect_from_env};
 use crate::k8s::namespace::TOOL_NAMESPACE;
 use crate::k8s::retry::RetryPolicy;
 use crate::model::OutputFormat;
@@ -426,6 +426,19 @@ impl<'a> Cleanup<'a> {
     /// Deletes what discovery found (VMs, then the rest, then the namespace) and records what
     /// happened in the audit database and the summary.
     async fn delete(&mut self, discovery: &Discovery) -> CleanupOutcome {
+        let left = self
+            .ctx
+            .policy
+            .attempt_deadline
+            .saturating_duration_since(Instant::now());
+        if let Some(warning) = rate_bound_warning(
+            discovery.to_delete.len() + usize::from(discovery.namespace.is_some()),
+            self.settings.global.cluster.rate_limit,
+            left,
+            self.timeout,
+        ) {
+            tracing::warn!("{warning}");
+        }
         self.execution.record_event(&Event::cleanup_started(
             self.scope.namespace_display(),
             self.scope.run_id.as_deref(),
@@ -492,6 +505,27 @@ impl<'a> Cleanup<'a> {
         print_summary(self.settings.global.output, &self.summary)?;
         result
     }
+}
+
+/// The warning, before the first delete, that the deletes cannot all be sent at `--qps` in
+/// what is left of `--timeout`: said when it is known, not after the time ran out.
+fn rate_bound_warning(
+    deletes: usize,
+    rate_limit: RateLimit,
+    left: Duration,
+    timeout: Duration,
+) -> Option<String> {
+    let needed = rate_limit.least_time_for(deletes);
+    (needed > left).then(|| {
+        format!(
+            "{deletes} deletes at --qps {} take at least {}s but {}s of --timeout {}s are left: \
+             what is not deleted in time stays for the next cleanup; raise --timeout (or --qps)",
+            rate_limit.qps,
+            needed.as_secs().max(1),
+            left.as_secs(),
+            timeout.as_secs()
+        )
+    })
 }
 
 /// The refusal when stdin is a pipe that gave no answer: nobody was there to confirm.
@@ -678,6 +712,34 @@ mod tests {
         let (status, result) = final_status(true, &outcome, &[], timeout);
         assert_eq!(status, CleanupStatus::Interrupted);
         assert!(matches!(result, Err(Error::Interrupted)));
+    }
+
+    #[test]
+    fn a_cleanup_that_cannot_finish_at_its_rate_is_warned_about_before_it_starts() {
+        let rate = RateLimit {
+            qps: 50.0,
+            burst: 100,
+        };
+        let timeout = Duration::from_secs(600);
+        // 40,000 deletes (10,000 VMs and their objects): 798 s at 50/s after the burst.
+        let warning = rate_bound_warning(40_000, rate, Duration::from_secs(590), timeout)
+            .expect("800 s of deletes cannot fit in 590 s");
+        assert!(
+            warning.starts_with(
+                "40000 deletes at --qps 50 take at least 798s but 590s of --timeout 600s are left"
+            ),
+            "{warning}"
+        );
+        assert_eq!(
+            rate_bound_warning(20_000, rate, Duration::from_secs(590), timeout),
+            None,
+            "398 s fit"
+        );
+        assert_eq!(
+            rate_bound_warning(100, rate, Duration::ZERO, timeout),
+            None,
+            "the burst goes at once"
+        );
     }
 
     #[test]

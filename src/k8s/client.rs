@@ -53,6 +53,16 @@ pub struct RateLimit {
 }
 
 impl RateLimit {
+    /// The least time `requests` take through the token bucket when it starts full: the
+    /// first `burst` go at once, the rest at `qps`.
+    pub fn least_time_for(&self, requests: usize) -> Duration {
+        let queued = requests.saturating_sub(self.burst as usize) as f64;
+        if queued == 0.0 || !(self.qps.is_finite() && self.qps > 0.0) {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(queued / self.qps)
+    }
+
     fn quota(&self) -> Result<Quota> {
         let invalid = || {
             Error::input(format!(
