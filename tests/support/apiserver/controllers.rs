@@ -808,17 +808,7 @@ fn schedule_gc(shared: &Arc<Shared>, delay: Duration, owner_uid: String) {
 /// dependents first, then disappear.
 fn foreground_pass(shared: &Arc<Shared>) {
     let mut store = shared.store.lock().unwrap();
-    let owners: Vec<Key> = store
-        .objects
-        .iter()
-        .filter(|(_, o)| {
-            terminating(o)
-                && o.pointer("/metadata/finalizers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|f| f.iter().any(|x| x == "foregroundDeletion"))
-        })
-        .map(|(k, _)| k.clone())
-        .collect();
+    let owners = store.foreground_owners();
     for key in owners {
         // An earlier owner of this pass may already have removed it (a chain VM → VMI → Pod).
         let Some(owner) = store.objects.get(&key) else {
