@@ -1464,3 +1464,63 @@ fn job_examples_work_end_to_end_through_the_entrypoint() {
         }
     }
 }
+
+/// The monitoring kit's RBAC (deploy/monitoring/rbac-*.yaml) gives the tool's ServiceAccount
+/// exactly what `virtwork verify` needs in-cluster: `get` on the service proxy of the
+/// Prometheus it discovers, in that monitoring namespace only. The requests are the ones
+/// tests/verify.rs sees verify make; the grants must allow them and nothing else.
+#[test]
+fn monitoring_rbac_grants_verify_the_service_proxy_and_nothing_else() {
+    let Some(tool) = NAMESPACED.render() else {
+        return;
+    };
+    let deployment = find(&tool, "Deployment", "virtwork").clone();
+    let kits = [
+        (
+            "deploy/monitoring/rbac-kube-prometheus.yaml",
+            "monitoring",
+            "/api/v1/namespaces/monitoring/services/http:prometheus-k8s:web/proxy/api/v1/query",
+        ),
+        (
+            "deploy/monitoring/rbac-openshift.yaml",
+            "openshift-monitoring",
+            "/api/v1/namespaces/openshift-monitoring/services/https:thanos-querier:web/proxy/api/v1/query",
+        ),
+    ];
+    for (file, namespace, query_path) in kits {
+        let text = std::fs::read_to_string(repo().join(file)).unwrap();
+        let mut docs = parse_documents(&text);
+        // The binding must name the ServiceAccount the shipped Deployment runs as.
+        docs.push(deployment.clone());
+        let grants = grants_of(
+            Layout {
+                dir: "deploy",
+                rbac_file: file,
+            },
+            &docs,
+        );
+        let described: Vec<String> = grants.iter().map(ToString::to_string).collect();
+        assert!(
+            grants.len() == 1
+                && grants[0].namespace.as_deref() == Some(namespace)
+                && grants[0].group.is_empty()
+                && grants[0].resource == "services/proxy"
+                && grants[0].verb == "get"
+                && grants[0].resource_names.is_empty(),
+            "{file}: expected only `get services/proxy` in {namespace}, got {described:?}"
+        );
+        let query = AccessAttributes::from_request("GET", query_path, &Default::default())
+            .expect("a resource request");
+        assert!(grants[0].allows(&query), "{file}: {query_path} is refused");
+        let elsewhere = query_path.replace(
+            &format!("/namespaces/{namespace}/"),
+            "/namespaces/virtwork/",
+        );
+        let elsewhere =
+            AccessAttributes::from_request("GET", &elsewhere, &Default::default()).unwrap();
+        assert!(
+            !grants[0].allows(&elsewhere),
+            "{file}: the grant reaches beyond {namespace}"
+        );
+    }
+}
