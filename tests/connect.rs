@@ -555,7 +555,9 @@ fn every_command_ends_at_its_timeout_against_a_server_that_never_answers() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         let last = err.lines().last().unwrap_or_default();
         assert!(
-            last.contains(needle) && last.contains("no complete response from the API server"),
+            last.contains(needle)
+                && last.contains("no complete response from the API server")
+                && last.contains("when the command's --timeout ran out"),
             "{args:?}: {last}"
         );
     }

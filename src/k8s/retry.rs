@@ -247,14 +247,14 @@ impl RetryPolicy {
 /// The error of an attempt abandoned after `after` without a complete response (or of one
 /// never started because the deadline had passed): a transient transport failure.
 /// `cut_by_deadline`: the attempt had less than [`ATTEMPT_TIMEOUT`] because the command's
-/// `--timeout` was running out, so the message must blame that, not the API server (a large
-/// cleanup at the default `--qps` queues requests for minutes before they are sent).
+/// `--timeout` was running out; the message says so, since the request may never have left
+/// the `--qps` queue (a large cleanup at the default rate queues deletes for minutes).
 pub fn timed_out(after: Duration, cut_by_deadline: bool) -> kube::Error {
     let message = if after.is_zero() {
         "the command's --timeout ran out before the request could be sent".to_string()
     } else if cut_by_deadline {
         format!(
-            "the command's --timeout ran out while this request waited {:.1}s for its turn under --qps or for the API server's answer; a larger --timeout (or --qps) gives it room",
+            "no complete response from the API server within {:.1}s, when the command's --timeout ran out",
             after.as_secs_f64()
         )
     } else {
@@ -656,7 +656,7 @@ mod tests {
         assert!(
             error
                 .to_string()
-                .contains("--timeout ran out while this request waited 5.0s"),
+                .contains("within 5.0s, when the command's --timeout ran out"),
             "the deadline, not the API server, ended the attempt: {error}"
         );
     }
