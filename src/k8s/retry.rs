@@ -246,13 +246,14 @@ impl RetryPolicy {
 
 /// The error of an attempt abandoned after `after` without a complete response (or of one
 /// never started because the deadline had passed): a transient transport failure.
-/// `cut_by_deadline`: the attempt had less than [`ATTEMPT_TIMEOUT`] because the command's
-/// `--timeout` was running out; the message says so, since the request may never have left
-/// the `--qps` queue (a large cleanup at the default rate queues deletes for minutes).
-pub fn timed_out(after: Duration, cut_by_deadline: bool) -> kube::Error {
+/// `attempt_bound` is the policy's longest attempt: an attempt given less (`after` below it)
+/// was cut short by the command's `--timeout`, and the message says so, since the request may
+/// never have left the `--qps` queue (a large cleanup at the default rate queues deletes for
+/// minutes).
+pub fn timed_out(after: Duration, attempt_bound: Duration) -> kube::Error {
     let message = if after.is_zero() {
         "the command's --timeout ran out before the request could be sent".to_string()
-    } else if cut_by_deadline {
+    } else if after < attempt_bound {
         format!(
             "no complete response from the API server within {:.1}s, when the command's --timeout ran out",
             after.as_secs_f64()
@@ -339,7 +340,7 @@ where
         }
         let Some(budget) = policy.attempt_budget(Instant::now()) else {
             return Err(RetryError::Failed {
-                error: timed_out(Duration::ZERO, true),
+                error: timed_out(Duration::ZERO, policy.attempt_timeout),
                 attempts: n.max(1),
                 transient: true,
             });
@@ -349,7 +350,7 @@ where
         let outcome = tokio::select! {
             biased;
             outcome = &mut in_flight => outcome.unwrap_or_else(|_| {
-                Err(timed_out(budget, budget < policy.attempt_timeout))
+                Err(timed_out(budget, policy.attempt_timeout))
             }),
             () = cancel.cancelled() => {
                 return match tokio::time::timeout(IN_FLIGHT_GRACE, in_flight).await {
