@@ -57,10 +57,7 @@ impl RateLimit {
     /// first `burst` go at once, the rest at `qps`.
     pub fn least_time_for(&self, requests: usize) -> Duration {
         let queued = requests.saturating_sub(self.burst as usize) as f64;
-        if queued == 0.0 || !(self.qps.is_finite() && self.qps > 0.0) {
-            return Duration::ZERO;
-        }
-        Duration::from_secs_f64(queued / self.qps)
+        Duration::try_from_secs_f64(queued / self.qps).unwrap_or(Duration::MAX)
     }
 
     fn quota(&self) -> Result<Quota> {
