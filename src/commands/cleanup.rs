@@ -423,18 +423,21 @@ impl<'a> Cleanup<'a> {
         print_summary(self.settings.global.output, &self.summary)
     }
 
+    /// What is left of `--timeout` (the prompt's time given back).
+    fn time_left(&self) -> Duration {
+        self.ctx
+            .policy
+            .attempt_deadline
+            .saturating_duration_since(Instant::now())
+    }
+
     /// Deletes what discovery found (VMs, then the rest, then the namespace) and records what
     /// happened in the audit database and the summary.
     async fn delete(&mut self, discovery: &Discovery) -> CleanupOutcome {
-        let left = self
-            .ctx
-            .policy
-            .attempt_deadline
-            .saturating_duration_since(Instant::now());
         if let Some(warning) = rate_bound_warning(
             discovery.to_delete.len() + usize::from(discovery.namespace.is_some()),
             self.settings.global.cluster.rate_limit,
-            left,
+            self.time_left(),
             self.timeout,
         ) {
             tracing::warn!("{warning}");
@@ -469,12 +472,7 @@ impl<'a> Cleanup<'a> {
             return Vec::new();
         }
         let mut tracker = gone_tracker(discovery, outcome, self.scope.namespace.as_deref());
-        let left = self
-            .ctx
-            .policy
-            .attempt_deadline
-            .saturating_duration_since(Instant::now());
-        let result = wait_until_gone(&self.ctx, &self.scope, &mut tracker, left).await;
+        let result = wait_until_gone(&self.ctx, &self.scope, &mut tracker, self.time_left()).await;
         let (all_gone, remaining) = match &result {
             WaitResult::AllGone => (true, Vec::new()),
             WaitResult::TimedOut(left) | WaitResult::Interrupted(left) => (false, left.clone()),
