@@ -16,6 +16,21 @@ use serde_json::{Value, json};
 use support::RequestRecord;
 use support::{ControllerOptions, Denial, EndlessList, Faults, Options};
 
+/// `cleanup --yes --wait` of the test namespace with a JSON summary, plus `extra` arguments.
+fn cleanup_json(c: &Cluster, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "--namespace",
+        NS,
+        "--output",
+        "json",
+        "cleanup",
+        "--yes",
+        "--wait",
+    ];
+    args.extend_from_slice(extra);
+    c.run(&args, None, &[])
+}
+
 #[test]
 fn cleanup_deletes_every_managed_object_and_spares_foreign_ones() {
     let c = Cluster::start();
@@ -394,19 +409,7 @@ fn deletion_under_injected_faults_still_deletes_everything() {
         seed: 6,
         ..Faults::default()
     });
-    let out = c.run(
-        &[
-            "--namespace",
-            NS,
-            "--output",
-            "json",
-            "cleanup",
-            "--yes",
-            "--wait",
-        ],
-        None,
-        &[],
-    );
+    let out = cleanup_json(&c, &[]);
     c.server.set_faults(Faults::default());
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = json_doc(&out);
@@ -487,21 +490,7 @@ fn wait_times_out_naming_what_remains() {
                       "labels": { MANAGED_BY: "virtwork", "virtwork/run-id": RUN_A } },
         "data": {},
     }));
-    let out = c.run(
-        &[
-            "--namespace",
-            NS,
-            "--output",
-            "json",
-            "cleanup",
-            "--yes",
-            "--wait",
-            "--timeout",
-            "2",
-        ],
-        None,
-        &[],
-    );
+    let out = cleanup_json(&c, &["--timeout", "2"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(
@@ -1060,19 +1049,7 @@ fn objects_with_the_managed_by_label_but_no_run_id_are_never_touched() {
                       "labels": { MANAGED_BY: "virtwork", "app.kubernetes.io/name": "virtwork" } },
         "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "1Gi" } } },
     }));
-    let out = c.run(
-        &[
-            "--namespace",
-            NS,
-            "--output",
-            "json",
-            "cleanup",
-            "--yes",
-            "--wait",
-        ],
-        None,
-        &[],
-    );
+    let out = cleanup_json(&c, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = json_doc(&out);
     assert_eq!(doc["deleted"]["vms"], 1, "{doc}");
