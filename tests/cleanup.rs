@@ -571,8 +571,8 @@ fn a_cleanup_too_big_for_its_timeout_at_its_rate_says_so_before_deleting() {
     let c = Cluster::start();
     c.seed_run(NS, RUN_A, "cpu", 30);
     // 30 VMs with their Secrets, DataVolumes and Services: about 24 s of deletes at --qps 5.
-    let out = c
-        .command(&[
+    let out = c.run(
+        &[
             "--namespace",
             NS,
             "--qps",
@@ -583,10 +583,10 @@ fn a_cleanup_too_big_for_its_timeout_at_its_rate_says_so_before_deleting() {
             "--yes",
             "--timeout",
             "3",
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+        ],
+        None,
+        &[],
+    );
     let stderr = text(&out.stderr);
     let warning = stderr
         .lines()
