@@ -1002,6 +1002,21 @@ impl Guest {
             .is_ok_and(|r| r.code == 0)
     }
 
+    /// Polls [`Guest::cloud_init_finished`] every 5 s until it holds (true) or `deadline`
+    /// passes (false): sparsely, as each poll is a process in a guest whose boot is CPU-bound
+    /// under TCG.
+    fn cloud_init_finished_by(&mut self, deadline: Instant) -> bool {
+        loop {
+            if self.cloud_init_finished() {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_secs(5));
+        }
+    }
+
     /// Waits for cloud-init to finish and the readiness probe to pass. Checks that the probe
     /// was false before it became true, that cloud-init reports no error, and that no
     /// workload traffic can leave through another interface than the scenario's link.
@@ -1023,13 +1038,8 @@ impl Guest {
             ));
         }
         let deadline = self.started + timeout;
-        // Polled sparsely while cloud-init runs: each poll is a process in a guest whose
-        // boot is CPU-bound under TCG.
-        while !self.cloud_init_finished() {
-            if Instant::now() > deadline {
-                return Err(self.not_ready("still running"));
-            }
-            std::thread::sleep(Duration::from_secs(5));
+        if !self.cloud_init_finished_by(deadline) {
+            return Err(self.not_ready("still running"));
         }
         eprintln!(
             "[guest] {}: cloud-init finished after {:.0} s",
@@ -1065,19 +1075,15 @@ impl Guest {
     /// Waits for cloud-init's final stage to end (whatever its result); seconds from QEMU start.
     pub fn wait_cloud_init(&mut self, timeout: Duration) -> Result<f64, Failure> {
         self.wait_agent(Duration::from_secs(600))?;
-        let deadline = self.started + timeout;
-        while !self.cloud_init_finished() {
-            if Instant::now() > deadline {
-                return Err(self.fail(
-                    "cloud-init",
-                    format!(
-                        "not finished after {:.0}s; console:\n{}",
-                        self.started.elapsed().as_secs_f64(),
-                        self.console_tail()
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_secs(5));
+        if !self.cloud_init_finished_by(self.started + timeout) {
+            return Err(self.fail(
+                "cloud-init",
+                format!(
+                    "not finished after {:.0}s; console:\n{}",
+                    self.started.elapsed().as_secs_f64(),
+                    self.console_tail()
+                ),
+            ));
         }
         self.check_routes()?;
         Ok(self.started.elapsed().as_secs_f64())
