@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use support::{FakeApiServer, Options};
+use support::{FakeApiServer, FaultAction, Options, ScriptedFault};
 
 const NS: &str = "virtwork";
 
@@ -541,8 +541,11 @@ fn every_command_ends_at_its_timeout_against_a_server_that_never_answers() {
             vec!["run", "--workloads", "cpu", "--timeout", "5"],
             "cannot reach API server",
         ),
-        (vec!["cleanup", "--yes", "--timeout", "3"], "listing VMs"),
-        (vec!["status", "--timeout", "3"], "listing VMs"),
+        (
+            vec!["cleanup", "--yes", "--timeout", "3"],
+            "cannot reach API server",
+        ),
+        (vec!["status", "--timeout", "3"], "cannot reach API server"),
     ] {
         let mut full = vec!["--kubeconfig", kubeconfig, "--namespace", NS];
         full.extend(&args);
@@ -560,6 +563,95 @@ fn every_command_ends_at_its_timeout_against_a_server_that_never_answers() {
                 && last.contains("when the command's --timeout ran out"),
             "{args:?}: {last}"
         );
+    }
+}
+
+/// A kubeconfig in the sandbox whose cluster is `server`.
+fn kubeconfig_for_url(sandbox: &Sandbox, server: &str) -> String {
+    let path = sandbox.home().join("kubeconfig-url");
+    let doc = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": server}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    });
+    std::fs::write(&path, serde_yaml::to_string(&doc).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn every_cluster_command_stops_at_once_on_a_refused_connection_or_an_unknown_host() {
+    let sandbox = Sandbox::new();
+    let refused = format!("http://127.0.0.1:{}", closed_port());
+    let unknown = "https://virtwork-no-such-host.invalid:6443".to_string();
+    for (server, cause) in [(refused, "refused"), (unknown, "dns")] {
+        let kubeconfig = kubeconfig_for_url(&sandbox, &server);
+        // Each command would otherwise retry for its whole time limit (60 s and more).
+        for args in [
+            vec!["status", "--timeout", "300"],
+            vec!["cleanup", "--yes", "--timeout", "300"],
+            vec!["verify"],
+        ] {
+            let mut full = vec!["--kubeconfig", kubeconfig.as_str(), "--namespace", NS];
+            full.extend(&args);
+            let started = std::time::Instant::now();
+            let out = run_with_guard(
+                sandbox.command(&full, &[]),
+                std::time::Duration::from_secs(45),
+            )
+            .unwrap_or_else(|| panic!("{args:?} against {server} kept retrying"));
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "{args:?} {server}: {err}");
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "{args:?} {server} took {:?}",
+                started.elapsed()
+            );
+            let last = err.lines().last().unwrap_or_default();
+            assert!(
+                last.contains(&format!("cannot reach API server {server}"))
+                    && last.to_ascii_lowercase().contains(cause),
+                "{args:?}: {last}"
+            );
+            assert!(!err.contains("trying again"), "{args:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn transient_failures_are_retried_and_announced_once_per_wave() {
+    let server = FakeApiServer::start(Options {
+        namespaces: vec![NS.into()],
+        ..Default::default()
+    });
+    let sandbox = Sandbox::new();
+    let kubeconfig = sandbox.home().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    for args in [
+        vec!["status"],
+        vec!["cleanup", "--yes"],
+        vec!["verify", "--prometheus", "http://127.0.0.1:9"],
+    ] {
+        // Three 500s in a row (kube's client retries none of them): one wave, one notice.
+        server.update_faults(|f| {
+            f.scripted =
+                vec![ScriptedFault::new("list", "virtualmachines", FaultAction::Fail(500)).times(3)]
+        });
+        let mut full = vec!["--kubeconfig", kubeconfig, "--namespace", NS];
+        full.extend(&args);
+        let out = sandbox.run(&full, &[]);
+        let err = stderr(&out);
+        let notices: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("API requests are failing transiently"))
+            .collect();
+        assert_eq!(notices.len(), 1, "{args:?}: {err}");
+        assert!(notices[0].contains("HTTP 500"), "{args:?}: {}", notices[0]);
+        // The lists then succeed: the command does its job (verify finds nothing to check).
+        if args[0] != "verify" {
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        }
     }
 }
 

@@ -313,13 +313,19 @@ impl<'a> Cleanup<'a> {
         // virtwork never deletes the namespace it runs in.
         let mut own_namespaces = vec![TOOL_NAMESPACE.to_string()];
         own_namespaces.extend(cluster.home_namespace.clone());
-        let found = discover(
-            &self.ctx,
-            &self.scope,
-            self.settings.delete_namespace,
-            &own_namespaces,
-        )
-        .await;
+        let reached = crate::k8s::reach::reach(cluster, &self.ctx.policy, &self.cancel).await;
+        let found = match reached {
+            Ok(()) => {
+                discover(
+                    &self.ctx,
+                    &self.scope,
+                    self.settings.delete_namespace,
+                    &own_namespaces,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
         match &found {
             Ok(discovery) => self.record_found(discovery),
             Err(_) => self.execution.finish(&found),

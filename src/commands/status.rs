@@ -36,6 +36,7 @@ pub async fn status(settings: &StatusSettings) -> Result<()> {
         ),
         cancel,
     };
+    crate::k8s::reach::reach(&cluster, &ctx.policy, &ctx.cancel).await?;
     let runs = collect(&ctx, &scope).await?;
     let now = jiff::Timestamp::now();
     let namespace = scope.namespace.as_deref();

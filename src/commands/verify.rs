@@ -55,6 +55,7 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
         policy: RetryPolicy::until(deadline),
         cancel: cancel.clone(),
     };
+    crate::k8s::reach::reach(&cluster, &ctx.policy, &cancel).await?;
     let api = reach_prometheus(settings, &cluster, &cancel).await?;
     tracing::info!(prometheus = api.describe.as_str(), "querying Prometheus");
     let (results, rounds) = poll_signals(settings, &ctx, &api, deadline).await?;

@@ -9,6 +9,7 @@ pub mod namespace;
 pub mod pacing;
 pub mod preflight;
 pub mod proxy;
+pub mod reach;
 pub mod ready;
 pub mod retry;
 pub mod status;

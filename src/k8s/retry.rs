@@ -316,6 +316,32 @@ impl RetryError {
     }
 }
 
+/// At most one retry notice on stderr per this long, however many requests retry at once.
+pub const RETRY_NOTICE_EVERY: Duration = Duration::from_secs(10);
+
+/// When the last retry notice was printed (process-wide: concurrent requests share a wave).
+static LAST_RETRY_NOTICE: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+
+/// Whether a retry at `now` opens a new wave: none announced yet, or the last notice is at
+/// least `every` old.
+pub fn notice_due(last: Option<Instant>, now: Instant, every: Duration) -> bool {
+    last.is_none_or(|last| now.saturating_duration_since(last) >= every)
+}
+
+/// One warning per wave of retries, so a flaky server is visible without a line per request.
+fn announce_retry_wave(what: &str, reason: &str, deadline: Instant) {
+    let now = Instant::now();
+    let mut last = LAST_RETRY_NOTICE.lock().unwrap_or_else(|e| e.into_inner());
+    if !notice_due(*last, now, RETRY_NOTICE_EVERY) {
+        return;
+    }
+    *last = Some(now);
+    tracing::warn!(
+        "API requests are failing transiently ({what}: {reason}); retrying for up to {}s more",
+        deadline.saturating_duration_since(now).as_secs()
+    );
+}
+
 /// How long a request already on the wire may still answer after cancellation.
 pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(5);
 
@@ -387,6 +413,7 @@ where
                         delay_ms = delay.as_millis() as u64,
                         "retrying API request"
                     );
+                    announce_retry_wave(what, reason, policy.deadline);
                 }
                 tokio::select! {
                     biased;
@@ -403,6 +430,15 @@ where
 mod tests {
     use super::*;
     use kube::core::Status;
+
+    #[test]
+    fn retry_notices_come_once_per_wave() {
+        let t0 = Instant::now();
+        let every = Duration::from_secs(10);
+        assert!(notice_due(None, t0, every));
+        assert!(!notice_due(Some(t0), t0 + Duration::from_secs(9), every));
+        assert!(notice_due(Some(t0), t0 + every, every));
+    }
     use kube::core::response::StatusDetails;
 
     fn api(code: u16, reason: &str) -> kube::Error {
