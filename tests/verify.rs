@@ -965,6 +965,7 @@ fn openshift_monitoring_route_is_used_with_the_users_token_over_verified_https()
     assert!(impostor.requests().is_empty(), "{:?}", impostor.requests());
     assert!(
         stderr.contains("route openshift-monitoring/thanos-querier:")
+            && stderr.contains("invalid peer certificate")
             && stderr.contains("thanos-querier:web: answered HTTP 401"),
         "{stderr}"
     );

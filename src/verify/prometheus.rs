@@ -211,8 +211,37 @@ async fn get_retried(
             code: status.code,
             body: status.message.clone(),
         }),
-        Err(e) => Err(e.into_error(what.to_string())),
+        Err(RetryError::Failed {
+            error,
+            attempts,
+            transient,
+        }) => {
+            // kube says "client error (Connect)" for a refused certificate or connection;
+            // the innermost cause says which.
+            let cause = innermost_cause(&error);
+            let failed = RetryError::Failed {
+                error,
+                attempts,
+                transient,
+            };
+            let message = failed.into_error(what.to_string()).to_string();
+            Err(if message.contains(&cause) {
+                Error::runtime(message)
+            } else {
+                Error::runtime(format!("{message} ({cause})"))
+            })
+        }
+        Err(RetryError::Cancelled) => Err(Error::Interrupted),
     }
+}
+
+/// The innermost error of a chain, e.g. `invalid peer certificate: UnknownIssuer`.
+fn innermost_cause(error: &kube::Error) -> String {
+    let mut current: &(dyn std::error::Error + 'static) = error;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
 }
 
 impl PrometheusApi {
@@ -321,9 +350,18 @@ impl PrometheusApi {
         )
         .await?;
         if raw.code == 401 || raw.code == 403 {
+            let check = match self.via {
+                Via::Url => {
+                    "check the token (none is sent without --prometheus-token-file or \
+                     --prometheus-use-cluster-token) and that its user may query Prometheus"
+                }
+                Via::Route | Via::ServiceProxy => {
+                    "check that the kubeconfig's user may query Prometheus (on OpenShift: \
+                     cluster-monitoring-view)"
+                }
+            };
             return Err(Error::runtime(format!(
-                "{what}: HTTP {}: Prometheus refused the credentials; check --prometheus-token-file \
-                 (or the kubeconfig's token) and that its user may query Prometheus",
+                "{what}: HTTP {}: Prometheus refused the credentials; {check}",
                 raw.code
             )));
         }
