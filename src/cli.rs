@@ -129,9 +129,11 @@ workload's expected signals (KubeVirt's per-VMI metrics): vCPU time for cpu, gue
 for memory, data-disk traffic and IOPS for disk and database, interface traffic for network \
 and tps, filesystem fill for chaos-disk. Prints the query, the observed value, the threshold \
 and the verdict per VM and signal. Exit 0 when every expected signal is present, 1 when one \
-is missing. Prometheus is found through the API server's service proxy \
-(openshift-monitoring/thanos-querier, then monitoring/prometheus-k8s) unless --prometheus \
-gives its URL."
+is missing. Prometheus is found at the cluster's monitoring route (OpenShift's \
+openshift-monitoring/thanos-querier Route, over verified https with your kubeconfig token), \
+else through the API server's service proxy (openshift-monitoring/thanos-querier, then \
+monitoring/prometheus-k8s), unless --prometheus gives its URL (sent no token unless \
+--prometheus-token-file or --prometheus-use-cluster-token says which)."
     )]
     Verify(VerifyArgs),
 
@@ -370,9 +372,24 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "URL", value_parser = parse_prometheus_url)]
     pub prometheus: Option<http::Uri>,
 
-    /// File holding the bearer token for --prometheus [default: the kubeconfig's token]
+    /// File holding the bearer token to send to --prometheus (a regular file of at most
+    /// 64 KiB; readable by you only) [default: no token]
     #[arg(long, value_name = "PATH", requires = "prometheus")]
     pub prometheus_token_file: Option<PathBuf>,
+
+    /// Send the kubeconfig's own bearer token to --prometheus (it authenticates you to the
+    /// cluster: use it only with a URL the cluster itself serves)
+    #[arg(
+        long,
+        requires = "prometheus",
+        conflicts_with = "prometheus_token_file"
+    )]
+    pub prometheus_use_cluster_token: bool,
+
+    /// Send the token even though --prometheus is a plain http:// URL, readable by anyone
+    /// on the network path
+    #[arg(long, requires = "prometheus")]
+    pub prometheus_allow_http_token: bool,
 }
 
 fn parse_window(text: &str) -> Result<crate::model::Window, String> {

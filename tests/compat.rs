@@ -920,7 +920,7 @@ fn a_forbidden_readiness_watch_ends_the_wait_at_once() {
 fn verify_settings_resolve_in_the_configuration_layer() {
     use clap::Parser;
     use virtwork::cli::{Cli, Command as Sub};
-    use virtwork::config::{PrometheusTarget, VerifySettings};
+    use virtwork::config::{PrometheusCredential, PrometheusTarget, VerifySettings};
 
     let resolve = |args: &[&str], env: &[(&str, &str)]| {
         let cli =
@@ -958,7 +958,7 @@ fn verify_settings_resolve_in_the_configuration_layer() {
     )
     .unwrap();
     let PrometheusTarget::Url {
-        token: Some(secret),
+        credential: PrometheusCredential::Token(secret),
         ..
     } = settings.prometheus
     else {

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::prometheus::{Prometheus, ScrapeJob, tool};
+use support::promstub::{Answer, ONE_SAMPLE, PromStub};
 use support::{Backend, Denial, FakeApiServer, Options};
 
 const NS: &str = "virtwork";
@@ -62,6 +63,23 @@ impl Env {
             .insert(service("monitoring", "prometheus-k8s", "web", 9090));
         self.server
             .set_service_backend("monitoring", "prometheus-k8s", "web", backend);
+    }
+
+    /// A TLS API server whose kubeconfig trusts its CA plus `extra_ca_pem` (another
+    /// server's CA, e.g. a route's).
+    fn start_tls(extra_ca_pem: &str) -> Env {
+        let server = FakeApiServer::start(Options {
+            tls: true,
+            token: Some(TOKEN.into()),
+            namespaces: vec![NS.into(), "openshift-monitoring".into()],
+            ..Default::default()
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = format!("{}{extra_ca_pem}", server.ca_pem().unwrap());
+        let kubeconfig =
+            support::apiserver::tls::kubeconfig(server.url(), Some(&bundle), Some(TOKEN), None);
+        std::fs::write(dir.path().join("kubeconfig"), kubeconfig).unwrap();
+        Env { server, dir }
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -341,6 +359,7 @@ fn verify_reaches_a_prometheus_url_with_the_token_file_and_reports_refused_crede
         &url,
         "--prometheus-token-file",
         &env.path("token"),
+        "--prometheus-allow-http-token",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = json_doc(&out);
@@ -359,6 +378,7 @@ fn verify_reaches_a_prometheus_url_with_the_token_file_and_reports_refused_crede
         &url,
         "--prometheus-token-file",
         &env.path("wrong"),
+        "--prometheus-allow-http-token",
     ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
@@ -405,6 +425,7 @@ fn verify_sends_only_label_selected_lists_and_proxy_gets() {
     seen.sort();
     seen.dedup();
     let expected: Vec<(String, String, String)> = [
+        ("get", "routes", "openshift-monitoring"),
         ("get", "services/proxy", "monitoring"),
         ("get", "services/proxy", "openshift-monitoring"),
         ("list", "virtualmachineinstances", NS),
@@ -674,4 +695,304 @@ fn catalog_signals_are_validated_recorded_and_verified() {
         signal["query"],
         "sum by (namespace, name) (rate(kubevirt_vmi_network_receive_bytes_total{namespace=\"virtwork\",name=\"virtwork-web-0\"}[2m]))"
     );
+}
+
+/// Runs `cmd`, killing it after `limit` (a hang guard: a command that hangs or grows without
+/// bound fails the test instead of the machine).
+fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    let mut child = cmd.spawn().unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}; stderr:\n{}",
+                text(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn run_cpu_vm(env: &Env) {
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "run",
+        "--workloads",
+        "cpu",
+        "--timeout",
+        "60",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn an_endless_prometheus_answer_fails_at_the_cap_naming_the_server() {
+    let env = Env::start();
+    run_cpu_vm(&env);
+    let stub = PromStub::start(Answer::Endless, false);
+    let cmd = env.command(&["--namespace", NS, "verify", "--prometheus", stub.url()]);
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let error = stderr.lines().find(|l| l.starts_with("Error: ")).unwrap();
+    assert!(
+        error.contains("larger than 16 MiB") && error.contains(stub.url()),
+        "{error}"
+    );
+    assert_eq!(
+        stub.requests().len(),
+        1,
+        "an oversized answer is not retried"
+    );
+}
+
+#[test]
+fn a_prometheus_url_gets_only_the_token_the_flags_name_and_never_over_http_by_default() {
+    let env = Env::start();
+    run_cpu_vm(&env);
+    let stub = PromStub::start(Answer::Json(ONE_SAMPLE.into()), false);
+    let url = stub.url().to_string();
+    std::fs::write(env.path("token"), "file-token-abc\n").unwrap();
+    let token_file = env.path("token");
+    let verify = |extra: &[&str]| {
+        let mut args = vec!["--namespace", NS, "verify", "--prometheus", &url];
+        args.extend_from_slice(extra);
+        env.run(&args)
+    };
+
+    // No flag: no token at all (the kubeconfig's token stays with the API server).
+    let out = verify(&[]);
+    assert!(!stub.requests().is_empty(), "{}", text(&out.stderr));
+    assert_eq!(stub.authorizations(), vec![None]);
+
+    // A token over plain http is refused before any request, whichever token it is.
+    for flag in [
+        vec!["--prometheus-token-file", token_file.as_str()],
+        vec!["--prometheus-use-cluster-token"],
+    ] {
+        let before = stub.requests().len();
+        let out = verify(&flag);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag:?}: {stderr}");
+        assert!(
+            stderr.contains(flag[0])
+                && stderr.contains("plain http")
+                && stderr.contains("--prometheus-allow-http-token"),
+            "{stderr}"
+        );
+        assert_eq!(stub.requests().len(), before, "{flag:?} sent a request");
+    }
+
+    // Allowed explicitly: exactly the token asked for.
+    let mut seen = Vec::new();
+    for (flag, expected) in [
+        (
+            vec!["--prometheus-token-file", token_file.as_str()],
+            "Bearer file-token-abc".to_string(),
+        ),
+        (
+            vec!["--prometheus-use-cluster-token"],
+            format!("Bearer {TOKEN}"),
+        ),
+    ] {
+        let before = stub.requests().len();
+        let mut args = flag.clone();
+        args.push("--prometheus-allow-http-token");
+        let out = verify(&args);
+        let new: Vec<Option<String>> = stub.requests()[before..]
+            .iter()
+            .map(|r| r.authorization.clone())
+            .collect();
+        assert!(!new.is_empty(), "{flag:?}: {}", text(&out.stderr));
+        assert!(
+            new.iter().all(|a| a.as_deref() == Some(expected.as_str())),
+            "{flag:?}: {new:?}"
+        );
+        seen.push(expected);
+    }
+    assert_eq!(seen.len(), 2);
+}
+
+#[test]
+fn url_userinfo_is_refused_and_never_shown() {
+    let env = Env::start();
+    let stub = PromStub::start(Answer::Json(ONE_SAMPLE.into()), false);
+    let url = stub.url().replace("http://", "http://alice:s3cret@");
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "--output",
+        "json",
+        "verify",
+        "--prometheus",
+        &url,
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(stub.url()) && stderr.contains("--prometheus-token-file"),
+        "{stderr}"
+    );
+    let everything = format!("{stderr}{}", text(&out.stdout));
+    assert!(
+        !everything.contains("s3cret") && !everything.contains("alice"),
+        "{everything}"
+    );
+    assert!(stub.requests().is_empty());
+    assert!(env.server.request_log().is_empty());
+}
+
+#[test]
+fn token_files_must_be_small_regular_files_and_are_checked_like_ssh_keys() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::start();
+    let fifo = env.path("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    std::fs::write(env.path("bell"), "tok\x07en\n").unwrap();
+    std::fs::write(env.path("huge"), vec![b'a'; 65 * 1024]).unwrap();
+    for (file, reason) in [
+        (fifo.as_str(), "not a regular file"),
+        ("/dev/zero", "not a regular file"),
+        (&env.path("bell"), "control or non-ASCII character"),
+        (&env.path("huge"), "larger than 64 KiB"),
+    ] {
+        let cmd = env.command(&[
+            "verify",
+            "--prometheus",
+            "https://prometheus.example",
+            "--prometheus-token-file",
+            file,
+        ]);
+        let out = run_bounded(cmd, Duration::from_secs(20));
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{file}: {stderr}");
+        assert!(
+            stderr.contains("--prometheus-token-file") && stderr.contains(reason),
+            "{file}: {stderr}"
+        );
+        assert!(!stderr.contains("tok\x07en"), "{stderr}");
+    }
+    assert!(env.server.request_log().is_empty());
+
+    // A token others can read is used, with a warning saying how to fix it.
+    let stub = PromStub::start(Answer::Json(ONE_SAMPLE.into()), true);
+    let token = env.path("open-token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "verify",
+        "--prometheus",
+        stub.url(),
+        "--prometheus-token-file",
+        &token,
+    ]);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("readable by group or others (mode 0644)") && stderr.contains("chmod 600"),
+        "{stderr}"
+    );
+}
+
+fn thanos_route(host: &str) -> Value {
+    json!({
+        "apiVersion": "route.openshift.io/v1", "kind": "Route",
+        "metadata": {"name": "thanos-querier", "namespace": "openshift-monitoring"},
+        "spec": {
+            "host": host,
+            "port": {"targetPort": "web"},
+            "tls": {"termination": "reencrypt", "insecureEdgeTerminationPolicy": "Redirect"},
+            "to": {"kind": "Service", "name": "thanos-querier", "weight": 100},
+        },
+    })
+}
+
+#[test]
+fn openshift_monitoring_route_is_used_with_the_users_token_over_verified_https() {
+    let route = PromStub::start(Answer::Json(ONE_SAMPLE.into()), true);
+    let env = Env::start_tls(route.ca_pem().unwrap());
+    // As on OpenShift: thanos-querier's auth proxy refuses the service proxy (no token).
+    env.server.insert(service(
+        "openshift-monitoring",
+        "thanos-querier",
+        "web",
+        9091,
+    ));
+    env.server.set_service_backend(
+        "openshift-monitoring",
+        "thanos-querier",
+        "web",
+        Backend::Respond(401, "Unauthorized\n".into()),
+    );
+    env.server.insert(thanos_route(route.host()));
+    run_cpu_vm(&env);
+
+    let out = env.run(&["--namespace", NS, "--output", "json", "verify"]);
+    let stderr = text(&out.stderr);
+    let doc = json_doc(&out);
+    assert_eq!(doc["prometheus_via"], "route", "{stderr}");
+    let described = doc["prometheus"].as_str().unwrap();
+    assert!(
+        described.contains("openshift-monitoring/thanos-querier")
+            && described.contains(route.url()),
+        "{described}"
+    );
+    assert!(stderr.contains(r#"via="route""#), "{stderr}");
+    assert_eq!(
+        route.authorizations(),
+        vec![Some(format!("Bearer {TOKEN}"))]
+    );
+    let queried = route.requests();
+    assert!(
+        queried
+            .iter()
+            .any(|r| r.path_and_query.starts_with("/api/v1/query?query="))
+    );
+
+    // A route whose certificate the kubeconfig's CA and the system do not vouch for gets
+    // no request at all (the handshake fails before any header is sent).
+    let impostor = PromStub::start(Answer::Json(ONE_SAMPLE.into()), true);
+    env.server.insert(thanos_route(impostor.host()));
+    let out = env.run(&["--namespace", NS, "verify"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(impostor.requests().is_empty(), "{:?}", impostor.requests());
+    assert!(
+        stderr.contains("route openshift-monitoring/thanos-querier:")
+            && stderr.contains("invalid peer certificate")
+            && stderr.contains("thanos-querier:web: answered HTTP 401"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn without_a_monitoring_route_verify_falls_back_to_the_service_proxy_and_says_so() {
+    let env = Env::start();
+    env.monitoring(Backend::Respond(200, ONE_SAMPLE.into()));
+    run_cpu_vm(&env);
+    let out = env.run(&["--namespace", NS, "--output", "json", "verify"]);
+    let doc = json_doc(&out);
+    assert_eq!(
+        doc["prometheus_via"],
+        "service-proxy",
+        "{}",
+        text(&out.stderr)
+    );
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(r#"via="service-proxy""#), "{stderr}");
+
+    // A route that is not served over TLS is never used (the token would go in clear).
+    env.server.insert(json!({
+        "apiVersion": "route.openshift.io/v1", "kind": "Route",
+        "metadata": {"name": "thanos-querier", "namespace": "openshift-monitoring"},
+        "spec": {"host": "127.0.0.1:9", "to": {"kind": "Service", "name": "thanos-querier"}},
+    }));
+    let out = env.run(&["--namespace", NS, "--output", "json", "verify"]);
+    assert_eq!(json_doc(&out)["prometheus_via"], "service-proxy");
 }

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{PrometheusTarget, VerifySettings};
+use crate::config::{PrometheusCredential, PrometheusTarget, VerifySettings};
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
 use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
@@ -20,7 +20,7 @@ use crate::k8s::retry::RetryPolicy;
 use crate::model::{OutputFormat, Window};
 use crate::signals::contract::checks;
 use crate::verify::evaluate::{QueryAnswer, Verdict, judge};
-use crate::verify::prometheus::{PrometheusApi, discover};
+use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
 use crate::verify::{
     SignalResult, Target, VmResult, json_report, missing_message, targets, text_report,
 };
@@ -30,8 +30,9 @@ const RETRY_DEADLINE: Duration = Duration::from_secs(60);
 /// Queries in flight at once (each also passes the rate limit).
 const QUERY_CONCURRENCY: usize = 8;
 
-/// Only the bearer-token part of the kubeconfig's credentials goes to a Prometheus URL:
-/// client certificates, basic auth and impersonation are meant for the API server.
+/// Only the bearer-token part of the kubeconfig's credentials ever goes to Prometheus (the
+/// monitoring route, or a URL with `--prometheus-use-cluster-token`): client certificates,
+/// basic auth and impersonation are meant for the API server.
 fn bearer_only(auth: kube::config::AuthInfo) -> kube::config::AuthInfo {
     kube::config::AuthInfo {
         token: auth.token,
@@ -57,7 +58,11 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     };
     crate::k8s::reach::reach(&cluster, &ctx.policy, &cancel).await?;
     let api = reach_prometheus(settings, &cluster, &cancel).await?;
-    tracing::info!(prometheus = api.describe.as_str(), "querying Prometheus");
+    tracing::info!(
+        prometheus = api.describe.as_str(),
+        via = api.via.as_str(),
+        "querying Prometheus"
+    );
     let (results, rounds) = poll_signals(settings, &ctx, &api, deadline).await?;
     let namespace = settings.scope.namespace.as_deref();
     let run_id = settings.scope.run_id.as_deref();
@@ -65,17 +70,18 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
         return Err(nothing_to_verify(namespace, run_id));
     }
     let text = match settings.output {
-        OutputFormat::Json => format!(
-            "{}\n",
-            json_report(
+        OutputFormat::Json => {
+            let mut doc = json_report(
                 namespace,
                 run_id,
                 &results,
                 &api.describe,
                 settings.window,
-                rounds
-            )
-        ),
+                rounds,
+            );
+            doc["prometheus_via"] = api.via.as_str().into();
+            format!("{doc}\n")
+        }
         OutputFormat::Text => text_report(&results, &api.describe, settings.window),
     };
     super::write_stdout(&text)?;
@@ -88,31 +94,48 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     }
 }
 
-/// Prometheus as the settings name it: found through the API server's service proxy, or
-/// at a URL with the given token (else the kubeconfig's bearer token).
+/// Prometheus as the settings name it: discovered (the cluster's monitoring route, else
+/// the API server's service proxy), or at a URL with the credential the settings chose.
 async fn reach_prometheus(
     settings: &VerifySettings,
     cluster: &Cluster,
     cancel: &CancellationToken,
 ) -> Result<PrometheusApi> {
     match &settings.prometheus {
-        PrometheusTarget::Discover => discover(&cluster.client, &cluster.server_url, cancel).await,
-        PrometheusTarget::Url { url, token } => {
-            let auth = match token {
-                Some(token) => kube::config::AuthInfo {
+        PrometheusTarget::Discover => {
+            let credentials = cluster_credentials(settings).await?;
+            discover(
+                &cluster.client,
+                &cluster.server_url,
+                &credentials,
+                &cluster.gate,
+                cancel,
+            )
+            .await
+        }
+        PrometheusTarget::Url { url, credential } => {
+            let auth = match credential {
+                PrometheusCredential::None => kube::config::AuthInfo::default(),
+                PrometheusCredential::Token(token) => kube::config::AuthInfo {
                     token: Some(token.expose().to_string().into()),
                     ..Default::default()
                 },
-                None => {
-                    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-                    let kubeconfig = &settings.global.cluster.kubeconfig;
-                    let (kube_config, _, _) = load_kube_config(kubeconfig, in_cluster).await?;
-                    bearer_only(kube_config.auth_info)
-                }
+                PrometheusCredential::ClusterToken => cluster_credentials(settings).await?.auth,
             };
             PrometheusApi::at_url(url, auth, cluster.gate.clone())
         }
     }
+}
+
+/// The kubeconfig's bearer token and CA (loaded as the API client loads them).
+async fn cluster_credentials(settings: &VerifySettings) -> Result<ClusterCredentials> {
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let kubeconfig = &settings.global.cluster.kubeconfig;
+    let (kube_config, _, _) = load_kube_config(kubeconfig, in_cluster).await?;
+    Ok(ClusterCredentials {
+        auth: bearer_only(kube_config.auth_info),
+        root_certs: kube_config.root_cert.unwrap_or_default(),
+    })
 }
 
 /// Lists the VMs in scope and queries their signals; with `--wait`, again every poll

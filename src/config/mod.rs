@@ -21,6 +21,7 @@ mod env;
 mod flags;
 mod params;
 mod partial;
+mod prometheus;
 mod resolve;
 mod settings;
 mod value;
@@ -29,8 +30,8 @@ mod yaml;
 pub use params::parse_params;
 pub use partial::{KEYS, KeySpec, Partial, env_keys};
 pub use settings::{
-    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, PrometheusTarget,
-    RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
+    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, PrometheusCredential,
+    PrometheusTarget, RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
 pub use value::{Source, Sourced};
 

@@ -14,8 +14,8 @@ use super::flags;
 use super::params::parse_params;
 use super::partial::Partial;
 use super::settings::{
-    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, PrometheusTarget,
-    RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
+    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, RunSettings,
+    SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
 use super::value::{Source, Sourced};
 use super::yaml::{self, FileLayer};
@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
 use crate::model::Window;
-use crate::model::{DnsLabel, Secret, SshAccess, TimeoutSecs};
+use crate::model::{DnsLabel, SshAccess, TimeoutSecs};
 use crate::plan::{PlanInput, WorkloadOverride};
 use crate::workloads::{BUILTIN_NAMES, check_builtin_names};
 
@@ -311,18 +311,8 @@ impl VerifySettings {
         env: &[(String, String)],
     ) -> Result<VerifySettings> {
         let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
-        let global = GlobalSettings::from_layers(&layers)?;
-        let prometheus = match &args.prometheus {
-            None => PrometheusTarget::Discover,
-            Some(url) => PrometheusTarget::Url {
-                url: url.clone(),
-                token: args
-                    .prometheus_token_file
-                    .as_deref()
-                    .map(read_token_file)
-                    .transpose()?,
-            },
-        };
+        let mut global = GlobalSettings::from_layers(&layers)?;
+        let prometheus = super::prometheus::target(args, &mut global.notices)?;
         Ok(VerifySettings {
             scope: Scope {
                 namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
@@ -337,24 +327,6 @@ impl VerifySettings {
             global,
         })
     }
-}
-
-/// The bearer token in `path`: one token on one line.
-fn read_token_file(path: &Path) -> Result<Secret> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::input(format!(
-            "--prometheus-token-file {}: {e} (expected a readable file holding a bearer token)",
-            path.display()
-        ))
-    })?;
-    let token = text.trim();
-    if token.is_empty() || token.contains(char::is_whitespace) {
-        return Err(Error::input(format!(
-            "--prometheus-token-file {}: expected one bearer token on one line",
-            path.display()
-        )));
-    }
-    Ok(Secret::new(token))
 }
 
 impl AuditSettings {

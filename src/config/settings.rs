@@ -133,11 +133,22 @@ pub struct AuditSettings {
 pub enum PrometheusTarget {
     /// Through the API server's service proxy (see verify/prometheus.rs for the order).
     Discover,
-    /// At this URL, with this bearer token (None: the kubeconfig's credentials).
+    /// At this URL (never with userinfo), sending `credential`.
     Url {
         url: http::Uri,
-        token: Option<Secret>,
+        credential: PrometheusCredential,
     },
+}
+
+/// What verify sends to a `--prometheus` URL (never over plain http unless allowed).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PrometheusCredential {
+    /// No token (the default).
+    None,
+    /// The token of `--prometheus-token-file`.
+    Token(Secret),
+    /// The kubeconfig's own bearer token (`--prometheus-use-cluster-token`).
+    ClusterToken,
 }
 
 /// `virtwork verify`.

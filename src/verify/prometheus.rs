@@ -1,16 +1,22 @@
-//! Reaching Prometheus' HTTP API: through the API server's service proxy (default; the
-//! kubeconfig's credentials authenticate to the API server, which never forwards them) or
-//! at a URL given with `--prometheus` (bearer token from `--prometheus-token-file` or the
-//! kubeconfig). Thin async shell: what answers mean is decided in evaluate.rs.
+//! Reaching Prometheus' HTTP API, three ways: through the API server's service proxy (the
+//! kubeconfig's credentials authenticate to the API server, which never forwards them), at
+//! the cluster's own monitoring route discovered from the API (OpenShift's `thanos-querier`
+//! Route: https, certificate verified against the system roots plus the kubeconfig's CA,
+//! the user's own bearer token), or at a URL given with `--prometheus` (only the token the
+//! user chose for it). Thin async shell: what answers mean is decided in evaluate.rs.
 //!
 //! Every request passes the command's [`RequestGate`] (rate limit) and is retried on
 //! 429/5xx/transport errors by [`crate::k8s::retry`] until the deadline; GET only, so the
-//! proxy needs nothing beyond `get` on `services/proxy`. Must not: log a token.
+//! proxy needs nothing beyond `get` on `services/proxy`. Every answer body is read up to
+//! [`MAX_ANSWER_BYTES`], no further. Must not: log a token, show a URL's userinfo, send the
+//! cluster's token anywhere but the API server and the route it named.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::core::Status;
+use kube::api::{ApiResource, DynamicObject};
+use kube::core::{GroupVersionKind, Status};
+use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -20,14 +26,24 @@ use crate::k8s::client::{RateLimitLayer, RequestGate};
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
 use crate::signals::promql::url_encode;
 
-/// Where discovery looks, in order: OpenShift's Thanos querier, then kube-prometheus.
-/// The service reference is `scheme:name:port` as the proxy path takes it.
+/// Where discovery looks through the service proxy, in order: OpenShift's Thanos querier,
+/// then kube-prometheus. The service reference is `scheme:name:port` as the proxy path
+/// takes it.
 pub const CANDIDATES: [(&str, &str); 2] = [
     ("openshift-monitoring", "https:thanos-querier:web"),
     ("monitoring", "http:prometheus-k8s:web"),
 ];
 
-/// How long one discovery probe retries transient answers before judging the candidate.
+/// The Route (route.openshift.io/v1) discovery tries first: OpenShift's Thanos querier,
+/// whose auth proxy wants the user's token, which the service proxy drops.
+pub const MONITORING_ROUTE: (&str, &str) = ("openshift-monitoring", "thanos-querier");
+
+/// The most verify reads of one Prometheus answer (16 MiB): far above what its queries
+/// return (a few hundred bytes per series), low enough that a broken or hostile server
+/// cannot exhaust memory. A larger answer fails the command, naming the server.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+
+/// How one discovery probe retries transient answers before judging the candidate.
 const PROBE_DEADLINE: Duration = Duration::from_secs(10);
 /// Read timeout of a query; a query slower than this is retried until the deadline.
 const QUERY_READ_TIMEOUT: Duration = Duration::from_secs(60);
@@ -38,6 +54,50 @@ pub fn proxy_base(namespace: &str, service: &str) -> String {
     format!("/api/v1/namespaces/{namespace}/services/{service}/proxy")
 }
 
+/// `url` without its userinfo (`user:password@`) and trailing slash: the only form of a
+/// URL that messages, logs and reports show.
+pub fn display_url(url: &http::Uri) -> String {
+    let mut out = String::new();
+    if let Some(scheme) = url.scheme_str() {
+        out.push_str(scheme);
+        out.push_str("://");
+    }
+    if let Some(authority) = url.authority() {
+        let host_port = authority.as_str().rsplit('@').next().unwrap_or_default();
+        out.push_str(host_port);
+    }
+    out.push_str(url.path());
+    out.trim_end_matches('/').to_string()
+}
+
+/// Whether `token` can travel in an `Authorization: Bearer` header: visible ASCII only.
+/// Anything else (a control character, a space, a line break) would make the HTTP
+/// library refuse the header, so it is refused here with a message instead.
+pub fn is_valid_bearer_token(token: &str) -> bool {
+    !token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// How verify reached Prometheus (the JSON's `prometheus_via`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// The API server's service proxy.
+    ServiceProxy,
+    /// The cluster's monitoring route, discovered from the API.
+    Route,
+    /// The URL given with `--prometheus`.
+    Url,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::ServiceProxy => "service-proxy",
+            Via::Route => "route",
+            Via::Url => "url",
+        }
+    }
+}
+
 /// A Prometheus HTTP API endpoint and the client that reaches it.
 #[derive(Clone)]
 pub struct PrometheusApi {
@@ -45,9 +105,28 @@ pub struct PrometheusApi {
     /// Path before `/api/v1/...` (the proxy prefix; empty for a URL, whose own path the
     /// client keeps).
     base_path: String,
-    /// For messages and the report: `service monitoring/http:prometheus-k8s:web via the
-    /// API server` or the URL.
+    /// For messages and the report: `service monitoring/http:prometheus-k8s:web through the
+    /// API server ...`, `route openshift-monitoring/thanos-querier https://...` or the URL
+    /// (never with userinfo).
     pub describe: String,
+    pub via: Via,
+}
+
+/// The cluster's credentials as far as the monitoring route may see them: its bearer token
+/// (static, file, exec plugin or auth provider; never client certificates, basic auth or
+/// impersonation) and the CA certificates (DER) the kubeconfig trusts.
+#[derive(Clone, Default)]
+pub struct ClusterCredentials {
+    pub auth: kube::config::AuthInfo,
+    pub root_certs: Vec<Vec<u8>>,
+}
+
+impl ClusterCredentials {
+    /// Whether these credentials carry a bearer token of any kind.
+    pub fn has_token(&self) -> bool {
+        let a = &self.auth;
+        a.token.is_some() || a.token_file.is_some() || a.exec.is_some() || a.auth_provider.is_some()
+    }
 }
 
 /// One HTTP answer, whatever its status.
@@ -56,18 +135,49 @@ struct Raw {
     body: String,
 }
 
+/// An answer whose body went past [`MAX_ANSWER_BYTES`]: final, never retried.
+struct TooLarge;
+
 /// Marks an Api error that carries a raw HTTP answer (status and body) rather than a
 /// Kubernetes Status, so it can be turned back into one after the retries.
 const RAW_REASON: &str = "VirtworkRawAnswer";
 
-async fn get_raw(client: &kube::Client, path: &str) -> std::result::Result<Raw, kube::Error> {
+/// Reads `body` up to `limit` bytes; Ok(Err(TooLarge)) as soon as it goes past, without
+/// reading the rest.
+async fn read_capped(
+    mut body: kube::client::Body,
+    limit: usize,
+) -> std::result::Result<std::result::Result<Vec<u8>, TooLarge>, kube::Error> {
+    use hyper::body::Body as _;
+    let mut bytes = Vec::new();
+    while let Some(frame) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+    {
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        if bytes.len() + data.len() > limit {
+            return Ok(Err(TooLarge));
+        }
+        bytes.extend_from_slice(&data);
+    }
+    Ok(Ok(bytes))
+}
+
+async fn get_raw(
+    client: &kube::Client,
+    path: &str,
+) -> std::result::Result<std::result::Result<Raw, TooLarge>, kube::Error> {
     let request = http::Request::get(path)
         .header(http::header::ACCEPT, "application/json")
         .body(kube::client::Body::empty())
         .map_err(kube::Error::HttpError)?;
     let response = client.send(request).await?;
     let code = response.status().as_u16();
-    let bytes = response.into_body().collect_bytes().await?;
+    let bytes = match read_capped(response.into_body(), MAX_ANSWER_BYTES).await? {
+        Ok(bytes) => bytes,
+        Err(TooLarge) => return Ok(Err(TooLarge)),
+    };
     let body = String::from_utf8_lossy(&bytes).into_owned();
     if code == 429 || code >= 500 {
         // As an Api error the shared classifier sees a transient code and retries.
@@ -75,11 +185,11 @@ async fn get_raw(client: &kube::Client, path: &str) -> std::result::Result<Raw, 
         status.code = code;
         return Err(kube::Error::Api(status.boxed()));
     }
-    Ok(Raw { code, body })
+    Ok(Ok(Raw { code, body }))
 }
 
 /// GETs `path` under the retry policy; the final answer of any HTTP status comes back as
-/// Ok, transport failures and cancellation as Err.
+/// Ok, transport failures, an oversized answer and cancellation as Err.
 async fn get_retried(
     client: &kube::Client,
     path: &str,
@@ -88,7 +198,12 @@ async fn get_retried(
     what: &str,
 ) -> Result<Raw> {
     match retry(policy, cancel, what, || get_raw(client, path)).await {
-        Ok(raw) => Ok(raw),
+        Ok(Ok(raw)) => Ok(raw),
+        Ok(Err(TooLarge)) => Err(Error::runtime(format!(
+            "{what}: the answer is larger than {} MiB, the most verify reads from Prometheus; \
+             check that this is a Prometheus HTTP API",
+            MAX_ANSWER_BYTES >> 20
+        ))),
         Err(RetryError::Failed {
             error: kube::Error::Api(status),
             ..
@@ -96,8 +211,37 @@ async fn get_retried(
             code: status.code,
             body: status.message.clone(),
         }),
-        Err(e) => Err(e.into_error(what.to_string())),
+        Err(RetryError::Failed {
+            error,
+            attempts,
+            transient,
+        }) => {
+            // kube says "client error (Connect)" for a refused certificate or connection;
+            // the innermost cause says which.
+            let cause = innermost_cause(&error);
+            let failed = RetryError::Failed {
+                error,
+                attempts,
+                transient,
+            };
+            let message = failed.into_error(what.to_string()).to_string();
+            Err(if message.contains(&cause) {
+                Error::runtime(message)
+            } else {
+                Error::runtime(format!("{message} ({cause})"))
+            })
+        }
+        Err(RetryError::Cancelled) => Err(Error::Interrupted),
     }
+}
+
+/// The innermost error of a chain, e.g. `invalid peer certificate: UnknownIssuer`.
+fn innermost_cause(error: &kube::Error) -> String {
+    let mut current: &(dyn std::error::Error + 'static) = error;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
 }
 
 impl PrometheusApi {
@@ -107,27 +251,77 @@ impl PrometheusApi {
             client,
             base_path: proxy_base(namespace, service),
             describe: format!("service {namespace}/{service} through the API server {server}"),
+            via: Via::ServiceProxy,
         }
     }
 
-    /// An endpoint at `url`; `auth` is the bearer-token part of the credentials (the
-    /// caller strips everything else).
+    /// An endpoint at the user's `--prometheus` URL, trusting the system's roots; `auth`
+    /// holds at most the bearer token the settings chose for it.
     pub fn at_url(
         url: &http::Uri,
         auth: kube::config::AuthInfo,
         gate: Arc<RequestGate>,
     ) -> Result<Self> {
+        let describe = display_url(url);
+        Self::at(url, auth, None, gate, Via::Url, describe)
+    }
+
+    /// The cluster's monitoring route at `url`, with the cluster's bearer token, trusting
+    /// the system's roots plus the kubeconfig's CA (never `insecure-skip-tls-verify`).
+    pub fn at_route(
+        url: &http::Uri,
+        credentials: &ClusterCredentials,
+        gate: Arc<RequestGate>,
+    ) -> Result<Self> {
+        let mut roots = system_roots();
+        roots.extend(credentials.root_certs.iter().cloned());
+        let (namespace, name) = MONITORING_ROUTE;
+        let describe = format!("route {namespace}/{name} {}", display_url(url));
+        Self::at(
+            url,
+            credentials.auth.clone(),
+            Some(roots),
+            gate,
+            Via::Route,
+            describe,
+        )
+    }
+
+    /// A direct client; `root_certs` None trusts the platform's roots, Some exactly those.
+    fn at(
+        url: &http::Uri,
+        auth: kube::config::AuthInfo,
+        root_certs: Option<Vec<Vec<u8>>>,
+        gate: Arc<RequestGate>,
+        via: Via,
+        describe: String,
+    ) -> Result<Self> {
+        use secrecy::ExposeSecret;
+        // kube builds the Authorization header of a static token when the client is built
+        // and panics on a value HTTP forbids: refuse it with a message first.
+        if let Some(token) = &auth.token
+            && !is_valid_bearer_token(token.expose_secret())
+        {
+            return Err(Error::input(format!(
+                "the bearer token for Prometheus ({describe}) contains a control character, a \
+                 space or a non-ASCII character, which an HTTP header cannot carry; check the \
+                 token's source (--prometheus-token-file or the kubeconfig's user token)"
+            )));
+        }
         let mut config = kube::Config::new(url.clone());
         config.auth_info = auth;
+        config.root_cert = root_certs;
         config.default_retry = false;
         config.connect_timeout = Some(CONNECT_TIMEOUT);
         config.read_timeout = Some(QUERY_READ_TIMEOUT);
-        let builder = kube::client::ClientBuilder::try_from(config)
-            .map_err(|e| Error::kube(format!("building a client for --prometheus {url}"), e))?;
+        let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| {
+            Error::kube(format!("building a client for Prometheus ({describe})"), e)
+        })?;
         Ok(PrometheusApi {
             client: builder.with_layer(&RateLimitLayer::new(gate)).build(),
             base_path: String::new(),
-            describe: url.to_string().trim_end_matches('/').to_string(),
+            describe,
+            via,
         })
     }
 
@@ -156,9 +350,18 @@ impl PrometheusApi {
         )
         .await?;
         if raw.code == 401 || raw.code == 403 {
+            let check = match self.via {
+                Via::Url => {
+                    "check the token (none is sent without --prometheus-token-file or \
+                     --prometheus-use-cluster-token) and that its user may query Prometheus"
+                }
+                Via::Route | Via::ServiceProxy => {
+                    "check that the kubeconfig's user may query Prometheus (on OpenShift: \
+                     cluster-monitoring-view)"
+                }
+            };
             return Err(Error::runtime(format!(
-                "{what}: HTTP {}: Prometheus refused the credentials; check --prometheus-token-file \
-                 (or the kubeconfig's token) and that its user may query Prometheus",
+                "{what}: HTTP {}: Prometheus refused the credentials; {check}",
                 raw.code
             )));
         }
@@ -182,14 +385,116 @@ impl PrometheusApi {
     }
 }
 
-/// Finds Prometheus behind the API server's service proxy: the first candidate that
-/// answers the Prometheus API wins. Err names every candidate and what it said.
+/// The system's trusted CA certificates (DER), as OpenSSL-style tools find them
+/// (`SSL_CERT_FILE`/`SSL_CERT_DIR` honoured); unreadable ones are skipped.
+fn system_roots() -> Vec<Vec<u8>> {
+    rustls_native_certs::load_native_certs()
+        .certs
+        .into_iter()
+        .map(|c| c.as_ref().to_vec())
+        .collect()
+}
+
+/// The https URL of the monitoring Route `route` (its `spec.host` and `spec.path`), or why
+/// it cannot be used: a route without TLS would carry the token in clear text.
+pub fn route_url(route: &Value) -> std::result::Result<http::Uri, String> {
+    let spec = &route["spec"];
+    let host = spec["host"].as_str().unwrap_or_default();
+    if host.is_empty() {
+        return Err("has no spec.host".into());
+    }
+    if !spec["tls"].is_object() {
+        return Err(
+            "is not served over TLS (no spec.tls), and the token goes only over https".into(),
+        );
+    }
+    let path = spec["path"].as_str().unwrap_or_default();
+    let uri: http::Uri = format!("https://{host}{path}")
+        .parse()
+        .map_err(|_| format!("has an unusable host {host:?}"))?;
+    let plain_host = uri.authority().is_some_and(|a| !a.as_str().contains('@'));
+    if !plain_host || uri.query().is_some() {
+        return Err(format!("has an unusable host {host:?}"));
+    }
+    Ok(uri)
+}
+
+/// Reads the monitoring Route from the API: Ok(Ok(url)) to try, Ok(Err(finding)) when it
+/// is absent or unusable (the finding says why).
+async fn find_route(
+    client: &kube::Client,
+    cancel: &CancellationToken,
+) -> Result<std::result::Result<http::Uri, String>> {
+    let (namespace, name) = MONITORING_ROUTE;
+    let gvk = GroupVersionKind::gvk("route.openshift.io", "v1", "Route");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "routes");
+    let api: kube::Api<DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), namespace, &resource);
+    let policy = RetryPolicy::until(Instant::now() + PROBE_DEADLINE);
+    match retry(&policy, cancel, "reading the monitoring route", || {
+        api.get_opt(name)
+    })
+    .await
+    {
+        Ok(Some(route)) => Ok(route_url(&route.data)),
+        Ok(None) => Ok(Err("not found".into())),
+        Err(RetryError::Cancelled) => Err(Error::Interrupted),
+        Err(RetryError::Failed { error, .. }) => Ok(Err(crate::error::kube_text(&error))),
+    }
+}
+
+/// Tries the cluster's monitoring route: Ok(Ok(api)) when it answers the Prometheus API,
+/// Ok(Err(finding)) otherwise.
+async fn try_route(
+    client: &kube::Client,
+    credentials: &ClusterCredentials,
+    gate: &Arc<RequestGate>,
+    cancel: &CancellationToken,
+) -> Result<std::result::Result<PrometheusApi, String>> {
+    let url = match find_route(client, cancel).await? {
+        Ok(url) => url,
+        Err(finding) => return Ok(Err(finding)),
+    };
+    if !credentials.has_token() {
+        return Ok(Err(format!(
+            "{} found, but the kubeconfig's user has no bearer token to present to it",
+            display_url(&url)
+        )));
+    }
+    let api = PrometheusApi::at_route(&url, credentials, gate.clone())?;
+    let finding = match api.probe(cancel).await {
+        Ok(Probe::Found) => return Ok(Ok(api)),
+        Ok(Probe::BackendRefused(code)) => format!(
+            "{} answered HTTP {code} to the kubeconfig's token: its user may not query \
+             Prometheus (on OpenShift: cluster-monitoring-view)",
+            display_url(&url)
+        ),
+        Ok(Probe::Forbidden(m) | Probe::Unavailable(m) | Probe::Other(m)) => {
+            format!("{}: {m}", display_url(&url))
+        }
+        Ok(Probe::NoSuchService) => format!("{}: not found", display_url(&url)),
+        Err(Error::Interrupted) => return Err(Error::Interrupted),
+        Err(e) => e.to_string(),
+    };
+    Ok(Err(finding))
+}
+
+/// Finds Prometheus: first the cluster's monitoring route (with `credentials`, the
+/// kubeconfig's token), then behind the API server's service proxy; the first that
+/// answers the Prometheus API wins. Err names every place tried and what it said.
 pub async fn discover(
     client: &kube::Client,
     server: &str,
+    credentials: &ClusterCredentials,
+    gate: &Arc<RequestGate>,
     cancel: &CancellationToken,
 ) -> Result<PrometheusApi> {
+    let (namespace, name) = MONITORING_ROUTE;
     let mut findings = Vec::new();
+    match try_route(client, credentials, gate, cancel).await? {
+        Ok(api) => return Ok(api),
+        Err(finding) => findings.push(format!("route {namespace}/{name}: {finding}")),
+    }
     for (namespace, service) in CANDIDATES {
         let api = PrometheusApi::via_proxy(client.clone(), namespace, service, server);
         let finding = match api.probe(cancel).await {
@@ -201,7 +506,7 @@ pub async fn discover(
             Ok(Probe::Unavailable(message)) => format!("not serving ({message})"),
             Ok(Probe::BackendRefused(code)) => format!(
                 "answered HTTP {code}: it requires credentials, which the API server does not pass \
-                 through its proxy; use --prometheus with its route URL (the kubeconfig's token is sent)"
+                 through its proxy; use --prometheus with its route URL and --prometheus-token-file"
             ),
             Ok(Probe::Other(message)) => message,
             Err(Error::Interrupted) => return Err(Error::Interrupted),
@@ -210,7 +515,54 @@ pub async fn discover(
         findings.push(format!("{namespace}/{service}: {finding}"));
     }
     Err(Error::runtime(format!(
-        "no Prometheus found through the API server's service proxy ({}); pass --prometheus URL",
+        "no Prometheus found through the monitoring route or the API server's service proxy \
+         ({}); pass --prometheus URL",
         findings.join("; ")
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn display_url_never_shows_userinfo() {
+        let url: http::Uri = "https://alice:s3cret@prom.example:9091/prefix/"
+            .parse()
+            .unwrap();
+        assert_eq!(display_url(&url), "https://prom.example:9091/prefix");
+        let url: http::Uri = "http://prom.example".parse().unwrap();
+        assert_eq!(display_url(&url), "http://prom.example");
+    }
+
+    #[test]
+    fn bearer_tokens_are_visible_ascii_only() {
+        assert!(is_valid_bearer_token("eyJhbGciOi.J9-_~+/="));
+        for bad in ["", "a b", "tok\u{7}en", "tok\ren", "t\u{e9}"] {
+            assert!(!is_valid_bearer_token(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn route_url_takes_host_and_path_and_requires_tls() {
+        let route = json!({"spec": {"host": "thanos.apps.example", "path": "/q", "tls": {"termination": "reencrypt"}}});
+        assert_eq!(
+            route_url(&route).unwrap().to_string(),
+            "https://thanos.apps.example/q"
+        );
+        let plain = json!({"spec": {"host": "thanos.apps.example"}});
+        assert!(
+            route_url(&plain)
+                .unwrap_err()
+                .contains("not served over TLS")
+        );
+        assert!(
+            route_url(&json!({"spec": {"tls": {}}}))
+                .unwrap_err()
+                .contains("spec.host")
+        );
+        let sneaky = json!({"spec": {"host": "user@evil.example", "tls": {}}});
+        assert!(route_url(&sneaky).unwrap_err().contains("unusable host"));
+    }
 }

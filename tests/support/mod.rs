@@ -25,6 +25,7 @@
 
 pub mod apiserver;
 pub mod prometheus;
+pub mod promstub;
 pub mod proxy;
 pub mod schema;
 

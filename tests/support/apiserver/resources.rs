@@ -1,5 +1,5 @@
-//! The resource types the fake server knows (core v1, KubeVirt, CDI, authorization) and the
-//! discovery documents (`/api`, `/apis`, `/apis/<group>/<version>`, `/version`) built from them.
+//! The resource types the fake server knows (core v1, KubeVirt, CDI, OpenShift routes,
+//! authorization) and the discovery documents (`/api`, `/apis`, `/apis/<group>/<version>`, `/version`) built from them.
 
 use serde_json::{Value, json};
 
@@ -199,6 +199,18 @@ pub const RESOURCES: &[ResourceInfo] = &[
         true,
         &["sa"],
         false,
+    ),
+    // OpenShift's Route (openshift-apiserver, not a CRD): verify reads the monitoring route
+    // openshift-monitoring/thanos-querier; on other clusters it is simply absent.
+    res(
+        "route.openshift.io",
+        "v1",
+        "routes",
+        "route",
+        "Route",
+        true,
+        &[],
+        true,
     ),
     ResourceInfo {
         create_only: true,

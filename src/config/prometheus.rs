@@ -1,0 +1,176 @@
+//! `virtwork verify`'s Prometheus flags → [`PrometheusTarget`]: where verify looks and which
+//! token, if any, it may send to a `--prometheus` URL. Reads `--prometheus-token-file`
+//! (regular files only, size-capped, never blocking on a FIFO).
+//!
+//! The rules: a user-given URL gets no token unless `--prometheus-token-file` or
+//! `--prometheus-use-cluster-token` names one; no token goes over plain http unless
+//! `--prometheus-allow-http-token` says so; a URL with userinfo is refused (it would be
+//! neither sent nor safe to show). Must not: show a token or a URL's userinfo.
+
+use std::io::Read;
+use std::path::Path;
+
+use super::io_reason;
+use super::settings::{PrometheusCredential, PrometheusTarget};
+use crate::cli::VerifyArgs;
+use crate::error::{Error, Result};
+use crate::model::Secret;
+use crate::verify::prometheus::{display_url, is_valid_bearer_token};
+
+/// The largest token file read (64 KiB): service-account and OIDC tokens are a few KiB.
+pub const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
+
+/// Opening a FIFO for reading waits for a writer unless non-blocking.
+#[cfg(target_os = "linux")]
+const O_NONBLOCK: i32 = 0o4000;
+#[cfg(not(target_os = "linux"))]
+const O_NONBLOCK: i32 = 0x0004;
+
+/// The Prometheus target of `args`; a warning about the token file's permissions, if any,
+/// is pushed onto `notices`.
+pub fn target(args: &VerifyArgs, notices: &mut Vec<String>) -> Result<PrometheusTarget> {
+    let Some(url) = &args.prometheus else {
+        return Ok(PrometheusTarget::Discover);
+    };
+    if url.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(Error::input(format!(
+            "--prometheus {}: credentials in the URL (user:password@) are not accepted: they \
+             would not be sent and could show up in logs; pass a bearer token with \
+             --prometheus-token-file",
+            display_url(url)
+        )));
+    }
+    let (credential, flag) = match (
+        &args.prometheus_token_file,
+        args.prometheus_use_cluster_token,
+    ) {
+        (Some(path), _) => {
+            let (token, warning) = read_token_file(path)?;
+            notices.extend(warning);
+            (
+                PrometheusCredential::Token(token),
+                "--prometheus-token-file",
+            )
+        }
+        (None, true) => (
+            PrometheusCredential::ClusterToken,
+            "--prometheus-use-cluster-token",
+        ),
+        (None, false) => {
+            return Ok(PrometheusTarget::Url {
+                url: url.clone(),
+                credential: PrometheusCredential::None,
+            });
+        }
+    };
+    if url.scheme_str() == Some("http") && !args.prometheus_allow_http_token {
+        return Err(Error::input(format!(
+            "{flag}: refusing to send a bearer token over plain http to {}; use an https:// \
+             URL, or add --prometheus-allow-http-token to send it anyway",
+            display_url(url)
+        )));
+    }
+    Ok(PrometheusTarget::Url {
+        url: url.clone(),
+        credential,
+    })
+}
+
+/// The bearer token in `path` (one token on one line) and a warning when group or others
+/// may read the file, as OpenSSH warns about key files.
+fn read_token_file(path: &Path) -> Result<(Secret, Option<String>)> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let name = format!("--prometheus-token-file {}", path.display());
+    const FORM: &str = "expected a regular file holding one bearer token on one line";
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Error::input(format!("{name}: {} ({FORM})", io_reason(&e))))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::input(format!("{name}: {} ({FORM})", io_reason(&e))))?;
+    if !meta.is_file() {
+        return Err(Error::input(format!(
+            "{name}: not a regular file (a FIFO, device or directory); {FORM}"
+        )));
+    }
+    let too_large = || {
+        Error::input(format!(
+            "{name}: larger than {} KiB; {FORM}",
+            MAX_TOKEN_FILE_BYTES / 1024
+        ))
+    };
+    if meta.len() > MAX_TOKEN_FILE_BYTES {
+        return Err(too_large());
+    }
+    let mut text = String::new();
+    file.take(MAX_TOKEN_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| Error::input(format!("{name}: {} ({FORM})", io_reason(&e))))?;
+    if text.len() as u64 > MAX_TOKEN_FILE_BYTES {
+        return Err(too_large());
+    }
+    let token = text.trim();
+    if token.is_empty() || token.contains(char::is_whitespace) {
+        return Err(Error::input(format!("{name}: {FORM}")));
+    }
+    if !is_valid_bearer_token(token) {
+        return Err(Error::input(format!(
+            "{name}: the token contains a control or non-ASCII character; {FORM}"
+        )));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    let warning = (mode & 0o044 != 0).then(|| {
+        format!(
+            "{name} is readable by group or others (mode {mode:04o}); a bearer token should be \
+             readable by you only: chmod 600 {}",
+            path.display()
+        )
+    });
+    Ok((Secret::new(token), warning))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(content: &[u8], mode: u32) -> Result<(Secret, Option<String>)> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, content).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        read_token_file(&path)
+    }
+
+    #[test]
+    fn a_private_token_file_is_read_without_warning() {
+        let (token, warning) = read(b"abc.def-123\n", 0o600).unwrap();
+        assert_eq!(token.expose(), "abc.def-123");
+        assert_eq!(warning, None);
+    }
+
+    #[test]
+    fn a_world_readable_token_file_warns_like_ssh() {
+        let (_, warning) = read(b"abc", 0o644).unwrap();
+        let warning = warning.unwrap();
+        assert!(
+            warning.contains("mode 0644") && warning.contains("chmod 600"),
+            "{warning}"
+        );
+    }
+
+    #[test]
+    fn control_characters_oversize_and_devices_are_refused() {
+        let e = read(b"abc\x07def", 0o600).unwrap_err().to_string();
+        assert!(e.contains("control or non-ASCII"), "{e}");
+        let big = vec![b'a'; MAX_TOKEN_FILE_BYTES as usize + 1];
+        let e = read(&big, 0o600).unwrap_err().to_string();
+        assert!(e.contains("larger than 64 KiB"), "{e}");
+        let e = read_token_file(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+}
