@@ -373,6 +373,10 @@ pub struct VerifyArgs {
     /// File holding the bearer token for --prometheus [default: the kubeconfig's token]
     #[arg(long, value_name = "PATH", requires = "prometheus")]
     pub prometheus_token_file: Option<PathBuf>,
+
+    /// Catalog whose entries judge catalog VMs [env: VIRTWORK_CATALOG_DIR] [default: ~/.virtwork/catalog]
+    #[arg(long, value_name = "DIR")]
+    pub catalog_dir: Option<PathBuf>,
 }
 
 fn parse_window(text: &str) -> Result<crate::model::Window, String> {

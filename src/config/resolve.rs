@@ -310,7 +310,12 @@ impl VerifySettings {
         args: &VerifyArgs,
         env: &[(String, String)],
     ) -> Result<VerifySettings> {
-        let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::verify(args)),
+            Vec::new(),
+            env,
+        )?;
         let global = GlobalSettings::from_layers(&layers)?;
         let prometheus = match &args.prometheus {
             None => PrometheusTarget::Discover,
@@ -333,6 +338,7 @@ impl VerifySettings {
                 std::time::Duration::from_secs(args.timeout.unwrap_or(VERIFY_DEFAULT_WAIT_SECS))
             }),
             prometheus,
+            catalog_dir: catalog_dir(&layers, false)?,
             output: global.output,
             global,
         })
