@@ -390,6 +390,10 @@ pub struct VerifyArgs {
     /// on the network path
     #[arg(long, requires = "prometheus")]
     pub prometheus_allow_http_token: bool,
+
+    /// Catalog whose entries judge catalog VMs [env: VIRTWORK_CATALOG_DIR] [default: ~/.virtwork/catalog]
+    #[arg(long, value_name = "DIR")]
+    pub catalog_dir: Option<PathBuf>,
 }
 
 fn parse_window(text: &str) -> Result<crate::model::Window, String> {

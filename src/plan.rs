@@ -714,9 +714,13 @@ pub fn workload_probe(workload: &str, units: &[String]) -> Result<Option<Probe>>
 }
 
 /// What `virtwork verify` reads back from each VM: the params its expected signals depend
-/// on and a catalog entry's own signals, as JSON annotations (none when there is nothing).
+/// on (JSON) and, for a catalog entry, the digest of its signals, so verify can tell whether
+/// the local entry is the one the run used (none when there is nothing). The queries
+/// themselves stay off the cluster: anyone who may patch a VM could rewrite them.
 fn signal_annotations(workload: &dyn Workload) -> BTreeMap<String, String> {
-    use crate::signals::contract::{CUSTOM_SIGNALS_ANNOTATION, SIGNAL_PARAMS_ANNOTATION};
+    use crate::signals::contract::{
+        SIGNAL_PARAMS_ANNOTATION, SIGNALS_DIGEST_ANNOTATION, signals_digest,
+    };
     let mut out = BTreeMap::new();
     let params = workload.signal_params();
     if !params.is_empty() {
@@ -728,8 +732,8 @@ fn signal_annotations(workload: &dyn Workload) -> BTreeMap<String, String> {
     let custom = workload.custom_signals();
     if !custom.is_empty() {
         out.insert(
-            CUSTOM_SIGNALS_ANNOTATION.to_string(),
-            serde_json::to_string(&custom).expect("signals serialize"),
+            SIGNALS_DIGEST_ANNOTATION.to_string(),
+            signals_digest(&custom),
         );
     }
     out

@@ -666,26 +666,36 @@ fn catalog_signals_are_validated_recorded_and_verified() {
         .server
         .get("virtualmachines", NS, "virtwork-web-0")
         .unwrap();
-    let recorded: Value = serde_json::from_str(
-        vm["metadata"]["annotations"]["virtwork/signals"]
+    let annotations = &vm["metadata"]["annotations"];
+    assert!(
+        annotations["virtwork/signals-digest"]
             .as_str()
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(recorded[0]["name"], "http-rx");
+            .unwrap()
+            .starts_with("sha256:"),
+        "{annotations}"
+    );
+    assert!(
+        annotations.get("virtwork/signals").is_none(),
+        "no query is stored on the cluster: {annotations}"
+    );
     env.monitoring(Backend::Respond(
         200,
         r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"2048"]}]}}"#.into(),
     ));
-    let out = env.run(&[
-        "--namespace",
-        NS,
-        "--output",
-        "json",
-        "verify",
-        "--window",
-        "2m",
-    ]);
+    let verify_json = |env: &Env| {
+        env.run(&[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "verify",
+            "--window",
+            "2m",
+            "--catalog-dir",
+            catalog.to_str().unwrap(),
+        ])
+    };
+    let out = verify_json(&env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = json_doc(&out);
     let signal = &doc["vms"][0]["signals"][0];
@@ -694,6 +704,45 @@ fn catalog_signals_are_validated_recorded_and_verified() {
     assert_eq!(
         signal["query"],
         "sum by (namespace, name) (rate(kubevirt_vmi_network_receive_bytes_total{namespace=\"virtwork\",name=\"virtwork-web-0\"}[2m]))"
+    );
+
+    // Someone who may patch the VM plants a query and its digest: verify sends nothing of
+    // it and reports the VM as unverifiable.
+    let forged = r#"[{"name":"http-rx","query":"vector(1e9)","threshold":0}]"#;
+    let mut patched = vm.clone();
+    patched["metadata"]["annotations"]["virtwork/signals"] = json!(forged);
+    patched["metadata"]["annotations"]["virtwork/signals-digest"] = json!("sha256:0000");
+    env.server.insert(patched);
+    env.server.clear_request_log();
+    let out = verify_json(&env);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    assert_eq!(
+        doc["vms"][0]["signals"][0]["status"], "unverifiable",
+        "{doc:#}"
+    );
+    assert!(
+        text(&out.stderr).contains("declares other signals than the run recorded"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        env.server
+            .request_log()
+            .iter()
+            .all(|r| !r.query.contains("1e9") && !r.path.contains("1e9")),
+        "the planted query was sent"
+    );
+
+    // Without the local entry the VM cannot be judged either, and says so.
+    env.server.insert(vm.clone());
+    std::fs::remove_dir_all(catalog.join("web")).unwrap();
+    let out = verify_json(&env);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("local catalog entry \"web\""),
+        "{}",
+        text(&out.stderr)
     );
 }
 

@@ -22,8 +22,10 @@ use crate::signals::contract::checks;
 use crate::verify::evaluate::{QueryAnswer, Verdict, judge};
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
 use crate::verify::{
-    SignalResult, Target, VmResult, json_report, missing_message, targets, text_report,
+    LocalCatalog, SignalResult, Target, VmResult, catalog_names, json_report, missing_message,
+    targets, text_report, unverifiable_result,
 };
+use crate::workloads::catalog::CatalogEntry;
 
 /// How long transient failures are retried when not waiting.
 const RETRY_DEADLINE: Duration = Duration::from_secs(60);
@@ -153,7 +155,8 @@ async fn poll_signals(
         rounds += 1;
         let vms = list_in_scope(ctx, &settings.scope, ManagedKind::VirtualMachine).await?;
         let vmis = list_in_scope(ctx, &settings.scope, ManagedKind::VirtualMachineInstance).await?;
-        let found = targets(&vms, &vmis);
+        let catalog = load_catalog(&settings.catalog_dir, &vms);
+        let found = targets(&vms, &vmis, &catalog);
         let results = if found.is_empty() {
             Vec::new()
         } else {
@@ -175,6 +178,20 @@ async fn poll_signals(
             () = tokio::time::sleep(poll) => {}
         }
     }
+}
+
+/// The local catalog entries the VMs name, loaded (and validated, signal names included)
+/// from `dir`; an entry that cannot be loaded is kept with the reason, to be reported.
+fn load_catalog(dir: &std::path::Path, vms: &[kube::api::DynamicObject]) -> LocalCatalog {
+    catalog_names(vms)
+        .into_iter()
+        .map(|name| {
+            let signals = CatalogEntry::load(dir, &name)
+                .map(|entry| entry.signals().to_vec())
+                .map_err(|e| e.to_string());
+            (name, signals)
+        })
+        .collect()
 }
 
 /// No VM in scope: an error, since nothing was verified.
@@ -202,6 +219,7 @@ async fn evaluate(
     let jobs: Vec<(usize, crate::signals::contract::Check)> = targets
         .iter()
         .enumerate()
+        .filter(|(_, t)| t.unverifiable.is_none())
         .flat_map(|(i, t)| checks(&t.facts, window).into_iter().map(move |c| (i, c)))
         .collect();
     let answers: Vec<Result<(usize, SignalResult)>> = futures::stream::iter(jobs)
@@ -246,8 +264,13 @@ async fn evaluate(
     let mut results: Vec<VmResult> = targets
         .into_iter()
         .map(|target| VmResult {
+            signals: target
+                .unverifiable
+                .as_deref()
+                .map(unverifiable_result)
+                .into_iter()
+                .collect(),
             target,
-            signals: Vec::new(),
         })
         .collect();
     for answer in answers {

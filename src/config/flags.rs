@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use super::io_reason;
 use super::partial::Partial;
 use super::value::{Source, Sourced};
-use crate::cli::{CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs};
+use crate::cli::{CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs};
 use crate::error::{Error, Result};
 use crate::model::{DryRunFlag, DryRunMode, Invalid, PublicKey, Switch};
 
@@ -88,6 +88,14 @@ pub fn cleanup(args: &CleanupArgs) -> Partial {
 pub fn status(args: &StatusArgs) -> Partial {
     Partial {
         timeout: given(&args.timeout, "--timeout"),
+        ..Partial::default()
+    }
+}
+
+/// The flags of `virtwork verify` that are configuration keys.
+pub fn verify(args: &VerifyArgs) -> Partial {
+    Partial {
+        catalog_dir: given(&args.catalog_dir, "--catalog-dir"),
         ..Partial::default()
     }
 }

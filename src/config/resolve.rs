@@ -310,7 +310,12 @@ impl VerifySettings {
         args: &VerifyArgs,
         env: &[(String, String)],
     ) -> Result<VerifySettings> {
-        let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::verify(args)),
+            Vec::new(),
+            env,
+        )?;
         let mut global = GlobalSettings::from_layers(&layers)?;
         let prometheus = super::prometheus::target(args, &mut global.notices)?;
         Ok(VerifySettings {
@@ -323,6 +328,7 @@ impl VerifySettings {
                 std::time::Duration::from_secs(args.timeout.unwrap_or(VERIFY_DEFAULT_WAIT_SECS))
             }),
             prometheus,
+            catalog_dir: catalog_dir(&layers, false)?,
             output: global.output,
             global,
         })

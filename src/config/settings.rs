@@ -161,5 +161,7 @@ pub struct VerifySettings {
     /// Some(timeout) with `--wait`.
     pub wait: Option<Duration>,
     pub prometheus: PrometheusTarget,
+    /// Where catalog VMs' entries are read from (their signals are never read from the cluster).
+    pub catalog_dir: PathBuf,
     pub output: OutputFormat,
 }

@@ -22,8 +22,20 @@ use crate::model::{Window, parse_int};
 /// Annotation on each VirtualMachine with the params the contract needs (a JSON object),
 /// so verify derives the same thresholds as the run that created the VM.
 pub const SIGNAL_PARAMS_ANNOTATION: &str = "virtwork/signal-params";
-/// Annotation with a catalog entry's own signals (a JSON list of [`CustomSignal`]).
-pub const CUSTOM_SIGNALS_ANNOTATION: &str = "virtwork/signals";
+/// Annotation with the digest ([`signals_digest`]) of the catalog entry's signals a run
+/// used. Verify never reads a query from the cluster: it judges a catalog VM by the local
+/// entry of the same name, and only when that entry's digest matches this one.
+pub const SIGNALS_DIGEST_ANNOTATION: &str = "virtwork/signals-digest";
+
+/// The digest of a catalog entry's signals as recorded at run time: `sha256:` and the hex
+/// SHA-256 of their JSON (fields in declaration order, so the same list gives the same digest).
+pub fn signals_digest(signals: &[CustomSignal]) -> String {
+    use sha2::{Digest, Sha256};
+    let json = serde_json::to_string(signals).expect("signals serialize");
+    let hash = Sha256::digest(json.as_bytes());
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
 
 /// KubeVirt's disk name of the workloads' blank data disk (the series' `drive` label).
 pub const DATA_DRIVE: &str = "datadisk";
@@ -62,30 +74,55 @@ pub enum Unit {
     Custom,
 }
 
+/// A number for a table cell: `decimals` places in the usual range, scientific notation
+/// beyond it (a value of 1e308 stays a short cell), and NaN/±Inf spelled as Prometheus does.
+pub fn bounded_number(value: f64, decimals: usize) -> String {
+    if value.is_nan() {
+        "NaN".into()
+    } else if value.is_infinite() {
+        if value > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else if value.abs() >= 1e6 {
+        format!("{value:.3e}")
+    } else {
+        format!("{value:.decimals$}")
+    }
+}
+
 impl Unit {
-    /// The value formatted for a table cell.
+    /// The value formatted for a table cell (out-of-range values in scientific notation).
     pub fn format(self, value: f64) -> String {
         match self {
-            Unit::VcpuFraction => format!("{value:.2} vCPU"),
-            Unit::Ratio => format!("{:.1}%", value * 100.0),
+            Unit::VcpuFraction => format!("{} vCPU", bounded_number(value, 2)),
+            Unit::Ratio if (value * 100.0).is_finite() || !value.is_finite() => {
+                format!("{}%", bounded_number(value * 100.0, 1))
+            }
+            Unit::Ratio => format!("{} (fraction)", bounded_number(value, 1)),
             Unit::BytesPerSecond => {
                 let mib = value / 1_048_576.0;
-                if mib >= 0.1 {
-                    format!("{mib:.1} MiB/s")
+                if mib.abs() >= 0.1 || !mib.is_finite() {
+                    format!("{} MiB/s", bounded_number(mib, 1))
                 } else {
-                    format!("{:.1} KiB/s", value / 1024.0)
+                    format!("{} KiB/s", bounded_number(value / 1024.0, 1))
                 }
             }
-            Unit::OpsPerSecond => format!("{value:.1} op/s"),
-            Unit::PacketsPerSecond => format!("{value:.1} pkt/s"),
-            Unit::Series => format!("{value:.0} series"),
-            Unit::Custom => format!("{value}"),
+            Unit::OpsPerSecond => format!("{} op/s", bounded_number(value, 1)),
+            Unit::PacketsPerSecond => format!("{} pkt/s", bounded_number(value, 1)),
+            Unit::Series => format!("{} series", bounded_number(value, 0)),
+            Unit::Custom if value != 0.0 && value.abs() < 1e-3 => format!("{value:.3e}"),
+            Unit::Custom => {
+                let text = bounded_number(value, 3);
+                if text.contains('.') && !text.contains('e') {
+                    text.trim_end_matches('0').trim_end_matches('.').to_string()
+                } else {
+                    text
+                }
+            }
         }
     }
 }
 
-/// A signal a catalog entry declares in its `workload.yaml` (`signals:`), also recorded on
-/// its VMs in [`CUSTOM_SIGNALS_ANNOTATION`].
+/// A signal a catalog entry declares in its `workload.yaml` (`signals:`); its VMs carry only
+/// the digest of the list ([`SIGNALS_DIGEST_ANNOTATION`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CustomSignal {
@@ -112,7 +149,7 @@ pub struct VmFacts {
     pub memory_bytes: Option<u64>,
     /// From [`SIGNAL_PARAMS_ANNOTATION`]; missing keys take the workload's defaults.
     pub params: BTreeMap<String, String>,
-    /// From [`CUSTOM_SIGNALS_ANNOTATION`].
+    /// The local catalog entry's signals (never a query read from the cluster).
     pub custom: Vec<CustomSignal>,
 }
 
@@ -687,6 +724,50 @@ mod tests {
             r#"sum(rate(kubevirt_vmi_network_receive_packets_total{namespace="virtwork",name="vm\"1"}[2m]))"#
         );
         assert_eq!(c[0].threshold, Some(3.0));
+    }
+
+    #[test]
+    fn out_of_range_values_format_as_short_cells() {
+        assert_eq!(Unit::Ratio.format(1e308), "1.000e308 (fraction)");
+        assert_eq!(Unit::Ratio.format(0.5), "50.0%");
+        assert_eq!(Unit::Ratio.format(f64::NAN), "NaN%");
+        assert_eq!(Unit::Custom.format(1e308), "1.000e308");
+        assert_eq!(Unit::Custom.format(2048.0), "2048");
+        assert_eq!(Unit::Custom.format(0.25), "0.25");
+        assert_eq!(Unit::Custom.format(1e-9), "1.000e-9");
+        assert_eq!(Unit::VcpuFraction.format(f64::INFINITY), "+Inf vCPU");
+        assert_eq!(Unit::BytesPerSecond.format(1e308), "9.537e301 MiB/s");
+        assert_eq!(Unit::BytesPerSecond.format(-f64::INFINITY), "-Inf MiB/s");
+        assert_eq!(Unit::OpsPerSecond.format(12.0), "12.0 op/s");
+        for unit in [
+            Unit::VcpuFraction,
+            Unit::Ratio,
+            Unit::BytesPerSecond,
+            Unit::Custom,
+        ] {
+            assert!(
+                unit.format(f64::MAX).len() < 24,
+                "{unit:?}: {}",
+                unit.format(f64::MAX)
+            );
+        }
+    }
+
+    #[test]
+    fn the_signals_digest_follows_the_signals() {
+        let a = CustomSignal {
+            name: "s".into(),
+            query: "vector(1)".into(),
+            threshold: 1.0,
+            description: None,
+        };
+        let mut b = a.clone();
+        assert_eq!(signals_digest(&[a.clone()]), signals_digest(&[b.clone()]));
+        assert!(signals_digest(&[a.clone()]).starts_with("sha256:"));
+        assert_eq!(signals_digest(&[a.clone()]).len(), 7 + 64);
+        b.threshold = 0.0;
+        assert_ne!(signals_digest(&[a.clone()]), signals_digest(&[b]));
+        assert_ne!(signals_digest(&[]), signals_digest(&[a]));
     }
 
     #[test]

@@ -81,12 +81,18 @@ pub enum Verdict {
     NotExpected,
     /// The query failed (rejected by Prometheus, or unanswerable).
     Error,
+    /// The VM's catalog signals cannot be judged: no local entry matches what the run
+    /// recorded (nothing is queried).
+    Unverifiable,
 }
 
 impl Verdict {
     /// Whether this verdict makes verify fail.
     pub fn is_missing(self) -> bool {
-        matches!(self, Verdict::Below | Verdict::NoData | Verdict::Error)
+        matches!(
+            self,
+            Verdict::Below | Verdict::NoData | Verdict::Error | Verdict::Unverifiable
+        )
     }
 
     pub fn as_str(self) -> &'static str {
@@ -96,6 +102,7 @@ impl Verdict {
             Verdict::NoData => "no data",
             Verdict::NotExpected => "not expected",
             Verdict::Error => "error",
+            Verdict::Unverifiable => "unverifiable",
         }
     }
 }

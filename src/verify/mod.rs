@@ -10,18 +10,23 @@ pub mod evaluate;
 pub mod kit;
 pub mod prometheus;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::DynamicObject;
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::labels;
-use crate::model::Window;
+use crate::model::{DnsLabel, Window};
 use crate::signals::contract::{
-    CUSTOM_SIGNALS_ANNOTATION, Check, CustomSignal, SIGNAL_PARAMS_ANNOTATION, VmFacts,
+    Check, CustomSignal, SIGNAL_PARAMS_ANNOTATION, SIGNALS_DIGEST_ANNOTATION, Unit, VmFacts,
+    WORKLOADS, signals_digest,
 };
 use evaluate::Verdict;
+
+/// The local catalog entries the VMs name, as the command loaded them: entry name → its
+/// signals, or why it could not be loaded.
+pub type LocalCatalog = BTreeMap<String, std::result::Result<Vec<CustomSignal>, String>>;
 
 /// One VM to verify, with what its signals depend on.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +37,9 @@ pub struct Target {
     pub vmi_phase: Option<String>,
     /// Why the VM's recorded signal setup could not be used (absent: defaults apply).
     pub setup_note: Option<String>,
+    /// Why the VM's catalog signals cannot be judged (no matching local entry): reported
+    /// as a failure instead of querying anything the cluster could have chosen.
+    pub unverifiable: Option<String>,
 }
 
 fn label(object: &DynamicObject, key: &str) -> Option<String> {
@@ -53,9 +61,83 @@ fn annotation<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// Whether `workload` is a built-in: judged by the built-in contract alone.
+pub fn is_builtin(workload: &str) -> bool {
+    WORKLOADS.contains(&workload)
+}
+
+/// The catalog entries the VMs name (workload labels that are not built-ins and could be
+/// entry names), for the command to load from the local catalog.
+pub fn catalog_names(vms: &[DynamicObject]) -> BTreeSet<String> {
+    vms.iter()
+        .filter_map(|vm| label(vm, labels::COMPONENT))
+        .filter(|w| !is_builtin(w) && DnsLabel::is_valid(w))
+        .collect()
+}
+
+/// The signals a catalog VM is judged by: the local entry's, when its digest is the one the
+/// run recorded. Err: why they cannot be trusted (reported, never replaced by a query from
+/// the cluster).
+fn catalog_signals(
+    workload: &str,
+    recorded: Option<&str>,
+    catalog: &LocalCatalog,
+) -> std::result::Result<Vec<CustomSignal>, String> {
+    let local = match catalog.get(workload) {
+        Some(Ok(signals)) => signals,
+        Some(Err(why)) => return Err(format!("local catalog entry {workload:?}: {why}")),
+        None => {
+            return Err(format!(
+                "workload {workload:?} is neither a built-in nor a catalog entry name"
+            ));
+        }
+    };
+    let digest = signals_digest(local);
+    match recorded {
+        Some(r) if r == digest => Ok(local.clone()),
+        None if local.is_empty() => Ok(Vec::new()),
+        None => Err(format!(
+            "the VM records no {SIGNALS_DIGEST_ANNOTATION}, so it cannot be matched to the local entry {workload:?}'s signals"
+        )),
+        Some(_) => Err(format!(
+            "the local catalog entry {workload:?} declares other signals than the run recorded \
+             ({SIGNALS_DIGEST_ANNOTATION} differs): verify with the catalog the run used (--catalog-dir)"
+        )),
+    }
+}
+
+/// The params the VM's run recorded, or the defaults with a note when unreadable.
+fn recorded_params(vm: &DynamicObject, notes: &mut Vec<String>) -> BTreeMap<String, String> {
+    match annotation(vm, SIGNAL_PARAMS_ANNOTATION) {
+        None => BTreeMap::new(),
+        Some(text) => serde_json::from_str(text).unwrap_or_else(|e| {
+            notes.push(format!(
+                "annotation {SIGNAL_PARAMS_ANNOTATION} is unreadable ({e}); default params assumed"
+            ));
+            BTreeMap::new()
+        }),
+    }
+}
+
+fn memory_request(vm: &DynamicObject) -> Option<u64> {
+    let domain = &vm.data["spec"]["template"]["spec"]["domain"];
+    domain["resources"]["requests"]["memory"]
+        .as_str()
+        .or_else(|| domain["memory"]["guest"].as_str())
+        .and_then(|q| q.parse::<crate::model::Quantity>().ok())
+        .map(|q| q.value())
+        .filter(|b| *b > 0.0)
+        .map(|b| b as u64)
+}
+
 /// Builds the targets from listed VMs and VMIs (joined by namespace and name), sorted by
-/// namespace and name.
-pub fn targets(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<Target> {
+/// namespace and name. Built-in workloads get the built-in contract only; catalog workloads
+/// the local entry's signals (see [`catalog_signals`]).
+pub fn targets(
+    vms: &[DynamicObject],
+    vmis: &[DynamicObject],
+    catalog: &LocalCatalog,
+) -> Vec<Target> {
     let key = |o: &DynamicObject| {
         (
             o.metadata.namespace.clone().unwrap_or_default(),
@@ -74,54 +156,36 @@ pub fn targets(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<Target> {
         .map(|vm| {
             let (namespace, name) = key(vm);
             let mut notes = Vec::new();
-            let params = match annotation(vm, SIGNAL_PARAMS_ANNOTATION) {
-                None => BTreeMap::new(),
-                Some(text) => serde_json::from_str::<BTreeMap<String, String>>(text)
-                    .unwrap_or_else(|e| {
-                        notes.push(format!("annotation {SIGNAL_PARAMS_ANNOTATION} is unreadable ({e}); default params assumed"));
-                        BTreeMap::new()
-                    }),
+            let workload = label(vm, labels::COMPONENT).unwrap_or_default();
+            let (custom, unverifiable) = if is_builtin(&workload) {
+                (Vec::new(), None)
+            } else {
+                match catalog_signals(
+                    &workload,
+                    annotation(vm, SIGNALS_DIGEST_ANNOTATION),
+                    catalog,
+                ) {
+                    Ok(signals) => (signals, None),
+                    Err(why) => (Vec::new(), Some(why)),
+                }
             };
-            let custom = match annotation(vm, CUSTOM_SIGNALS_ANNOTATION) {
-                None => Vec::new(),
-                Some(text) => match serde_json::from_str::<Vec<CustomSignal>>(text) {
-                    Ok(list) => list
-                        .into_iter()
-                        .filter(|s| match crate::signals::promql::validate_template(&s.query) {
-                            Ok(()) => true,
-                            Err(e) => {
-                                notes.push(format!("catalog signal {:?} skipped: {e}", s.name));
-                                false
-                            }
-                        })
-                        .collect(),
-                    Err(e) => {
-                        notes.push(format!("annotation {CUSTOM_SIGNALS_ANNOTATION} is unreadable ({e})"));
-                        Vec::new()
-                    }
-                },
-            };
-            let domain = &vm.data["spec"]["template"]["spec"]["domain"];
-            let memory_bytes = domain["resources"]["requests"]["memory"]
-                .as_str()
-                .or_else(|| domain["memory"]["guest"].as_str())
-                .and_then(|q| q.parse::<crate::model::Quantity>().ok())
-                .map(|q| q.value())
-                .filter(|b| *b > 0.0)
-                .map(|b| b as u64);
             Target {
-                vmi_phase: phases.get(&(namespace.clone(), name.clone())).cloned().flatten(),
+                vmi_phase: phases
+                    .get(&(namespace.clone(), name.clone()))
+                    .cloned()
+                    .flatten(),
                 run_id: label(vm, labels::RUN_ID),
                 facts: VmFacts {
-                    workload: label(vm, labels::COMPONENT).unwrap_or_default(),
                     role: label(vm, labels::ROLE),
-                    memory_bytes,
-                    params,
+                    memory_bytes: memory_request(vm),
+                    params: recorded_params(vm, &mut notes),
                     custom,
+                    workload,
                     namespace,
                     name,
                 },
                 setup_note: (!notes.is_empty()).then(|| notes.join("; ")),
+                unverifiable,
             }
         })
         .collect();
@@ -130,6 +194,47 @@ pub fn targets(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<Target> {
     });
     out
 }
+
+/// The one result of a VM whose catalog signals cannot be trusted: a failure naming why.
+pub fn unverifiable_result(reason: &str) -> SignalResult {
+    SignalResult {
+        check: Check {
+            signal: "catalog-signals".into(),
+            description: "the catalog entry's own signals".into(),
+            query: String::new(),
+            threshold: None,
+            unit: Unit::Custom,
+            note: None,
+        },
+        observed: None,
+        status: Verdict::Unverifiable,
+        error: Some(reason.to_string()),
+    }
+}
+
+/// Text from the cluster or Prometheus made safe for a terminal: control characters
+/// escaped, one line, at most [`UNTRUSTED_MAX_CHARS`] characters. The one place the text
+/// report renders such text (to be replaced by the shared renderer when it lands).
+pub fn untrusted(text: &str) -> String {
+    let mut out = String::new();
+    for (count, c) in text.chars().enumerate() {
+        if count == UNTRUSTED_MAX_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Longest untrusted text the report shows in one place.
+const UNTRUSTED_MAX_CHARS: usize = 400;
 
 /// The outcome of one check.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -213,6 +318,7 @@ pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> St
         "{passed} of {expected} expected signal(s) present, {missing} missing{} ({} VM(s), window {window}, Prometheus: {prometheus}).\n",
         if skipped > 0 { format!(", {skipped} not expected in this window") } else { String::new() },
         results.len(),
+        prometheus = untrusted(prometheus),
     ));
     out
 }
@@ -224,9 +330,10 @@ fn vm_rows(r: &VmResult, rows: &mut Vec<[String; 7]>, notes: &mut Vec<String>) {
         Some(role) => format!("{}/{role}", t.facts.workload),
         None => t.facts.workload.clone(),
     };
-    let vm = format!("{}/{}", t.facts.namespace, t.facts.name);
+    let workload = untrusted(&workload);
+    let vm = untrusted(&format!("{}/{}", t.facts.namespace, t.facts.name));
     if let Some(note) = &t.setup_note {
-        notes.push(format!("{vm}: {note}"));
+        notes.push(format!("{vm}: {}", untrusted(note)));
     }
     if r.signals.is_empty() {
         rows.push([
@@ -239,8 +346,8 @@ fn vm_rows(r: &VmResult, rows: &mut Vec<[String; 7]>, notes: &mut Vec<String>) {
             "-".into(),
         ]);
         notes.push(format!(
-            "{vm}: workload {:?} declares no signals",
-            t.facts.workload
+            "{vm}: workload {} declares no signals",
+            untrusted(&format!("{:?}", t.facts.workload))
         ));
     }
     for s in &r.signals {
@@ -251,13 +358,13 @@ fn vm_rows(r: &VmResult, rows: &mut Vec<[String; 7]>, notes: &mut Vec<String>) {
             observed_text(s),
             threshold_text(s),
             s.status.as_str().to_uppercase(),
-            s.check.query.clone(),
+            untrusted(&s.check.query),
         ]);
         if let Some(note) = &s.check.note {
-            notes.push(format!("{vm} {}: {note}", s.check.signal));
+            notes.push(format!("{vm} {}: {}", s.check.signal, untrusted(note)));
         }
         if let Some(error) = &s.error {
-            notes.push(format!("{vm} {}: {error}", s.check.signal));
+            notes.push(format!("{vm} {}: {}", s.check.signal, untrusted(error)));
         }
     }
 }
@@ -318,6 +425,7 @@ pub fn missing_message(results: &[VmResult]) -> Option<String> {
     let (r, s) = missing.first()?;
     let what = match s.status {
         Verdict::NoData => "no data".to_string(),
+        Verdict::Unverifiable => s.error.clone().unwrap_or_default(),
         Verdict::Error => format!("query failed: {}", s.error.as_deref().unwrap_or("error")),
         _ => format!(
             "observed {}, expected {}",
@@ -333,4 +441,107 @@ pub fn missing_message(results: &[VmResult]) -> Option<String> {
         "expected signal missing: VM {}/{} signal {} ({what}){more}",
         r.target.facts.namespace, r.target.facts.name, s.check.signal
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm(workload: &str, annotations: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {
+                "name": format!("virtwork-{workload}-0"), "namespace": "virtwork",
+                "labels": {"app.kubernetes.io/component": workload},
+                "annotations": annotations,
+            },
+        }))
+        .unwrap()
+    }
+
+    fn signal(query: &str) -> CustomSignal {
+        CustomSignal {
+            name: "http-rx".into(),
+            query: query.into(),
+            threshold: 1.0,
+            description: None,
+        }
+    }
+
+    const LOCAL: &str = r#"sum(rate(kubevirt_vmi_network_receive_bytes_total{namespace="{{namespace}}",name="{{name}}"}[{{window}}]))"#;
+
+    #[test]
+    fn catalog_vms_are_judged_by_the_local_entry_whose_digest_the_run_recorded() {
+        let local = vec![signal(LOCAL)];
+        let catalog = LocalCatalog::from([("web".to_string(), Ok(local.clone()))]);
+        let recorded = json!({"virtwork/signals-digest": signals_digest(&local)});
+        let t = &targets(&[vm("web", recorded)], &[], &catalog)[0];
+        assert_eq!(t.facts.custom, local);
+        assert_eq!(t.unverifiable, None);
+
+        // Anyone who may patch the VM can change its annotations, never the query verify sends.
+        let forged = vec![signal("vector(1e9)")];
+        let patched = json!({
+            "virtwork/signals-digest": signals_digest(&forged),
+            "virtwork/signals": serde_json::to_string(&forged).unwrap(),
+        });
+        let t = &targets(&[vm("web", patched)], &[], &catalog)[0];
+        assert!(t.facts.custom.is_empty());
+        assert!(
+            t.unverifiable.as_deref().unwrap().contains("differs"),
+            "{t:?}"
+        );
+
+        let t = &targets(&[vm("web", json!({}))], &[], &catalog)[0];
+        assert!(
+            t.unverifiable
+                .as_deref()
+                .unwrap()
+                .contains("records no virtwork/signals-digest")
+        );
+        let t = &targets(&[vm("shop", json!({}))], &[], &catalog)[0];
+        assert!(
+            t.unverifiable
+                .as_deref()
+                .unwrap()
+                .contains("neither a built-in")
+        );
+        let missing = LocalCatalog::from([("web".to_string(), Err("not found".to_string()))]);
+        let t = &targets(&[vm("web", json!({}))], &[], &missing)[0];
+        assert!(
+            t.unverifiable
+                .as_deref()
+                .unwrap()
+                .contains("local catalog entry \"web\": not found")
+        );
+    }
+
+    #[test]
+    fn built_in_vms_ignore_any_signals_recorded_on_the_cluster() {
+        let forged = vec![signal("vector(1)")];
+        let patched = json!({
+            "virtwork/signals-digest": signals_digest(&forged),
+            "virtwork/signals": serde_json::to_string(&forged).unwrap(),
+        });
+        let t = &targets(&[vm("cpu", patched)], &[], &LocalCatalog::new())[0];
+        assert!(
+            t.facts.custom.is_empty() && t.unverifiable.is_none(),
+            "{t:?}"
+        );
+        assert_eq!(
+            catalog_names(&[vm("cpu", json!({})), vm("web", json!({}))]),
+            BTreeSet::from(["web".to_string()])
+        );
+        let unverifiable = unverifiable_result("why");
+        assert!(unverifiable.status.is_missing());
+    }
+
+    #[test]
+    fn untrusted_text_stays_on_one_short_line_without_escapes() {
+        assert_eq!(untrusted("vm\x1b[31mred\n"), "vm\\u{1b}[31mred\\n");
+        assert_eq!(untrusted("a\u{202e}b"), "a\\u{202e}b");
+        let long = "x".repeat(1000);
+        assert_eq!(untrusted(&long).chars().count(), UNTRUSTED_MAX_CHARS + 1);
+        assert_eq!(untrusted("virtwork/vm-0"), "virtwork/vm-0");
+    }
 }

@@ -353,6 +353,11 @@ impl CatalogEntry {
             .collect()
     }
 
+    /// The signals the manifest declares (validated when loaded).
+    pub fn signals(&self) -> &[crate::signals::contract::CustomSignal] {
+        &self.manifest.signals
+    }
+
     /// Whether the entry has more than one role.
     pub fn is_multi_role(&self) -> bool {
         self.manifest.roles.len() > 1
