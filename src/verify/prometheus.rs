@@ -544,6 +544,28 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_token_no_header_can_carry_is_an_input_error_not_a_panic() {
+        let gate = RequestGate::new(crate::k8s::client::RateLimit {
+            qps: 5.0,
+            burst: 10,
+        })
+        .unwrap();
+        let url: http::Uri = "https://prom.example".parse().unwrap();
+        let auth = kube::config::AuthInfo {
+            token: Some("abc\u{1b}[2Jdef".to_string().into()),
+            ..Default::default()
+        };
+        let Err(error) = PrometheusApi::at_url(&url, auth, gate) else {
+            panic!("a token with an escape character was accepted");
+        };
+        assert_eq!(error.exit_code(), 2);
+        assert!(
+            error.to_string().contains("https://prom.example"),
+            "{error}"
+        );
+    }
+
     #[test]
     fn route_url_takes_host_and_path_and_requires_tls() {
         let route = json!({"spec": {"host": "thanos.apps.example", "path": "/q", "tls": {"termination": "reencrypt"}}});
