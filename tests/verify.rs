@@ -996,3 +996,31 @@ fn without_a_monitoring_route_verify_falls_back_to_the_service_proxy_and_says_so
     let out = env.run(&["--namespace", NS, "--output", "json", "verify"]);
     assert_eq!(json_doc(&out)["prometheus_via"], "service-proxy");
 }
+
+#[test]
+fn a_prometheus_url_is_reached_through_the_proxy_kubectl_would_use() {
+    let env = Env::start();
+    run_cpu_vm(&env);
+    let stub = PromStub::start(Answer::Json(ONE_SAMPLE.into()), false);
+    let proxy = support::proxy::CountingProxy::start(stub.host().parse().unwrap());
+    // A name only the proxy "resolves"; the API server (loopback) is never proxied.
+    let mut cmd = env.command(&[
+        "--namespace",
+        NS,
+        "verify",
+        "--prometheus",
+        "http://prometheus.invalid:9090",
+    ]);
+    cmd.env("HTTP_PROXY", proxy.url());
+    let out = cmd.output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(
+        proxy
+            .requests()
+            .iter()
+            .any(|r| r.target.contains("prometheus.invalid:9090")),
+        "{stderr}"
+    );
+    assert!(!stub.requests().is_empty(), "{stderr}");
+    assert!(stderr.contains("via proxy http://127.0.0.1:"), "{stderr}");
+}

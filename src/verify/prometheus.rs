@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::evaluate::{Probe, QueryAnswer, classify_probe, parse_query_response};
 use crate::error::{Error, Result};
 use crate::k8s::client::{RateLimitLayer, RequestGate};
+use crate::k8s::proxy::{ProxyEnv, choose_proxy};
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
 use crate::signals::promql::url_encode;
 
@@ -308,7 +309,15 @@ impl PrometheusApi {
                  token's source (--prometheus-token-file or the kubeconfig's user token)"
             )));
         }
+        // The proxy kubectl would use for this URL (HTTPS_PROXY/HTTP_PROXY minus NO_PROXY):
+        // kube applies none to a config it did not load from a kubeconfig.
+        let proxy = choose_proxy(url, None, &ProxyEnv::from_process()).map_err(Error::input)?;
+        let describe = match &proxy {
+            Some(proxy) => format!("{describe} ({proxy})"),
+            None => describe,
+        };
         let mut config = kube::Config::new(url.clone());
+        config.proxy_url = proxy.map(|p| p.uri);
         config.auth_info = auth;
         config.root_cert = root_certs;
         config.default_retry = false;
