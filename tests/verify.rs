@@ -954,6 +954,16 @@ fn openshift_monitoring_route_is_used_with_the_users_token_over_verified_https()
             .iter()
             .any(|r| r.path_and_query.starts_with("/api/v1/query?query="))
     );
+    // The text report says it too.
+    let out = env.run(&["--namespace", NS, "verify"]);
+    let table = text(&out.stdout);
+    assert!(
+        table.contains(&format!(
+            "route openshift-monitoring/thanos-querier {}",
+            route.url()
+        )),
+        "{table}"
+    );
 
     // A route whose certificate the kubeconfig's CA and the system do not vouch for gets
     // no request at all (the handshake fails before any header is sent).
@@ -995,6 +1005,21 @@ fn without_a_monitoring_route_verify_falls_back_to_the_service_proxy_and_says_so
     }));
     let out = env.run(&["--namespace", NS, "--output", "json", "verify"]);
     assert_eq!(json_doc(&out)["prometheus_via"], "service-proxy");
+
+    // Nor is one the user may not read: the denial is a finding, not the end.
+    env.server.insert(thanos_route("127.0.0.1:9"));
+    env.server.update_faults(|f| {
+        f.denials
+            .push(Denial::new("get", "routes").in_namespace("openshift-monitoring"))
+    });
+    let out = env.run(&["--namespace", NS, "--output", "json", "verify"]);
+    assert_eq!(json_doc(&out)["prometheus_via"], "service-proxy");
+    assert!(
+        env.server
+            .request_log()
+            .iter()
+            .any(|r| r.resource == "routes" && r.status == 403)
+    );
 }
 
 #[test]
