@@ -1467,27 +1467,31 @@ fn job_examples_work_end_to_end_through_the_entrypoint() {
 
 /// The monitoring kit's RBAC (deploy/monitoring/rbac-*.yaml) gives the tool's ServiceAccount
 /// exactly what `virtwork verify` needs in-cluster: `get` on the service proxy of the
-/// Prometheus it discovers, in that monitoring namespace only. The requests are the ones
-/// tests/verify.rs sees verify make; the grants must allow them and nothing else.
+/// Prometheus it discovers and, on OpenShift, `get` on the monitoring Route it reads first,
+/// in that monitoring namespace only. The requests are the ones tests/verify.rs sees verify
+/// make; the grants must allow them and nothing else.
 #[test]
-fn monitoring_rbac_grants_verify_the_service_proxy_and_nothing_else() {
+fn monitoring_rbac_grants_verify_the_service_proxy_and_route_and_nothing_else() {
     let Some(tool) = NAMESPACED.render() else {
         return;
     };
     let deployment = find(&tool, "Deployment", "virtwork").clone();
-    let kits = [
+    let kits: [(&str, &str, &[&str]); 2] = [
         (
             "deploy/monitoring/rbac-kube-prometheus.yaml",
             "monitoring",
-            "/api/v1/namespaces/monitoring/services/http:prometheus-k8s:web/proxy/api/v1/query",
+            &["/api/v1/namespaces/monitoring/services/http:prometheus-k8s:web/proxy/api/v1/query"],
         ),
         (
             "deploy/monitoring/rbac-openshift.yaml",
             "openshift-monitoring",
-            "/api/v1/namespaces/openshift-monitoring/services/https:thanos-querier:web/proxy/api/v1/query",
+            &[
+                "/apis/route.openshift.io/v1/namespaces/openshift-monitoring/routes/thanos-querier",
+                "/api/v1/namespaces/openshift-monitoring/services/https:thanos-querier:web/proxy/api/v1/query",
+            ],
         ),
     ];
-    for (file, namespace, query_path) in kits {
+    for (file, namespace, request_paths) in kits {
         let text = std::fs::read_to_string(repo().join(file)).unwrap();
         let mut docs = parse_documents(&text);
         // The binding must name the ServiceAccount the shipped Deployment runs as.
@@ -1500,27 +1504,38 @@ fn monitoring_rbac_grants_verify_the_service_proxy_and_nothing_else() {
             &docs,
         );
         let described: Vec<String> = grants.iter().map(ToString::to_string).collect();
-        assert!(
-            grants.len() == 1
-                && grants[0].namespace.as_deref() == Some(namespace)
-                && grants[0].group.is_empty()
-                && grants[0].resource == "services/proxy"
-                && grants[0].verb == "get"
-                && grants[0].resource_names.is_empty(),
-            "{file}: expected only `get services/proxy` in {namespace}, got {described:?}"
+        assert_eq!(
+            grants.len(),
+            request_paths.len(),
+            "{file}: one grant per request verify makes, got {described:?}"
         );
-        let query = AccessAttributes::from_request("GET", query_path, &Default::default())
-            .expect("a resource request");
-        assert!(grants[0].allows(&query), "{file}: {query_path} is refused");
-        let elsewhere = query_path.replace(
-            &format!("/namespaces/{namespace}/"),
-            "/namespaces/virtwork/",
-        );
-        let elsewhere =
-            AccessAttributes::from_request("GET", &elsewhere, &Default::default()).unwrap();
+        for path in request_paths {
+            let request = AccessAttributes::from_request("GET", path, &Default::default())
+                .expect("a resource request");
+            let granted: Vec<&Grant> = grants.iter().filter(|g| g.allows(&request)).collect();
+            assert!(
+                granted.len() == 1
+                    && granted[0].namespace.as_deref() == Some(namespace)
+                    && granted[0].verb == "get",
+                "{file}: {path} is not granted exactly once as a get in {namespace}: {described:?}"
+            );
+            let elsewhere = path.replace(
+                &format!("/namespaces/{namespace}/"),
+                "/namespaces/virtwork/",
+            );
+            let elsewhere =
+                AccessAttributes::from_request("GET", &elsewhere, &Default::default()).unwrap();
+            assert!(
+                !grants.iter().any(|g| g.allows(&elsewhere)),
+                "{file}: the grant reaches beyond {namespace}"
+            );
+        }
+        let routes: Vec<&Grant> = grants.iter().filter(|g| g.resource == "routes").collect();
         assert!(
-            !grants[0].allows(&elsewhere),
-            "{file}: the grant reaches beyond {namespace}"
+            routes
+                .iter()
+                .all(|g| g.resource_names == ["thanos-querier"]),
+            "{file}: routes are granted by name only: {described:?}"
         );
     }
 }

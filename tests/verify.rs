@@ -1003,6 +1003,16 @@ fn openshift_monitoring_route_is_used_with_the_users_token_over_verified_https()
             .iter()
             .any(|r| r.path_and_query.starts_with("/api/v1/query?query="))
     );
+    // The text report says it too.
+    let out = env.run(&["--namespace", NS, "verify"]);
+    let table = text(&out.stdout);
+    assert!(
+        table.contains(&format!(
+            "route openshift-monitoring/thanos-querier {}",
+            route.url()
+        )),
+        "{table}"
+    );
 
     // A route whose certificate the kubeconfig's CA and the system do not vouch for gets
     // no request at all (the handshake fails before any header is sent).
@@ -1044,4 +1054,47 @@ fn without_a_monitoring_route_verify_falls_back_to_the_service_proxy_and_says_so
     }));
     let out = env.run(&["--namespace", NS, "--output", "json", "verify"]);
     assert_eq!(json_doc(&out)["prometheus_via"], "service-proxy");
+
+    // Nor is one the user may not read: the denial is a finding, not the end.
+    env.server.insert(thanos_route("127.0.0.1:9"));
+    env.server.update_faults(|f| {
+        f.denials
+            .push(Denial::new("get", "routes").in_namespace("openshift-monitoring"))
+    });
+    let out = env.run(&["--namespace", NS, "--output", "json", "verify"]);
+    assert_eq!(json_doc(&out)["prometheus_via"], "service-proxy");
+    assert!(
+        env.server
+            .request_log()
+            .iter()
+            .any(|r| r.resource == "routes" && r.status == 403)
+    );
+}
+
+#[test]
+fn a_prometheus_url_is_reached_through_the_proxy_kubectl_would_use() {
+    let env = Env::start();
+    run_cpu_vm(&env);
+    let stub = PromStub::start(Answer::Json(ONE_SAMPLE.into()), false);
+    let proxy = support::proxy::CountingProxy::start(stub.host().parse().unwrap());
+    // A name only the proxy "resolves"; the API server (loopback) is never proxied.
+    let mut cmd = env.command(&[
+        "--namespace",
+        NS,
+        "verify",
+        "--prometheus",
+        "http://prometheus.invalid:9090",
+    ]);
+    cmd.env("HTTP_PROXY", proxy.url());
+    let out = cmd.output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(
+        proxy
+            .requests()
+            .iter()
+            .any(|r| r.target.contains("prometheus.invalid:9090")),
+        "{stderr}"
+    );
+    assert!(!stub.requests().is_empty(), "{stderr}");
+    assert!(stderr.contains("via proxy http://127.0.0.1:"), "{stderr}");
 }

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::evaluate::{Probe, QueryAnswer, classify_probe, parse_query_response};
 use crate::error::{Error, Result};
 use crate::k8s::client::{RateLimitLayer, RequestGate};
+use crate::k8s::proxy::{ProxyEnv, choose_proxy};
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
 use crate::signals::promql::url_encode;
 
@@ -308,7 +309,15 @@ impl PrometheusApi {
                  token's source (--prometheus-token-file or the kubeconfig's user token)"
             )));
         }
+        // The proxy kubectl would use for this URL (HTTPS_PROXY/HTTP_PROXY minus NO_PROXY):
+        // kube applies none to a config it did not load from a kubeconfig.
+        let proxy = choose_proxy(url, None, &ProxyEnv::from_process()).map_err(Error::input)?;
+        let describe = match &proxy {
+            Some(proxy) => format!("{describe} ({proxy})"),
+            None => describe,
+        };
         let mut config = kube::Config::new(url.clone());
+        config.proxy_url = proxy.map(|p| p.uri);
         config.auth_info = auth;
         config.root_cert = root_certs;
         config.default_retry = false;
@@ -542,6 +551,28 @@ mod tests {
         for bad in ["", "a b", "tok\u{7}en", "tok\ren", "t\u{e9}"] {
             assert!(!is_valid_bearer_token(bad), "{bad:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_token_no_header_can_carry_is_an_input_error_not_a_panic() {
+        let gate = RequestGate::new(crate::k8s::client::RateLimit {
+            qps: 5.0,
+            burst: 10,
+        })
+        .unwrap();
+        let url: http::Uri = "https://prom.example".parse().unwrap();
+        let auth = kube::config::AuthInfo {
+            token: Some("abc\u{1b}[2Jdef".to_string().into()),
+            ..Default::default()
+        };
+        let Err(error) = PrometheusApi::at_url(&url, auth, gate) else {
+            panic!("a token with an escape character was accepted");
+        };
+        assert_eq!(error.exit_code(), 2);
+        assert!(
+            error.to_string().contains("https://prom.example"),
+            "{error}"
+        );
     }
 
     #[test]
