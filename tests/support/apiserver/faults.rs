@@ -107,6 +107,17 @@ pub enum FaultAction {
     /// Answer 200 with headers, then never send a byte and never close: a silent connection
     /// (for a watch, a stream that stalls without the server ending it).
     Stall,
+    /// Answer 200 with a JSON body of about this many bytes, streamed (a huge annotation on
+    /// the object; for a watch, one ADDED event that long): a server that sends more than any
+    /// client should hold.
+    Oversized(usize),
+    /// Refuse the request before doing anything with a Status of this code whose message is
+    /// `message` repeated `times` times, as an admission webhook's denial reads.
+    Deny {
+        code: u16,
+        message: &'static str,
+        times: usize,
+    },
 }
 
 /// Lists of `resource` (plural) never end: each page is served with a continue token, and a
