@@ -9,7 +9,8 @@ mod support;
 use std::time::Duration;
 
 use seed::{Cluster, NS, RUN_A, run_guarded, text};
-use support::{FaultAction, Options, ScriptedFault};
+use serde_json::json;
+use support::{ControllerOptions, FaultAction, Options, ScriptedFault};
 
 /// A terminal escape (set the window title, then clear the screen) and a bidi override, as
 /// an admission webhook or a hostile server could write them.
@@ -230,4 +231,40 @@ fn a_redirect_is_named() {
             && last.contains("does not follow redirects"),
         "{last}"
     );
+}
+
+/// Status fields anyone allowed to patch a VM's status can write (printableStatus, the VMI's
+/// node) reach the `status` table as text.
+#[test]
+fn hostile_status_fields_are_escaped_in_the_status_table() {
+    let c = Cluster::with(Options {
+        controllers: ControllerOptions {
+            enabled: false,
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    });
+    let labels = json!({
+        "app.kubernetes.io/managed-by": "virtwork",
+        "app.kubernetes.io/component": "cpu",
+        "virtwork/run-id": RUN_A,
+    });
+    c.server.insert(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": { "name": "virtwork-cpu-0", "namespace": NS, "labels": labels },
+        "spec": { "runStrategy": "Always", "template": { "spec": { "domain": { "devices": {} } } } },
+        "status": { "printableStatus": HOSTILE },
+    }));
+    c.server.insert(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": { "name": "virtwork-cpu-0", "namespace": NS, "labels": labels },
+        "spec": { "domain": { "devices": {} } },
+        "status": { "phase": "Running", "nodeName": "node\u{1b}[8m-hidden" },
+    }));
+    let out = c.run(&["--namespace", NS, "status"], None, &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(stdout.contains("denied by policy\\u{1b}]0;owned\\u{7}"), "{stdout}");
+    assert!(stdout.contains("node\\u{1b}[8m-hidden"), "{stdout}");
+    assert!(!drives_the_terminal(&stdout), "{stdout:?}");
 }
