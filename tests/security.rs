@@ -264,7 +264,10 @@ fn hostile_status_fields_are_escaped_in_the_status_table() {
     let out = c.run(&["--namespace", NS, "status"], None, &[]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(stdout.contains("denied by policy\\u{1b}]0;owned\\u{7}"), "{stdout}");
+    assert!(
+        stdout.contains("denied by policy\\u{1b}]0;owned\\u{7}"),
+        "{stdout}"
+    );
     assert!(stdout.contains("node\\u{1b}[8m-hidden"), "{stdout}");
     assert!(!drives_the_terminal(&stdout), "{stdout:?}");
 }
