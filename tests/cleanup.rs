@@ -1086,6 +1086,31 @@ fn a_kind_that_cannot_be_listed_keeps_the_namespace() {
     );
 }
 
+/// An API group whose discovery fails could serve anything: the namespace is kept, naming
+/// it; a view group that is down (metrics-server) is not read and does not matter.
+#[test]
+fn a_failed_discovery_keeps_the_namespace_unless_only_a_view_is_down() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server
+        .update_faults(|f| f.unavailable_groups.push("example.com".into()));
+    let out = delete_namespace(&c, NS);
+    assert_kept(
+        &c,
+        NS,
+        &out,
+        "could not read discovery of example.com/v1: the server is currently unable to handle the request",
+    );
+
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server
+        .update_faults(|f| f.unavailable_groups.push("metrics.k8s.io".into()));
+    let out = delete_namespace(&c, NS);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(c.server.get("namespaces", "", NS).is_none());
+}
+
 /// `cleanup --run-id A --delete-namespace` deletes run A's objects, and keeps the namespace
 /// while run B's VMs are in it: they are not this cleanup's to take down.
 #[test]

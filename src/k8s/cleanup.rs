@@ -33,7 +33,8 @@ use crate::error::Result;
 use crate::k8s::list::{LIST_PAGE_SIZE, list_pages};
 use crate::k8s::namespace::{
     ContentObject, ContentsCheck, DiscoveredResource, NamespaceFacts, NamespaceVerdict,
-    classify_contents, content_resources, namespace_delete_decision, protected_reason,
+    classify_contents, content_resources, is_view_group, namespace_delete_decision,
+    protected_reason,
 };
 use crate::k8s::ready::WATCH_TIMEOUT_SECS;
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
@@ -766,6 +767,9 @@ async fn discover_resources(
         .await
         .map_err(|e| failed("/apis", e))?;
     for group in groups.groups {
+        if is_view_group(&group.name) {
+            continue;
+        }
         let Some(version) = group
             .preferred_version
             .clone()
@@ -774,12 +778,13 @@ async fn discover_resources(
             continue;
         };
         let gv = version.group_version;
+        // One attempt: an aggregated API that is down answers 503 until someone fixes it, and
+        // waiting out --timeout for it would only delay the verdict (keep the namespace).
         let list = ctx
-            .call(&format!("discovery of {gv}"), || {
-                ctx.client.list_api_group_resources(&gv)
-            })
+            .client
+            .list_api_group_resources(&gv)
             .await
-            .map_err(|e| failed(&gv, e))?;
+            .map_err(|error| format!("could not read discovery of {gv}: {}", one_line(&error)))?;
         lists.push((group.name.clone(), list));
     }
     Ok(lists

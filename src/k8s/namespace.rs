@@ -140,11 +140,17 @@ pub fn content_resources(discovered: &[DiscoveredResource]) -> Vec<DiscoveredRes
             r.namespaced
                 && !r.name.contains('/')
                 && r.verbs.iter().any(|v| v == "list")
-                && !VIEW_GROUPS.contains(&r.group.as_str())
+                && !is_view_group(&r.group)
         })
         .filter(|r| seen.insert((r.group.clone(), r.name.clone())))
         .cloned()
         .collect()
+}
+
+/// Whether `group`'s namespaced resources are views of other objects ([`VIEW_GROUPS`]): not
+/// read at all, so an aggregated API that is down (metrics-server) does not keep a namespace.
+pub fn is_view_group(group: &str) -> bool {
+    VIEW_GROUPS.contains(&group)
 }
 
 /// One object found in the namespace (any kind), reduced to what ownership needs.

@@ -162,6 +162,9 @@ pub struct Faults {
     pub scripted: Vec<ScriptedFault>,
     /// Lists of one resource never end: every page carries a continue token.
     pub endless_list: Option<EndlessList>,
+    /// API groups whose discovery document (`/apis/<group>/<version>`) answers 503, like an
+    /// aggregated API (metrics-server, say) whose backing service is down.
+    pub unavailable_groups: Vec<String>,
     /// Seed of the random draws, so a failing run can be replayed.
     pub seed: u64,
 }

@@ -695,6 +695,17 @@ fn non_resource(shared: &Shared, method: &str, path: &str) -> Response<Body> {
     }
     let virt = shared.config.lock().unwrap().virtualization_installed;
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let unavailable = shared.faults.lock().unwrap().0.unavailable_groups.clone();
+    if let ["apis", g, _] = segs.as_slice()
+        && unavailable.iter().any(|u| u == g)
+    {
+        // An aggregated API whose backing service is down, as kube-aggregator answers.
+        return error_response(&ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ));
+    }
     let doc = match segs.as_slice() {
         ["api"] => Some(resources::core_versions(&shared.address)),
         ["api", "v1"] => Some(resources::resource_list("", "v1")),
