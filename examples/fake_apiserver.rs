@@ -3,7 +3,9 @@
 //! serves until interrupted.
 //!
 //! `cargo run --example fake_apiserver -- [--kubeconfig PATH] [--tls] [--token T]
-//!  [--no-kubevirt] [--latency-ms N] [--error-rate F] [--seed N] [--vmi-delay-ms N]`
+//!  [--no-kubevirt] [--latency-ms N] [--error-rate F] [--seed N] [--vmi-delay-ms N]
+//!  [--oversized-lists-mb N]` (`--oversized-lists-mb`: every LIST is answered with a body of
+//!  N MB, for measuring what a hostile server costs the client)
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -17,7 +19,8 @@ fn main() {
     let mut kubeconfig = std::path::PathBuf::from("fake-apiserver.kubeconfig");
     let mut args = std::env::args().skip(1);
     let usage = "usage: fake_apiserver [--kubeconfig PATH] [--tls] [--token T] [--no-kubevirt] \
-                 [--latency-ms N] [--error-rate F] [--seed N] [--vmi-delay-ms N]";
+                 [--latency-ms N] [--error-rate F] [--seed N] [--vmi-delay-ms N] \
+                 [--oversized-lists-mb N]";
     while let Some(arg) = args.next() {
         let mut value = |name: &str| {
             args.next().unwrap_or_else(|| {
@@ -64,6 +67,17 @@ fn main() {
                 options.controllers.scheduling_delay = d;
                 options.controllers.scheduled_delay = d;
                 options.controllers.datavolume_delay = d;
+            }
+            "--oversized-lists-mb" => {
+                let v = value("--oversized-lists-mb");
+                let bytes = number("--oversized-lists-mb", v) as usize * 1_000_000;
+                options.faults.scripted.push(support::ScriptedFault {
+                    verb: Some("list".into()),
+                    resource: None,
+                    name: None,
+                    times: u32::MAX,
+                    action: support::FaultAction::Oversized(bytes),
+                });
             }
             "-h" | "--help" => {
                 println!("{usage}");

@@ -8,6 +8,8 @@
 
 use std::path::PathBuf;
 
+use crate::terminal::{MESSAGE_CHARS, safe};
+
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -117,13 +119,65 @@ impl Outcome {
     }
 }
 
-/// The text of a failed API call. A 403 becomes one line naming who may not do what where,
-/// and the command that checks it; anything else is the client's own text.
+/// The text of a failed API call, one line, safe for a terminal. A 403 becomes one line
+/// naming who may not do what where, and the command that checks it; another API Status is
+/// its message (escaped and capped: an admission webhook or a hostile server writes it),
+/// reason and code; a transport failure is its whole cause chain, saying when it was the
+/// server's certificate.
 pub fn kube_text(err: &kube::Error) -> String {
     match err {
-        kube::Error::Api(status) if status.code == 403 => forbidden_text(&status.message),
-        other => other.to_string(),
+        kube::Error::Api(status) if status.code == 403 => {
+            forbidden_text(&safe(&status.message, MESSAGE_CHARS))
+        }
+        kube::Error::Api(status) => {
+            let reason = match status.reason.as_str() {
+                "" => String::new(),
+                reason => format!(" ({})", safe(reason, 64)),
+            };
+            format!(
+                "{}{reason}: HTTP {}",
+                safe(&status.message, MESSAGE_CHARS),
+                status.code
+            )
+        }
+        kube::Error::Service(cause) => transport_text(cause.as_ref()),
+        kube::Error::HyperError(cause) => transport_text(cause),
+        other => safe(&chain_text(other), MESSAGE_CHARS),
     }
+}
+
+/// An error and its causes joined by `: `, each cause once (transport errors hide the useful
+/// part, such as "certificate unknown", several sources deep).
+pub fn chain_text(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![err.to_string()];
+    let mut current = err.source();
+    while let Some(e) = current {
+        let text = e.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        current = e.source();
+    }
+    parts.join(": ")
+}
+
+/// A failure below HTTP, named by what failed: the server's certificate, the TLS handshake,
+/// or the cause chain as it is.
+fn transport_text(err: &(dyn std::error::Error + 'static)) -> String {
+    let chain = chain_text(err);
+    let lower = chain.to_ascii_lowercase();
+    let text = if lower.contains("certificate") || lower.contains("unknownissuer") {
+        format!(
+            "TLS: the server's certificate was not accepted ({chain}); check the cluster's \
+             certificate-authority data in the kubeconfig and that the server URL uses a name \
+             the certificate is for"
+        )
+    } else if lower.contains("tls") || lower.contains("handshake") {
+        format!("TLS handshake failed ({chain})")
+    } else {
+        chain
+    };
+    safe(&text, MESSAGE_CHARS)
 }
 
 /// `forbidden: User "u" cannot create virtualmachines.kubevirt.io in namespace ns (RBAC);
@@ -201,6 +255,50 @@ mod forbidden_tests {
         assert!(forbidden_text(cluster).contains("`oc auth can-i list namespaces`"));
         let other = "admission webhook \"x\" denied the request";
         assert!(forbidden_text(other).contains("denied the request (RBAC or admission)"));
+    }
+
+    #[test]
+    fn a_server_message_is_escaped_and_capped() {
+        let status = kube::core::Status::failure(
+            &format!(
+                "denied \u{1b}]52;c;ZWNobyBoaQ==\u{7}{}",
+                "x".repeat(50_000_000)
+            ),
+            "Invalid",
+        )
+        .with_code(422);
+        let text = kube_text(&kube::Error::Api(status.boxed()));
+        assert!(text.starts_with("denied \\u{1b}]52;c;"), "{}", &text[..40]);
+        assert!(!text.contains('\u{1b}'));
+        assert!(text.chars().count() < MESSAGE_CHARS + 40, "{}", text.len());
+        assert!(
+            text.ends_with("… (Invalid): HTTP 422"),
+            "{}",
+            &text[text.len() - 40..]
+        );
+    }
+
+    #[test]
+    fn a_certificate_failure_says_so() {
+        #[derive(Debug)]
+        struct Connect(std::io::Error);
+        impl std::fmt::Display for Connect {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("client error (Connect)")
+            }
+        }
+        impl std::error::Error for Connect {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let cause = std::io::Error::other("invalid peer certificate: UnknownIssuer");
+        let err = kube::Error::Service(Box::new(Connect(cause)));
+        let text = kube_text(&err);
+        assert!(
+            text.starts_with("TLS: the server's certificate was not accepted (client error (Connect): invalid peer certificate: UnknownIssuer)"),
+            "{text}"
+        );
     }
 }
 

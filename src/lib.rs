@@ -21,6 +21,7 @@ pub mod render;
 pub(crate) mod report;
 pub mod signals;
 pub(crate) mod table;
+pub mod terminal;
 pub mod usage;
 pub mod verify;
 pub mod workloads;

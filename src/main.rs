@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use virtwork::cli::Cli;
+use virtwork::terminal::{LINE_CHARS, safe};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -26,8 +27,9 @@ fn main() -> ExitCode {
         // `virtwork ... | head -1`: the reader has what it wanted.
         Err(err) if err.is_closed_stdout() => ExitCode::SUCCESS,
         Err(err) => {
-            // One line, always: a multi-line cause must not break log scrapers.
-            let message = err.to_string().replace(['\n', '\r'], " ");
+            // One line, always: a multi-line cause must not break log scrapers, and text from
+            // the cluster (a webhook's message, an object's name) must not drive the terminal.
+            let message = safe(&err.to_string(), LINE_CHARS);
             eprintln!("Error: {message}");
             ExitCode::from(err.exit_code())
         }
@@ -47,7 +49,8 @@ fn usage_error(err: &clap::Error, args: &[OsString]) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            eprintln!("Error: {}", virtwork::usage::one_line(err, args));
+            let message = virtwork::usage::one_line(err, args);
+            eprintln!("Error: {}", safe(&message, LINE_CHARS));
             ExitCode::from(2)
         }
     }

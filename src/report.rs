@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use crate::error::Outcome;
 use crate::k8s::ready::{ReadinessObserver, ReadinessTracker, Transition};
 use crate::model::KindCounts;
+use crate::terminal::safe;
 
 /// Version of the `--output json` run document; bumped only on incompatible changes.
 pub const RUN_JSON_FORMAT_VERSION: u32 = 1;
@@ -149,6 +150,9 @@ pub fn human_duration(d: Duration) -> String {
 fn seconds(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
 }
+
+/// Longest phase or state from the cluster shown in a progress line, in characters.
+const PHASE_CHARS: usize = 64;
 
 /// `1 VM`, `2 VMs`: the summary reads as English for any count.
 fn count_of(n: usize, noun: &str) -> String {
@@ -378,6 +382,7 @@ impl ProgressState {
             .iter()
             .take(SLOWEST_SHOWN)
             .map(|(name, (since, phase))| {
+                let phase = safe(phase, PHASE_CHARS);
                 format!("{name} {phase} {}", human_duration(since.elapsed()))
             })
             .collect();
@@ -525,7 +530,7 @@ fn log_progress(state: &ProgressState) {
 pub fn phase_counts_line(counts: &BTreeMap<String, usize>) -> String {
     counts
         .iter()
-        .map(|(phase, n)| format!("{phase} {n}"))
+        .map(|(phase, n)| format!("{} {n}", safe(phase, PHASE_CHARS)))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -739,5 +744,11 @@ mod tests {
     fn phase_counts_are_listed_in_name_order() {
         let counts = BTreeMap::from([("Scheduling".to_string(), 3), ("Running".to_string(), 5)]);
         assert_eq!(phase_counts_line(&counts), "Running 5, Scheduling 3");
+    }
+
+    #[test]
+    fn a_phase_from_the_cluster_cannot_drive_the_terminal() {
+        let counts = BTreeMap::from([("Running\u{1b}[2J".to_string(), 1)]);
+        assert_eq!(phase_counts_line(&counts), "Running\\u{1b}[2J 1");
     }
 }

@@ -1,12 +1,24 @@
 //! Plain-text tables: left-aligned columns two spaces apart, the last column unpadded so no
 //! line ends in whitespace. Owns the one renderer `status`, `verify` and `audit` print their
-//! tables with. Must not: know what the rows mean.
+//! tables with. Every cell passes [`crate::terminal::safe`]: cells hold names and messages from
+//! the cluster. Must not: know what the rows mean.
+
+use crate::terminal::{CELL_CHARS, safe};
 
 /// `header` then `rows`, each line prefixed with `indent`; widths count characters.
 pub fn columns<R: AsRef<[String]>>(header: &[&str], rows: &[R], indent: &str) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.as_ref()
+                .iter()
+                .map(|cell| safe(cell, CELL_CHARS))
+                .collect()
+        })
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row.as_ref()) {
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
@@ -24,8 +36,8 @@ pub fn columns<R: AsRef<[String]>>(header: &[&str], rows: &[R], indent: &str) ->
         out.push('\n');
     };
     line(header.to_vec());
-    for row in rows {
-        line(row.as_ref().iter().map(String::as_str).collect());
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect());
     }
     out
 }
@@ -47,6 +59,15 @@ mod tests {
         assert_eq!(
             columns(&["A", "B"], &[["é".to_string(), "1".to_string()]], "  "),
             "  A  B\n  é  1\n"
+        );
+    }
+
+    #[test]
+    fn cells_from_the_cluster_cannot_drive_the_terminal() {
+        let rows = [["vm\u{1b}]0;owned\u{7}\nnext".to_string()]];
+        assert_eq!(
+            columns(&["NAME"], &rows, ""),
+            "NAME\nvm\\u{1b}]0;owned\\u{7} next\n"
         );
     }
 }

@@ -14,7 +14,7 @@ use clap::CommandFactory;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 use crate::cli::Cli;
-use crate::model::{Invalid, suggest};
+use crate::model::{Invalid, looks_secret, suggest};
 
 /// Flags whose values are credentials.
 const CREDENTIAL_FLAGS: &[&str] = &["--ssh-key", "--ssh-password"];
@@ -48,7 +48,7 @@ fn value_validation(err: &clap::Error, args: &[OsString]) -> Option<String> {
     let source = std::error::Error::source(err)?;
     Some(match source.downcast_ref::<Invalid>() {
         Some(why) => why.message(&input, text),
-        None if CREDENTIAL_FLAGS.contains(&input.as_str()) => {
+        None if CREDENTIAL_FLAGS.contains(&input.as_str()) || looks_secret(text) => {
             format!("invalid value for {input}: {source}")
         }
         None => format!("invalid value {text:?} for {input}: {source}"),
@@ -67,6 +67,13 @@ fn invalid_choice(err: &clap::Error, args: &[OsString]) -> Option<String> {
         return None;
     }
     let names: Vec<&str> = accepted.iter().map(String::as_str).collect();
+    if looks_secret(text) {
+        return Some(format!(
+            "invalid value for {input}: expected one of {} (the value looks like key material \
+             or a token, so it is not shown)",
+            names.join(", ")
+        ));
+    }
     let hint = match suggest(text, &names) {
         Some(name) => format!(" (did you mean {name:?}?)"),
         None => String::new(),
@@ -173,9 +180,9 @@ fn credentials(args: &[OsString]) -> Vec<String> {
     found
 }
 
-/// Whether `text` holds (part of) a PEM-armoured key.
+/// Whether `text` holds (part of) a PEM-armoured key or a token (see [`looks_secret`]).
 fn looks_like_key_material(text: &str) -> bool {
-    text.contains("PRIVATE KEY") || text.contains("-----BEGIN")
+    looks_secret(text)
 }
 
 /// `message` with every credential replaced, quoted spans first (clap quotes values), then

@@ -2015,3 +2015,45 @@ fn missing_database_is_no_history_for_list_and_an_input_error_for_show() {
     );
     assert!(!missing.exists());
 }
+
+/// The database path's last component is never followed: a dangling link does not create a
+/// file at its target, and a live link is refused too.
+#[test]
+fn a_linked_audit_database_is_refused_and_nothing_is_created_at_its_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("elsewhere.db");
+    let link = dir.path().join("audit.db");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let Err(err) = Auditor::open_path(&link) else {
+        panic!("a link is followed");
+    };
+    let message = err.to_string();
+    assert!(
+        message.contains("audit.db") && message.contains("is a symbolic link"),
+        "{message}"
+    );
+    assert!(!target.exists(), "a file was created at the link's target");
+    std::fs::write(&target, b"").unwrap();
+    assert!(
+        Auditor::open_path(&link).is_err(),
+        "a live link is followed"
+    );
+}
+
+/// A database every user may write could hold any history: refused, as OpenSSH refuses a key
+/// file others can write.
+#[test]
+fn a_world_writable_audit_database_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, path) = temp_db();
+    drop(Auditor::open_path(&path).unwrap());
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let Err(err) = Auditor::open_path(&path) else {
+        panic!("a world-writable database is used");
+    };
+    let message = err.to_string();
+    assert!(
+        message.contains("is writable by every user (mode 666)") && message.contains("chmod 600"),
+        "{message}"
+    );
+}

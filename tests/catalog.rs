@@ -554,6 +554,53 @@ fn a_symlinked_unit_or_manifest_is_refused_and_never_read() {
     );
 }
 
+/// A linked entry directory is refused like a linked file: it could point at any directory
+/// (here one holding a key), and its files would ship to every guest.
+#[test]
+fn a_symlinked_entry_directory_is_refused_and_never_read() {
+    let home = tempfile::tempdir().unwrap();
+    let catalog = home.path().join("catalog");
+    let elsewhere = home.path().join("elsewhere");
+    entry(
+        &elsewhere,
+        "keys",
+        &[(
+            "main.service",
+            "[Unit]\nDescription=super-secret-token-4711\n\n[Service]\nExecStart=/bin/true\n",
+        )],
+    );
+    fs::create_dir_all(&catalog).unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("keys"), catalog.join("linked")).unwrap();
+    let dir = catalog.to_str().unwrap();
+    for args in [
+        vec!["validate", "--catalog-dir", dir, "linked"],
+        vec!["validate", "--catalog-dir", dir],
+        vec![
+            "--no-audit",
+            "run",
+            "--catalog-dir",
+            dir,
+            "--from-catalog",
+            "linked",
+            "--dry-run",
+        ],
+    ] {
+        let out = virtwork(home.path(), &args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}\n{stdout}\n{stderr}");
+        let report = format!("{stdout}{stderr}");
+        assert!(
+            report.contains("catalog entry \"linked\"") && report.contains("is a symbolic link"),
+            "{args:?}: {report}"
+        );
+        assert!(
+            !report.contains("super-secret-token-4711"),
+            "{args:?}: {report}"
+        );
+    }
+}
+
 #[test]
 fn special_files_oversized_files_and_oversized_entries_are_refused() {
     let home = tempfile::tempdir().unwrap();

@@ -681,9 +681,11 @@ fn a_real_run_then_cleanup_leaves_no_managed_object_and_marks_the_audit() {
 
 #[test]
 fn run_id_with_delete_namespace_still_asks() {
+    // Deleting the namespace takes more than the run's objects (the namespace itself), so
+    // `--run-id` alone does not skip the prompt. (Another run's objects keep the namespace:
+    // see deleting_the_namespace_of_one_run_never_takes_another_runs_vms.)
     let c = Cluster::start();
     c.seed_run(NS, RUN_A, "cpu", 1);
-    c.seed_run(NS, RUN_B, "cpu-b", 1);
     let out = c.run(
         &[
             "--namespace",
@@ -703,7 +705,7 @@ fn run_id_with_delete_namespace_still_asks() {
         text(&out.stderr)
     );
     assert!(c.server.get("namespaces", "", NS).is_some());
-    assert_eq!(c.managed("virtualmachines", NS, None).len(), 2);
+    assert_eq!(c.managed("virtualmachines", NS, None).len(), 1);
 }
 
 #[test]
@@ -970,6 +972,196 @@ fn a_namespace_the_run_created_is_deleted_with_a_uid_precondition() {
         "{:?}",
         deletes[0]
     );
+}
+
+/// Whatever else a user keeps in the namespace keeps it: any kind the server lists in
+/// discovery counts, not only the kinds virtwork creates.
+#[test]
+fn a_namespace_holding_any_foreign_kind_is_kept() {
+    let foreign = [
+        (
+            "Deployment web",
+            json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": { "name": "web", "namespace": NS },
+                    "spec": { "selector": { "matchLabels": { "app": "web" } },
+                              "template": { "metadata": { "labels": { "app": "web" } },
+                                            "spec": { "containers": [{ "name": "web", "image": "nginx" }] } } } }),
+        ),
+        (
+            "CronJob nightly",
+            json!({ "apiVersion": "batch/v1", "kind": "CronJob",
+                    "metadata": { "name": "nightly", "namespace": NS },
+                    "spec": { "schedule": "0 3 * * *", "jobTemplate": { "spec": {} } } }),
+        ),
+        (
+            "RoleBinding team-edit",
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": { "name": "team-edit", "namespace": NS },
+                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit" },
+                    "subjects": [{ "kind": "User", "name": "alice" }] }),
+        ),
+        (
+            "Event web.17a",
+            json!({ "apiVersion": "v1", "kind": "Event",
+                    "metadata": { "name": "web.17a", "namespace": NS },
+                    "involvedObject": { "kind": "Deployment", "name": "web", "namespace": NS, "uid": "4f1d-not-ours" },
+                    "reason": "ScalingReplicaSet", "message": "Scaled up" }),
+        ),
+        (
+            "VolumeSnapshot before-upgrade",
+            json!({ "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+                    "metadata": { "name": "before-upgrade", "namespace": NS },
+                    "spec": { "source": { "persistentVolumeClaimName": "data" } } }),
+        ),
+        (
+            "Widget blue",
+            json!({ "apiVersion": "example.com/v1", "kind": "Widget",
+                    "metadata": { "name": "blue", "namespace": NS }, "spec": { "size": 3 } }),
+        ),
+    ];
+    for (shown, object) in foreign {
+        let c = Cluster::start();
+        c.seed_run(NS, RUN_A, "cpu", 1);
+        c.server.insert(object);
+        let out = delete_namespace(&c, NS);
+        assert_kept(
+            &c,
+            NS,
+            &out,
+            &format!("it holds 1 object(s) virtwork does not manage: {shown}"),
+        );
+    }
+}
+
+/// What the cluster adds on its own does not keep the namespace: OpenShift's per-namespace
+/// RoleBindings, Events about our VM, and Pod metrics (a view of the Pods, not objects).
+#[test]
+fn events_about_our_objects_cluster_role_bindings_and_metrics_do_not_keep_the_namespace() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    let vm_uid = c
+        .server
+        .get("virtualmachines", NS, "virtwork-cpu-0")
+        .unwrap()["metadata"]["uid"]
+        .clone();
+    c.server.insert(json!({ "apiVersion": "v1", "kind": "Event",
+        "metadata": { "name": "virtwork-cpu-0.1", "namespace": NS },
+        "involvedObject": { "kind": "VirtualMachine", "name": "virtwork-cpu-0", "namespace": NS, "uid": vm_uid },
+        "reason": "SuccessfulCreate", "message": "Started the virtual machine" }));
+    c.server.insert(json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": { "name": "system:image-pullers", "namespace": NS },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:image-puller" },
+        "subjects": [{ "kind": "Group", "name": format!("system:serviceaccounts:{NS}") }] }));
+    c.server.insert(
+        json!({ "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+        "metadata": { "name": "virt-launcher-virtwork-cpu-0-abcde", "namespace": NS } }),
+    );
+    let out = delete_namespace(&c, NS);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(json_doc(&out)["namespace_deleted"], true);
+    assert!(c.server.get("namespaces", "", NS).is_none());
+}
+
+/// A kind the account may not list could hold anything: the namespace is kept, saying which.
+#[test]
+fn a_kind_that_cannot_be_listed_keeps_the_namespace() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server
+        .update_faults(|f| f.denials.push(Denial::new("list", "widgets")));
+    let out = delete_namespace(&c, NS);
+    assert_kept(
+        &c,
+        NS,
+        &out,
+        "could not check it for objects virtwork does not manage",
+    );
+    assert!(
+        json_doc(&out)["namespace_kept"]
+            .as_str()
+            .unwrap()
+            .contains("widgets"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// An API group whose discovery fails could serve anything: the namespace is kept, naming
+/// it; a view group that is down (metrics-server) is not read and does not matter.
+#[test]
+fn a_failed_discovery_keeps_the_namespace_unless_only_a_view_is_down() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server
+        .update_faults(|f| f.unavailable_groups.push("example.com".into()));
+    let out = delete_namespace(&c, NS);
+    assert_kept(
+        &c,
+        NS,
+        &out,
+        "could not read discovery of example.com/v1: the server is currently unable to handle the request",
+    );
+
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server
+        .update_faults(|f| f.unavailable_groups.push("metrics.k8s.io".into()));
+    let out = delete_namespace(&c, NS);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(c.server.get("namespaces", "", NS).is_none());
+}
+
+/// `cleanup --run-id A --delete-namespace` deletes run A's objects, and keeps the namespace
+/// while run B's VMs are in it: they are not this cleanup's to take down.
+#[test]
+fn deleting_the_namespace_of_one_run_never_takes_another_runs_vms() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.seed_run(NS, RUN_B, "memory", 1);
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "cleanup",
+            "--run-id",
+            RUN_A,
+            "--yes",
+            "--delete-namespace",
+            "--wait",
+            "--timeout",
+            "60",
+        ],
+        None,
+        &[],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let doc = json_doc(&out);
+    assert_eq!(doc["status"], "namespace_kept", "{doc}");
+    let reason = doc["namespace_kept"].as_str().unwrap();
+    assert!(
+        reason.starts_with("it holds 7 object(s) virtwork does not manage: ")
+            && reason.contains(&format!("(run {RUN_B})")),
+        "{reason}"
+    );
+    assert!(c.server.get("namespaces", "", NS).is_some());
+    assert!(
+        namespace_deletes(&c).is_empty(),
+        "a namespace delete was sent"
+    );
+    assert_eq!(
+        c.managed_total(NS, Some(RUN_A)),
+        0,
+        "run A was not cleaned up"
+    );
+    assert!(
+        c.server
+            .get("virtualmachines", NS, "virtwork-memory-0")
+            .is_some()
+    );
+    assert!(c.managed_total(NS, Some(RUN_B)) > 0);
 }
 
 /// A namespace delete the API server refuses is a failure of its own: reported last among the

@@ -475,6 +475,9 @@ fn a_pasted_private_key_is_never_echoed_from_any_source() {
     let with = |flag: &'static str| [vec!["run", flag], unquoted.clone()].concat();
     let key_eq = format!("--ssh-key={PRIVATE_KEY}");
     let password_eq = format!("--ssh-password={PRIVATE_KEY}");
+    let vm_count_eq = format!("--vm-count={PRIVATE_KEY}");
+    let output_eq = format!("--output={PRIVATE_KEY}");
+    let namespace_eq = format!("--namespace={PRIVATE_KEY}");
     let indented: String = PRIVATE_KEY.lines().map(|l| format!("  {l}\n")).collect();
     let yaml = |content: String, expect: &[&str]| Bad {
         files: vec![("virtwork.yaml", content)],
@@ -524,6 +527,28 @@ fn a_pasted_private_key_is_never_echoed_from_any_source() {
         yaml(
             format!("ssh-password: |\n{indented}"),
             &["invalid value for ssh-password in virtwork.yaml"],
+        ),
+        // Pasted into any other input: `--vm-count="$(cat key)"`, any VIRTWORK_* variable,
+        // any YAML key, a flag with a fixed set of choices.
+        bad(
+            &["run", &vm_count_eq],
+            &["invalid value <redacted> for --vm-count"],
+        ),
+        bad(&["run", "--vm-count", PRIVATE_KEY], &["<redacted>"]),
+        bad(
+            &["run", "--dry-run", &output_eq],
+            &["invalid value for --output: expected one of"],
+        ),
+        bad(&["run", &namespace_eq], &["--namespace"]),
+        bad_env(
+            "VIRTWORK_VM_COUNT",
+            PRIVATE_KEY,
+            &["invalid value <redacted> for VIRTWORK_VM_COUNT"],
+        ),
+        bad_env("VIRTWORK_MEMORY", PRIVATE_KEY, &["VIRTWORK_MEMORY"]),
+        yaml(
+            format!("memory: |\n{indented}"),
+            &["invalid value <redacted> for memory in virtwork.yaml"],
         ),
     ];
     let mut failures = Vec::new();

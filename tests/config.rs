@@ -794,3 +794,43 @@ fn pacing_values_are_checked_at_the_edge_with_one_line_errors() {
     assert_eq!(paced.pacing.ramp.unwrap().get().as_secs(), 5400);
     assert_eq!(paced.pacing.max_starting.unwrap().get(), 25);
 }
+
+/// `--config` reads only a regular file of at most 1 MiB: `/dev/zero`, a FIFO (which would
+/// block a reader until someone writes) and a directory are refused at once, by name.
+#[test]
+fn config_files_must_be_small_regular_files() {
+    const NOT_REGULAR: &str = "is not a regular file (a FIFO, device or socket); give a file";
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe.yaml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let big = dir.path().join("big.yaml");
+    std::fs::write(&big, format!("# {}\nvm-count: 1\n", "x".repeat(2 << 20))).unwrap();
+    let cases = [
+        ("/dev/zero".to_string(), NOT_REGULAR),
+        (fifo.display().to_string(), NOT_REGULAR),
+        (
+            big.display().to_string(),
+            "is larger than 1024 KiB, the most virtwork reads",
+        ),
+        (dir.path().display().to_string(), "is a directory"),
+    ];
+    let (sender, results) = std::sync::mpsc::channel();
+    let paths: Vec<String> = cases.iter().map(|(p, _)| p.clone()).collect();
+    std::thread::spawn(move || {
+        for path in paths {
+            let message = input_error(try_run(&["--config", path.as_str()], &[]));
+            sender.send(message).unwrap();
+        }
+    });
+    for (path, reason) in cases {
+        let message = results
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("--config {path} did not fail promptly"));
+        assert_eq!(
+            message,
+            format!("cannot read --config {path}: {reason}"),
+            "{path}"
+        );
+    }
+}

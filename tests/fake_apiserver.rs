@@ -1612,6 +1612,12 @@ async fn discovery_and_the_kubevirt_switch() {
             "cdi.kubevirt.io",
             "storage.k8s.io",
             "route.openshift.io",
+            "apps",
+            "batch",
+            "rbac.authorization.k8s.io",
+            "snapshot.storage.k8s.io",
+            "example.com",
+            "metrics.k8s.io",
             "authorization.k8s.io"
         ]
     );
@@ -1635,8 +1641,8 @@ async fn discovery_and_the_kubevirt_switch() {
     let (_, apis) = get(&c, "/apis").await;
     assert_eq!(
         apis["groups"].as_array().unwrap().len(),
-        3,
-        "storage.k8s.io, route.openshift.io and authorization.k8s.io"
+        9,
+        "all but kubevirt.io and cdi.kubevirt.io"
     );
     let (s, b) = get(&c, "/apis/kubevirt.io/v1").await;
     assert_eq!(s, 404);

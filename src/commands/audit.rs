@@ -190,6 +190,8 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     let mut text = String::new();
     for (key, value) in &fields {
+        // Recorded values can hold names and messages from the cluster.
+        let value = crate::terminal::safe(value, crate::terminal::MESSAGE_CHARS);
         text.push_str(&format!("{:<width$} {value}\n", format!("{key}:")));
     }
 

@@ -36,6 +36,48 @@ pub use settings::{
 pub use value::{Source, Sourced};
 
 /// The reason of an I/O error without the "(os error N)" noise.
+/// The largest `--config` file read: 1 MiB (a configuration is a few KiB; this only stops a
+/// wrong path such as `/dev/zero` from filling memory).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The text of the regular file at `path` (links followed, as for any path the user names),
+/// at most `max_bytes` long. A FIFO, device, socket or directory is refused without blocking
+/// or reading it. The error is the reason, for a message naming the input.
+pub(crate) fn read_regular_file(path: &std::path::Path, max_bytes: u64) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking, so opening a FIFO returns at once instead of waiting for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| io_reason(&e))?;
+    let meta = file.metadata().map_err(|e| io_reason(&e))?;
+    if meta.is_dir() {
+        return Err("is a directory".to_string());
+    }
+    if !meta.is_file() {
+        return Err("is not a regular file (a FIFO, device or socket); give a file".to_string());
+    }
+    let too_big = || {
+        format!(
+            "is larger than {} KiB, the most virtwork reads",
+            max_bytes / 1024
+        )
+    };
+    if meta.len() > max_bytes {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_reason(&e))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_big());
+    }
+    String::from_utf8(bytes).map_err(|_| "not valid UTF-8 text".to_string())
+}
+
 fn io_reason(err: &std::io::Error) -> String {
     match err.kind() {
         std::io::ErrorKind::NotFound => "no such file".to_string(),

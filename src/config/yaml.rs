@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::io_reason;
 use super::partial::{KEYS, KeySpec, Partial};
 use super::value::{KeyValue, Raw, Source};
 use crate::error::{Error, Result};
@@ -59,9 +58,8 @@ pub fn load(path: &Path) -> Result<FileLayer> {
             "--config {shown}: unsupported file type \".{ext}\"; expected a YAML file (.yaml, .yml) or JSON (.json)"
         )));
     }
-    let text = std::fs::read_to_string(path).map_err(|err| {
-        Error::input(format!("cannot read --config {shown}: {}", io_reason(&err)))
-    })?;
+    let text = super::read_regular_file(path, super::MAX_CONFIG_BYTES)
+        .map_err(|why| Error::input(format!("cannot read --config {shown}: {why}")))?;
     parse(&text, &shown)
 }
 

@@ -17,9 +17,7 @@ use std::time::Duration;
 use std::future::Future;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{
-    ConfigMap, Namespace, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolumeClaim, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{
@@ -34,8 +32,9 @@ use tokio_util::sync::CancellationToken;
 use crate::error::Result;
 use crate::k8s::list::{LIST_PAGE_SIZE, list_pages};
 use crate::k8s::namespace::{
-    ContentObject, ContentsCheck, NamespaceFacts, NamespaceVerdict, classify_contents,
-    namespace_delete_decision, protected_reason,
+    ContentObject, ContentsCheck, DiscoveredResource, NamespaceFacts, NamespaceVerdict,
+    classify_contents, content_resources, is_view_group, namespace_delete_decision,
+    protected_reason,
 };
 use crate::k8s::ready::WATCH_TIMEOUT_SECS;
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
@@ -178,6 +177,8 @@ pub struct NamespaceCheck {
     /// Uids of the namespace's objects that were virtwork's (or the cluster's) at discovery;
     /// they still count as ours when their owners are already gone.
     pub ours: BTreeSet<String>,
+    /// `--run-id`: only that run's objects may go with the namespace.
+    pub run_id: Option<String>,
 }
 
 /// Everything discovery found, sorted by kind, namespace and name.
@@ -401,20 +402,13 @@ pub fn classify_delete<T>(result: std::result::Result<T, kube::Error>) -> Delete
     }
 }
 
-/// A kube error as one line, with the API status reason when there is one.
+/// A kube error as one line, with the API status reason when there is one, safe for a
+/// terminal (see [`crate::error::kube_text`]).
 pub fn one_line(err: &kube::Error) -> String {
-    let text = match err {
-        kube::Error::Api(status) => {
-            let reason = if status.reason.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", status.reason)
-            };
-            format!("{}{reason}: HTTP {}", status.message, status.code)
-        }
-        other => other.to_string(),
-    };
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    crate::error::kube_text(err)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Bookkeeping of `--wait`: which of the expected objects, and of their dependents, are
@@ -740,41 +734,106 @@ pub async fn discover(
     let mut discovery = Discovery::from_objects(objects);
     if delete_namespace && let Some(ns) = &scope.namespace {
         discovery.namespace_check.own = own_namespaces.to_vec();
-        let (verdict, ours) = namespace_verdict(ctx, ns, own_namespaces, &BTreeSet::new()).await?;
+        discovery.namespace_check.run_id = scope.run_id.clone();
+        let (verdict, ours) =
+            namespace_verdict(ctx, ns, &discovery.namespace_check, &BTreeSet::new()).await?;
         discovery.namespace_check.ours = ours;
         discovery.namespace = Some((ns.clone(), verdict));
     }
     Ok(discovery)
 }
 
-/// Every kind whose objects count when deciding whether a namespace holds something that is
-/// not virtwork's: the kinds cleanup knows, plus Pods, ConfigMaps and ServiceAccounts.
-fn content_kinds() -> Vec<(&'static str, ApiResource)> {
-    let mut kinds: Vec<(&'static str, ApiResource)> = ManagedKind::ALL
-        .into_iter()
-        .map(|k| {
-            let kind = match k {
-                ManagedKind::VirtualMachine => "VirtualMachine",
-                ManagedKind::VirtualMachineInstance => "VirtualMachineInstance",
-                ManagedKind::Service => "Service",
-                ManagedKind::Secret => "Secret",
-                ManagedKind::DataVolume => "DataVolume",
-                ManagedKind::PersistentVolumeClaim => "PersistentVolumeClaim",
-            };
-            (kind, k.api_resource())
+/// Every resource type the server lists in discovery (the core group, then each group's
+/// preferred version); a failure names the group version that could not be read.
+async fn discover_resources(
+    ctx: &ApiContext,
+) -> std::result::Result<Vec<DiscoveredResource>, String> {
+    let failed = |gv: &str, error: RetryError| match error {
+        RetryError::Cancelled => "interrupted".to_string(),
+        RetryError::Failed { error, .. } => {
+            format!("could not read discovery of {gv}: {}", one_line(&error))
+        }
+    };
+    let mut lists = Vec::new();
+    let core = ctx
+        .call("discovery of v1", || {
+            ctx.client.list_core_api_resources("v1")
         })
-        .collect();
-    kinds.push(("Pod", ApiResource::erase::<Pod>(&())));
-    kinds.push(("ConfigMap", ApiResource::erase::<ConfigMap>(&())));
-    kinds.push(("ServiceAccount", ApiResource::erase::<ServiceAccount>(&())));
-    kinds
+        .await
+        .map_err(|e| failed("v1", e))?;
+    lists.push((String::new(), core));
+    let groups = ctx
+        .call("discovery of API groups", || ctx.client.list_api_groups())
+        .await
+        .map_err(|e| failed("/apis", e))?;
+    for group in groups.groups {
+        if is_view_group(&group.name) {
+            continue;
+        }
+        let Some(version) = group
+            .preferred_version
+            .clone()
+            .or_else(|| group.versions.first().cloned())
+        else {
+            continue;
+        };
+        let gv = version.group_version;
+        // One attempt: an aggregated API that is down answers 503 until someone fixes it, and
+        // waiting out --timeout for it would only delay the verdict (keep the namespace).
+        let list = ctx
+            .client
+            .list_api_group_resources(&gv)
+            .await
+            .map_err(|error| format!("could not read discovery of {gv}: {}", one_line(&error)))?;
+        lists.push((group.name.clone(), list));
+    }
+    Ok(lists
+        .into_iter()
+        .flat_map(|(group, list)| {
+            let version = list
+                .group_version
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            list.resources.into_iter().map(move |r| DiscoveredResource {
+                group: group.clone(),
+                version: version.clone(),
+                name: r.name,
+                kind: r.kind,
+                namespaced: r.namespaced,
+                verbs: r.verbs,
+            })
+        })
+        .collect())
 }
 
-/// Every object in namespace `ns` of the [`content_kinds`], metadata only. A kind the server
-/// does not serve (CDI not installed) has no objects.
+/// Every object in namespace `ns` of every [`content_resources`] kind, metadata only (Events
+/// in full, for the object each is about). A kind gone since discovery has no objects; one
+/// that cannot be listed is an error, which keeps the namespace.
 async fn list_namespace_contents(ctx: &ApiContext, ns: &str) -> Result<Vec<ContentObject>> {
-    let mut objects = Vec::new();
-    for (kind, resource) in content_kinds() {
+    let discovered = match discover_resources(ctx).await {
+        Ok(found) => found,
+        Err(_) if ctx.cancel.is_cancelled() => return Err(crate::error::Error::Interrupted),
+        Err(reason) => return Err(crate::error::Error::runtime(reason)),
+    };
+    let mut objects = list_events(ctx, ns).await?;
+    for found in content_resources(&discovered) {
+        if found.group.is_empty() && found.name == "events" {
+            continue;
+        }
+        let api_version = if found.group.is_empty() {
+            found.version.clone()
+        } else {
+            format!("{}/{}", found.group, found.version)
+        };
+        let resource = ApiResource {
+            group: found.group.clone(),
+            version: found.version.clone(),
+            api_version,
+            kind: found.kind.clone(),
+            plural: found.name.clone(),
+        };
         let api: Api<PartialObjectMeta<DynamicObject>> =
             Api::namespaced_with(ctx.client.clone(), ns, &resource);
         let what = format!("listing {} in {ns}", resource.plural);
@@ -785,28 +844,59 @@ async fn list_namespace_contents(ctx: &ApiContext, ns: &str) -> Result<Vec<Conte
             "",
             |params| {
                 let api = &api;
-                async move {
-                    match api.list(&params).await {
-                        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(ObjectList {
-                            types: Default::default(),
-                            metadata: Default::default(),
-                            items: Vec::new(),
-                        }),
-                        other => other,
-                    }
-                }
+                async move { not_found_is_empty(api.list(&params).await) }
             },
             |items| {
                 objects.extend(
                     items
                         .iter()
-                        .map(|item| ContentObject::from_meta(kind, &item.metadata)),
+                        .map(|item| ContentObject::from_meta(&found.kind, &item.metadata)),
                 );
             },
         )
         .await?;
     }
     Ok(objects)
+}
+
+/// A list of a kind the server no longer serves is empty.
+fn not_found_is_empty<T: Clone>(
+    listed: std::result::Result<ObjectList<T>, kube::Error>,
+) -> std::result::Result<ObjectList<T>, kube::Error> {
+    match listed {
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(ObjectList {
+            types: Default::default(),
+            metadata: Default::default(),
+            items: Vec::new(),
+        }),
+        other => other,
+    }
+}
+
+/// The core Events in `ns`, each owned (for the decision) by the object it is about: an Event
+/// about a VM of ours is ours, one about anything else is foreign.
+async fn list_events(ctx: &ApiContext, ns: &str) -> Result<Vec<ContentObject>> {
+    let api: Api<Event> = Api::namespaced(ctx.client.clone(), ns);
+    let mut events = Vec::new();
+    list_pages(
+        &ctx.policy,
+        &ctx.cancel,
+        &format!("listing events in {ns}"),
+        "",
+        |params| {
+            let api = &api;
+            async move { not_found_is_empty(api.list(&params).await) }
+        },
+        |items| {
+            events.extend(items.iter().map(|event| {
+                let mut object = ContentObject::from_meta("Event", &event.metadata);
+                object.owners.extend(event.involved_object.uid.clone());
+                object
+            }));
+        },
+    )
+    .await?;
+    Ok(events)
 }
 
 /// Reads namespace `name` and, when virtwork created it, its contents, and decides with
@@ -816,9 +906,10 @@ async fn list_namespace_contents(ctx: &ApiContext, ns: &str) -> Result<Vec<Conte
 pub async fn namespace_verdict(
     ctx: &ApiContext,
     name: &str,
-    own: &[String],
+    check: &NamespaceCheck,
     known_ours: &BTreeSet<String>,
 ) -> Result<(NamespaceVerdict, BTreeSet<String>)> {
+    let own = check.own.as_slice();
     let decide = |found: Option<&NamespaceFacts>, contents: &ContentsCheck| {
         namespace_delete_decision(name, own, found, contents)
     };
@@ -841,7 +932,7 @@ pub async fn namespace_verdict(
     }
     let (check, ours) = match list_namespace_contents(ctx, name).await {
         Ok(objects) => {
-            let contents = classify_contents(&objects, known_ours);
+            let contents = classify_contents(&objects, known_ours, check.run_id.as_deref());
             (ContentsCheck::Foreign(contents.foreign), contents.ours)
         }
         Err(crate::error::Error::Interrupted) => return Err(crate::error::Error::Interrupted),
@@ -933,7 +1024,7 @@ async fn delete_namespace(
     outcome: &mut CleanupOutcome,
 ) {
     let replaced = "it was deleted and created again since cleanup checked it".to_string();
-    let reason = match namespace_verdict(ctx, ns, &check.own, &check.ours).await {
+    let reason = match namespace_verdict(ctx, ns, check, &check.ours).await {
         Err(_) => return, // interrupted: not attempted
         Ok((NamespaceVerdict::Delete { uid: now }, _)) if now == uid => None,
         Ok((NamespaceVerdict::Delete { .. }, _)) => Some(replaced.clone()),

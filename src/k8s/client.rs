@@ -466,6 +466,180 @@ where
     }
 }
 
+/// The most virtwork reads of one API response (an object, a page of a list, a Status), or of
+/// one watch event: 64 MiB. etcd refuses objects over 1.5 MiB and lists come in pages of 500,
+/// so a well-behaved server stays far below it; a broken or hostile one cannot make the
+/// command hold more.
+pub const MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+/// A response from the API server larger than [`MAX_RESPONSE_BYTES`] (or a watch event that
+/// is). Never retried: the server would send it again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the API server {server} sent {what} larger than {} MiB, the most virtwork reads; \
+     reading stopped (a broken or hostile server, or a proxy in between)",
+    limit >> 20
+)]
+pub struct ResponseTooLarge {
+    pub server: String,
+    pub what: &'static str,
+    pub limit: usize,
+}
+
+/// A redirect from the API server (or something pretending to be it): kube's client does not
+/// follow redirects, and credentials must not follow them anywhere.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the API server {server} answered with a redirect (HTTP {code} to {location}); virtwork \
+     does not follow redirects: point the kubeconfig's server at the API server itself"
+)]
+pub struct ServerRedirected {
+    pub server: String,
+    pub code: u16,
+    pub location: String,
+}
+
+/// tower layer bounding every response body read from the API server by
+/// [`MAX_RESPONSE_BYTES`]: the whole body of a request, and each line (event) of a watch,
+/// whose stream as a whole lasts as long as the watch. Also turns a redirect into
+/// [`ServerRedirected`]. The one place the transport bounds what it reads.
+#[derive(Clone)]
+pub struct ResponseLimitLayer {
+    server: Arc<str>,
+    limit: usize,
+}
+
+impl<S> tower::Layer<S> for ResponseLimitLayer {
+    type Service = ResponseLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ResponseLimit {
+            inner,
+            server: self.server.clone(),
+            limit: self.limit,
+        }
+    }
+}
+
+/// The service produced by [`ResponseLimitLayer`].
+#[derive(Clone)]
+pub struct ResponseLimit<S> {
+    inner: S,
+    server: Arc<str>,
+    limit: usize,
+}
+
+impl<S, ReqBody, B> tower::Service<http::Request<ReqBody>> for ResponseLimit<S>
+where
+    S: tower::Service<
+            http::Request<ReqBody>,
+            Response = http::Response<B>,
+            Error = tower::BoxError,
+        >,
+    S::Future: Send + 'static,
+    B: hyper::body::Body<Data = hyper::body::Bytes> + Unpin + Send + 'static,
+    B::Error: Into<tower::BoxError>,
+{
+    type Response = http::Response<CappedBody<B>>;
+    type Error = tower::BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, tower::BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
+        let watch = request
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+        let (server, limit) = (self.server.clone(), self.limit);
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            if response.status().is_redirection() {
+                let location = response
+                    .headers()
+                    .get(http::header::LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .map_or("nowhere".to_string(), |l| {
+                        crate::terminal::safe(l, crate::terminal::CELL_CHARS)
+                    });
+                return Err(Box::new(ServerRedirected {
+                    server: server.to_string(),
+                    code: response.status().as_u16(),
+                    location,
+                }) as tower::BoxError);
+            }
+            Ok(response.map(|body| CappedBody {
+                inner: body,
+                server,
+                limit,
+                watch,
+                counted: 0,
+            }))
+        })
+    }
+}
+
+/// A response body that fails with [`ResponseTooLarge`] once more than `limit` bytes arrived
+/// (for a watch: since the last newline).
+pub struct CappedBody<B> {
+    inner: B,
+    server: Arc<str>,
+    limit: usize,
+    watch: bool,
+    counted: usize,
+}
+
+impl<B> hyper::body::Body for CappedBody<B>
+where
+    B: hyper::body::Body<Data = hyper::body::Bytes> + Unpin,
+    B::Error: Into<tower::BoxError>,
+{
+    type Data = hyper::body::Bytes;
+    type Error = tower::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<hyper::body::Bytes>, tower::BoxError>>> {
+        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => frame,
+            Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error.into()))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        };
+        if let Some(data) = frame.data_ref() {
+            self.counted = match data.iter().rposition(|b| *b == b'\n') {
+                Some(newline) if self.watch => data.len() - newline - 1,
+                _ => self.counted.saturating_add(data.len()),
+            };
+            if self.counted > self.limit {
+                let too_large = ResponseTooLarge {
+                    server: self.server.to_string(),
+                    what: if self.watch {
+                        "a watch event"
+                    } else {
+                        "a response"
+                    },
+                    limit: self.limit,
+                };
+                return Poll::Ready(Some(Err(Box::new(too_large))));
+            }
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Where the credentials came from, for error messages and the audit record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CredentialSource {
@@ -605,6 +779,10 @@ pub async fn connect(
     .map_err(|e| Error::input(format!("{e} ({source})")))?;
     kube_config.proxy_url = proxy.as_ref().map(|p| p.uri.clone());
     let server_url = kube_config.cluster_url.to_string();
+    check_static_token(&kube_config, &source, &context)?;
+    if kube_config.accept_invalid_certs {
+        warn_insecure_once(&server_url, &source);
+    }
     let builder = kube::client::ClientBuilder::try_from(kube_config).map_err(|e| {
         let context = format!("building a client for {server_url} ({source})");
         match credential_plugin_failure(&e, plugin.as_deref()) {
@@ -613,6 +791,10 @@ pub async fn connect(
         }
     })?;
     let client = builder
+        .with_layer(&ResponseLimitLayer {
+            server: server_url.trim_end_matches('/').into(),
+            limit: MAX_RESPONSE_BYTES,
+        })
         .with_layer(&RedactPluginOutputLayer { plugin })
         .with_layer(&ResponseTimeoutLayer {
             timeout: ATTEMPT_TIMEOUT,
@@ -628,6 +810,41 @@ pub async fn connect(
         home_namespace,
         gate,
     })
+}
+
+/// Refuses a kubeconfig token that cannot be sent as an HTTP header (a control character, a
+/// line break): the client library would panic building the header. Exit 2: the kubeconfig
+/// is input, and nothing was sent.
+fn check_static_token(
+    config: &kube::Config,
+    source: &CredentialSource,
+    context: &str,
+) -> Result<()> {
+    use secrecy::ExposeSecret;
+    let Some(token) = &config.auth_info.token else {
+        return Ok(());
+    };
+    if http::HeaderValue::from_str(&format!("Bearer {}", token.expose_secret())).is_err() {
+        return Err(Error::input(format!(
+            "the token of the user of context {context:?} in {source} holds a control character \
+             or line break, which an HTTP header cannot carry: copy the token again (it is not \
+             shown here)"
+        )));
+    }
+    Ok(())
+}
+
+/// Says once per process, on stderr, that the server's certificate is not checked: with
+/// `insecure-skip-tls-verify: true` anyone between us and the server can read the token.
+fn warn_insecure_once(server: &str, source: &CredentialSource) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        eprintln!(
+            "Warning: {source} sets insecure-skip-tls-verify: true for {server}: the server's \
+             certificate is not verified, so anyone on the network path can impersonate it and \
+             read the credentials; set certificate-authority-data instead"
+        );
+    });
 }
 
 /// What [`load_credentials`] found.
@@ -986,6 +1203,62 @@ mod tests {
         gate.pause_for(Duration::from_secs(30));
         assert!(futures::FutureExt::now_or_never(gate.admit()).is_none());
         assert_eq!(gate.requests_sent(), 0);
+    }
+
+    fn capped(chunks: &[&'static str], watch: bool, limit: usize) -> Vec<Result<usize, String>> {
+        use http_body_util::BodyExt;
+        let frames: Vec<Result<hyper::body::Frame<hyper::body::Bytes>, std::convert::Infallible>> =
+            chunks
+                .iter()
+                .map(|c| {
+                    Ok(hyper::body::Frame::data(hyper::body::Bytes::from_static(
+                        c.as_bytes(),
+                    )))
+                })
+                .collect();
+        let mut body = CappedBody {
+            inner: http_body_util::StreamBody::new(futures::stream::iter(frames)),
+            server: "https://api.example:6443".into(),
+            limit,
+            watch,
+            counted: 0,
+        };
+        let mut seen = Vec::new();
+        futures::executor::block_on(async {
+            while let Some(frame) = body.frame().await {
+                match frame {
+                    Ok(frame) => seen.push(Ok(frame.into_data().unwrap().len())),
+                    Err(error) => {
+                        seen.push(Err(error.to_string()));
+                        break;
+                    }
+                }
+            }
+        });
+        seen
+    }
+
+    #[test]
+    fn a_body_over_the_cap_fails_naming_the_server_and_a_watch_is_capped_per_event() {
+        assert_eq!(capped(&["12345", "678"], false, 8), [Ok(5), Ok(3)]);
+        let over = capped(&["12345", "6789"], false, 8);
+        assert_eq!(over[0], Ok(5));
+        assert!(
+            over[1].as_ref().unwrap_err().starts_with(
+                "the API server https://api.example:6443 sent a response larger than 0 MiB"
+            ),
+            "{over:?}"
+        );
+        // A watch may stream forever; each event (line) is bounded, not the stream.
+        let events = capped(&["12345\n", "1234567\n12", "345678\n"], true, 8);
+        assert_eq!(events, [Ok(6), Ok(10), Ok(7)]);
+        let long_event = capped(&["1234\n123", "456789"], true, 8);
+        assert!(
+            long_event[1]
+                .as_ref()
+                .unwrap_err()
+                .contains("a watch event larger")
+        );
     }
 
     #[test]

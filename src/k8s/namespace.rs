@@ -9,10 +9,16 @@
 //! manage. The delete then carries the namespace's uid as a precondition, so a namespace
 //! recreated meanwhile under the same name is not touched.
 //!
-//! "Manages" means: carries `app.kubernetes.io/managed-by=virtwork` (any run), or is owned
-//! (ownerReferences, transitively) by such an object — the VMIs, virt-launcher Pods, CDI
-//! importer Pods and PVCs that KubeVirt and CDI create for our VMs and DataVolumes — or is
+//! "Manages" means: carries `app.kubernetes.io/managed-by=virtwork` and a run id (of the run
+//! being cleaned up, with `--run-id`; of any run otherwise), or is owned (ownerReferences,
+//! transitively) by such an object — the VMIs, virt-launcher Pods, CDI importer Pods and PVCs
+//! that KubeVirt and CDI create for our VMs and DataVolumes — or is an Event about one, or is
 //! something the cluster itself puts in every namespace (see [`is_cluster_provided`]).
+//!
+//! The contents are read from every namespaced resource the server lists in discovery and
+//! allows listing ([`content_resources`]): Deployments, CronJobs, RoleBindings, snapshots and
+//! any custom resource count. A kind that cannot be listed, or a discovery that fails, keeps
+//! the namespace.
 //!
 //! Everything here is pure: [`namespace_delete_decision`] and [`classify_contents`] are tested
 //! without a cluster; cleanup.rs does the reading and deleting. Must not: decide anything from
@@ -36,6 +42,21 @@ const CLUSTER_CONFIGMAPS: [&str; 2] = ["kube-root-ca.crt", "openshift-service-ca
 /// ServiceAccounts created in every namespace: `default` everywhere, `builder` and `deployer`
 /// in every OpenShift project.
 const CLUSTER_SERVICE_ACCOUNTS: [&str; 3] = ["default", "builder", "deployer"];
+/// RoleBindings OpenShift's controllers put in every namespace.
+const CLUSTER_ROLE_BINDINGS: [&str; 3] = [
+    "system:image-pullers",
+    "system:image-builders",
+    "system:deployers",
+];
+/// API groups whose namespaced resources are views of other objects, not objects of their
+/// own: metrics of Pods, the `events.k8s.io` copy of core Events, OLM's package catalog
+/// (shown in every namespace) and the cluster quotas that apply to a namespace.
+const VIEW_GROUPS: [&str; 4] = [
+    "metrics.k8s.io",
+    "events.k8s.io",
+    "packages.operators.coreos.com",
+    "quota.openshift.io",
+];
 /// Annotations naming the service account a generated token or pull Secret belongs to.
 const SERVICE_ACCOUNT_ANNOTATIONS: [&str; 2] = [
     "kubernetes.io/service-account.name",
@@ -95,28 +116,67 @@ impl NamespaceFacts {
     }
 }
 
+/// One resource type as the server's discovery lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveredResource {
+    /// Empty for the core group.
+    pub group: String,
+    pub version: String,
+    /// The plural, or `plural/subresource`.
+    pub name: String,
+    pub kind: String,
+    pub namespaced: bool,
+    pub verbs: Vec<String>,
+}
+
+/// The resources whose objects make up a namespace's contents, from everything discovery
+/// lists (each group's preferred version first): namespaced, listable, not a subresource, not
+/// a view of other objects ([`VIEW_GROUPS`]), each group and plural once.
+pub fn content_resources(discovered: &[DiscoveredResource]) -> Vec<DiscoveredResource> {
+    let mut seen = BTreeSet::new();
+    discovered
+        .iter()
+        .filter(|r| {
+            r.namespaced
+                && !r.name.contains('/')
+                && r.verbs.iter().any(|v| v == "list")
+                && !is_view_group(&r.group)
+        })
+        .filter(|r| seen.insert((r.group.clone(), r.name.clone())))
+        .cloned()
+        .collect()
+}
+
+/// Whether `group`'s namespaced resources are views of other objects ([`VIEW_GROUPS`]): not
+/// read at all, so an aggregated API that is down (metrics-server) does not keep a namespace.
+pub fn is_view_group(group: &str) -> bool {
+    VIEW_GROUPS.contains(&group)
+}
+
 /// One object found in the namespace (any kind), reduced to what ownership needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContentObject {
     /// Kind as shown in messages (`Pod`, `ConfigMap`, ...).
-    pub kind: &'static str,
+    pub kind: String,
     pub name: String,
     pub uid: String,
-    /// Made by a virtwork run (managed-by label and a run-id label).
-    pub managed: bool,
-    /// Uids of its ownerReferences.
+    /// The run that made it, when made by a virtwork run (managed-by and run-id labels).
+    pub run: Option<String>,
+    /// Uids of its ownerReferences, and for an Event the uid of the object it is about.
     pub owners: Vec<String>,
     /// The service account a token or pull Secret was generated for.
     pub service_account: Option<String>,
 }
 
 impl ContentObject {
-    pub fn from_meta(kind: &'static str, meta: &ObjectMeta) -> Self {
+    pub fn from_meta(kind: &str, meta: &ObjectMeta) -> Self {
         ContentObject {
-            kind,
+            kind: kind.to_string(),
             name: meta.name.clone().unwrap_or_default(),
             uid: meta.uid.clone().unwrap_or_default(),
-            managed: labels::made_by_a_run(meta.labels.as_ref()),
+            run: labels::made_by_a_run(meta.labels.as_ref())
+                .then(|| meta.labels.as_ref()?.get(labels::RUN_ID).cloned())
+                .flatten(),
             owners: meta
                 .owner_references
                 .iter()
@@ -132,7 +192,10 @@ impl ContentObject {
     }
 
     fn shown(&self) -> String {
-        format!("{} {}", self.kind, self.name)
+        match &self.run {
+            Some(run) => format!("{} {} (run {run})", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
     }
 }
 
@@ -141,7 +204,8 @@ impl ContentObject {
 /// token and image-pull Secrets generated for those ServiceAccounts (which only work while
 /// their ServiceAccount exists, and it goes with the namespace).
 pub fn is_cluster_provided(object: &ContentObject) -> bool {
-    match object.kind {
+    match object.kind.as_str() {
+        "RoleBinding" => CLUSTER_ROLE_BINDINGS.contains(&object.name.as_str()),
         "ConfigMap" => CLUSTER_CONFIGMAPS.contains(&object.name.as_str()),
         "ServiceAccount" => CLUSTER_SERVICE_ACCOUNTS.contains(&object.name.as_str()),
         "Secret" => object
@@ -161,14 +225,23 @@ pub struct Contents {
     pub foreign: Vec<String>,
 }
 
-/// Sorts `objects`: managed-by=virtwork, cluster-provided, or with a uid in `known_ours` (what
-/// an earlier check found to be ours; its owner may be gone by now) are ours, and so is
-/// anything owned, transitively, by an object of ours.
-pub fn classify_contents(objects: &[ContentObject], known_ours: &BTreeSet<String>) -> Contents {
+/// Sorts `objects`: made by a virtwork run (the run `run_filter` when given: another run's
+/// objects are not this cleanup's to take down with the namespace), cluster-provided, or with
+/// a uid in `known_ours` (what an earlier check found to be ours; its owner may be gone by
+/// now) are ours, and so is anything owned, transitively, by an object of ours.
+pub fn classify_contents(
+    objects: &[ContentObject],
+    known_ours: &BTreeSet<String>,
+    run_filter: Option<&str>,
+) -> Contents {
     let mut ours: BTreeSet<String> = known_ours.clone();
     let mut pending: Vec<&ContentObject> = Vec::new();
     for object in objects {
-        if object.managed || is_cluster_provided(object) || known_ours.contains(&object.uid) {
+        let this_cleanups = object
+            .run
+            .as_deref()
+            .is_some_and(|run| run_filter.is_none_or(|wanted| wanted == run));
+        if this_cleanups || is_cluster_provided(object) || known_ours.contains(&object.uid) {
             ours.insert(object.uid.clone());
         } else {
             pending.push(object);
@@ -191,6 +264,7 @@ pub fn classify_contents(objects: &[ContentObject], known_ours: &BTreeSet<String
     }
     let mut foreign: Vec<String> = pending.iter().map(|o| o.shown()).collect();
     foreign.sort();
+    foreign.dedup();
     Contents { ours, foreign }
 }
 
@@ -371,10 +445,10 @@ mod tests {
 
     fn object(kind: &'static str, name: &str, managed: bool, owners: &[&str]) -> ContentObject {
         ContentObject {
-            kind,
+            kind: kind.into(),
             name: name.into(),
             uid: format!("uid-{name}"),
-            managed,
+            run: managed.then(|| RUN.to_string()),
             owners: owners.iter().map(|o| o.to_string()).collect(),
             service_account: None,
         }
@@ -406,7 +480,7 @@ mod tests {
             app_token,
             object("Pod", "web-0", false, &["uid-statefulset"]),
         ];
-        let contents = classify_contents(&objects, &BTreeSet::new());
+        let contents = classify_contents(&objects, &BTreeSet::new(), None);
         assert_eq!(
             contents.foreign,
             vec![
@@ -424,13 +498,89 @@ mod tests {
             &["uid-gone"],
         )];
         assert_eq!(
-            classify_contents(&orphan, &BTreeSet::new()).foreign.len(),
+            classify_contents(&orphan, &BTreeSet::new(), None)
+                .foreign
+                .len(),
             1
         );
         assert!(
-            classify_contents(&orphan, &contents.ours)
+            classify_contents(&orphan, &contents.ours, None)
                 .foreign
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn another_runs_objects_keep_the_namespace_when_one_run_is_cleaned_up() {
+        const OTHER: &str = "7d3e2f10-8a4b-4c5d-9e6f-0a1b2c3d4e5f";
+        let mut theirs = object("VirtualMachine", "vm-b", true, &[]);
+        theirs.run = Some(OTHER.into());
+        let objects = vec![
+            object("VirtualMachine", "vm-a", true, &[]),
+            object("Pod", "virt-launcher-vm-a-x", false, &["uid-vm-a"]),
+            theirs,
+            object("Pod", "virt-launcher-vm-b-y", false, &["uid-vm-b"]),
+        ];
+        let all = classify_contents(&objects, &BTreeSet::new(), None);
+        assert!(all.foreign.is_empty(), "{:?}", all.foreign);
+        let one = classify_contents(&objects, &BTreeSet::new(), Some(RUN));
+        assert_eq!(
+            one.foreign,
+            vec![
+                "Pod virt-launcher-vm-b-y".to_string(),
+                format!("VirtualMachine vm-b (run {OTHER})")
+            ]
+        );
+    }
+
+    #[test]
+    fn an_event_is_ours_only_when_it_is_about_an_object_of_ours() {
+        let objects = vec![
+            object("VirtualMachine", "vm-a", true, &[]),
+            object("Event", "vm-a.1", false, &["uid-vm-a"]),
+            object("Event", "web.2", false, &["uid-web"]),
+            object("RoleBinding", "system:image-pullers", false, &[]),
+            object("RoleBinding", "team-edit", false, &[]),
+        ];
+        let contents = classify_contents(&objects, &BTreeSet::new(), None);
+        assert_eq!(
+            contents.foreign,
+            vec!["Event web.2", "RoleBinding team-edit"]
+        );
+    }
+
+    fn discovered(group: &str, name: &str, namespaced: bool, verbs: &[&str]) -> DiscoveredResource {
+        DiscoveredResource {
+            group: group.into(),
+            version: "v1".into(),
+            name: name.into(),
+            kind: name.into(),
+            namespaced,
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn contents_come_from_every_listable_namespaced_resource_but_views() {
+        let list = &["get", "list", "watch", "delete"];
+        let found = content_resources(&[
+            discovered("apps", "deployments", true, list),
+            discovered("apps", "deployments/status", true, &["get", "patch"]),
+            discovered("apps", "deployments", true, list),
+            discovered("", "namespaces", false, list),
+            discovered("", "bindings", true, &["create"]),
+            discovered("example.com", "widgets", true, list),
+            discovered("metrics.k8s.io", "pods", true, list),
+            discovered("events.k8s.io", "events", true, list),
+            discovered("", "events", true, list),
+        ]);
+        let names: Vec<String> = found
+            .iter()
+            .map(|r| format!("{}/{}", r.group, r.name))
+            .collect();
+        assert_eq!(
+            names,
+            ["apps/deployments", "example.com/widgets", "/events"]
         );
     }
 }

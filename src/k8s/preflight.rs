@@ -97,19 +97,9 @@ pub struct PreflightReport {
     pub storage: Vec<String>,
 }
 
-/// The joined source chain of an error: transport errors hide the useful part (refused,
-/// certificate unknown...) several sources deep.
+/// The joined source chain of an error (see [`crate::error::chain_text`]).
 pub fn error_chain(err: &(dyn StdError + 'static)) -> String {
-    let mut parts = vec![err.to_string()];
-    let mut current = err.source();
-    while let Some(e) = current {
-        let text = e.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        current = e.source();
-    }
-    parts.join(": ")
+    crate::error::chain_text(err)
 }
 
 /// Turns a failure to reach the server into a message naming the server and the credentials.
@@ -121,7 +111,8 @@ pub fn unreachable_error(cluster: &Cluster, err: &kube::Error) -> Error {
         return Error::runtime(format!(
             "{place} rejected the credentials of context {:?} (401 Unauthorized: {}): \
              log in again or refresh the token in the kubeconfig",
-            cluster.context, status.message
+            cluster.context,
+            crate::terminal::safe(&status.message, crate::terminal::MESSAGE_CHARS)
         ));
     }
     if let Some(plugin) = find_plugin_failure(err) {

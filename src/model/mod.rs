@@ -57,6 +57,10 @@ impl Invalid {
     /// `memory in ./f.yaml`). Concealed variants leave the text out.
     pub fn message(&self, input: &str, text: &str) -> String {
         match self {
+            Invalid::Expected(reason) if looks_secret(text) => format!(
+                "invalid value {SECRET_SHOWN} for {input}: {reason} (the value looks like key \
+                 material or a token, so it is not shown)"
+            ),
             Invalid::Expected(reason) => format!("invalid value {text:?} for {input}: {reason}"),
             Invalid::Concealed(reason) => format!("invalid value for {input}: {reason}"),
             Invalid::PrivateKey => {
@@ -64,6 +68,23 @@ impl Invalid {
             }
         }
     }
+}
+
+/// Shown instead of a value that looks like a secret.
+pub const SECRET_SHOWN: &str = "<redacted>";
+
+/// Whether `text` looks like a credential pasted into the wrong place, whatever the input: a
+/// PEM block or part of one (a private key, `$(cat key)`), a JSON Web Token (Kubernetes
+/// service-account tokens), an OpenShift `sha256~` token, or a multi-line value of some
+/// length (a pasted file). Such a value is never echoed in an error.
+pub fn looks_secret(text: &str) -> bool {
+    let jwt = text.trim().starts_with("eyJ") && text.matches('.').count() >= 2;
+    text.contains("PRIVATE KEY")
+        || text.contains("-----BEGIN")
+        || text.contains("-----END")
+        || text.trim().starts_with("sha256~")
+        || jwt
+        || (text.contains('\n') && text.len() > 64)
 }
 
 impl fmt::Display for Invalid {
@@ -96,6 +117,37 @@ mod tests {
         assert_eq!(
             Invalid::PrivateKey.message("VIRTWORK_SSH_AUTHORIZED_KEYS", "-----BEGIN"),
             "VIRTWORK_SSH_AUTHORIZED_KEYS holds a private key; give the public key (the .pub file)"
+        );
+    }
+
+    #[test]
+    fn a_secret_given_to_any_input_is_never_echoed() {
+        let why = Invalid::Expected("expected a whole number of at least 1".into());
+        let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n-----END OPENSSH PRIVATE KEY-----\n";
+        let jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJl";
+        for secret in [
+            key,
+            "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU PRIVATE KEY",
+            jwt,
+            "sha256~abcdefghijkl",
+        ] {
+            let message = why.message("VIRTWORK_VM_COUNT", secret);
+            assert!(
+                message.starts_with(
+                    "invalid value <redacted> for VIRTWORK_VM_COUNT: expected a whole number"
+                ),
+                "{message}"
+            );
+            assert!(
+                !message.contains("b3Bl")
+                    && !message.contains("eyJ")
+                    && !message.contains("abcdefghijkl"),
+                "{message}"
+            );
+        }
+        assert_eq!(
+            why.message("--vm-count", "two"),
+            r#"invalid value "two" for --vm-count: expected a whole number of at least 1"#
         );
     }
 }

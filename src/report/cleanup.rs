@@ -240,6 +240,11 @@ const KIND_LABELS: [(ManagedKind, &str); 6] = [
     (ManagedKind::PersistentVolumeClaim, "PVCs"),
 ];
 
+/// Text from the cluster (object names, API and webhook messages) as the terminal may show it.
+fn shown(text: &str) -> String {
+    crate::terminal::safe(text, crate::terminal::MESSAGE_CHARS)
+}
+
 fn counts_table(out: &mut String, counts: &KindCounts) {
     for (kind, label) in KIND_LABELS {
         let _ = writeln!(out, "  {label:<19} {}", counts.get(kind));
@@ -276,7 +281,7 @@ pub fn preview_with_kept(
         );
     }
     if let (Some(ns), Some(reason)) = (namespace, kept) {
-        let _ = writeln!(out, "  The namespace {ns} will be kept: {reason}.");
+        let _ = writeln!(out, "  The namespace {ns} will be kept: {}.", shown(reason));
     }
     out
 }
@@ -338,14 +343,14 @@ pub fn summary_text(summary: &CleanupSummary) -> String {
         let _ = writeln!(out, "Namespace {ns} deleted.");
     }
     if let Some(reason) = summary.namespace_kept() {
-        let _ = writeln!(out, "Namespace {ns} kept: {reason}.");
+        let _ = writeln!(out, "Namespace {ns} kept: {}.", shown(reason));
     }
     match &summary.wait {
         Some(wait) if wait.all_gone => out.push_str("Waited: every deleted object is gone.\n"),
         Some(wait) => {
             let _ = writeln!(out, "Still present ({}):", wait.remaining.len());
             for item in &wait.remaining {
-                let _ = writeln!(out, "  {item}");
+                let _ = writeln!(out, "  {}", shown(item));
             }
         }
         None => {}
@@ -353,7 +358,7 @@ pub fn summary_text(summary: &CleanupSummary) -> String {
     if !summary.warnings.is_empty() {
         let _ = writeln!(out, "Warnings ({}):", summary.warnings.len());
         for warning in &summary.warnings {
-            let _ = writeln!(out, "  {warning}");
+            let _ = writeln!(out, "  {}", shown(warning));
         }
     }
     out

@@ -292,6 +292,15 @@ impl CatalogEntry {
     pub fn load(catalog_dir: &Path, name: &str) -> Result<CatalogEntry> {
         let fail = |msg: String| Error::input(format!("catalog entry {name:?}: {msg}"));
         let dir = catalog_dir.join(name);
+        // A linked entry could point anywhere (another user's tree, `~/.ssh`): like its files,
+        // an entry must be a real directory inside the catalog.
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(fail(format!(
+                "{} is a symbolic link; catalog entries must be directories inside the catalog \
+                 directory (copy the entry there instead)",
+                dir.display()
+            )));
+        }
         if !dir.is_dir() {
             return Err(fail(format!(
                 "catalog entry not found (no directory {})",

@@ -107,6 +107,17 @@ pub enum FaultAction {
     /// Answer 200 with headers, then never send a byte and never close: a silent connection
     /// (for a watch, a stream that stalls without the server ending it).
     Stall,
+    /// Answer 200 with a JSON body of about this many bytes, streamed (a huge annotation on
+    /// the object; for a watch, one ADDED event that long): a server that sends more than any
+    /// client should hold.
+    Oversized(usize),
+    /// Refuse the request before doing anything with a Status of this code whose message is
+    /// `message` repeated `times` times, as an admission webhook's denial reads.
+    Deny {
+        code: u16,
+        message: &'static str,
+        times: usize,
+    },
 }
 
 /// Lists of `resource` (plural) never end: each page is served with a continue token, and a
@@ -151,6 +162,9 @@ pub struct Faults {
     pub scripted: Vec<ScriptedFault>,
     /// Lists of one resource never end: every page carries a continue token.
     pub endless_list: Option<EndlessList>,
+    /// API groups whose discovery document (`/apis/<group>/<version>`) answers 503, like an
+    /// aggregated API (metrics-server, say) whose backing service is down.
+    pub unavailable_groups: Vec<String>,
     /// Seed of the random draws, so a failing run can be replayed.
     pub seed: u64,
 }

@@ -268,6 +268,8 @@ struct FaultPlan {
     fail_before: Option<u16>,
     drop_before: bool,
     stall: bool,
+    oversized: Option<usize>,
+    deny: Option<(u16, String)>,
     after_commit: Option<AfterCommit>,
 }
 
@@ -293,6 +295,12 @@ fn plan_faults(shared: &Shared, t: &Target) -> FaultPlan {
             FaultAction::DropAfterCommit => plan.after_commit = Some(AfterCommit::Drop),
             FaultAction::Delay(d) => plan.delay += d,
             FaultAction::Stall => plan.stall = true,
+            FaultAction::Oversized(bytes) => plan.oversized = Some(bytes),
+            FaultAction::Deny {
+                code,
+                message,
+                times,
+            } => plan.deny = Some((code, message.repeat(times))),
         }
         return plan;
     }
@@ -575,7 +583,23 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
             ApiError::injected(code)
         };
         finish(&shared, record, code);
-        return error_response(&e);
+        let mut response = error_response(&e);
+        if (300..400).contains(&code) {
+            // A redirect, as a login page or a misconfigured proxy in front of a server sends.
+            response.headers_mut().insert(
+                "Location",
+                "https://elsewhere.example/login".parse().unwrap(),
+            );
+        }
+        return response;
+    }
+    if let Some((code, message)) = plan.deny {
+        finish(&shared, record, code);
+        return error_response(&ApiError::new(code, "Forbidden", message));
+    }
+    if let Some(bytes) = plan.oversized {
+        finish(&shared, record, 200);
+        return oversized_response(ri, &t, bytes);
     }
     if plan.stall {
         finish(&shared, record, 200);
@@ -626,6 +650,40 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
     }
 }
 
+/// A 200 answer of about `bytes` bytes, streamed in 1 MiB chunks so the fake never holds it:
+/// the requested object (or, for a watch, one ADDED event) with one enormous annotation.
+fn oversized_response(ri: &ResourceInfo, t: &Target, bytes: usize) -> Response<Body> {
+    let object = format!(
+        "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",\"metadata\":{{\"name\":\"{}\",\"namespace\":\"{}\",\"annotations\":{{\"pad\":\"",
+        ri.api_version(),
+        ri.kind,
+        t.name,
+        t.namespace
+    );
+    let head = if t.verb == "watch" {
+        format!("{{\"type\":\"ADDED\",\"object\":{object}")
+    } else {
+        object
+    };
+    let tail = if t.verb == "watch" {
+        "\"}}}}\n"
+    } else {
+        "\"}}}"
+    };
+    const CHUNK: usize = 1 << 20;
+    let pad = Bytes::from(vec![b'x'; CHUNK]);
+    let chunks = bytes / CHUNK;
+    let frames = std::iter::once(Bytes::from(head))
+        .chain(std::iter::repeat_n(pad, chunks))
+        .chain(std::iter::once(Bytes::from_static(tail.as_bytes())))
+        .map(|b| Ok::<_, Infallible>(Frame::data(b)));
+    Response::builder()
+        .status(200)
+        .header("Content-Type", "application/json")
+        .body(StreamBody::new(futures::stream::iter(frames)).boxed())
+        .unwrap()
+}
+
 fn dry_run(query: &BTreeMap<String, String>) -> bool {
     query.get("dryRun").is_some_and(|v| v == "All")
 }
@@ -637,6 +695,17 @@ fn non_resource(shared: &Shared, method: &str, path: &str) -> Response<Body> {
     }
     let virt = shared.config.lock().unwrap().virtualization_installed;
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let unavailable = shared.faults.lock().unwrap().0.unavailable_groups.clone();
+    if let ["apis", g, _] = segs.as_slice()
+        && unavailable.iter().any(|u| u == g)
+    {
+        // An aggregated API whose backing service is down, as kube-aggregator answers.
+        return error_response(&ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ));
+    }
     let doc = match segs.as_slice() {
         ["api"] => Some(resources::core_versions(&shared.address)),
         ["api", "v1"] => Some(resources::resource_list("", "v1")),
