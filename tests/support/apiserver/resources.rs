@@ -200,6 +200,29 @@ pub const RESOURCES: &[ResourceInfo] = &[
         &["sa"],
         false,
     ),
+    // Nodes (preflight reads their allocatable; the scheduler and drains use them; tests
+    // insert them), and the endpoints of Services (kept by the endpoint controllers).
+    res("", "v1", "nodes", "node", "Node", false, &["no"], true),
+    res(
+        "",
+        "v1",
+        "endpoints",
+        "endpoints",
+        "Endpoints",
+        true,
+        &["ep"],
+        false,
+    ),
+    res(
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "endpointslice",
+        "EndpointSlice",
+        true,
+        &[],
+        false,
+    ),
     ResourceInfo {
         create_only: true,
         ..res(
