@@ -395,7 +395,9 @@ fn sizes_below_the_clusters_minimums_are_refused_before_any_request() {
     let config = dir.path().join("virtwork.yaml");
     std::fs::write(&config, "workloads:\n  cpu:\n    memory: 512Ki\n").unwrap();
     let config = config.to_string_lossy().into_owned();
-    let cases: [(&[&str], &[(&str, &str)], &str); 4] = [
+    // (arguments, environment, the error expected)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 4] = [
         (
             &["--workloads", "cpu", "--memory", "999999"],
             &[],

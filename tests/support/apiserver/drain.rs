@@ -39,18 +39,22 @@ fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
 /// when every node is cordoned.
 pub fn pick_node(store: &Store, except: Option<&str>) -> Option<String> {
     let nodes = idx("nodes");
-    let schedulable: Vec<String> = store
+    // Nodes are cluster-scoped: keys (nodes, "", name), one range of the ordered store.
+    let all_nodes: Vec<(&String, &Value)> = store
         .objects
-        .iter()
-        .filter(|((res, _, _), _)| *res == nodes)
-        .filter(|(_, node)| node.pointer("/spec/unschedulable") != Some(&json!(true)))
-        .map(|((_, _, name), _)| name.clone())
-        .filter(|name| Some(name.as_str()) != except)
+        .range((nodes, String::new(), String::new())..)
+        .take_while(|((res, _, _), _)| *res == nodes)
+        .map(|((_, _, name), node)| (name, node))
         .collect();
-    let any_node = store.objects.keys().any(|(res, _, _)| *res == nodes);
-    if !any_node {
+    if all_nodes.is_empty() {
         return Some(DEFAULT_NODE.to_string());
     }
+    let schedulable: Vec<String> = all_nodes
+        .into_iter()
+        .filter(|(_, node)| node.pointer("/spec/unschedulable") != Some(&json!(true)))
+        .map(|(name, _)| name.clone())
+        .filter(|name| Some(name.as_str()) != except)
+        .collect();
     let pods = idx("pods");
     let load = |node: &str| {
         store
