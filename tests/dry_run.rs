@@ -101,6 +101,13 @@ fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
         (2, 11, 11, 25)
     );
     assert_eq!(data_volume_templates(&docs).len(), 3);
+    // auto: the three data-disk VMs are evicted in a drain, the rest live-migrate.
+    for vm in &vms {
+        let strategy = vm["spec"]["template"]["spec"]["evictionStrategy"].as_str();
+        let with_disk = vm["spec"]["dataVolumeTemplates"].as_sequence().is_some();
+        let expected = if with_disk { "None" } else { "LiveMigrate" };
+        assert_eq!(strategy, Some(expected), "{}", name(vm));
+    }
 
     // Reference order: the Namespace (name only: applying it claims nothing), Services
     // (sorted), then Secrets, then VMs.
