@@ -1611,6 +1611,7 @@ async fn discovery_and_the_kubevirt_switch() {
             "kubevirt.io",
             "cdi.kubevirt.io",
             "storage.k8s.io",
+            "policy",
             "discovery.k8s.io",
             "authorization.k8s.io"
         ]
@@ -1635,8 +1636,8 @@ async fn discovery_and_the_kubevirt_switch() {
     let (_, apis) = get(&c, "/apis").await;
     assert_eq!(
         apis["groups"].as_array().unwrap().len(),
-        3,
-        "storage.k8s.io, discovery.k8s.io and authorization.k8s.io"
+        4,
+        "storage.k8s.io, policy, discovery.k8s.io and authorization.k8s.io"
     );
     let (s, b) = get(&c, "/apis/kubevirt.io/v1").await;
     assert_eq!(s, 404);

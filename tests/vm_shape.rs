@@ -469,3 +469,66 @@ fn a_vm_larger_than_every_node_is_refused_by_preflight_naming_the_largest_node()
     // What fits a node is created.
     assert_success(&env.run(&["--workloads", "cpu", "--memory", "60Gi", "--no-wait"]));
 }
+
+/// The real `kubectl drain` (cordon, evict every launcher Pod, retry the 429s every 5 s, wait
+/// for the Pods to go) completes against a fleet of every workload.
+#[test]
+fn kubectl_drain_completes_under_a_fleet_of_every_workload() {
+    let kubectl_found = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !kubectl_found {
+        assert!(
+            std::env::var("VIRTWORK_REQUIRE_KUBECTL").as_deref() != Ok("1"),
+            "kubectl required (VIRTWORK_REQUIRE_KUBECTL=1) but not found"
+        );
+        eprintln!("SKIPPED: kubectl not installed");
+        return;
+    }
+    let server = two_node_cluster();
+    let env = Env::for_subcommand(&server, "run");
+    assert_success(&env.run(&["--timeout", "120"]));
+    let node_a = running_vmis(&server)
+        .values()
+        .filter(|(_, node)| node == "node-a")
+        .count();
+    assert!(node_a > 0, "{:?}", running_vmis(&server));
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&env.kubeconfig)
+        .args([
+            "drain",
+            "node-a",
+            "--pod-selector",
+            "kubevirt.io=virt-launcher",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout",
+            "90s",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("node/node-a drained"), "{stdout}\n{stderr}");
+    // kubectl used the Eviction API, and KubeVirt's answers are what it retried on.
+    let evictions = server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/eviction"))
+        .count();
+    assert!(
+        evictions >= node_a,
+        "{evictions} evictions for {node_a} pods"
+    );
+    assert!(stderr.contains("Eviction triggered evacuation"), "{stderr}");
+    let settled = server.wait_until(Duration::from_secs(20), |s| {
+        let now = running_vmis(s);
+        now.len() == 11 && now.values().all(|(_, node)| node == "node-b")
+    });
+    assert!(settled, "{:?}", running_vmis(&server));
+}

@@ -213,6 +213,18 @@ pub const RESOURCES: &[ResourceInfo] = &[
         &["ep"],
         false,
     ),
+    // Served so the `policy` group is discovered (kubectl drain evicts only when it is);
+    // none are created, so every eviction is decided by KubeVirt's rules alone (drain.rs).
+    res(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        true,
+        &["pdb"],
+        true,
+    ),
     res(
         "discovery.k8s.io",
         "v1",
@@ -348,6 +360,18 @@ pub fn resource_list(group: &str, version: &str) -> Value {
                 "namespaced": r.namespaced,
                 "kind": r.kind,
                 "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if r.plural == "pods" {
+            // The Eviction API (drain.rs); kubectl drain looks for it here.
+            resources.push(json!({
+                "name": "pods/eviction",
+                "singularName": "",
+                "namespaced": true,
+                "group": "policy",
+                "version": "v1",
+                "kind": "Eviction",
+                "verbs": ["create"],
             }));
         }
     }
