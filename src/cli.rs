@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::model::{
-    AccessMode, Burst, CpuCores, DnsLabel, DryRunFlag, GuestOs, ImageRef, LogFormat, OutputFormat,
-    PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret, SshUser, StorageClassName, Switch,
-    TimeoutSecs, VmConcurrency, VmCount,
+    AccessMode, Burst, CpuCores, DnsLabel, DryRunFlag, EvictionStrategy, GuestOs, ImageRef,
+    LogFormat, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret, SshUser,
+    StorageClassName, Switch, TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// Create VMs on OpenShift Virtualization / KubeVirt with continuous workloads.
@@ -187,6 +187,12 @@ pub struct RunArgs {
     /// [env: VIRTWORK_ACCESS_MODE] [default: ReadWriteOnce]
     #[arg(long, value_enum, value_name = "MODE")]
     pub access_mode: Option<AccessMode>,
+
+    /// What a node drain does to each VM: auto live-migrates VMs that can migrate and lets
+    /// the others (ReadWriteOnce data disks) be shut down and restarted elsewhere, so no VM
+    /// blocks a drain [env: VIRTWORK_EVICTION_STRATEGY] [default: auto]
+    #[arg(long, value_enum, value_name = "STRATEGY")]
+    pub eviction_strategy: Option<EvictionStrategy>,
 
     /// Container disk image for VMs [env: VIRTWORK_CONTAINER_DISK_IMAGE]
     /// [default: quay.io/containerdisks/fedora:42]

@@ -150,6 +150,10 @@ pub struct VirtualMachineInstanceSpec {
     /// Decides the VMI's Ready condition (and so Service endpoints).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub readiness_probe: Option<Probe>,
+    /// What a node drain does to the VMI: `LiveMigrate`, `LiveMigrateIfPossible`, `None` or
+    /// `External`; unset, the cluster's default (KubeVirt CR `spec.configuration.evictionStrategy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eviction_strategy: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub networks: Vec<Network>,
     #[serde(skip_serializing_if = "Vec::is_empty")]

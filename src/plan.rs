@@ -28,7 +28,10 @@ use crate::kubevirt::{
     VirtualMachineInstanceTemplateSpec, VirtualMachineSpec, Volume,
 };
 use crate::labels;
-use crate::model::{AccessMode, DnsLabel, ImageRef, Quantity, RunId, SshAccess, StorageClassName};
+use crate::model::{
+    AccessMode, DNS_SUBDOMAIN_MAX_LEN, DnsLabel, EvictionStrategy, ImageRef, Quantity, RunId,
+    SshAccess, StorageClassName, is_dns_subdomain,
+};
 use crate::workloads::{
     DataDisk, GuestOs, Registry, VmResources, Workload, WorkloadOptions, WorkloadSettings,
 };
@@ -36,7 +39,7 @@ use crate::workloads::{
 /// DNS-1123 label and label-value length limit.
 pub const MAX_LABEL_LEN: usize = DnsLabel::MAX_LEN;
 /// DNS-1123 subdomain length limit.
-pub const MAX_SUBDOMAIN_LEN: usize = 253;
+pub const MAX_SUBDOMAIN_LEN: usize = DNS_SUBDOMAIN_MAX_LEN;
 /// Key of the user-data entry in each cloud-init Secret (KubeVirt's NoCloud convention).
 pub const USERDATA_KEY: &str = "userdata";
 /// Disk/volume names every VM has; workload data disks must not reuse them.
@@ -62,6 +65,11 @@ pub struct PlanInput {
     pub access_mode: AccessMode,
     pub cpu_cores: u32,
     pub memory: Quantity,
+    /// What a node drain does to VMs of workloads without their own `eviction-strategy`.
+    pub eviction_strategy: EvictionStrategy,
+    /// Whether VMs carry the workload readiness probe (`--ready-condition workload`): only
+    /// then does readiness depend on the guest agent running commands for KubeVirt.
+    pub workload_probe: bool,
     /// VMs per workload (per role for client/server workloads).
     pub vm_count: u32,
     /// Built-in workloads to run, in order. Workloads whose override says `enabled: false`
@@ -87,6 +95,7 @@ pub struct WorkloadOverride {
     pub guest_os: Option<GuestOs>,
     pub storage_class: Option<StorageClassName>,
     pub access_mode: Option<AccessMode>,
+    pub eviction_strategy: Option<EvictionStrategy>,
     /// Raw param values, validated against the workload's schema when planning.
     pub params: BTreeMap<String, String>,
 }
@@ -160,6 +169,7 @@ pub struct RoleTemplate {
     disks: Vec<crate::workloads::DataDisk>,
     storage: DiskStorage,
     readiness_probe: Option<Probe>,
+    eviction_strategy: &'static str,
     annotations: BTreeMap<String, String>,
 }
 
@@ -220,6 +230,7 @@ impl PlannedVm {
             storage: &t.storage,
             data_volumes: &self.data_volumes,
             readiness_probe: &t.readiness_probe,
+            eviction_strategy: t.eviction_strategy,
             annotations: &t.annotations,
         })
     }
@@ -265,7 +276,8 @@ pub fn build_plan(input: &PlanInput, registry: &Registry, run_id: RunId) -> Resu
         .map(|request| registry.create(&request.name, &request.settings, &options))
         .collect::<Result<Vec<_>>>()?;
     let mut plan = plan_workloads(input, run_id, &workloads, requests.skipped)?;
-    plan.warnings = requests.warnings;
+    let planning_warnings = std::mem::replace(&mut plan.warnings, requests.warnings);
+    plan.warnings.extend(planning_warnings);
     Ok(plan)
 }
 
@@ -356,6 +368,7 @@ pub fn workload_options(input: &PlanInput) -> WorkloadOptions {
         ssh: input.ssh.clone(),
         catalog_dir: input.catalog_dir.clone(),
         planned_workloads: Vec::new(),
+        guest_exec: input.workload_probe,
     }
 }
 
@@ -380,6 +393,7 @@ pub fn plan_workloads(
         namespace: input.namespace.as_str(),
         image: input.container_disk_image.as_str(),
         run_id: &run_id.to_string(),
+        workload_probe: input.workload_probe,
     };
     for workload in workloads {
         let overrides = input.workload_overrides.get(workload.name());
@@ -392,7 +406,10 @@ pub fn plan_workloads(
                 .and_then(|o| o.access_mode)
                 .unwrap_or(input.access_mode),
         };
-        plan_one(&fleet, workload.as_ref(), &storage, &mut plan)?;
+        let eviction = overrides
+            .and_then(|o| o.eviction_strategy)
+            .unwrap_or(input.eviction_strategy);
+        plan_one(&fleet, workload.as_ref(), &storage, eviction, &mut plan)?;
     }
     plan.services
         .sort_by(|a, b| a.service.metadata.name.cmp(&b.service.metadata.name));
@@ -405,6 +422,8 @@ struct Fleet<'a> {
     namespace: &'a str,
     image: &'a str,
     run_id: &'a str,
+    /// Whether VMs carry the workload readiness probe.
+    workload_probe: bool,
 }
 
 /// Where one workload's data disks live.
@@ -421,12 +440,16 @@ fn plan_one(
     fleet: &Fleet<'_>,
     workload: &dyn Workload,
     storage: &DiskStorage,
+    eviction: EvictionStrategy,
     plan: &mut Plan,
 ) -> Result<()> {
     let name = workload.name();
     let resources = workload.resources();
     let disks = workload.data_disks();
     check_workload(name, &resources, &disks)?;
+    if let Some(warning) = eviction_warning(name, eviction, &disks, storage.access_mode) {
+        plan.warnings.push(warning);
+    }
     let service = workload.service();
     let roles = workload.roles();
     plan.workloads.push(PlannedWorkload {
@@ -447,6 +470,7 @@ fn plan_one(
         resources: &resources,
         disks: &disks,
         storage,
+        eviction_strategy: vm_eviction_strategy(eviction, &disks, storage.access_mode),
         annotations: signal_annotations(workload),
     };
     for role_spec in roles {
@@ -462,6 +486,7 @@ struct RoleParts<'a> {
     resources: &'a VmResources,
     disks: &'a [DataDisk],
     storage: &'a DiskStorage,
+    eviction_strategy: &'static str,
     annotations: BTreeMap<String, String>,
 }
 
@@ -497,7 +522,13 @@ fn role_template(
     if let Some(role) = role {
         validate_label_value(labels::ROLE, role, &format!("role of workload {name:?}"))?;
     }
-    let probe = workload_probe(name, &workload.workload_units(role))?;
+    // The probe runs through the guest agent's guest-exec, which images may forbid; it is
+    // there only when readiness is asked to mean "the workload runs".
+    let probe = if fleet.workload_probe {
+        workload_probe(name, &workload.workload_units(role))?
+    } else {
+        None
+    };
     let userdata = workload
         .userdata(role)
         .map_err(|err| with_context(err, &cloud_init_context(name, role)))?;
@@ -513,6 +544,7 @@ fn role_template(
         disks: parts.disks.to_vec(),
         storage: parts.storage.clone(),
         readiness_probe: probe,
+        eviction_strategy: parts.eviction_strategy,
         annotations: parts.annotations.clone(),
     }))
 }
@@ -663,6 +695,7 @@ struct VmInputs<'a> {
     storage: &'a DiskStorage,
     data_volumes: &'a [String],
     readiness_probe: &'a Option<Probe>,
+    eviction_strategy: &'static str,
     annotations: &'a BTreeMap<String, String>,
 }
 
@@ -711,6 +744,47 @@ pub fn workload_probe(workload: &str, units: &[String]) -> Result<Option<Probe>>
         success_threshold: Some(1),
         initial_delay_seconds: None,
     }))
+}
+
+/// Whether KubeVirt can live-migrate a VM with these data disks: its containerdisk and
+/// cloud-init disk are copied during migration, but a volume must be shared (ReadWriteMany)
+/// for the target node to use it (KubeVirt sets LiveMigratable=False otherwise).
+pub fn live_migratable(disks: &[DataDisk], access_mode: AccessMode) -> bool {
+    disks.is_empty() || access_mode == AccessMode::ReadWriteMany
+}
+
+/// KubeVirt's `evictionStrategy` for a VM. `auto` never lets a VM block a node drain:
+/// a VM that can migrate gets `LiveMigrate` (KubeVirt migrates it, then the drain proceeds);
+/// one that cannot gets `None` (the eviction is granted, the VM shuts down and its run
+/// strategy `Always` starts it again on another node). Setting it on every VM also
+/// overrides a cluster-wide `LiveMigrate` default, under which KubeVirt would deny the
+/// eviction of a VM that cannot migrate for as long as the drain retries.
+pub fn vm_eviction_strategy(
+    chosen: EvictionStrategy,
+    disks: &[DataDisk],
+    access_mode: AccessMode,
+) -> &'static str {
+    match chosen.kubevirt_name() {
+        Some(name) => name,
+        None if live_migratable(disks, access_mode) => "LiveMigrate",
+        None => "None",
+    }
+}
+
+/// The warning for a strategy chosen by hand that makes the workload's VMs block drains.
+fn eviction_warning(
+    workload: &str,
+    chosen: EvictionStrategy,
+    disks: &[DataDisk],
+    access_mode: AccessMode,
+) -> Option<String> {
+    (chosen == EvictionStrategy::LiveMigrate && !live_migratable(disks, access_mode)).then(|| {
+        format!(
+            "eviction-strategy live-migrate for workload {workload:?}: its {access_mode} data \
+             disks cannot live-migrate, so KubeVirt denies the eviction of its VMs and a node \
+             drain waits for them forever; use auto or none, or --access-mode ReadWriteMany"
+        )
+    })
 }
 
 /// What `virtwork verify` reads back from each VM: the params its expected signals depend
@@ -795,6 +869,7 @@ fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
                         }),
                     },
                     readiness_probe: input.readiness_probe.clone(),
+                    eviction_strategy: Some(input.eviction_strategy.to_string()),
                     networks: vec![Network {
                         name: NETWORK_NAME.to_string(),
                         pod: Some(PodNetwork {}),
@@ -965,15 +1040,25 @@ fn validate_dns1035_label(what: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
-/// DNS-1123 subdomain: dot-separated DNS-1123 labels, ≤ 253 characters.
+/// DNS-1123 subdomain (Kubernetes' rule for DataVolume and PVC names): at most 253
+/// characters; dot-separated parts of lowercase letters, digits and '-', each starting and
+/// ending with a letter or digit, of any length.
 fn validate_dns_subdomain(what: &str, value: &str) -> Result<()> {
-    if value.len() <= MAX_SUBDOMAIN_LEN && value.split('.').all(DnsLabel::is_valid) {
+    if is_dns_subdomain(value) {
         return Ok(());
     }
-    Err(Error::input(format!(
-        "{what} {value:?} is not a valid DNS-1123 subdomain (at most {MAX_SUBDOMAIN_LEN} \
-         characters of lowercase letters, digits, '-' and '.')"
-    )))
+    Err(Error::input(if value.len() > MAX_SUBDOMAIN_LEN {
+        format!(
+            "{what} {value:?} is {} characters; Kubernetes allows at most {MAX_SUBDOMAIN_LEN} \
+             — use a shorter workload, role or storage name",
+            value.len()
+        )
+    } else {
+        format!(
+            "{what} {value:?} is not a valid DNS-1123 subdomain (lowercase letters, digits, '-' \
+             and '.', each dot-separated part starting and ending with a letter or digit)"
+        )
+    }))
 }
 
 /// Label value: empty, or ≤ 63 of alphanumerics, '-', '_', '.', starting and ending
@@ -1004,6 +1089,68 @@ fn k8s_quantity(quantity: &Quantity) -> K8sQuantity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn disk(size: &str) -> DataDisk {
+        DataDisk {
+            name: "datadisk".into(),
+            dv_base: "data".into(),
+            serial: "s".into(),
+            size: size.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn auto_eviction_migrates_what_can_migrate_and_lets_the_rest_be_evicted() {
+        use AccessMode::*;
+        use EvictionStrategy as E;
+        let rwo_disk = [disk("1Gi")];
+        assert_eq!(
+            vm_eviction_strategy(E::Auto, &[], ReadWriteOnce),
+            "LiveMigrate"
+        );
+        assert_eq!(
+            vm_eviction_strategy(E::Auto, &rwo_disk, ReadWriteOnce),
+            "None"
+        );
+        assert_eq!(
+            vm_eviction_strategy(E::Auto, &rwo_disk, ReadWriteOncePod),
+            "None"
+        );
+        assert_eq!(
+            vm_eviction_strategy(E::Auto, &rwo_disk, ReadWriteMany),
+            "LiveMigrate"
+        );
+        assert_eq!(vm_eviction_strategy(E::None, &[], ReadWriteMany), "None");
+        assert_eq!(
+            vm_eviction_strategy(E::LiveMigrateIfPossible, &rwo_disk, ReadWriteOnce),
+            "LiveMigrateIfPossible"
+        );
+        assert!(eviction_warning("disk", E::LiveMigrate, &rwo_disk, ReadWriteOnce).is_some());
+        assert!(eviction_warning("disk", E::LiveMigrate, &rwo_disk, ReadWriteMany).is_none());
+        assert!(eviction_warning("cpu", E::LiveMigrate, &[], ReadWriteOnce).is_none());
+    }
+
+    #[test]
+    fn data_volume_names_follow_the_subdomain_rule_not_the_label_rule() {
+        let long = format!("{}-virtwork-catalog-entry-0", "s".repeat(60));
+        assert!(long.len() > MAX_LABEL_LEN);
+        assert!(validate_dns_subdomain("DataVolume name", &long).is_ok());
+        assert!(validate_dns_subdomain("DataVolume name", "a.b-c").is_ok());
+        let err = validate_dns_subdomain("DataVolume name", &"a".repeat(254))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("254 characters; Kubernetes allows at most 253"),
+            "{err}"
+        );
+        for bad in ["a..b", "-a", "a-", "A", "a_b"] {
+            let err = validate_dns_subdomain("DataVolume name", bad).unwrap_err();
+            assert!(
+                err.to_string().contains("not a valid DNS-1123 subdomain"),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn label_values() {

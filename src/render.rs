@@ -3,11 +3,13 @@
 //! schema is documented in docs/output-json.md.
 //!
 //! No I/O of its own: [`write_dry_run_yaml`] writes to the writer it is given, one document
-//! at a time (logs go to stderr, so nothing interleaves with the product on stdout). Order is fixed: Services (sorted by name),
-//! then Secrets, then VirtualMachines, both in plan order.
+//! at a time (logs go to stderr, so nothing interleaves with the product on stdout). Order is fixed: the Namespace,
+//! Services (sorted by name), then Secrets, then VirtualMachines, both in plan order.
 
 use std::io::Write;
 
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -48,6 +50,16 @@ pub fn write_dry_run_yaml<W: Write>(
         }
         out.write_all(text.as_bytes()).map_err(RenderError::Write)
     };
+    let namespace = serde_yaml::to_string(&namespace_document(&plan.namespace)).map_err(|err| {
+        RenderError::Render(Error::runtime(format!(
+            "rendering Namespace {:?} as YAML: {err}",
+            plan.namespace
+        )))
+    })?;
+    emit(format!(
+        "# Namespace: {} (for kubectl apply on a cluster without it)\n{namespace}",
+        plan.namespace
+    ))?;
     for planned in &plan.services {
         emit(
             document(
@@ -73,6 +85,20 @@ pub fn write_dry_run_yaml<W: Write>(
         )?;
     }
     Ok(())
+}
+
+/// The Namespace document that lets `kubectl apply -f` work on a cluster without it. Only its
+/// name: applied to a namespace that exists, it changes nothing virtwork relies on, and it
+/// carries no `virtwork/created-by-run` annotation, so `cleanup --delete-namespace` never
+/// takes a namespace created this way (or an existing one) for virtwork's own.
+fn namespace_document(name: &str) -> Namespace {
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
 }
 
 fn document<T: Serialize>(

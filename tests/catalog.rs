@@ -34,6 +34,7 @@ fn options(dir: &Path) -> WorkloadOptions {
         ssh: SshAccess::default(),
         catalog_dir: dir.to_path_buf(),
         planned_workloads: Vec::new(),
+        guest_exec: false,
     }
 }
 
@@ -303,6 +304,10 @@ fn manifest_errors_name_the_key_and_file() {
         (
             "storage: [{name: d, size: lots, serial: s, mount: /d}]",
             "storage size must be a valid quantity",
+        ),
+        (
+            "storage: [{name: d, size: 1000Ki, serial: s, mount: /d}]",
+            "\"1000Ki\": storage size must be at least 1Mi (CDI aligns disk images to 1Mi",
         ),
         (
             "storage: [{name: d, size: 1Gi, serial: abcdefghijklmnopqrstu, mount: /d}]",
@@ -706,4 +711,37 @@ fn unit_file_names_that_could_break_a_guest_command_are_refused() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+#[path = "support/test_config.rs"]
+mod test_config;
+
+/// A DataVolume is named `<storage name>-<vm>`: longer than a DNS label when both are long,
+/// which Kubernetes and CDI accept (a DNS-1123 subdomain of at most 253 characters).
+#[test]
+fn long_storage_names_make_valid_data_volume_names_over_63_characters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let storage = "s".repeat(60);
+    entry(
+        tmp.path(),
+        "longdisk",
+        &[
+            ("a.service", SIMPLE_UNIT),
+            (
+                "workload.yaml",
+                &format!(
+                    "params: [{{key: word, default: x}}]\nstorage: [{{name: {storage}, size: 1Gi, serial: s, mount: /d}}]\n"
+                ),
+            ),
+        ],
+    );
+    let mut input = test_config::plan_input(&[], 1);
+    input.catalog_dir = tmp.path().to_path_buf();
+    input.from_catalog = vec!["longdisk".into()];
+    let registry = Registry::with_catalog(&input.catalog_dir, &input.from_catalog).unwrap();
+    let plan = virtwork::plan::build_plan(&input, &registry, test_config::RUN_ID.parse().unwrap())
+        .unwrap();
+    let dv = &plan.vms[0].data_volumes[0];
+    assert_eq!(*dv, format!("{storage}-virtwork-longdisk-0"));
+    assert!(dv.len() > 63, "{dv}");
 }

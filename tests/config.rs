@@ -213,6 +213,14 @@ fn cases() -> Vec<Case> {
             get: |s| s.plan.access_mode.to_string(),
         },
         Case {
+            key: "eviction-strategy",
+            env: "VIRTWORK_EVICTION_STRATEGY",
+            values: ["none", "live-migrate-if-possible", "live-migrate"],
+            default: "auto",
+            flag: Flag::Value("--eviction-strategy"),
+            get: |s| s.plan.eviction_strategy.to_string(),
+        },
+        Case {
             key: "disk-size",
             env: "VIRTWORK_DISK_SIZE",
             values: ["11Gi", "12Gi", "13Gi"],
@@ -485,6 +493,7 @@ workloads:
     cpu-cores: 6
     memory: 1Gi
     enabled: true
+    eviction-strategy: live-migrate
     params:
       cpu-load-percent: 50
   disk:
@@ -524,6 +533,10 @@ fn hyphen_and_underscore_yaml_spellings_load_identically() {
         (Some(4), Some(6), Some("1Gi"), Some(true))
     );
     assert_eq!(cpu.params["cpu-load-percent"], "50");
+    assert_eq!(
+        cpu.eviction_strategy,
+        Some(virtwork::model::EvictionStrategy::LiveMigrate)
+    );
     assert_eq!(hyphen.plan.workload_overrides["disk"].enabled, Some(false));
 }
 

@@ -98,16 +98,28 @@ fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
     let vms = of_kind(&docs, "VirtualMachine");
     assert_eq!(
         (services.len(), secrets.len(), vms.len(), docs.len()),
-        (2, 11, 11, 24)
+        (2, 11, 11, 25)
     );
     assert_eq!(data_volume_templates(&docs).len(), 3);
+    // auto: the three data-disk VMs are evicted in a drain, the rest live-migrate.
+    for vm in &vms {
+        let strategy = vm["spec"]["template"]["spec"]["evictionStrategy"].as_str();
+        let with_disk = vm["spec"]["dataVolumeTemplates"].as_sequence().is_some();
+        let expected = if with_disk { "None" } else { "LiveMigrate" };
+        assert_eq!(strategy, Some(expected), "{}", name(vm));
+    }
 
-    // Reference order: Services (sorted), then Secrets, then VMs.
+    // Reference order: the Namespace (name only: applying it claims nothing), Services
+    // (sorted), then Secrets, then VMs.
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
-    assert!(kinds[..2].iter().all(|k| *k == "Service"), "{kinds:?}");
-    assert!(kinds[2..13].iter().all(|k| *k == "Secret"), "{kinds:?}");
+    let namespace: Value =
+        serde_yaml::from_str("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: virtwork\n")
+            .unwrap();
+    assert_eq!(docs[0], namespace);
+    assert!(kinds[1..3].iter().all(|k| *k == "Service"), "{kinds:?}");
+    assert!(kinds[3..14].iter().all(|k| *k == "Secret"), "{kinds:?}");
     assert!(
-        kinds[13..].iter().all(|k| *k == "VirtualMachine"),
+        kinds[14..].iter().all(|k| *k == "VirtualMachine"),
         "{kinds:?}"
     );
     assert_eq!(
@@ -134,8 +146,8 @@ fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
         );
     }
 
-    // One run id, a UUID v4, on every object and every DataVolume template.
-    let mut metas: Vec<&Value> = docs.iter().map(|d| &d["metadata"]).collect();
+    // One run id, a UUID v4, on every object (but the Namespace) and every DataVolume template.
+    let mut metas: Vec<&Value> = docs[1..].iter().map(|d| &d["metadata"]).collect();
     metas.extend(vms.iter().map(|v| &v["spec"]["template"]["metadata"]));
     metas.extend(data_volume_templates(&docs).iter().map(|t| &t["metadata"]));
     let run_ids: BTreeSet<&str> = metas
@@ -152,7 +164,7 @@ fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
         );
         assert!(label(meta, "app.kubernetes.io/component").is_some());
     }
-    for doc in &docs {
+    for doc in &docs[1..] {
         assert_eq!(doc["metadata"]["namespace"], "virtwork");
     }
 
@@ -202,7 +214,7 @@ fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
 #[test]
 fn each_run_gets_a_fresh_run_id() {
     let id = |docs: &[Value]| {
-        label(&docs[0]["metadata"], "virtwork/run-id")
+        label(&docs[1]["metadata"], "virtwork/run-id")
             .unwrap()
             .to_string()
     };
@@ -564,8 +576,8 @@ fn unknown_workloads_and_params_are_input_errors() {
 }
 
 /// The YAML stream is what `kubectl apply -f -` accepts: piped into a real kubectl against
-/// the fake API server (strict field validation, KubeVirt schema on), every document is
-/// created and nothing is pruned or rejected.
+/// a fresh fake API server (no namespace yet; strict field validation, KubeVirt schema on),
+/// every document is created and nothing is pruned or rejected.
 #[test]
 fn kubectl_applies_the_dry_run_stream() {
     let kubectl_found = Command::new("kubectl")
@@ -581,10 +593,8 @@ fn kubectl_applies_the_dry_run_stream() {
         return;
     }
     let (docs, stream, _) = dry_run(&[]);
-    let server = support::FakeApiServer::start(support::Options {
-        namespaces: vec!["virtwork".into()],
-        ..support::Options::default()
-    });
+    let server = support::FakeApiServer::start(support::Options::default());
+    assert!(server.get("namespaces", "", "virtwork").is_none());
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
@@ -611,7 +621,8 @@ fn kubectl_applies_the_dry_run_stream() {
         .map(str::to_string)
         .collect();
     assert_eq!(applied.len(), docs.len(), "{applied:#?}");
-    assert_eq!(applied[0], "service/virtwork-iperf3-server");
+    assert_eq!(applied[0], "namespace/virtwork");
+    assert_eq!(applied[1], "service/virtwork-iperf3-server");
     assert!(applied.contains(&"virtualmachine.kubevirt.io/virtwork-cpu-0".to_string()));
     assert!(applied.contains(&"secret/virtwork-cpu-0-cloudinit".to_string()));
     assert_eq!(

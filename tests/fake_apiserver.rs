@@ -1618,6 +1618,8 @@ async fn discovery_and_the_kubevirt_switch() {
             "snapshot.storage.k8s.io",
             "example.com",
             "metrics.k8s.io",
+            "policy",
+            "discovery.k8s.io",
             "authorization.k8s.io"
         ]
     );
@@ -1641,7 +1643,7 @@ async fn discovery_and_the_kubevirt_switch() {
     let (_, apis) = get(&c, "/apis").await;
     assert_eq!(
         apis["groups"].as_array().unwrap().len(),
-        9,
+        11,
         "all but kubevirt.io and cdi.kubevirt.io"
     );
     let (s, b) = get(&c, "/apis/kubevirt.io/v1").await;

@@ -183,6 +183,24 @@ fn single_role_vms_are_named_by_index_with_their_secret_and_labels() {
 }
 
 #[test]
+fn the_readiness_probe_is_planned_only_for_workload_readiness() {
+    let mut cfg = config(&["disk"]);
+    let probe = |cfg: &PlanInput| {
+        let plan = plan_with(cfg, |_| {}).unwrap();
+        serde_json::to_value(plan.vms[0].vm())
+            .unwrap()
+            .pointer("/spec/template/spec/readinessProbe")
+            .cloned()
+    };
+    assert_eq!(probe(&cfg), None);
+    cfg.workload_probe = true;
+    assert_eq!(
+        probe(&cfg).unwrap()["exec"]["command"][2],
+        "systemctl is-active --quiet disk-main.service"
+    );
+}
+
+#[test]
 fn vm_spec_matches_the_reference_shape() {
     let cfg = config(&["disk"]);
     let plan = plan_with(&cfg, |w| {
@@ -230,15 +248,7 @@ fn vm_spec_matches_the_reference_shape() {
                         "resources": {"requests": {"memory": "2Gi"}}
                     },
                     "networks": [{"name": "default", "pod": {}}],
-                    "readinessProbe": {
-                        "exec": {"command": [
-                            "/bin/sh", "-c", "systemctl is-active --quiet disk-main.service"
-                        ]},
-                        "periodSeconds": 15,
-                        "timeoutSeconds": 10,
-                        "failureThreshold": 3,
-                        "successThreshold": 1,
-                    },
+                    "evictionStrategy": "None",
                     "volumes": [
                         {"containerDisk": {"image": "quay.io/containerdisks/fedora:42"},
                          "name": "containerdisk"},
@@ -608,6 +618,7 @@ fn dry_run_yaml_is_a_valid_stream_in_reference_order() {
         })
         .collect();
     let expected: Vec<(String, String)> = [
+        ("Namespace", "virtwork"),
         ("Service", "virtwork-iperf3-server"),
         ("Secret", "virtwork-network-server-0-cloudinit"),
         ("Secret", "virtwork-network-client-0-cloudinit"),
@@ -623,15 +634,19 @@ fn dry_run_yaml_is_a_valid_stream_in_reference_order() {
     let comments: Vec<&str> = yaml.lines().filter(|l| l.starts_with("# ")).collect();
     assert_eq!(
         comments[0],
+        "# Namespace: virtwork (for kubectl apply on a cluster without it)"
+    );
+    assert_eq!(
+        comments[1],
         "# Service: virtwork-iperf3-server (workload: network)"
     );
     assert_eq!(
-        comments[6],
+        comments[7],
         "# VirtualMachine: virtwork-cpu-0 (workload: cpu)"
     );
     assert_eq!(yaml.lines().filter(|l| *l == "---").count(), docs.len() - 1);
     // Userdata survives the YAML round trip byte for byte.
-    let userdata = docs[3]["stringData"]["userdata"].as_str().unwrap();
+    let userdata = docs[4]["stringData"]["userdata"].as_str().unwrap();
     assert_eq!(
         userdata,
         plan.vms[2].secret().string_data.as_ref().unwrap()["userdata"]

@@ -788,10 +788,16 @@ fn readiness_timeout_names_the_vms_not_ready_and_their_phases() {
 }
 
 #[test]
-fn every_vm_gets_a_readiness_probe_checking_each_workload_unit() {
+fn with_workload_readiness_every_vm_gets_a_probe_checking_each_workload_unit() {
     let server = fast_server();
     let env = run_env(&server);
-    let out = env.run(&["--workloads", "database,network", "--no-wait"]);
+    let out = env.run(&[
+        "--workloads",
+        "database,network",
+        "--ready-condition",
+        "workload",
+        "--no-wait",
+    ]);
     assert_success(&out);
     let probe = |vm: &str| {
         server

@@ -68,6 +68,7 @@ fn disk_vm() -> VirtualMachine {
                         &["virtwork-disk.service".to_string()],
                     )
                     .unwrap(),
+                    eviction_strategy: Some("LiveMigrate".into()),
                     networks: vec![Network {
                         name: "default".into(),
                         pod: Some(PodNetwork {}),
@@ -168,6 +169,10 @@ fn reference_disk_vm_shape_is_what_the_types_serialize() {
             "failureThreshold": 3,
             "successThreshold": 1,
         }))
+    );
+    assert_eq!(
+        vm.pointer("/spec/template/spec/evictionStrategy"),
+        Some(&json!("LiveMigrate"))
     );
     assert!(vm.get("status").is_none(), "unset status must not be sent");
     // Round trip: what we send parses back to the same value.
@@ -383,6 +388,8 @@ fn every_planned_vm_validates_against_kubevirt_schema() {
     // A named class and access mode, so the optional storage fields are checked too.
     config.storage_class = Some("ocs-storagecluster-ceph-rbd".parse().unwrap());
     config.access_mode = virtwork::model::AccessMode::ReadWriteMany;
+    // `--ready-condition workload`, so the readiness probe is validated too.
+    config.workload_probe = true;
     let registry =
         virtwork::workloads::Registry::with_catalog(&config.catalog_dir, &config.from_catalog)
             .unwrap();
@@ -396,6 +403,12 @@ fn every_planned_vm_validates_against_kubevirt_schema() {
         let value = serde_json::to_value(vm.vm()).unwrap();
         let errors = schema::validate(&doc, "v1.VirtualMachine", &value, true);
         assert!(errors.is_empty(), "{}: {errors:#?}", vm.name);
+        // ReadWriteMany disks migrate: `auto` lets every VM live-migrate.
+        assert_eq!(
+            value["spec"]["template"]["spec"]["evictionStrategy"], "LiveMigrate",
+            "{}",
+            vm.name
+        );
         let command = &value["spec"]["template"]["spec"]["readinessProbe"]["exec"]["command"];
         assert!(
             command[2]
@@ -416,4 +429,41 @@ fn every_planned_vm_validates_against_kubevirt_schema() {
     }
     // disk, database, chaos-disk x2 and redis-bench's three VMs.
     assert_eq!(templates, 3 * 2 + 3);
+}
+
+/// Every eviction strategy virtwork can write validates as `v1.VirtualMachine`'s
+/// `evictionStrategy`, and `auto` gives ReadWriteOnce data-disk VMs `None`, the others
+/// `LiveMigrate`.
+#[test]
+fn every_eviction_strategy_validates_against_kubevirt_schema() {
+    use virtwork::model::EvictionStrategy;
+    let Some(doc) = schema::load_schema() else {
+        return;
+    };
+    let registry = virtwork::workloads::Registry::builtin();
+    let run_id = test_config::RUN_ID.parse().unwrap();
+    for (strategy, cpu, disk) in [
+        (EvictionStrategy::Auto, "LiveMigrate", "None"),
+        (EvictionStrategy::LiveMigrate, "LiveMigrate", "LiveMigrate"),
+        (
+            EvictionStrategy::LiveMigrateIfPossible,
+            "LiveMigrateIfPossible",
+            "LiveMigrateIfPossible",
+        ),
+        (EvictionStrategy::None, "None", "None"),
+    ] {
+        let mut config = test_config::plan_input(&["cpu", "disk"], 1);
+        config.eviction_strategy = strategy;
+        let plan = virtwork::plan::build_plan(&config, &registry, run_id).unwrap();
+        for (vm, expected) in plan.vms.iter().zip([cpu, disk]) {
+            let value = serde_json::to_value(vm.vm()).unwrap();
+            let errors = schema::validate(&doc, "v1.VirtualMachine", &value, true);
+            assert!(errors.is_empty(), "{}: {errors:#?}", vm.name);
+            assert_eq!(
+                value["spec"]["template"]["spec"]["evictionStrategy"], expected,
+                "{strategy}: {}",
+                vm.name
+            );
+        }
+    }
 }

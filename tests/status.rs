@@ -156,6 +156,9 @@ fn status_shows_workload_readiness_per_vm() {
                 workload,
                 "--container-disk-image",
                 image,
+                // The VMs carry the workload probe only when this readiness is asked for.
+                "--ready-condition",
+                "workload",
                 "--no-wait",
             ],
             None,

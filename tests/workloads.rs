@@ -23,6 +23,7 @@ fn options() -> WorkloadOptions {
         },
         catalog_dir: PathBuf::from("catalog"),
         planned_workloads: Vec::new(),
+        guest_exec: false,
     }
 }
 
@@ -1264,5 +1265,122 @@ fn defaults_of_every_builtin_validate() {
             .map(|d| (d.key.clone(), d.default.clone()))
             .collect();
         validate_params(schema, &defaults).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The guest agent and the workload readiness probe
+// ---------------------------------------------------------------------------------------------
+
+const ALLOW_GUEST_EXEC: &str = virtwork::workloads::scripts::ALLOW_GUEST_EXEC;
+
+fn userdata_with_probe(family: GuestFamily, guest_exec: bool) -> String {
+    let mut settings = settings(1, &[]);
+    settings.guest_family = family;
+    let options = WorkloadOptions {
+        guest_exec,
+        ..options()
+    };
+    Registry::builtin()
+        .create("cpu", &settings, &options)
+        .unwrap()
+        .userdata(None)
+        .unwrap()
+}
+
+#[test]
+fn only_a_probed_fedora_family_guest_reconfigures_its_agent() {
+    let probed = userdata_with_probe(GuestFamily::Fedora, true);
+    assert_eq!(
+        runcmd(&probed)[..2],
+        [cmd(&[ALLOW_GUEST_EXEC]), agent_first()],
+        "allowed before the agent is enabled"
+    );
+    let (script, mode) = file(&probed, ALLOW_GUEST_EXEC);
+    assert_eq!(mode, "0755");
+    assert!(
+        script.contains("CONF=\"/etc/sysconfig/qemu-ga\""),
+        "{script}"
+    );
+    for unprobed in [
+        userdata_with_probe(GuestFamily::Fedora, false),
+        userdata_with_probe(GuestFamily::Debian, true),
+    ] {
+        assert_eq!(runcmd(&unprobed)[0], agent_first());
+        assert!(!paths(&unprobed).contains(&ALLOW_GUEST_EXEC.to_string()));
+    }
+}
+
+/// The script against each form of `/etc/sysconfig/qemu-ga` RHEL and Fedora have shipped:
+/// the two probe commands join an allow-list and leave a block-list; nothing else changes.
+#[test]
+fn the_agent_config_allows_exactly_the_probe_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    // A stub systemctl records the restart instead of touching the test machine.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let systemctl = bin.join("systemctl");
+    std::fs::write(
+        &systemctl,
+        "#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/called\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &systemctl,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let cases = [
+        (
+            "# RHEL 9.4+\nFILTER_RPC_ARGS=\"--allow-rpcs=guest-sync-delimited,guest-sync,guest-ping,guest-get-time\"\nFSFREEZE_HOOK_PATHNAME=/etc/qemu-ga/fsfreeze-hook\n",
+            "# RHEL 9.4+\nFILTER_RPC_ARGS=\"--allow-rpcs=guest-sync-delimited,guest-sync,guest-ping,guest-get-time,guest-exec,guest-exec-status\"\nFSFREEZE_HOOK_PATHNAME=/etc/qemu-ga/fsfreeze-hook\n",
+        ),
+        (
+            "FILTER_RPC_ARGS=\"--block-rpcs=guest-file-open,guest-exec,guest-file-close,guest-exec-status\"\n",
+            "FILTER_RPC_ARGS=\"--block-rpcs=guest-file-open,guest-file-close\"\n",
+        ),
+        (
+            "BLOCK_RPCS=guest-file-open,guest-exec-status,guest-exec\n",
+            "BLOCK_RPCS=guest-file-open\n",
+        ),
+        (
+            "BLACKLIST_RPC=guest-exec,guest-exec-status\n#BLACKLIST_RPC=guest-exec\n",
+            "BLACKLIST_RPC=\n#BLACKLIST_RPC=guest-exec\n",
+        ),
+        (
+            "FILTER_RPC_ARGS=\"--allow-rpcs=guest-ping,guest-exec,guest-exec-status\"\n",
+            "FILTER_RPC_ARGS=\"--allow-rpcs=guest-ping,guest-exec,guest-exec-status\"\n",
+        ),
+    ];
+    for (shipped, expected) in cases {
+        let conf = dir.path().join("qemu-ga");
+        std::fs::write(&conf, shipped).unwrap();
+        let script = virtwork::workloads::scripts::allow_guest_exec_script(
+            conf.to_str().unwrap(),
+            "qemu-guest-agent.service",
+        );
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&conf).unwrap(),
+            expected,
+            "{shipped}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(bin.join("called")).unwrap(),
+            "try-restart qemu-guest-agent.service\n"
+        );
     }
 }

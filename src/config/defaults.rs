@@ -24,6 +24,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("guest-os", "auto"),
     ("disk-size", "10Gi"),
     ("access-mode", "ReadWriteOnce"),
+    ("eviction-strategy", "auto"),
     ("cpu-cores", "2"),
     ("memory", "2Gi"),
     ("wait-for-ready", "true"),

@@ -51,6 +51,7 @@ pub fn run(args: &RunArgs) -> Result<Partial> {
         disk_size: given(&args.disk_size, "--disk-size"),
         storage_class: given(&args.storage_class, "--storage-class"),
         access_mode: given(&args.access_mode, "--access-mode"),
+        eviction_strategy: given(&args.eviction_strategy, "--eviction-strategy"),
         container_disk_image: given(&args.container_disk_image, "--container-disk-image"),
         guest_os: given(&args.guest_os, "--guest-os"),
         dry_run: given(&args.dry_run.map(DryRunFlag::mode), "--dry-run"),

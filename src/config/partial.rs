@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use super::value::{KeyValue, Raw, Source, Sourced};
 use crate::error::{Error, Result};
 use crate::model::{
-    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, LogFormat, OutputFormat,
-    PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser, StorageClassName, TimeoutSecs,
-    VmConcurrency, VmCount,
+    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, EvictionStrategy, GuestOs, ImageRef,
+    LogFormat, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
+    StorageClassName, TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// One key's spellings: canonical YAML name (hyphenated), other YAML names, and the
@@ -106,6 +106,8 @@ configuration_keys! {
     params: String = "params", env ["VIRTWORK_PARAMS"];
     max_starting: crate::model::MaxStarting = "max-starting", env ["VIRTWORK_MAX_STARTING"];
     ramp: crate::model::Ramp = "ramp", env ["VIRTWORK_RAMP"];
+    /// What a node drain does to each VM; `auto` decides per VM.
+    eviction_strategy: EvictionStrategy = "eviction-strategy", env ["VIRTWORK_EVICTION_STRATEGY"];
 }
 
 /// Every `VIRTWORK_*` environment variable the configuration reads (canonical names, then

@@ -17,7 +17,7 @@ use super::settings::{
     AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, RunSettings,
     SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
-use super::value::{Source, Sourced};
+use super::value::{Source, Sourced, check_minimum};
 use super::yaml::{self, FileLayer};
 use crate::cli::{
     AuditCommand, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs,
@@ -26,7 +26,9 @@ use crate::error::{Error, Result};
 use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
 use crate::model::Window;
-use crate::model::{DnsLabel, SshAccess, TimeoutSecs};
+use crate::model::{
+    DnsLabel, MIN_DISK_SIZE, MIN_VM_MEMORY, ReadyCondition, Secret, SshAccess, TimeoutSecs,
+};
 use crate::plan::{PlanInput, WorkloadOverride};
 use crate::workloads::{BUILTIN_NAMES, check_builtin_names};
 
@@ -182,17 +184,24 @@ impl RunSettings {
             refuse_zero_timeout(timeout)?;
         }
         let global_settings = GlobalSettings::from_layers(&layers)?;
+        let ready_condition = required(&p.ready_condition, "ready-condition")?.value;
+        let memory = required(&p.memory, "memory")?;
+        check_minimum(&memory.value, &MIN_VM_MEMORY, &memory.source)?;
+        let disk_size = required(&p.disk_size, "disk-size")?;
+        check_minimum(&disk_size.value, &MIN_DISK_SIZE, &disk_size.source)?;
         let plan = PlanInput {
             namespace: global_settings.namespace.clone(),
             container_disk_image: required(&p.container_disk_image, "container-disk-image")?
                 .value
                 .clone(),
             guest_os: required(&p.guest_os, "guest-os")?.value,
-            disk_size: required(&p.disk_size, "disk-size")?.value.clone(),
+            disk_size: disk_size.value.clone(),
             storage_class: p.storage_class.as_ref().map(|given| given.value.clone()),
             access_mode: required(&p.access_mode, "access-mode")?.value,
             cpu_cores: required(&p.cpu_cores, "cpu-cores")?.value.get(),
-            memory: required(&p.memory, "memory")?.value.clone(),
+            memory: memory.value.clone(),
+            eviction_strategy: required(&p.eviction_strategy, "eviction-strategy")?.value,
+            workload_probe: ready_condition == ReadyCondition::Workload,
             vm_count: required(&p.vm_count, "vm-count")?.value.get(),
             catalog_dir: catalog_dir(&layers, !from_catalog.is_empty())?,
             workloads,
@@ -206,7 +215,7 @@ impl RunSettings {
             dry_run: required(&p.dry_run, "dry-run")?.value,
             wait_for_ready,
             timeout: timeout.value,
-            ready_condition: required(&p.ready_condition, "ready-condition")?.value,
+            ready_condition,
             vm_concurrency: required(&p.vm_concurrency, "vm-concurrency")?.value.get() as usize,
             pacing: pacing(p, wait_for_ready)?,
         })

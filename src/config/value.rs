@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::model::{
     AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat,
-    OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser, StorageClassName,
-    TimeoutSecs, VmConcurrency, VmCount,
+    Minimum, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
+    StorageClassName, TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// The input that supplied a value, as the user wrote it.
@@ -90,6 +90,22 @@ pub fn rejected(why: &Invalid, source: &Source, text: &str) -> Error {
     Error::input(why.message(&source.to_string(), text))
 }
 
+/// Refuses a quantity below what the cluster accepts for its use, naming the input:
+/// `invalid value "512K" for --memory: expected at least 1M (KubeVirt refuses ...)`.
+pub fn check_minimum(value: &Quantity, minimum: &Minimum, source: &Source) -> Result<()> {
+    if !value.is_below(minimum) {
+        return Ok(());
+    }
+    Err(rejected(
+        &Invalid::Expected(format!(
+            "expected at least {} ({})",
+            minimum.text, minimum.why
+        )),
+        source,
+        value.as_str(),
+    ))
+}
+
 /// Model types are read through their `FromStr`.
 macro_rules! read_by_from_str {
     ($($ty:ty),* $(,)?) => {$(
@@ -123,6 +139,9 @@ read_by_from_str!(
 
 // Boot-storm control (`--max-starting`, `--ramp`).
 read_by_from_str!(crate::model::MaxStarting, crate::model::Ramp);
+
+// Node drains (`--eviction-strategy`).
+read_by_from_str!(crate::model::EvictionStrategy);
 
 /// Catalog entry names, also listed with blanks.
 impl KeyValue for DnsLabel {

@@ -12,7 +12,8 @@ use super::partial::{KEYS, KeySpec, Partial};
 use super::value::{KeyValue, Raw, Source};
 use crate::error::{Error, Result};
 use crate::model::{
-    AccessMode, CpuCores, DnsLabel, GuestOs, Quantity, StorageClassName, VmCount, suggest,
+    AccessMode, CpuCores, DnsLabel, EvictionStrategy, GuestOs, MIN_VM_MEMORY, Quantity,
+    StorageClassName, VmCount, suggest,
 };
 use crate::plan::WorkloadOverride;
 
@@ -25,6 +26,7 @@ pub const WORKLOAD_SECTION_KEYS: &[&str] = &[
     "guest-os",
     "storage-class",
     "access-mode",
+    "eviction-strategy",
     "params",
 ];
 
@@ -255,46 +257,62 @@ fn workload_section(
             key: format!("workloads.{name}.{spelled}"),
             file: file.to_string(),
         };
-        match canonical.as_str() {
-            "enabled" => {
-                parsed.enabled = Some(bool::from_text(&scalar(&value, &source)?, &source)?)
-            }
-            "vm-count" => {
-                let count = VmCount::from_text(&scalar(&value, &source)?, &source)?;
-                parsed.vm_count = Some(count.get());
-            }
-            "cpu-cores" => {
-                let cores = CpuCores::from_text(&scalar(&value, &source)?, &source)?;
-                parsed.cpu_cores = Some(cores.get());
-            }
-            "memory" => {
-                parsed.memory = Some(Quantity::from_text(&scalar(&value, &source)?, &source)?);
-            }
-            "guest-os" => {
-                parsed.guest_os = Some(GuestOs::from_text(&scalar(&value, &source)?, &source)?);
-            }
-            "storage-class" => {
-                parsed.storage_class = Some(StorageClassName::from_text(
-                    &scalar(&value, &source)?,
-                    &source,
-                )?);
-            }
-            "access-mode" => {
-                parsed.access_mode =
-                    Some(AccessMode::from_text(&scalar(&value, &source)?, &source)?);
-            }
-            "params" => parsed.params = params(value, &source)?,
-            _ => {
-                return Err(unknown_key(
-                    &spelled,
-                    file,
-                    &format!("workloads.{name}."),
-                    WORKLOAD_SECTION_KEYS,
-                ));
-            }
+        if !set_section_key(&mut parsed, &canonical, value, &source)? {
+            return Err(unknown_key(
+                &spelled,
+                file,
+                &format!("workloads.{name}."),
+                WORKLOAD_SECTION_KEYS,
+            ));
         }
     }
     Ok(parsed)
+}
+
+/// Sets one key of a `workloads.<name>` section; `false` for a key sections do not have.
+fn set_section_key(
+    parsed: &mut WorkloadOverride,
+    canonical: &str,
+    value: serde_yaml::Value,
+    source: &Source,
+) -> Result<bool> {
+    match canonical {
+        "enabled" => parsed.enabled = Some(bool::from_text(&scalar(&value, source)?, source)?),
+        "vm-count" => {
+            let count = VmCount::from_text(&scalar(&value, source)?, source)?;
+            parsed.vm_count = Some(count.get());
+        }
+        "cpu-cores" => {
+            let cores = CpuCores::from_text(&scalar(&value, source)?, source)?;
+            parsed.cpu_cores = Some(cores.get());
+        }
+        "memory" => {
+            let memory = Quantity::from_text(&scalar(&value, source)?, source)?;
+            super::value::check_minimum(&memory, &MIN_VM_MEMORY, source)?;
+            parsed.memory = Some(memory);
+        }
+        "guest-os" => {
+            parsed.guest_os = Some(GuestOs::from_text(&scalar(&value, source)?, source)?);
+        }
+        "storage-class" => {
+            parsed.storage_class = Some(StorageClassName::from_text(
+                &scalar(&value, source)?,
+                source,
+            )?);
+        }
+        "access-mode" => {
+            parsed.access_mode = Some(AccessMode::from_text(&scalar(&value, source)?, source)?);
+        }
+        "eviction-strategy" => {
+            parsed.eviction_strategy = Some(EvictionStrategy::from_text(
+                &scalar(&value, source)?,
+                source,
+            )?);
+        }
+        "params" => parsed.params = params(value, source)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 fn scalar(value: &serde_yaml::Value, source: &Source) -> Result<String> {

@@ -1,7 +1,8 @@
 //! Checks before the first write of a run: can we reach the cluster, does it serve KubeVirt
 //! (and CDI when a workload has data disks), may we create everything, is there a
 //! StorageClass for the data disks (each named one exists; otherwise a default that CDI
-//! honours), and do objects of another run block our names.
+//! honours), does every VM fit on some node (its CPU cores and memory within one node's
+//! allocatable), and do objects of another run block our names.
 //!
 //! Every check is read-only (GET/LIST, discovery, SelfSubjectAccessReview), so a failing
 //! preflight leaves the cluster untouched. Problems found after the cluster was reached are
@@ -15,7 +16,7 @@ use std::time::Duration;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams, PostParams};
 use kube::{Resource, ResourceExt};
@@ -29,6 +30,7 @@ use crate::k8s::list::list_pages;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, classify, retry};
 use crate::kubevirt::VirtualMachine;
 use crate::labels;
+use crate::model::Quantity;
 use crate::plan::{Plan, PlannedVm};
 
 /// How long we keep trying to reach an unresponsive API server before giving up.
@@ -43,7 +45,7 @@ const DEFAULT_CLASS_ANNOTATIONS: [&str; 2] = [
 const VIRT_DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubevirt.io/is-default-virt-class";
 
 /// What a run is about to do, as far as preflight cares.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PreflightNeeds {
     pub namespace: String,
     pub run_id: String,
@@ -58,6 +60,18 @@ pub struct PreflightNeeds {
     pub default_class: bool,
     /// The run will watch VMIs for readiness.
     pub wait_for_ready: bool,
+    /// The size of each workload's VMs, checked against the nodes.
+    pub sizes: Vec<VmSize>,
+}
+
+/// What one VM of a workload asks of a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmSize {
+    pub workload: String,
+    pub cpu_cores: u32,
+    /// Memory request as written (e.g. `2Gi`) and in bytes.
+    pub memory: String,
+    pub memory_bytes: f64,
 }
 
 impl PreflightNeeds {
@@ -72,6 +86,16 @@ impl PreflightNeeds {
             storage_classes: data_volume_classes(plan).flatten().collect(),
             default_class: data_volume_classes(plan).any(|class| class.is_none()),
             wait_for_ready,
+            sizes: plan
+                .workloads
+                .iter()
+                .map(|w| VmSize {
+                    workload: w.name.clone(),
+                    cpu_cores: w.cpu_cores,
+                    memory_bytes: w.memory.parse::<Quantity>().map_or(0.0, |q| q.value()),
+                    memory: w.memory.clone(),
+                })
+                .collect(),
         }
     }
 }
@@ -169,6 +193,10 @@ pub async fn preflight(
         problems.extend(check_name_conflicts(&probe).await?);
     }
     let mut warnings = Vec::new();
+    match list_nodes(&probe).await? {
+        Ok(nodes) => problems.extend(check_node_fit(&needs.sizes, &nodes)),
+        Err(warning) => warnings.push(warning),
+    }
     let mut storage = Vec::new();
     if needs.data_disks {
         match check_storage_classes(&probe).await? {
@@ -529,6 +557,95 @@ async fn check_storage_classes(
     }
 }
 
+/// A node as the size check sees it: what it can allocate to pods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeCapacity {
+    pub name: String,
+    /// Allocatable CPUs (cores, fractional).
+    pub cpu: f64,
+    /// Allocatable memory in bytes.
+    pub memory_bytes: f64,
+}
+
+impl NodeCapacity {
+    /// A schedulable node's allocatable; `None` for a cordoned node or one without figures.
+    fn of(node: &Node) -> Option<NodeCapacity> {
+        if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+            return None;
+        }
+        let allocatable = node.status.as_ref()?.allocatable.as_ref()?;
+        let amount = |key: &str| -> Option<f64> {
+            allocatable
+                .get(key)?
+                .0
+                .parse::<Quantity>()
+                .ok()
+                .map(|q| q.value())
+        };
+        Some(NodeCapacity {
+            name: node.name_any(),
+            cpu: amount("cpu")?,
+            memory_bytes: amount("memory")?,
+        })
+    }
+}
+
+/// The schedulable nodes' allocatable. Inner `Err`: nodes could not be listed (e.g. RBAC
+/// without `list nodes`), a warning rather than a failure.
+async fn list_nodes(probe: &Probe<'_>) -> Result<std::result::Result<Vec<NodeCapacity>, String>> {
+    let nodes: Api<Node> = Api::all(probe.client.clone());
+    let params = ListParams::default();
+    match retry(&probe.policy, probe.cancel, "listing nodes", || {
+        nodes.list(&params)
+    })
+    .await
+    {
+        Ok(list) => Ok(Ok(list.items.iter().filter_map(NodeCapacity::of).collect())),
+        Err(RetryError::Cancelled) => Err(Error::Interrupted),
+        Err(RetryError::Failed { error, .. }) => Ok(Err(format!(
+            "could not check that the VMs fit on a node ({}); a VM larger than every node stays Scheduling",
+            error_chain(&error)
+        ))),
+    }
+}
+
+/// Pure: each workload whose VM (CPU cores and memory request) fits no schedulable node,
+/// named with the largest node there is. A lower bound: KubeVirt adds its own overhead to the
+/// launcher pod's memory, so a VM just under a node's allocatable may still not schedule.
+/// No nodes listed (none visible): nothing to say.
+pub fn check_node_fit(sizes: &[VmSize], nodes: &[NodeCapacity]) -> Vec<String> {
+    let Some(largest) = nodes.iter().max_by(|a, b| {
+        (a.memory_bytes, a.cpu)
+            .partial_cmp(&(b.memory_bytes, b.cpu))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    }) else {
+        return Vec::new();
+    };
+    let gib = |bytes: f64| format!("{:.1}Gi", bytes / f64::from(1u32 << 30));
+    sizes
+        .iter()
+        .filter(|vm| {
+            !nodes
+                .iter()
+                .any(|n| f64::from(vm.cpu_cores) <= n.cpu && vm.memory_bytes <= n.memory_bytes)
+        })
+        .map(|vm| {
+            format!(
+                "workload {:?} asks for {} CPU cores and {} of memory per VM, more than any node \
+                 can allocate (the largest, {}, has {} CPUs and {}): lower cpu-cores or memory \
+                 (--cpu-cores, --memory, or workloads.{}.cpu-cores / .memory) to fit",
+                vm.workload,
+                vm.cpu_cores,
+                vm.memory,
+                largest.name,
+                largest.cpu,
+                gib(largest.memory_bytes),
+                vm.workload
+            )
+        })
+        .collect()
+}
+
 /// A StorageClass as the storage check sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ClassInfo {
@@ -711,7 +828,49 @@ mod tests {
             storage_classes: named.iter().map(|s| s.to_string()).collect(),
             default_class,
             wait_for_ready: false,
+            sizes: Vec::new(),
         }
+    }
+
+    fn size(workload: &str, cpu_cores: u32, memory: &str) -> VmSize {
+        VmSize {
+            workload: workload.into(),
+            cpu_cores,
+            memory: memory.into(),
+            memory_bytes: memory.parse::<Quantity>().unwrap().value(),
+        }
+    }
+
+    #[test]
+    fn a_vm_must_fit_one_node_whole() {
+        let gi = f64::from(1u32 << 30);
+        let nodes = [
+            NodeCapacity {
+                name: "big-mem".into(),
+                cpu: 4.0,
+                memory_bytes: 60.0 * gi,
+            },
+            NodeCapacity {
+                name: "big-cpu".into(),
+                cpu: 32.0,
+                memory_bytes: 8.0 * gi,
+            },
+        ];
+        assert!(
+            check_node_fit(&[size("cpu", 4, "60Gi"), size("memory", 32, "8Gi")], &nodes).is_empty()
+        );
+        // 16 cores fit big-cpu and 16Gi fit big-mem, but no node has both.
+        let problems = check_node_fit(&[size("cpu", 16, "16Gi"), size("disk", 1, "1Gi")], &nodes);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("workload \"cpu\" asks for 16 CPU cores and 16Gi of memory per VM, more than any node can allocate (the largest, big-mem, has 4 CPUs and 60.0Gi)"),
+            "{}",
+            problems[0]
+        );
+        assert!(
+            check_node_fit(&[size("cpu", 999, "1Ti")], &[]).is_empty(),
+            "no nodes visible"
+        );
     }
 
     #[test]

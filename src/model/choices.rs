@@ -48,7 +48,13 @@ macro_rules! text_form {
     )*};
 }
 
-text_form!(LogFormat, OutputFormat, DryRunMode, ReadyCondition);
+text_form!(
+    LogFormat,
+    OutputFormat,
+    DryRunMode,
+    ReadyCondition,
+    EvictionStrategy
+);
 
 impl ReadyCondition {
     /// What a VM that has not met this condition is not, for "not <phrase>" messages.
@@ -104,6 +110,38 @@ pub enum ReadyCondition {
     /// Every workload unit is active in the guest: the VMI's readiness probe (systemctl
     /// is-active through the guest agent) passes, i.e. condition Ready=True
     Workload,
+}
+
+/// What KubeVirt does with a VM whose node is drained (`spec.template.spec.evictionStrategy`).
+/// KubeVirt's own `External` is not offered: it blocks the eviction until an outside
+/// controller acts, which nothing does for virtwork's VMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvictionStrategy {
+    /// Per VM: live-migrate when it can (no ReadWriteOnce data disk), otherwise none, so no
+    /// VM blocks a drain
+    #[default]
+    Auto,
+    /// Migrate on eviction; a VM that cannot migrate blocks the drain
+    #[value(alias = "livemigrate")]
+    LiveMigrate,
+    /// Migrate when the VM can, otherwise shut it down (it restarts on another node)
+    #[value(alias = "livemigrateifpossible")]
+    LiveMigrateIfPossible,
+    /// Shut the VM down on eviction (it restarts on another node)
+    None,
+}
+
+impl EvictionStrategy {
+    /// KubeVirt's spelling; `None` for `auto`, which is decided per VM.
+    pub fn kubevirt_name(self) -> Option<&'static str> {
+        match self {
+            EvictionStrategy::Auto => Option::None,
+            EvictionStrategy::LiveMigrate => Some("LiveMigrate"),
+            EvictionStrategy::LiveMigrateIfPossible => Some("LiveMigrateIfPossible"),
+            EvictionStrategy::None => Some("None"),
+        }
+    }
 }
 
 /// Go's `strconv.ParseBool` words, the forms the Go tool's flags took after `=`.
@@ -212,6 +250,22 @@ mod tests {
         );
         assert_eq!(" JSON ".parse::<LogFormat>(), Ok(LogFormat::Json));
         assert_eq!(DryRunMode::Server.to_string(), "server");
+        assert_eq!(
+            "LiveMigrate".parse::<EvictionStrategy>(),
+            Ok(EvictionStrategy::LiveMigrate)
+        );
+        assert_eq!(
+            "live-migrate-if-possible".parse::<EvictionStrategy>(),
+            Ok(EvictionStrategy::LiveMigrateIfPossible)
+        );
+        assert_eq!(EvictionStrategy::None.kubevirt_name(), Some("None"));
+        assert_eq!(
+            "External"
+                .parse::<EvictionStrategy>()
+                .unwrap_err()
+                .to_string(),
+            "expected one of auto, live-migrate, live-migrate-if-possible, none"
+        );
         assert_eq!(
             "xml".parse::<OutputFormat>().unwrap_err().to_string(),
             "expected one of text, json"

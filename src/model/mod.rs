@@ -24,16 +24,18 @@ mod storage;
 mod suggest;
 mod window;
 
-pub use choices::{DryRunFlag, DryRunMode, LogFormat, OutputFormat, ReadyCondition, Switch};
+pub use choices::{
+    DryRunFlag, DryRunMode, EvictionStrategy, LogFormat, OutputFormat, ReadyCondition, Switch,
+};
 pub use counts::{
     Burst, Count, CpuCores, MAX_BURST, MAX_QPS, MAX_TIMEOUT_SECS, MAX_VM_CONCURRENCY, MAX_VM_COUNT,
     Qps, TimeoutSecs, VmConcurrency, VmCount, parse_int,
 };
 pub use guest::{GuestFamily, GuestOs};
-pub use names::{DnsLabel, ImageRef, RunId, UserName};
+pub use names::{DNS_SUBDOMAIN_MAX_LEN, DnsLabel, ImageRef, RunId, UserName, is_dns_subdomain};
 pub use objects::{KindCounts, ManagedKind, NamespaceOutcome};
 pub use pacing::{MAX_STARTING, MaxStarting, Pacing, Ramp};
-pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
+pub use quantity::{MAX_QUANTITY_TEXT_LEN, MIN_DISK_SIZE, MIN_VM_MEMORY, Minimum, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
 pub use storage::{AccessMode, StorageClassName};
 pub use suggest::suggest;

@@ -38,6 +38,26 @@ impl DnsLabel {
     }
 }
 
+/// Whether `text` is a DNS-1123 subdomain, Kubernetes' rule for most object names (DataVolumes,
+/// PVCs, StorageClasses): at most 253 characters of lowercase letters, digits, '-' and '.',
+/// each dot-separated part non-empty and starting and ending with a letter or digit. The
+/// parts have no length limit of their own (unlike the labels of a DNS host name).
+pub fn is_dns_subdomain(text: &str) -> bool {
+    let part_ok = |part: &str| {
+        let bytes = part.as_bytes();
+        !bytes.is_empty()
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+            && bytes[0] != b'-'
+            && bytes[bytes.len() - 1] != b'-'
+    };
+    text.len() <= DNS_SUBDOMAIN_MAX_LEN && text.split('.').all(part_ok)
+}
+
+/// The longest DNS-1123 subdomain Kubernetes accepts as an object name.
+pub const DNS_SUBDOMAIN_MAX_LEN: usize = 253;
+
 impl FromStr for DnsLabel {
     type Err = Invalid;
 

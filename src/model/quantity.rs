@@ -49,6 +49,42 @@ impl Quantity {
     }
 }
 
+/// The smallest value the cluster accepts for one use of a quantity, and who refuses less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Minimum {
+    /// In base units (bytes).
+    pub bytes: u64,
+    /// As a user would type it.
+    pub text: &'static str,
+    /// Who refuses less, and why (ends a message).
+    pub why: &'static str,
+}
+
+/// KubeVirt's VMI admission refuses a memory request below 1M
+/// (`validateMemoryRequestsNegativeOrNull`: "must be greater than or equal to 1M").
+pub const MIN_VM_MEMORY: Minimum = Minimum {
+    bytes: 1_000_000,
+    text: "1M",
+    why: "KubeVirt refuses a VM with less memory",
+};
+
+/// CDI aligns disk images to 1Mi (`DefaultAlignBlockSize`), so a smaller data disk has no
+/// usable space and its DataVolume never succeeds.
+pub const MIN_DISK_SIZE: Minimum = Minimum {
+    bytes: 1 << 20,
+    text: "1Mi",
+    why: "CDI aligns disk images to 1Mi, so a smaller disk has no usable space",
+};
+
+impl Quantity {
+    /// Whether this quantity is below `minimum`.
+    pub fn is_below(&self, minimum: &Minimum) -> bool {
+        // Exact for the integers the minimums are; a fractional text near the bound is
+        // decided by the float, which errs by far less than a byte.
+        self.value() < minimum.bytes as f64
+    }
+}
+
 impl FromStr for Quantity {
     type Err = Invalid;
 
@@ -289,6 +325,19 @@ impl Wide {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn minimums_are_the_clusters_own_bounds() {
+        let q = |t: &str| t.parse::<Quantity>().unwrap();
+        assert!(q("999999").is_below(&MIN_VM_MEMORY));
+        assert!(q("976Ki").is_below(&MIN_VM_MEMORY));
+        assert!(!q("1M").is_below(&MIN_VM_MEMORY));
+        assert!(!q("977Ki").is_below(&MIN_VM_MEMORY));
+        assert!(q("1M").is_below(&MIN_DISK_SIZE));
+        assert!(q("1048575").is_below(&MIN_DISK_SIZE));
+        assert!(!q("1Mi").is_below(&MIN_DISK_SIZE));
+        assert!(!q("0.001Gi").is_below(&MIN_DISK_SIZE));
+    }
 
     fn ok(text: &str) -> bool {
         text.parse::<Quantity>().is_ok()

@@ -14,7 +14,7 @@ use super::Invalid;
 pub struct StorageClassName(String);
 
 impl StorageClassName {
-    pub const MAX_LEN: usize = 253;
+    pub const MAX_LEN: usize = super::names::DNS_SUBDOMAIN_MAX_LEN;
 
     pub fn as_str(&self) -> &str {
         &self.0
@@ -26,16 +26,7 @@ impl FromStr for StorageClassName {
 
     fn from_str(text: &str) -> Result<Self, Invalid> {
         let text = text.trim();
-        let part_ok = |part: &str| {
-            let bytes = part.as_bytes();
-            !bytes.is_empty()
-                && bytes
-                    .iter()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-                && bytes[0] != b'-'
-                && bytes[bytes.len() - 1] != b'-'
-        };
-        if text.len() <= Self::MAX_LEN && text.split('.').all(part_ok) {
+        if super::names::is_dns_subdomain(text) {
             Ok(StorageClassName(text.to_string()))
         } else {
             Err(Invalid::Expected(

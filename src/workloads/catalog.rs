@@ -23,7 +23,7 @@ use super::{
 };
 use crate::cloudinit::{CloudConfig, UserAccount, WriteFile};
 use crate::error::{Error, Result};
-use crate::model::{DnsLabel, Quantity};
+use crate::model::{DnsLabel, MIN_DISK_SIZE, Quantity};
 
 /// The manifest file name inside an entry directory.
 pub const MANIFEST: &str = "workload.yaml";
@@ -459,6 +459,7 @@ impl CatalogEntry {
                     &params,
                     user.clone(),
                     family,
+                    options.guest_exec,
                 );
                 let what = format!("catalog workload {:?} role {:?}", self.name, role.name);
                 roles.push(RenderedRole {
@@ -476,7 +477,7 @@ impl CatalogEntry {
                 .iter()
                 .map(|(f, c)| (f.as_str(), c.as_str()))
                 .collect();
-            let config = self.cloud_config(&files, &params, user, family);
+            let config = self.cloud_config(&files, &params, user, family, options.guest_exec);
             let count = match self.manifest.roles.first().and_then(|r| r.vm_count) {
                 Some(n) if n >= 1 => n as u32,
                 _ => vm_count,
@@ -514,6 +515,7 @@ impl CatalogEntry {
         params: &ResolvedParams,
         user: Option<UserAccount>,
         family: GuestFamily,
+        guest_exec: bool,
     ) -> CloudConfig {
         let mut config = CloudConfig {
             packages: self.manifest.packages.clone(),
@@ -562,7 +564,7 @@ impl CatalogEntry {
             }
             config.runcmd.push(enable_now(file));
         }
-        with_guest_agent(config, family)
+        with_guest_agent(config, family, guest_exec)
     }
 
     fn service_spec(&self) -> Option<ServiceSpec> {
@@ -794,11 +796,20 @@ fn validate_storage(storage: &[ManifestStorage]) -> std::result::Result<(), Stri
         if !storage_names.insert(s.name.clone()) {
             return Err(format!("{:?}: duplicate storage name", s.name));
         }
-        if s.size.parse::<Quantity>().is_err() {
-            return Err(format!(
-                "{:?}: storage size must be a valid quantity (e.g. 10Gi, 500Mi)",
-                s.size
-            ));
+        match s.size.parse::<Quantity>() {
+            Err(_) => {
+                return Err(format!(
+                    "{:?}: storage size must be a valid quantity (e.g. 10Gi, 500Mi)",
+                    s.size
+                ));
+            }
+            Ok(size) if size.is_below(&MIN_DISK_SIZE) => {
+                return Err(format!(
+                    "{:?}: storage size must be at least {} ({})",
+                    s.size, MIN_DISK_SIZE.text, MIN_DISK_SIZE.why
+                ));
+            }
+            Ok(_) => {}
         }
         if s.serial.is_empty() {
             return Err("storage serial must not be empty".to_string());

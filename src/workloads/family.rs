@@ -17,6 +17,11 @@ pub struct BaseProfile {
     pub guest_agent_unit: &'static str,
     /// The package that ships `mkfs.xfs`, installed by every payload with a data disk.
     pub xfs_package: &'static str,
+    /// The environment file whose RPC filter the agent's unit passes to `qemu-ga`, on
+    /// families whose agent forbids `guest-exec` by default (RHEL and its rebuilds ship
+    /// `/etc/sysconfig/qemu-ga` with an allow-list or block-list); `None`: every command is
+    /// allowed (Debian and Ubuntu ship no filter).
+    pub rpc_filter_file: Option<&'static str>,
 }
 
 /// The per-family table of [`BaseProfile`].
@@ -26,11 +31,13 @@ pub fn base_profile(family: GuestFamily) -> BaseProfile {
             guest_agent_package: "qemu-guest-agent",
             guest_agent_unit: "qemu-guest-agent.service",
             xfs_package: "xfsprogs",
+            rpc_filter_file: Some("/etc/sysconfig/qemu-ga"),
         },
         GuestFamily::Debian => BaseProfile {
             guest_agent_package: "qemu-guest-agent",
             guest_agent_unit: "qemu-guest-agent.service",
             xfs_package: "xfsprogs",
+            rpc_filter_file: None,
         },
     }
 }

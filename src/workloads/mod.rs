@@ -22,6 +22,9 @@ pub struct WorkloadOptions {
     /// Names of every workload planned in this run (so a workload can aim at another's
     /// Service, e.g. chaos-network's probe at the network server).
     pub planned_workloads: Vec<String>,
+    /// The VMs carry the workload readiness probe, which KubeVirt runs through the guest
+    /// agent's `guest-exec`: payloads must let the agent run it.
+    pub guest_exec: bool,
 }
 
 /// The effective settings of one workload (global values refined by its YAML section),
@@ -452,6 +455,8 @@ pub(crate) struct BuildContext {
     pub vm_count: u32,
     pub resources: VmResources,
     pub family: GuestFamily,
+    /// See [`WorkloadOptions::guest_exec`].
+    pub guest_exec: bool,
 }
 
 /// The cloud-config of one role plus the units its readiness probe checks.
@@ -470,8 +475,15 @@ impl RolePayload {
 }
 
 /// Adds what every payload needs whatever the workload: the QEMU guest agent, installed and
-/// running first (KubeVirt's exec readiness probe and AgentConnected depend on it).
-pub(crate) fn with_guest_agent(mut config: CloudConfig, family: GuestFamily) -> CloudConfig {
+/// running first (KubeVirt's exec readiness probe and AgentConnected depend on it). With
+/// `guest_exec` (the VM carries the workload readiness probe), a family whose agent forbids
+/// `guest-exec` by default is first configured to allow exactly the two commands the probe
+/// uses, `guest-exec` and `guest-exec-status`.
+pub(crate) fn with_guest_agent(
+    mut config: CloudConfig,
+    family: GuestFamily,
+    guest_exec: bool,
+) -> CloudConfig {
     let agent = family::base_profile(family);
     config
         .packages
@@ -479,6 +491,17 @@ pub(crate) fn with_guest_agent(mut config: CloudConfig, family: GuestFamily) -> 
     config
         .runcmd
         .insert(0, scripts::enable_now(agent.guest_agent_unit));
+    if guest_exec && let Some(rpc_filter) = agent.rpc_filter_file {
+        config.write_files.push(crate::cloudinit::WriteFile::new(
+            scripts::ALLOW_GUEST_EXEC,
+            scripts::allow_guest_exec_script(rpc_filter, agent.guest_agent_unit),
+            "0755",
+        ));
+        // Before the agent is enabled; the script restarts it if the image already runs it.
+        config
+            .runcmd
+            .insert(0, scripts::argv(&[scripts::ALLOW_GUEST_EXEC]));
+    }
     config
 }
 
@@ -499,6 +522,7 @@ impl BuildContext {
             params: schema.resolve(&settings.params)?,
             user: UserAccount::from_ssh(&options.ssh)?,
             vm_count: settings.vm_count.max(1),
+            guest_exec: options.guest_exec,
             resources: VmResources {
                 cpu_cores: settings.cpu_cores,
                 memory: settings.memory.clone(),
@@ -509,7 +533,7 @@ impl BuildContext {
 
     /// Renders `payload` (with the guest agent and the SSH account added) for `role`.
     fn render(&self, payload: RolePayload, role: Option<&str>) -> Result<(String, Vec<String>)> {
-        let mut config = with_guest_agent(payload.config, self.family);
+        let mut config = with_guest_agent(payload.config, self.family, self.guest_exec);
         config.user = self.user.clone();
         let what = match role {
             Some(r) => format!("workload {:?} role {r:?}", self.name),

@@ -172,6 +172,67 @@ echo "${HOST}:${PORT} accepts connections"
     .to_string()
 }
 
+/// Lets the guest agent run KubeVirt's exec readiness probe (see [`allow_guest_exec_script`]).
+pub const ALLOW_GUEST_EXEC: &str = "/usr/local/bin/virtwork-allow-guest-exec";
+
+/// The text of [`ALLOW_GUEST_EXEC`] for an agent whose unit reads its RPC filter from
+/// `rpc_filter` (RHEL family: `/etc/sysconfig/qemu-ga`). KubeVirt runs an exec probe as
+/// `guest-exec` then `guest-exec-status`; RHEL's shipped file forbids both, in one of the
+/// forms its releases used: `FILTER_RPC_ARGS="--allow-rpcs=..."` (an allow-list, RHEL 9.4+
+/// and Fedora), `FILTER_RPC_ARGS="--block-rpcs=..."`, `BLOCK_RPCS=...` (RHEL 9.0-9.3) or
+/// `BLACKLIST_RPC=...` (RHEL 7 and 8). The script adds the two commands to an allow-list and
+/// removes them from a block-list, and changes nothing else; then restarts the agent if it
+/// already runs. Without the file (no filter) it does nothing.
+pub fn allow_guest_exec_script(rpc_filter: &str, agent_unit: &str) -> String {
+    r#"#!/bin/bash
+# Allows exactly guest-exec and guest-exec-status, the commands KubeVirt's exec readiness
+# probe runs through the QEMU guest agent; every other RPC filter entry stays as shipped.
+set -euo pipefail
+
+CONF="@CONF@"
+[ -f "$CONF" ] || exit 0
+
+# edit_list LIST MODE: LIST without the two probe commands, plus both when MODE is allow.
+edit_list() {
+  local item kept=()
+  local -a items
+  IFS=, read -ra items <<< "$1"
+  for item in "${items[@]}"; do
+    case "$item" in
+      guest-exec | guest-exec-status | "") ;;
+      *) kept+=("$item") ;;
+    esac
+  done
+  if [ "$2" = allow ]; then
+    kept+=(guest-exec guest-exec-status)
+  fi
+  local IFS=,
+  printf '%s' "${kept[*]}"
+}
+
+ALLOW_RE='^(FILTER_RPC_ARGS=.*--allow-rpcs=)([a-z0-9,-]*)(.*)$'
+BLOCK_RE='^(FILTER_RPC_ARGS=.*--block-rpcs=)([a-z0-9,-]*)(.*)$'
+OLD_BLOCK_RE='^((BLOCK_RPCS|BLACKLIST_RPC)="?)([a-z0-9,-]*)(.*)$'
+EDITED=""
+while IFS= read -r line || [ -n "$line" ]; do
+  if [[ "$line" =~ $ALLOW_RE ]]; then
+    line="${BASH_REMATCH[1]}$(edit_list "${BASH_REMATCH[2]}" allow)${BASH_REMATCH[3]}"
+  elif [[ "$line" =~ $BLOCK_RE ]]; then
+    line="${BASH_REMATCH[1]}$(edit_list "${BASH_REMATCH[2]}" block)${BASH_REMATCH[3]}"
+  elif [[ "$line" =~ $OLD_BLOCK_RE ]]; then
+    line="${BASH_REMATCH[1]}$(edit_list "${BASH_REMATCH[3]}" block)${BASH_REMATCH[4]}"
+  fi
+  EDITED+="$line"$'\n'
+done < "$CONF"
+# Written in place, so the file keeps its owner, mode and SELinux label.
+printf '%s' "$EDITED" > "$CONF"
+echo "virtwork: the guest agent may run guest-exec and guest-exec-status ($CONF)"
+systemctl try-restart "@UNIT@"
+"#
+    .replace("@CONF@", rpc_filter)
+    .replace("@UNIT@", agent_unit)
+}
+
 /// The guard every data-disk workload runs before it writes: exits non-zero (and says why on
 /// stderr) unless `MOUNT_POINT` is a mount point of `DEVICE`. This is what keeps a workload
 /// from ever writing into the directory of the root file system under an absent mount.

@@ -35,6 +35,8 @@ pub fn plan_input(workloads: &[&str], vm_count: u32) -> PlanInput {
         access_mode: Default::default(),
         cpu_cores: 2,
         memory: "2Gi".parse().unwrap(),
+        eviction_strategy: Default::default(),
+        workload_probe: false,
         vm_count,
         workloads: workloads.iter().map(|s| s.to_string()).collect(),
         from_catalog: Vec::new(),

@@ -47,6 +47,12 @@ pub struct ControllerOptions {
     /// VMs whose image contains this substring have a workload unit that never becomes
     /// active: their readiness probe never passes, so Ready stays False.
     pub broken_unit_image_pattern: Option<String>,
+    /// The eviction strategy of VMIs that set none (the KubeVirt CR's
+    /// `spec.configuration.evictionStrategy`); OpenShift Virtualization's default is
+    /// `LiveMigrate`. `None`: no cluster default (the eviction is granted).
+    pub cluster_eviction_strategy: Option<String>,
+    /// Marked for evacuation → migrated to another schedulable node.
+    pub migration_delay: Duration,
 }
 
 impl Default for ControllerOptions {
@@ -64,6 +70,8 @@ impl Default for ControllerOptions {
             unschedulable_image_pattern: Some("unschedulable".into()),
             workload_ready_delay: Duration::from_millis(60),
             broken_unit_image_pattern: Some("brokenunit".into()),
+            cluster_eviction_strategy: Some("LiveMigrate".into()),
+            migration_delay: Duration::from_millis(50),
         }
     }
 }
@@ -234,6 +242,7 @@ fn react(
         }
         _ => {}
     }
+    follow_vmi_and_pods(shared, ev, &(ev.res, ev.namespace.clone(), ev.name.clone()));
     if ev.res == VMI || ev.res == DV {
         // The owning VM's status follows its VMI and volumes.
         let owners: Vec<String> = ev
@@ -251,6 +260,25 @@ fn react(
         for vm in owners {
             refresh_vm_status(&mut store, &(VM, ev.namespace.clone(), vm), opts);
         }
+    }
+}
+
+/// Launcher Pods follow their VMI (node, IP, readiness), Services' endpoints follow the
+/// Pods, and a VMI marked for evacuation is migrated (endpoints.rs, drain.rs).
+fn follow_vmi_and_pods(shared: &Arc<Shared>, ev: &StoreEvent, key: &Key) {
+    let (pods, services) = (idx("pods"), idx("services"));
+    if ev.res == VMI && ev.event_type != EventType::Deleted {
+        {
+            let mut store = shared.store.lock().unwrap();
+            if let Some(vmi) = store.objects.get(key).cloned() {
+                super::endpoints::sync_launcher_pods(&mut store, &vmi);
+            }
+        }
+        super::drain::on_vmi_change(shared, key);
+    }
+    if ev.res == pods || ev.res == services {
+        let mut store = shared.store.lock().unwrap();
+        super::endpoints::sync_endpoints(&mut store, &ev.namespace);
     }
 }
 
@@ -294,6 +322,7 @@ fn create_launcher_pod(store: &mut Store, vmi: &Value) {
         .unwrap_or_else(|| json!({}));
     labels["kubevirt.io"] = json!("virt-launcher");
     labels["vm.kubevirt.io/name"] = json!(name);
+    labels["kubevirt.io/domain"] = json!(name);
     store.upsert(
         idx("pods"),
         json!({
@@ -301,6 +330,7 @@ fn create_launcher_pod(store: &mut Store, vmi: &Value) {
                 "name": format!("virt-launcher-{name}-{suffix}"),
                 "namespace": ns,
                 "labels": labels,
+                "annotations": { "kubevirt.io/domain": name },
                 "ownerReferences": [owner_ref(vmi)],
             },
             "spec": { "containers": [{ "name": "compute", "image": "quay.io/kubevirt/virt-launcher" }] },
@@ -311,7 +341,7 @@ fn create_launcher_pod(store: &mut Store, vmi: &Value) {
 
 /// Creates missing DataVolumes and the VMI for a VM, deletes the VMI of a stopped VM, and
 /// recomputes the VM's status.
-fn reconcile_vm(store: &mut Store, key: &Key, opts: &ControllerOptions) {
+pub(super) fn reconcile_vm(store: &mut Store, key: &Key, opts: &ControllerOptions) {
     let Some(vm) = store.objects.get(key).cloned() else {
         return;
     };
@@ -708,9 +738,13 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
             if !secrets_ready || !volumes_ready(store, &ns, &dvs) {
                 return false;
             }
+            // Every node cordoned: the VMI waits, as the scheduler's pod would.
+            let Some(node) = super::drain::pick_node(store, None) else {
+                return false;
+            };
             vmi["status"] = json!({
                 "phase": "Scheduled",
-                "nodeName": "fake-node-0",
+                "nodeName": node,
                 "conditions": [{ "type": "Ready", "status": "False", "reason": "GuestNotRunning" }],
             });
             true
@@ -742,11 +776,15 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
             }
         }
         "Scheduled" => {
+            let node = vmi
+                .pointer("/status/nodeName")
+                .cloned()
+                .unwrap_or(json!(super::drain::DEFAULT_NODE));
             if matches_pattern(&images(&spec), &opts.fail_image_pattern) {
                 let image = images(&spec).join(", ");
                 vmi["status"] = json!({
                     "phase": "Failed",
-                    "nodeName": "fake-node-0",
+                    "nodeName": node,
                     "reason": "PodFailed",
                     "conditions": [{
                         "type": "Ready",
@@ -768,7 +806,7 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
                 };
                 vmi["status"] = json!({
                     "phase": "Running",
-                    "nodeName": "fake-node-0",
+                    "nodeName": node,
                     "interfaces": [{ "name": "default", "ipAddress": format!("10.244.0.{n}") }],
                     "conditions": [ready],
                 });

@@ -195,10 +195,20 @@ fn parse_target(
     t.res = Some(res);
     t.name = name.unwrap_or("").to_string();
     t.subresource = sub.map(String::from);
+    // `pods/<name>/eviction` is the Eviction API (a create), handled in drain.rs.
+    let eviction = ri.plural == "pods" && t.subresource.as_deref() == Some("eviction");
     if let Some(s) = &t.subresource
+        && !eviction
         && (s != "status" || !ri.has_status)
     {
         return Err(not_found_path());
+    }
+    if eviction {
+        if method != "POST" {
+            return Err(ApiError::method_not_allowed(method));
+        }
+        t.verb = "create".to_string();
+        return Ok(t);
     }
     if !ri.namespaced && t.namespaced_url {
         return Err(not_found_path());
@@ -850,6 +860,16 @@ fn execute(
             warnings: vec![],
         })
     };
+    if t.subresource.as_deref() == Some("eviction") {
+        let opts = shared.controller.lock().unwrap().clone();
+        return super::drain::evict(
+            &mut shared.store.lock().unwrap(),
+            &opts,
+            &t.namespace,
+            &t.name,
+            dry_run(query),
+        );
+    }
     match t.verb.as_str() {
         "get" => {
             let obj = shared

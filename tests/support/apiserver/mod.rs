@@ -5,6 +5,8 @@
 
 pub mod authz;
 pub mod controllers;
+pub mod drain;
+pub mod endpoints;
 pub mod faults;
 pub mod http;
 pub mod metrics;

@@ -272,6 +272,37 @@ pub const RESOURCES: &[ResourceInfo] = &[
         "pods",
         "podmetrics",
         "PodMetrics",
+    // Nodes (preflight reads their allocatable; the scheduler and drains use them; tests
+    // insert them), and the endpoints of Services (kept by the endpoint controllers).
+    res("", "v1", "nodes", "node", "Node", false, &["no"], true),
+    res(
+        "",
+        "v1",
+        "endpoints",
+        "endpoints",
+        "Endpoints",
+        true,
+        &["ep"],
+        false,
+    ),
+    // Served so the `policy` group is discovered (kubectl drain evicts only when it is);
+    // none are created, so every eviction is decided by KubeVirt's rules alone (drain.rs).
+    res(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        true,
+        &["pdb"],
+        true,
+    ),
+    res(
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "endpointslice",
+        "EndpointSlice",
         true,
         &[],
         false,
@@ -401,6 +432,18 @@ pub fn resource_list(group: &str, version: &str) -> Value {
                 "namespaced": r.namespaced,
                 "kind": r.kind,
                 "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if r.plural == "pods" {
+            // The Eviction API (drain.rs); kubectl drain looks for it here.
+            resources.push(json!({
+                "name": "pods/eviction",
+                "singularName": "",
+                "namespaced": true,
+                "group": "policy",
+                "version": "v1",
+                "kind": "Eviction",
+                "verbs": ["create"],
             }));
         }
     }

@@ -222,7 +222,8 @@ fn validate_value(v: &str) -> Result<(), String> {
     }
 }
 
-/// A parsed field selector over `metadata.name` / `metadata.namespace`.
+/// A parsed field selector over `metadata.name` / `metadata.namespace` / `spec.nodeName`
+/// (what `kubectl drain` lists a node's Pods with).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FieldSelector {
     terms: Vec<(String, bool, String)>,
@@ -244,7 +245,10 @@ impl FieldSelector {
                 ));
             };
             let field = field.trim();
-            if !matches!(field, "metadata.name" | "metadata.namespace") {
+            if !matches!(
+                field,
+                "metadata.name" | "metadata.namespace" | "spec.nodeName"
+            ) {
                 return Err(format!("field label not supported: {field}"));
             }
             terms.push((field.to_string(), negate, value.trim().to_string()));
@@ -254,10 +258,10 @@ impl FieldSelector {
 
     pub fn matches_object(&self, obj: &Value) -> bool {
         self.terms.iter().all(|(field, negate, value)| {
-            let ptr = if field == "metadata.name" {
-                "/metadata/name"
-            } else {
-                "/metadata/namespace"
+            let ptr = match field.as_str() {
+                "metadata.name" => "/metadata/name",
+                "spec.nodeName" => "/spec/nodeName",
+                _ => "/metadata/namespace",
             };
             let actual = obj.pointer(ptr).and_then(Value::as_str).unwrap_or("");
             (actual == value) != *negate

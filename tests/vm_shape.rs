@@ -1,0 +1,534 @@
+//! The shape of the VMs a run creates, tried against the fake API server the way a real
+//! cluster treats them: node drains (each VM's eviction strategy, KubeVirt's eviction
+//! decision and live migration), Service endpoints under every `--ready-condition`, and the
+//! inputs a cluster would refuse, refused before the first request.
+
+#[path = "support/binary.rs"]
+mod binary;
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use binary::Env;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::{ControllerOptions, FakeApiServer, Options};
+
+const NS: &str = "virtwork";
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        stderr(out)
+    );
+}
+
+fn node(name: &str, cpu: &str, memory: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": { "name": name, "labels": { "kubernetes.io/hostname": name } },
+        "spec": {},
+        "status": { "allocatable": { "cpu": cpu, "memory": memory, "pods": "250" } },
+    })
+}
+
+fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// VMI name → (uid, node) of every Running VMI in the namespace.
+fn running_vmis(server: &FakeApiServer) -> BTreeMap<String, (String, String)> {
+    server
+        .objects("virtualmachineinstances", Some(NS))
+        .iter()
+        .filter(|v| str_at(v, "/status/phase") == "Running")
+        .map(|v| {
+            (
+                str_at(v, "/metadata/name").to_string(),
+                (
+                    str_at(v, "/metadata/uid").to_string(),
+                    str_at(v, "/status/nodeName").to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node drains
+// ---------------------------------------------------------------------------------------------
+
+/// How a drain went: completed (no launcher Pod left on the node) or not by the deadline,
+/// with the messages of the evictions refused on the way.
+struct Drain {
+    completed: bool,
+    refusals: Vec<String>,
+}
+
+/// What `kubectl drain <node> --pod-selector kubevirt.io=virt-launcher` does: cordon the
+/// node, then evict every launcher Pod on it, retrying those refused with 429, until none
+/// is left.
+async fn drain(client: kube::Client, node: &str, within: Duration) -> Drain {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "unschedulable": true } })),
+        )
+        .await
+        .expect("cordon");
+    let on_node = ListParams::default()
+        .fields(&format!("spec.nodeName={node}"))
+        .labels("kubevirt.io=virt-launcher");
+    let deadline = Instant::now() + within;
+    let mut refusals = Vec::new();
+    loop {
+        let pods = Api::<Pod>::all(client.clone())
+            .list(&on_node)
+            .await
+            .expect("list pods");
+        if pods.items.is_empty() {
+            return Drain {
+                completed: true,
+                refusals,
+            };
+        }
+        if Instant::now() >= deadline {
+            return Drain {
+                completed: false,
+                refusals,
+            };
+        }
+        for pod in pods.items {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            match Api::<Pod>::namespaced(client.clone(), &ns)
+                .evict(&name, &EvictParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 429 => {
+                    if !refusals.contains(&status.message) {
+                        refusals.push(status.message)
+                    }
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(other) => panic!("evicting {ns}/{name}: {other}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn uncordon(client: kube::Client, node: &str) {
+    Api::<Node>::all(client)
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "unschedulable": false } })),
+        )
+        .await
+        .expect("uncordon");
+}
+
+/// A cluster with two nodes whose KubeVirt defaults to `LiveMigrate` (OpenShift
+/// Virtualization's default), so a VM that cannot migrate and sets no strategy of its own
+/// would block every drain.
+fn two_node_cluster() -> FakeApiServer {
+    let server = FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            cluster_eviction_strategy: Some("LiveMigrate".into()),
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    });
+    for name in ["node-a", "node-b"] {
+        server.insert(node(name, "32", "128Gi"));
+    }
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_nodes_drain_in_turn_under_a_fleet_of_every_workload() {
+    let server = two_node_cluster();
+    let env = Env::for_subcommand(&server, "run");
+    assert_success(&env.run(&["--timeout", "120"]));
+    let vms = server.objects("virtualmachines", Some(NS));
+    assert_eq!(vms.len(), 11, "every built-in workload");
+    // auto: VMs with a ReadWriteOnce data disk are evicted, the others migrate.
+    for vm in &vms {
+        let with_disk = vm
+            .pointer("/spec/dataVolumeTemplates")
+            .is_some_and(|t| t.as_array().is_some_and(|t| !t.is_empty()));
+        let expected = if with_disk { "None" } else { "LiveMigrate" };
+        assert_eq!(
+            str_at(vm, "/spec/template/spec/evictionStrategy"),
+            expected,
+            "{}",
+            str_at(vm, "/metadata/name")
+        );
+    }
+    let client = server.client_without_retries().await;
+    for (drained, other) in [("node-a", "node-b"), ("node-b", "node-a")] {
+        let before = running_vmis(&server);
+        let outcome = drain(client.clone(), drained, Duration::from_secs(20)).await;
+        assert!(
+            outcome.completed,
+            "draining {drained} did not complete; refusals: {:?}",
+            outcome.refusals
+        );
+        assert!(
+            outcome
+                .refusals
+                .iter()
+                .all(|m| !m.contains("not live-migratable")),
+            "{:?}",
+            outcome.refusals
+        );
+        // Every VM runs again, all of them on the other node.
+        let settled = server.wait_until(Duration::from_secs(20), |s| {
+            let now = running_vmis(s);
+            now.len() == 11 && now.values().all(|(_, node)| node == other)
+        });
+        assert!(
+            settled,
+            "after draining {drained}: {:?}",
+            running_vmis(&server)
+        );
+        let after = running_vmis(&server);
+        for (vmi, (uid, node)) in &before {
+            if node != drained {
+                continue;
+            }
+            let migrated = after[vmi].0 == *uid;
+            let vm = server.get("virtualmachines", NS, vmi).unwrap();
+            let strategy = str_at(&vm, "/spec/template/spec/evictionStrategy");
+            // A migrated VMI keeps its identity; an evicted one is replaced by its VM.
+            assert_eq!(migrated, strategy == "LiveMigrate", "{vmi} ({strategy})");
+        }
+        uncordon(client.clone(), drained).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_that_cannot_migrate_blocks_the_drain_when_told_to_live_migrate() {
+    // What every data-disk VM did before it carried its own strategy: the cluster's
+    // LiveMigrate applied, and KubeVirt refuses to evict a VM with a ReadWriteOnce disk.
+    let server = two_node_cluster();
+    let env = Env::for_subcommand(&server, "run");
+    let out = env.run(&[
+        "--workloads",
+        "disk",
+        "--eviction-strategy",
+        "live-migrate",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    assert!(
+        stderr(&out).contains("a node drain waits for them forever"),
+        "{}",
+        stderr(&out)
+    );
+    let node = running_vmis(&server)["virtwork-disk-0"].1.clone();
+    let client = server.client_without_retries().await;
+    let outcome = drain(client, &node, Duration::from_secs(2)).await;
+    assert!(!outcome.completed);
+    assert!(
+        outcome.refusals.iter().all(|m| m.contains(
+            "VMI virtwork/virtwork-disk-0 is configured with an eviction strategy but is not live-migratable"
+        )) && !outcome.refusals.is_empty(),
+        "{:?}",
+        outcome.refusals
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Readiness and Service endpoints
+// ---------------------------------------------------------------------------------------------
+
+/// (ready, not ready) IPs of a Service's Endpoints, and the same from its EndpointSlice.
+fn endpoint_ips(server: &FakeApiServer, service: &str) -> (Vec<String>, Vec<String>) {
+    let Some(endpoints) = server.get("endpoints", NS, service) else {
+        return (Vec::new(), Vec::new());
+    };
+    let ips = |key: &str| -> Vec<String> {
+        endpoints["subsets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s[key].as_array().cloned().unwrap_or_default())
+            .map(|a| a["ip"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let (ready, not_ready) = (ips("addresses"), ips("notReadyAddresses"));
+    let slice = server
+        .get("endpointslices", NS, &format!("{service}-fake"))
+        .expect("an EndpointSlice next to the Endpoints");
+    let slice_ready: Vec<String> = slice["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["conditions"]["ready"] == true)
+        .map(|e| e["addresses"][0].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(slice_ready, ready, "EndpointSlice and Endpoints agree");
+    (ready, not_ready)
+}
+
+fn server_ip(server: &FakeApiServer) -> String {
+    server
+        .get("virtualmachineinstances", NS, "virtwork-network-server-0")
+        .map(|vmi| str_at(&vmi, "/status/interfaces/0/ipAddress").to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_server_service_reaches_its_vm_under_every_ready_condition() {
+    for condition in ["running", "ready", "agent-connected"] {
+        // The image stands for a guest whose agent refuses guest-exec: a probe would never
+        // pass. Without one, the launcher Pod is Ready once the VM runs.
+        let server = FakeApiServer::start(Options::default());
+        let env = Env::for_subcommand(&server, "run");
+        assert_success(&env.run(&[
+            "--workloads",
+            "network",
+            "--ready-condition",
+            condition,
+            "--container-disk-image",
+            "quay.io/example/rhel-brokenunit:9",
+            "--guest-os",
+            "fedora",
+            "--timeout",
+            "60",
+        ]));
+        let vm = server
+            .get("virtualmachines", NS, "virtwork-network-server-0")
+            .unwrap();
+        assert!(
+            vm.pointer("/spec/template/spec/readinessProbe").is_none(),
+            "{condition}: no probe unless asked for"
+        );
+        let reached = server.wait_until(Duration::from_secs(10), |s| {
+            endpoint_ips(s, "virtwork-iperf3-server").0 == [server_ip(s)]
+        });
+        assert!(
+            reached,
+            "{condition}: {:?}",
+            server.get("endpoints", NS, "virtwork-iperf3-server")
+        );
+    }
+}
+
+#[test]
+fn with_workload_readiness_the_service_waits_for_the_probe() {
+    let server = FakeApiServer::start(Options {
+        controllers: ControllerOptions {
+            workload_ready_delay: Duration::from_millis(1500),
+            ..ControllerOptions::default()
+        },
+        ..Options::default()
+    });
+    let env = Env::for_subcommand(&server, "run");
+    let child = env
+        .command(&[
+            "--workloads",
+            "network",
+            "--ready-condition",
+            "workload",
+            "--timeout",
+            "60",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Running but the probe has not passed: the server is a not-ready endpoint.
+    let not_ready = server.wait_until(Duration::from_secs(10), |s| {
+        let ip = server_ip(s);
+        !ip.is_empty() && endpoint_ips(s, "virtwork-iperf3-server") == (vec![], vec![ip])
+    });
+    assert!(
+        not_ready,
+        "{:?}",
+        server.get("endpoints", NS, "virtwork-iperf3-server")
+    );
+    assert_success(&child.wait_with_output().unwrap());
+    let ip = server_ip(&server);
+    assert_eq!(
+        endpoint_ips(&server, "virtwork-iperf3-server"),
+        (vec![ip], vec![])
+    );
+    let vm = server
+        .get("virtualmachines", NS, "virtwork-network-server-0")
+        .unwrap();
+    assert!(
+        vm.pointer("/spec/template/spec/readinessProbe/exec")
+            .is_some()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs the cluster would refuse
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn sizes_below_the_clusters_minimums_are_refused_before_any_request() {
+    let server = FakeApiServer::start(Options::default());
+    let env = Env::for_subcommand(&server, "run");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("virtwork.yaml");
+    std::fs::write(&config, "workloads:\n  cpu:\n    memory: 512Ki\n").unwrap();
+    let config = config.to_string_lossy().into_owned();
+    // (arguments, environment, the error expected)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 4] = [
+        (
+            &["--workloads", "cpu", "--memory", "999999"],
+            &[],
+            "invalid value \"999999\" for --memory: expected at least 1M (KubeVirt refuses a VM with less memory)",
+        ),
+        (
+            &["--workloads", "cpu"],
+            &[("VIRTWORK_MEMORY", "0.5M")],
+            "invalid value \"0.5M\" for VIRTWORK_MEMORY: expected at least 1M",
+        ),
+        (
+            &["--workloads", "disk", "--disk-size", "1M"],
+            &[],
+            "invalid value \"1M\" for --disk-size: expected at least 1Mi (CDI aligns disk images to 1Mi",
+        ),
+        (
+            &["--config", &config, "--workloads", "cpu"],
+            &[],
+            "invalid value \"512Ki\" for workloads.cpu.memory in",
+        ),
+    ];
+    for (args, vars, expected) in cases {
+        let mut command = env.command(args);
+        command.envs(vars.iter().copied());
+        let out = command.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(
+        server.request_log().is_empty(),
+        "{:#?}",
+        server.request_log()
+    );
+}
+
+#[test]
+fn a_vm_larger_than_every_node_is_refused_by_preflight_naming_the_largest_node() {
+    let server = FakeApiServer::start(Options::default());
+    server.insert(node("small", "4", "16Gi"));
+    server.insert(node("large", "16", "64Gi"));
+    let mut cordoned = node("huge", "64", "512Gi");
+    cordoned["spec"]["unschedulable"] = json!(true);
+    server.insert(cordoned);
+    let env = Env::for_subcommand(&server, "run");
+    let out = env.run(&["--workloads", "cpu,memory", "--memory", "100Gi"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("preflight failed, nothing was created"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "workload \"cpu\" asks for 2 CPU cores and 100Gi of memory per VM, more than any node can allocate (the largest, large, has 16 CPUs and 64.0Gi)"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("workload \"memory\" asks for"), "{err}");
+    let writes = server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.committed && r.resource != "selfsubjectaccessreviews")
+        .count();
+    assert_eq!(writes, 0);
+    // What fits a node is created.
+    assert_success(&env.run(&["--workloads", "cpu", "--memory", "60Gi", "--no-wait"]));
+}
+
+/// The real `kubectl drain` (cordon, evict every launcher Pod, retry the 429s every 5 s, wait
+/// for the Pods to go) completes against a fleet of every workload.
+#[test]
+fn kubectl_drain_completes_under_a_fleet_of_every_workload() {
+    let kubectl_found = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !kubectl_found {
+        assert!(
+            std::env::var("VIRTWORK_REQUIRE_KUBECTL").as_deref() != Ok("1"),
+            "kubectl required (VIRTWORK_REQUIRE_KUBECTL=1) but not found"
+        );
+        eprintln!("SKIPPED: kubectl not installed");
+        return;
+    }
+    let server = two_node_cluster();
+    let env = Env::for_subcommand(&server, "run");
+    assert_success(&env.run(&["--timeout", "120"]));
+    let node_a = running_vmis(&server)
+        .values()
+        .filter(|(_, node)| node == "node-a")
+        .count();
+    assert!(node_a > 0, "{:?}", running_vmis(&server));
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&env.kubeconfig)
+        .args([
+            "drain",
+            "node-a",
+            "--pod-selector",
+            "kubevirt.io=virt-launcher",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout",
+            "90s",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("node/node-a drained"), "{stdout}\n{stderr}");
+    // kubectl used the Eviction API, and KubeVirt's answers are what it retried on.
+    let evictions = server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/eviction"))
+        .count();
+    assert!(
+        evictions >= node_a,
+        "{evictions} evictions for {node_a} pods"
+    );
+    assert!(stderr.contains("Eviction triggered evacuation"), "{stderr}");
+    let settled = server.wait_until(Duration::from_secs(20), |s| {
+        let now = running_vmis(s);
+        now.len() == 11 && now.values().all(|(_, node)| node == "node-b")
+    });
+    assert!(settled, "{:?}", running_vmis(&server));
+}
