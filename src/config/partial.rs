@@ -106,6 +106,8 @@ configuration_keys! {
     params: String = "params", env ["VIRTWORK_PARAMS"];
     max_starting: crate::model::MaxStarting = "max-starting", env ["VIRTWORK_MAX_STARTING"];
     ramp: crate::model::Ramp = "ramp", env ["VIRTWORK_RAMP"];
+    /// How long a VM may stay ErrImagePull, ErrorUnschedulable, ... before `run` gives up.
+    fail_fast: crate::model::FailFast = "fail-fast", env ["VIRTWORK_FAIL_FAST"];
 }
 
 /// Every `VIRTWORK_*` environment variable the configuration reads (canonical names, then

@@ -207,6 +207,7 @@ impl RunSettings {
             wait_for_ready,
             timeout: timeout.value,
             ready_condition: required(&p.ready_condition, "ready-condition")?.value,
+            fail_fast: required(&p.fail_fast, "fail-fast")?.value,
             vm_concurrency: required(&p.vm_concurrency, "vm-concurrency")?.value.get() as usize,
             pacing: pacing(p, wait_for_ready)?,
         })

@@ -124,6 +124,9 @@ read_by_from_str!(
 // Boot-storm control (`--max-starting`, `--ramp`).
 read_by_from_str!(crate::model::MaxStarting, crate::model::Ramp);
 
+// Giving up on stuck VMs (`--fail-fast`).
+read_by_from_str!(crate::model::FailFast);
+
 /// Catalog entry names, also listed with blanks.
 impl KeyValue for DnsLabel {
     const BLANK_SEPARATED: bool = true;

@@ -32,7 +32,7 @@ pub use counts::{
 pub use guest::{GuestFamily, GuestOs};
 pub use names::{DnsLabel, ImageRef, RunId, UserName};
 pub use objects::{KindCounts, ManagedKind, NamespaceOutcome};
-pub use pacing::{MAX_STARTING, MaxStarting, Pacing, Ramp};
+pub use pacing::{FailFast, MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
 pub use storage::{AccessMode, StorageClassName};
