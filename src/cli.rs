@@ -234,6 +234,17 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "CONDITION")]
     pub ready_condition: Option<ReadyCondition>,
 
+    /// Stop waiting once a VM stayed ErrImagePull, ErrorUnschedulable, DataVolumeError,
+    /// CrashLoopBackOff... for GRACE (bare flag: 1m) [env: VIRTWORK_FAIL_FAST] [default: off]
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "on",
+        value_name = "GRACE"
+    )]
+    pub fail_fast: Option<crate::model::FailFast>,
+
     /// SSH user for VMs; an empty value creates no user [env: VIRTWORK_SSH_USER] [default: virtwork]
     #[arg(long, value_name = "USER")]
     pub ssh_user: Option<SshUser>,

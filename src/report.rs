@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::error::Outcome;
-use crate::k8s::ready::{ReadinessObserver, ReadinessTracker, Transition};
+use crate::k8s::ready::{ReadinessObserver, ReadinessTracker, Transition, is_stuck_status};
 use crate::model::KindCounts;
 use crate::terminal::safe;
 
@@ -36,6 +36,10 @@ pub struct VmSummary {
     pub created: bool,
     /// Last VMI phase seen, when readiness was watched.
     pub phase: Option<String>,
+    /// Last VM printableStatus seen (what `kubectl get vm` shows), when readiness was watched.
+    pub status: Option<String>,
+    /// Why the VM is in a stuck status (the condition or DataVolume message).
+    pub message: Option<String>,
     /// When the API server accepted the VM.
     pub created_at: Option<jiff::Timestamp>,
     /// When the readiness watch first saw its VMI scheduled (phase Scheduled or Running).
@@ -280,6 +284,8 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
                 "role": vm.role,
                 "created": vm.created,
                 "phase": vm.phase,
+                "status": vm.status,
+                "message": vm.message,
                 "ready": vm.ready_at.is_some(),
                 "created_at": vm.created_at.map(|t| t.to_string()),
                 "scheduled_at": vm.scheduled_at.map(|t| t.to_string()),
@@ -328,6 +334,9 @@ const LIVE_REFRESH: Duration = Duration::from_millis(250);
 pub const PROGRESS_LOG_INTERVAL: Duration = Duration::from_secs(5);
 /// How many of the slowest VMs the view names.
 const SLOWEST_SHOWN: usize = 3;
+/// How many VMs entering a stuck status get a warning line each (the rest show in the
+/// progress counts and the final error), so a fleet with a bad image does not flood stderr.
+const STUCK_WARNINGS: usize = 5;
 
 /// Run progress on stderr, for both phases (creating, then waiting for readiness). On a
 /// terminal: one live indicatif view redrawn a few times a second (log lines print above
@@ -352,6 +361,8 @@ struct ProgressState {
     pending: HashMap<String, (Instant, String)>,
     /// VMs the watch saw ready before their creation was reported (the two race).
     ready_early: std::collections::HashSet<String>,
+    /// Warnings printed so far about VMs entering a stuck status.
+    stuck_warnings: usize,
     max_starting: Option<u32>,
 }
 
@@ -407,6 +418,7 @@ impl RunProgress {
             phases: BTreeMap::new(),
             pending: HashMap::new(),
             ready_early: Default::default(),
+            stuck_warnings: 0,
             max_starting,
         }));
         let bar = live.then(|| {
@@ -551,10 +563,35 @@ impl RunProgress {
         for t in transitions {
             match t {
                 Transition::Phase { vm, from, to } => {
-                    if let Some((_, phase)) = state.pending.get_mut(vm) {
-                        phase.clone_from(to);
+                    if let (Some((_, shown)), Some(now)) =
+                        (state.pending.get_mut(vm), tracker.get(vm))
+                    {
+                        shown.clone_from(&now.shown().to_string());
                     }
                     tracing::debug!(vm_name = %vm, from = %from, phase = %to, "vm phase changed")
+                }
+                Transition::Status {
+                    vm,
+                    from,
+                    to,
+                    message,
+                } => {
+                    if let Some((_, shown)) = state.pending.get_mut(vm) {
+                        shown.clone_from(to);
+                    }
+                    let was_stuck = from.as_deref().is_some_and(is_stuck_status);
+                    if is_stuck_status(to) && !was_stuck && state.stuck_warnings < STUCK_WARNINGS {
+                        state.stuck_warnings += 1;
+                        tracing::warn!(
+                            vm_name = %vm,
+                            status = %to,
+                            message = message.as_deref().unwrap_or_default(),
+                            "VM {vm} is {to}{}",
+                            message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+                        );
+                    } else {
+                        tracing::debug!(vm_name = %vm, status = %to, "vm status changed");
+                    }
                 }
                 Transition::Ready { vm, phase } => {
                     if state.pending.remove(vm).is_none() {
@@ -610,6 +647,8 @@ mod tests {
                 role: None,
                 created: !server_dry_run,
                 phase: Some("Running".into()),
+                status: Some("Running".into()),
+                message: None,
                 created_at: Some(jiff::Timestamp::from_second(1_799_999_958).unwrap()),
                 scheduled_at: Some(jiff::Timestamp::from_second(1_799_999_970).unwrap()),
                 running_at: Some(jiff::Timestamp::from_second(1_799_999_990).unwrap()),
@@ -706,6 +745,8 @@ mod tests {
                 role: None,
                 created: true,
                 phase: Some("Running".into()),
+                status: Some("Running".into()),
+                message: None,
                 created_at: Some(at(i * 1000)),
                 scheduled_at: None,
                 running_at: None,

@@ -269,6 +269,14 @@ fn cases() -> Vec<Case> {
             get: |s| s.ready_condition.to_string(),
         },
         Case {
+            key: "fail-fast",
+            env: "VIRTWORK_FAIL_FAST",
+            values: ["30s", "off", "1m"],
+            default: "off",
+            flag: Flag::Switch("--fail-fast"),
+            get: |s| s.fail_fast.to_string(),
+        },
+        Case {
             key: "dry-run",
             env: "VIRTWORK_DRY_RUN",
             values: ["client", "server", "client"],

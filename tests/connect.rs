@@ -732,6 +732,7 @@ async fn a_watch_stream_that_goes_silent_is_abandoned_and_resumed() {
     let watch = ReadinessWatch {
         namespace: "default",
         run_id,
+        data_volumes: false,
         watch_timeout_secs: 2,
     };
     let (outcome, _) = virtwork::k8s::ready::wait_for_ready_with(

@@ -781,10 +781,153 @@ fn readiness_timeout_names_the_vms_not_ready_and_their_phases() {
         err.contains("readiness timeout after 2s: 2 of 2 VMs not running"),
         "{err}"
     );
-    assert!(err.contains("virtwork-cpu-0 (Scheduling)"), "{err}");
-    assert!(err.contains("virtwork-cpu-1 (Scheduling)"), "{err}");
+    // Each VM with its state as `kubectl get vm` shows it, and the scheduler's reason.
+    for vm in ["virtwork-cpu-0", "virtwork-cpu-1"] {
+        assert!(
+            err.contains(&format!(
+                "{vm} (ErrorUnschedulable: 0/3 nodes are available: 3 Insufficient \
+                 devices.kubevirt.io/kvm.)"
+            )),
+            "{err}"
+        );
+    }
     // The summary still offers the undo command.
     assert!(stdout(&out).contains("virtwork cleanup --namespace virtwork --run-id"));
+}
+
+/// The `error_detail` of the run's `vm_timeout` audit events, by VM.
+fn vm_timeout_details(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT error_detail FROM events WHERE event_type = 'vm_timeout' ORDER BY id")
+        .unwrap();
+    stmt.query_map([], |r| r.get::<_, Option<String>>(0))
+        .unwrap()
+        .map(|d| d.unwrap().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn an_unpullable_image_is_named_with_the_pull_error_everywhere() {
+    let server = fast_server();
+    let env = run_env(&server);
+    let image = "quay.io/example/unpullable:1";
+    let out = env.run(&[
+        "--workloads",
+        "cpu",
+        "--container-disk-image",
+        image,
+        "--output",
+        "json",
+        "--timeout",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let backoff = format!("ImagePullBackOff: Back-off pulling image \"{image}\"");
+    // As soon as it happens: a warning naming the VM, the status and the kubelet's error.
+    let err = stderr(&out);
+    assert!(
+        err.contains("VM virtwork-cpu-0 is ErrImagePull: rpc error: code = NotFound")
+            && err.contains(&format!("{image}: not found")),
+        "{err}"
+    );
+    // The timeout error.
+    assert!(
+        err.contains(&format!(
+            "1 of 1 VMs not running: virtwork-cpu-0 ({backoff})"
+        )),
+        "{err}"
+    );
+    // --output json.
+    let doc = json_output(&out);
+    let vm = &doc["vms"][0];
+    assert_eq!(vm["status"], "ImagePullBackOff", "{vm}");
+    assert_eq!(vm["phase"], "Scheduling", "{vm}");
+    assert_eq!(
+        vm["message"],
+        format!("Back-off pulling image \"{image}\""),
+        "{vm}"
+    );
+    // The audit record.
+    let details = vm_timeout_details(&env.db());
+    assert_eq!(details.len(), 1, "{details:?}");
+    assert!(
+        details[0].contains("not running after 3s") && details[0].contains(&backoff),
+        "{details:?}"
+    );
+}
+
+/// One `run` of a workload against a fresh fake server: the result and how long it took.
+fn run_timed(prepare: impl FnOnce(&FakeApiServer), args: &[&str]) -> (Output, Duration) {
+    let server = fast_server();
+    prepare(&server);
+    let env = run_env(&server);
+    let started = std::time::Instant::now();
+    let out = env.run(args);
+    (out, started.elapsed())
+}
+
+#[test]
+fn fail_fast_stops_waiting_on_a_vm_that_needs_someone_to_act() {
+    let failing_class = |server: &FakeApiServer| {
+        server.insert(serde_json::json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "failing-ssd"}, "provisioner": "fake.virtwork.test/hostpath",
+        }));
+    };
+    let cases: [(&str, Vec<&str>, &str, &str); 3] = [
+        (
+            "virtwork-cpu-0",
+            vec!["--container-disk-image", "quay.io/example/unpullable:1"],
+            "ImagePullBackOff",
+            "Back-off pulling image",
+        ),
+        (
+            "virtwork-cpu-0",
+            vec!["--container-disk-image", "quay.io/example/unschedulable:1"],
+            "ErrorUnschedulable",
+            "0/3 nodes are available",
+        ),
+        (
+            "virtwork-disk-0",
+            vec!["--storage-class", "failing-ssd"],
+            "DataVolumeError",
+            "No space left on device",
+        ),
+    ];
+    for (vm, extra, status, why) in cases {
+        let workload = if vm.contains("disk") { "disk" } else { "cpu" };
+        let mut args = vec![
+            "--workloads",
+            workload,
+            "--fail-fast=1s",
+            "--timeout",
+            "120",
+        ];
+        args.extend(&extra);
+        let (out, took) = run_timed(
+            |server| {
+                if workload == "disk" {
+                    failing_class(server)
+                }
+            },
+            &args,
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{status}: {err}");
+        assert!(took < Duration::from_secs(30), "{status}: took {took:?}");
+        let last = err.lines().last().unwrap_or_default();
+        assert!(
+            last.contains(&format!(
+                "--fail-fast: VM virtwork/{vm} has been {status} for 1s"
+            )) && last.contains(why),
+            "{status}: {last}"
+        );
+        assert!(
+            stdout(&out).contains("virtwork cleanup --namespace virtwork --run-id"),
+            "the summary still offers the undo command"
+        );
+    }
 }
 
 #[test]

@@ -28,7 +28,8 @@ use crate::k8s::client::{Cluster, connect_from_env};
 use crate::k8s::pacing::{PaceGate, Pacer};
 use crate::k8s::preflight::{PreflightNeeds, preflight};
 use crate::k8s::ready::{
-    ReadinessObserver, ReadinessTracker, Transition, WaitOutcome, WatchStats, wait_for_ready,
+    ReadinessObserver, ReadinessTracker, ReadinessWatch, Transition, VmReadiness, WaitOutcome,
+    WatchStats, wait_for_ready_with,
 };
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{DryRunMode, KindCounts, LogFormat, OutputFormat, RunId};
@@ -359,7 +360,8 @@ impl Drive<'_> {
         let mut tracker = ReadinessTracker::new(
             plan.vms.iter().map(|v| v.name.clone()),
             self.settings.ready_condition,
-        );
+        )
+        .with_fail_fast(self.settings.fail_fast.grace());
         let creating = self.create(&options, &mut on_event, &progress, &wait_cancel);
         let waiting = self.watch_readiness(
             &mut tracker,
@@ -449,10 +451,15 @@ impl Drive<'_> {
             return None;
         }
         let mut observer = PacedObserver { progress, ready };
-        let (outcome, stats) = wait_for_ready(
-            self.cluster.client.clone(),
+        let run_id = self.plan.run_id.to_string();
+        let watch = ReadinessWatch::new(
             &self.plan.namespace,
-            &self.plan.run_id.to_string(),
+            &run_id,
+            self.plan.data_volume_count() > 0,
+        );
+        let (outcome, stats) = wait_for_ready_with(
+            self.cluster.client.clone(),
+            &watch,
             tracker,
             self.deadline.saturating_duration_since(Instant::now()),
             cancel,
@@ -490,6 +497,8 @@ impl Drive<'_> {
         for state in tracker.vms() {
             if let Some(vm) = index.get(state.name.as_str()).map(|&i| &mut summary.vms[i]) {
                 vm.phase = Some(state.phase.clone());
+                vm.status.clone_from(&state.status);
+                vm.message.clone_from(&state.message);
                 vm.scheduled_at = state.scheduled_at;
                 vm.running_at = state.running_at;
                 vm.ready_at = state.ready_at;
@@ -507,18 +516,31 @@ impl Drive<'_> {
                 }
                 None => {
                     execution.update_vm_failed(&state.name, Some(&state.phase));
-                    let why = state.failure.clone().unwrap_or_else(|| match outcome {
-                        WaitOutcome::TimedOut => format!(
-                            "not {} after {}s (last phase {})",
-                            self.settings.ready_condition.unmet_phrase(),
-                            self.settings.timeout,
-                            state.phase
-                        ),
-                        _ => format!("not ready (last phase {})", state.phase),
-                    });
+                    let why = state
+                        .failure
+                        .clone()
+                        .unwrap_or_else(|| self.why_not_ready(state, outcome));
                     execution.record_event(&Event::vm_timeout(&state.name, &why));
                 }
             }
+        }
+    }
+
+    /// Why a VM that neither became ready nor failed is not ready, for its audit event.
+    fn why_not_ready(&self, state: &VmReadiness, outcome: &WaitOutcome) -> String {
+        let unmet = self.settings.ready_condition.unmet_phrase();
+        match outcome {
+            WaitOutcome::TimedOut => format!(
+                "not {unmet} after {}s ({})",
+                self.settings.timeout,
+                state.describe()
+            ),
+            WaitOutcome::Stuck { vm, grace, .. } if *vm == state.name => format!(
+                "{} for {}, --fail-fast gave up",
+                state.describe(),
+                report::human_duration(*grace)
+            ),
+            _ => format!("not {unmet} when the wait ended ({})", state.describe()),
         }
     }
 
@@ -536,23 +558,38 @@ impl Drive<'_> {
                 self.plan.namespace
             ))),
             WaitOutcome::WatchFailed(message) => Err(Error::runtime(message)),
-            WaitOutcome::TimedOut => {
-                let pending: Vec<String> = tracker
-                    .not_ready()
-                    .iter()
-                    .map(|v| format!("{} ({})", v.name, v.phase))
-                    .collect();
-                Err(Error::runtime(format!(
-                    "readiness timeout after {}s: {} of {} VMs not {}: {}",
-                    settings.timeout,
-                    pending.len(),
-                    tracker.total(),
-                    settings.ready_condition.unmet_phrase(),
-                    pending.join(", ")
-                )))
-            }
+            WaitOutcome::Stuck {
+                vm, status, grace, ..
+            } => Err(Error::runtime(format!(
+                "--fail-fast: VM {}/{vm} has been {status} for {}, a state that needs someone \
+                 to act; {}",
+                self.plan.namespace,
+                report::human_duration(grace),
+                not_ready_list(tracker, settings)
+            ))),
+            WaitOutcome::TimedOut => Err(Error::runtime(format!(
+                "readiness timeout after {}s: {}",
+                settings.timeout,
+                not_ready_list(tracker, settings)
+            ))),
         }
     }
+}
+
+/// `2 of 3 VMs not running: a (ErrImagePull: <why>), b (Starting)`.
+fn not_ready_list(tracker: &ReadinessTracker, settings: &RunSettings) -> String {
+    let pending: Vec<String> = tracker
+        .not_ready()
+        .iter()
+        .map(|v| format!("{} ({})", v.name, v.describe()))
+        .collect();
+    format!(
+        "{} of {} VMs not {}: {}",
+        pending.len(),
+        tracker.total(),
+        settings.ready_condition.unmet_phrase(),
+        pending.join(", ")
+    )
 }
 
 /// The refusal of `--dry-run=server` into a namespace that does not exist: the server
@@ -602,6 +639,8 @@ fn empty_summary(settings: &RunSettings, plan: &Plan, server_dry_run: bool) -> R
                 role: vm.role.clone(),
                 created: false,
                 phase: None,
+                status: None,
+                message: None,
                 created_at: None,
                 scheduled_at: None,
                 running_at: None,

@@ -30,6 +30,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("wait-for-ready", "true"),
     ("timeout", "600"),
     ("ready-condition", "running"),
+    ("fail-fast", "off"),
     ("dry-run", "false"),
     ("ssh-user", "virtwork"),
     ("vm-concurrency", "10"),

@@ -67,6 +67,7 @@ pub fn run(args: &RunArgs) -> Result<Partial> {
         from_catalog: given(&args.from_catalog, "--from-catalog"),
         max_starting: given(&args.max_starting, "--max-starting"),
         ramp: given(&args.ramp, "--ramp"),
+        fail_fast: given(&args.fail_fast, "--fail-fast"),
         ..Partial::default()
     })
 }

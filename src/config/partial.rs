@@ -108,6 +108,8 @@ configuration_keys! {
     ramp: crate::model::Ramp = "ramp", env ["VIRTWORK_RAMP"];
     /// What a node drain does to each VM; `auto` decides per VM.
     eviction_strategy: EvictionStrategy = "eviction-strategy", env ["VIRTWORK_EVICTION_STRATEGY"];
+    /// How long a VM may stay ErrImagePull, ErrorUnschedulable, ... before `run` gives up.
+    fail_fast: crate::model::FailFast = "fail-fast", env ["VIRTWORK_FAIL_FAST"];
 }
 
 /// Every `VIRTWORK_*` environment variable the configuration reads (canonical names, then

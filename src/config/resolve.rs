@@ -27,7 +27,7 @@ use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
 use crate::model::Window;
 use crate::model::{
-    DnsLabel, MIN_DISK_SIZE, MIN_VM_MEMORY, ReadyCondition, Secret, SshAccess, TimeoutSecs,
+    DnsLabel, MIN_DISK_SIZE, MIN_VM_MEMORY, ReadyCondition, SshAccess, TimeoutSecs,
 };
 use crate::plan::{PlanInput, WorkloadOverride};
 use crate::workloads::{BUILTIN_NAMES, check_builtin_names};
@@ -216,6 +216,7 @@ impl RunSettings {
             wait_for_ready,
             timeout: timeout.value,
             ready_condition,
+            fail_fast: required(&p.fail_fast, "fail-fast")?.value,
             vm_concurrency: required(&p.vm_concurrency, "vm-concurrency")?.value.get() as usize,
             pacing: pacing(p, wait_for_ready)?,
         })

@@ -66,6 +66,8 @@ pub struct RunSettings {
     /// Bounds the whole run; at least 1 when waiting.
     pub timeout: TimeoutSecs,
     pub ready_condition: ReadyCondition,
+    /// `--fail-fast`: give up on the wait once a VM stayed stuck this long.
+    pub fail_fast: crate::model::FailFast,
     pub vm_concurrency: usize,
     /// `--max-starting`, `--ramp`.
     pub pacing: crate::model::Pacing,

@@ -142,6 +142,8 @@ read_by_from_str!(crate::model::MaxStarting, crate::model::Ramp);
 
 // Node drains (`--eviction-strategy`).
 read_by_from_str!(crate::model::EvictionStrategy);
+// Giving up on stuck VMs (`--fail-fast`).
+read_by_from_str!(crate::model::FailFast);
 
 /// Catalog entry names, also listed with blanks.
 impl KeyValue for DnsLabel {

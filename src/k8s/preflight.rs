@@ -416,6 +416,12 @@ fn access_reviews(needs: &PreflightNeeds, namespace_exists: bool) -> Vec<Access<
     if needs.wait_for_ready {
         reviews.push(("kubevirt.io", "virtualmachineinstances", "list", ns));
         reviews.push(("kubevirt.io", "virtualmachineinstances", "watch", ns));
+        // The VMs' and DataVolumes' statuses say why a VM does not start.
+        reviews.push(("kubevirt.io", "virtualmachines", "watch", ns));
+        if needs.data_disks {
+            reviews.push(("cdi.kubevirt.io", "datavolumes", "list", ns));
+            reviews.push(("cdi.kubevirt.io", "datavolumes", "watch", ns));
+        }
     }
     reviews
 }

@@ -1,33 +1,62 @@
-//! Watch-based readiness: one label-selected watch over a run's VirtualMachineInstances
-//! decides when every VM is ready, which failed, and which were still pending at the timeout.
+//! Watch-based readiness: label-selected watches over a run's VirtualMachineInstances,
+//! VirtualMachines and DataVolumes decide when every VM is ready, which failed, which sit in a
+//! state that needs someone to act (and for how long), and which were still pending at the
+//! timeout.
 //!
-//! The decision logic is the sans-IO [`ReadinessTracker`]: it is fed VMI snapshots and says
-//! what changed ([`Transition`]). [`wait_for_ready`] is the thin async shell: one
-//! `kube::runtime::watcher` stream selected by `virtwork/run-id=<id>` (LIST once, then WATCH;
-//! the watcher resumes from the last resourceVersion when the server drops the stream and
-//! relists on 410 Gone), transient stream errors retried with jittered backoff, permanent
-//! ones (401/403) ending the wait with the server's message. Each watch request asks the
-//! server to end it after [`WATCH_TIMEOUT_SECS`], and a stream silent for longer is dropped
-//! and resumed, so a dead connection cannot hold the wait until the deadline. The API cost is therefore a
-//! handful of requests per run, independent of the number of VMs, and a VMI that reaches
-//! the wanted state is noticed as soon as its watch event arrives (no poll interval).
+//! The decision logic is the sans-IO [`ReadinessTracker`]: it is fed VMI, VM and DataVolume
+//! snapshots and says what changed ([`Transition`]). A VMI's phase and conditions decide
+//! readiness; the VM's `printableStatus` (what `kubectl get vm` shows: `ErrImagePull`,
+//! `ErrorUnschedulable`, `DataVolumeError`, ...) with the condition message that explains it
+//! (or the failing DataVolume's) is what the user is shown; [`ReadinessTracker::with_fail_fast`]
+//! ends the wait once a VM stayed in such a state longer than a grace period.
+//! [`wait_for_ready_with`] is the thin async shell: one `kube::runtime::watcher` stream per kind
+//! selected by `virtwork/run-id=<id>` (LIST once, then WATCH; the watcher resumes from the
+//! last resourceVersion when the server drops the stream and relists on 410 Gone), transient
+//! stream errors retried with jittered backoff, permanent ones (401/403) ending the wait with
+//! the server's message. Each watch request asks the server to end it after
+//! [`WATCH_TIMEOUT_SECS`], and a stream silent for longer is dropped and resumed, so a dead
+//! connection cannot hold the wait until the deadline. The API cost is therefore a handful of
+//! requests per run, independent of the number of VMs, and a change is noticed as soon as its
+//! watch event arrives (no poll interval).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::pin::Pin;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use kube::api::Api;
 use kube::runtime::watcher;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::k8s::retry::{Backoff, Failure, classify};
-use crate::kubevirt::VirtualMachineInstance;
+use crate::kubevirt::{
+    Condition, DataVolume, VirtualMachine, VirtualMachineInstance, VirtualMachineStatus,
+};
 use crate::labels;
 use crate::model::ReadyCondition;
 
 /// Phase shown for a VM whose VMI does not exist (yet).
 pub const NO_VMI_PHASE: &str = "NoVMI";
+
+/// KubeVirt's `printableStatus` values for a VM that cannot start until something changes:
+/// an image that cannot be pulled, no node that fits, a DataVolume or PVC in error, a launcher
+/// that keeps crashing. They can clear (a registry comes back, a node is added), which is why
+/// `--fail-fast` waits a grace period before giving up.
+pub const STUCK_STATUSES: [&str; 7] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrorUnschedulable",
+    "DataVolumeError",
+    "ErrorPvcNotFound",
+    "ErrorDataVolumeNotFound",
+    "CrashLoopBackOff",
+];
+
+/// Whether `status` (a VM's printableStatus) is one of [`STUCK_STATUSES`].
+pub fn is_stuck_status(status: &str) -> bool {
+    STUCK_STATUSES.contains(&status)
+}
 
 /// What we know about one VM's readiness.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +64,13 @@ pub struct VmReadiness {
     pub name: String,
     /// Last observed VMI phase, or [`NO_VMI_PHASE`].
     pub phase: String,
+    /// The VM's last `printableStatus` (None until the VM watch saw it).
+    pub status: Option<String>,
+    /// Why the VM is in a stuck status: the condition message KubeVirt gives (or the failing
+    /// DataVolume's); None in other statuses.
+    pub message: Option<String>,
+    /// Since when the VM has been in a stuck status (one of [`STUCK_STATUSES`]) without a break.
+    pub stuck_since: Option<jiff::Timestamp>,
     /// When its VMI was first seen scheduled to a node (phase Scheduled, or already Running).
     pub scheduled_at: Option<jiff::Timestamp>,
     /// When its VMI was first seen Running.
@@ -43,15 +79,43 @@ pub struct VmReadiness {
     pub ready_at: Option<jiff::Timestamp>,
     /// Why the VM failed (VMI phase Failed), if it did.
     pub failure: Option<String>,
+    /// The message of the VM's own conditions, and of its failing DataVolume.
+    vm_message: Option<String>,
+    dv_problem: Option<String>,
 }
 
 impl VmReadiness {
     pub fn is_ready(&self) -> bool {
         self.ready_at.is_some()
     }
+
+    /// The state shown to the user: the VM's printableStatus, else its VMI's phase.
+    pub fn shown(&self) -> &str {
+        self.status.as_deref().unwrap_or(&self.phase)
+    }
+
+    /// `ErrImagePull: <message>`, or just the shown state when there is no message.
+    pub fn describe(&self) -> String {
+        match &self.message {
+            Some(message) => format!("{}: {message}", self.shown()),
+            None => self.shown().to_string(),
+        }
+    }
+
+    /// Recomputes the message from the VM's and the DataVolume's; true when it changed.
+    fn refresh_message(&mut self) -> bool {
+        let message = match self.status.as_deref() {
+            Some("DataVolumeError") => self.dv_problem.clone().or(self.vm_message.clone()),
+            Some(status) if is_stuck_status(status) => self.vm_message.clone(),
+            _ => None,
+        };
+        let changed = message != self.message;
+        self.message = message;
+        changed
+    }
 }
 
-/// A change worth reporting, produced by [`ReadinessTracker::observe`].
+/// A change worth reporting, produced by [`ReadinessTracker::observe`] and its siblings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transition {
     /// The VMI's phase changed.
@@ -59,6 +123,13 @@ pub enum Transition {
         vm: String,
         from: String,
         to: String,
+    },
+    /// The VM's printableStatus (or the message explaining it) changed.
+    Status {
+        vm: String,
+        from: Option<String>,
+        to: String,
+        message: Option<String>,
     },
     /// The VM met the ready condition.
     Ready { vm: String, phase: String },
@@ -74,8 +145,13 @@ pub struct ReadinessTracker {
     // Kept up to date on every change, so each watch event costs O(log n) however large
     // the fleet (these are read after every event).
     ready: usize,
-    phases: BTreeMap<String, usize>,
+    /// VMs per shown state.
+    shown: BTreeMap<String, usize>,
     failures: usize,
+    /// `--fail-fast`: how long a VM may stay in a stuck status.
+    fail_fast: Option<Duration>,
+    /// Stuck VMs by the time they got stuck.
+    stuck: BTreeSet<(jiff::Timestamp, String)>,
 }
 
 impl ReadinessTracker {
@@ -92,15 +168,20 @@ impl ReadinessTracker {
                 let state = VmReadiness {
                     name: name.clone(),
                     phase: NO_VMI_PHASE.to_string(),
+                    status: None,
+                    message: None,
+                    stuck_since: None,
                     scheduled_at: None,
                     running_at: None,
                     ready_at: None,
                     failure: None,
+                    vm_message: None,
+                    dv_problem: None,
                 };
                 (name, state)
             })
             .collect::<BTreeMap<_, _>>();
-        let phases = if vms.is_empty() {
+        let shown = if vms.is_empty() {
             BTreeMap::new()
         } else {
             BTreeMap::from([(NO_VMI_PHASE.to_string(), vms.len())])
@@ -109,19 +190,57 @@ impl ReadinessTracker {
             condition,
             vms,
             ready: 0,
-            phases,
+            shown,
             failures: 0,
+            fail_fast: None,
+            stuck: BTreeSet::new(),
         }
     }
 
-    fn count_phase_change(phases: &mut BTreeMap<String, usize>, from: &str, to: &str) {
-        if let Some(n) = phases.get_mut(from) {
+    /// Gives up on the wait once a VM has been in a stuck status for `grace` (None: never).
+    pub fn with_fail_fast(mut self, grace: Option<Duration>) -> Self {
+        self.fail_fast = grace;
+        self
+    }
+
+    fn count_change(counts: &mut BTreeMap<String, usize>, from: &str, to: &str) {
+        if from == to {
+            return;
+        }
+        if let Some(n) = counts.get_mut(from) {
             *n -= 1;
             if *n == 0 {
-                phases.remove(from);
+                counts.remove(from);
             }
         }
-        *phases.entry(to.to_string()).or_insert(0) += 1;
+        *counts.entry(to.to_string()).or_insert(0) += 1;
+    }
+
+    /// Applies `change` to VM `name` (if tracked), keeping the counts and the stuck set in
+    /// step; `now` dates a VM that just got stuck.
+    fn update<T>(
+        &mut self,
+        name: &str,
+        now: jiff::Timestamp,
+        change: impl FnOnce(&mut VmReadiness) -> T,
+    ) -> Option<T> {
+        let state = self.vms.get_mut(name)?;
+        let shown_before = state.shown().to_string();
+        let out = change(state);
+        Self::count_change(&mut self.shown, &shown_before, state.shown());
+        let stuck = !state.is_ready() && state.status.as_deref().is_some_and(is_stuck_status);
+        match (stuck, state.stuck_since) {
+            (true, None) => {
+                state.stuck_since = Some(now);
+                self.stuck.insert((now, name.to_string()));
+            }
+            (false, Some(since)) => {
+                state.stuck_since = None;
+                self.stuck.remove(&(since, name.to_string()));
+            }
+            _ => {}
+        }
+        Some(out)
     }
 
     /// Whether `vmi` satisfies `condition`.
@@ -155,24 +274,41 @@ impl ReadinessTracker {
         vmi: &VirtualMachineInstance,
         now: jiff::Timestamp,
     ) -> Vec<Transition> {
-        let mut changes = Vec::new();
         let Some(name) = vmi.metadata.name.as_deref() else {
-            return changes;
+            return Vec::new();
         };
         let condition = self.condition;
-        let Some(state) = self.vms.get_mut(name) else {
-            return changes;
-        };
         let phase = vmi
             .status
             .as_ref()
             .and_then(|s| s.phase.clone())
             .filter(|p| !p.is_empty())
             .unwrap_or_else(|| "Pending".to_string());
+        let meets = Self::meets(condition, vmi);
+        let (changes, became_ready, failed) = self
+            .update(name, now, |state| {
+                Self::apply_vmi(state, vmi, phase, meets, now)
+            })
+            .unwrap_or_default();
+        self.ready += usize::from(became_ready);
+        self.failures += usize::from(failed);
+        changes
+    }
+
+    /// A VMI snapshot into one VM's state: the transitions, whether it became ready, whether
+    /// it failed.
+    fn apply_vmi(
+        state: &mut VmReadiness,
+        vmi: &VirtualMachineInstance,
+        phase: String,
+        meets: bool,
+        now: jiff::Timestamp,
+    ) -> (Vec<Transition>, bool, bool) {
+        let mut changes = Vec::new();
+        let name = state.name.clone();
         if phase != state.phase {
-            Self::count_phase_change(&mut self.phases, &state.phase, &phase);
             changes.push(Transition::Phase {
-                vm: name.to_string(),
+                vm: name.clone(),
                 from: std::mem::replace(&mut state.phase, phase.clone()),
                 to: phase.clone(),
             });
@@ -184,15 +320,16 @@ impl ReadinessTracker {
         if phase == "Running" && state.running_at.is_none() {
             state.running_at = Some(now);
         }
-        if state.ready_at.is_none() && Self::meets(condition, vmi) {
+        let became_ready = state.ready_at.is_none() && meets;
+        if became_ready {
             state.ready_at = Some(now);
-            self.ready += 1;
             changes.push(Transition::Ready {
-                vm: name.to_string(),
+                vm: name.clone(),
                 phase: phase.clone(),
             });
         }
-        if phase == "Failed" && state.failure.is_none() && state.ready_at.is_none() {
+        let failed = phase == "Failed" && state.failure.is_none() && state.ready_at.is_none();
+        if failed {
             let reason = vmi
                 .status
                 .as_ref()
@@ -204,28 +341,81 @@ impl ReadinessTracker {
                 })
                 .unwrap_or_else(|| "the VMI reached phase Failed".to_string());
             state.failure = Some(reason.clone());
-            self.failures += 1;
-            changes.push(Transition::Failed {
-                vm: name.to_string(),
-                reason,
-            });
+            changes.push(Transition::Failed { vm: name, reason });
         }
-        changes
+        (changes, became_ready, failed)
+    }
+
+    /// Feeds one VirtualMachine snapshot: its printableStatus and the condition message
+    /// explaining a stuck one. VMs we do not track are ignored.
+    pub fn observe_vm(&mut self, vm: &VirtualMachine, now: jiff::Timestamp) -> Vec<Transition> {
+        let Some(name) = vm.metadata.name.as_deref() else {
+            return Vec::new();
+        };
+        let status = vm
+            .status
+            .as_ref()
+            .and_then(|s| s.printable_status.clone())
+            .filter(|s| !s.is_empty());
+        let message = vm.status.as_ref().and_then(condition_message);
+        self.update(name, now, |state| {
+            let before = (state.status.clone(), state.message.clone());
+            state.vm_message = message;
+            state.status = status.or(state.status.take());
+            state.refresh_message();
+            status_transition(state, before)
+        })
+        .flatten()
+        .into_iter()
+        .collect()
+    }
+
+    /// Feeds one DataVolume snapshot: a failing one explains its VM's `DataVolumeError`.
+    /// DataVolumes not owned by a tracked VM are ignored.
+    pub fn observe_dv(&mut self, dv: &DataVolume, now: jiff::Timestamp) -> Vec<Transition> {
+        let problem = data_volume_problem(dv);
+        self.dv_changed(dv, problem, now)
+    }
+
+    /// A DataVolume disappeared: it no longer explains anything.
+    pub fn observe_dv_deleted(&mut self, dv: &DataVolume, now: jiff::Timestamp) -> Vec<Transition> {
+        self.dv_changed(dv, None, now)
+    }
+
+    fn dv_changed(
+        &mut self,
+        dv: &DataVolume,
+        problem: Option<String>,
+        now: jiff::Timestamp,
+    ) -> Vec<Transition> {
+        let Some(owner) = owning_vm(dv) else {
+            return Vec::new();
+        };
+        self.update(&owner, now, |state| {
+            let before = (state.status.clone(), state.message.clone());
+            state.dv_problem = problem;
+            state.refresh_message();
+            status_transition(state, before)
+        })
+        .flatten()
+        .into_iter()
+        .collect()
     }
 
     /// Records that a VMI disappeared (e.g. being restarted by its VM).
     pub fn observe_deleted(&mut self, name: &str) -> Vec<Transition> {
-        match self.vms.get_mut(name) {
-            Some(state) if state.phase != NO_VMI_PHASE => {
-                Self::count_phase_change(&mut self.phases, &state.phase, NO_VMI_PHASE);
-                vec![Transition::Phase {
-                    vm: name.to_string(),
-                    from: std::mem::replace(&mut state.phase, NO_VMI_PHASE.to_string()),
-                    to: NO_VMI_PHASE.to_string(),
-                }]
+        let now = jiff::Timestamp::now();
+        self.update(name, now, |state| {
+            if state.phase == NO_VMI_PHASE {
+                return Vec::new();
             }
-            _ => Vec::new(),
-        }
+            vec![Transition::Phase {
+                vm: name.to_string(),
+                from: std::mem::replace(&mut state.phase, NO_VMI_PHASE.to_string()),
+                to: NO_VMI_PHASE.to_string(),
+            }]
+        })
+        .unwrap_or_default()
     }
 
     /// Every tracked VM is ready.
@@ -241,6 +431,31 @@ impl ReadinessTracker {
         self.vms.values().find(|v| v.failure.is_some())
     }
 
+    /// With `--fail-fast`: when the VM stuck longest reaches its grace period.
+    pub fn fail_fast_due(&self) -> Option<jiff::Timestamp> {
+        let grace = self.fail_fast?;
+        let (since, _) = self.stuck.first()?;
+        since
+            .checked_add(jiff::SignedDuration::try_from(grace).ok()?)
+            .ok()
+    }
+
+    /// With `--fail-fast`: the VM stuck longest, once it has been stuck for the grace period
+    /// at `now`.
+    pub fn stuck_too_long(&self, now: jiff::Timestamp) -> Option<&VmReadiness> {
+        let due = self.fail_fast_due()?;
+        if now < due {
+            return None;
+        }
+        let (_, name) = self.stuck.first()?;
+        self.vms.get(name)
+    }
+
+    /// VMs in a stuck status now.
+    pub fn stuck_count(&self) -> usize {
+        self.stuck.len()
+    }
+
     /// Number of VMs ready.
     pub fn ready_count(&self) -> usize {
         self.ready
@@ -251,9 +466,14 @@ impl ReadinessTracker {
         self.vms.len()
     }
 
-    /// VMs per last phase, sorted by phase name.
+    /// VMs per shown state (printableStatus, else VMI phase), sorted by state name.
     pub fn phase_counts(&self) -> BTreeMap<String, usize> {
-        self.phases.clone()
+        self.shown.clone()
+    }
+
+    /// One VM's state.
+    pub fn get(&self, name: &str) -> Option<&VmReadiness> {
+        self.vms.get(name)
     }
 
     /// VMs not ready, sorted by name.
@@ -265,6 +485,75 @@ impl ReadinessTracker {
     pub fn vms(&self) -> impl Iterator<Item = &VmReadiness> {
         self.vms.values()
     }
+}
+
+/// The `Status` transition when the status or its message changed since `before`.
+fn status_transition(
+    state: &VmReadiness,
+    before: (Option<String>, Option<String>),
+) -> Option<Transition> {
+    let to = state.status.clone()?;
+    (before != (state.status.clone(), state.message.clone())).then(|| Transition::Status {
+        vm: state.name.clone(),
+        from: before.0,
+        to,
+        message: state.message.clone(),
+    })
+}
+
+/// The message of the condition that explains a stuck printableStatus, as KubeVirt sets
+/// them: the launcher pod's image pull error on `Synchronized`, the scheduler's on
+/// `PodScheduled`, a start failure on `Failure`, a crash on `Ready`.
+pub fn condition_message(status: &VirtualMachineStatus) -> Option<String> {
+    let printable = status.printable_status.as_deref()?;
+    let explaining: &[&str] = match printable {
+        "ErrImagePull" | "ImagePullBackOff" | "ErrorPvcNotFound" => &["Synchronized", "Failure"],
+        "ErrorUnschedulable" => &["PodScheduled", "Failure"],
+        "CrashLoopBackOff" => &["Failure", "Ready"],
+        "DataVolumeError" | "ErrorDataVolumeNotFound" => &["Failure", "DataVolumesReady"],
+        _ => return None,
+    };
+    let text = |c: &Condition| c.message.clone().filter(|m| !m.trim().is_empty());
+    explaining.iter().find_map(|wanted| {
+        status
+            .conditions
+            .iter()
+            .filter(|c| c.type_ == *wanted && (c.type_ == "Failure") == c.is_true())
+            .find_map(text)
+    })
+}
+
+/// What is wrong with a DataVolume, as KubeVirt judges it for `DataVolumeError`: phase Failed,
+/// or its importer stopped (`Running=False`, reason `Error` or `ImagePullFailed`).
+pub fn data_volume_problem(dv: &DataVolume) -> Option<String> {
+    let name = dv.metadata.name.as_deref().unwrap_or_default();
+    let status = dv.status.as_ref()?;
+    let running = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Running" && !c.is_true());
+    let stopped = running.filter(|c| {
+        matches!(c.reason.as_deref(), Some("Error" | "ImagePullFailed")) && c.status == "False"
+    });
+    let detail = running.and_then(|c| c.message.clone()).unwrap_or_default();
+    if status.phase.as_deref() == Some("Failed") {
+        return Some(if detail.is_empty() {
+            format!("DataVolume {name} is in phase Failed")
+        } else {
+            format!("DataVolume {name} is in phase Failed: {detail}")
+        });
+    }
+    stopped.map(|_| format!("DataVolume {name}: {detail}"))
+}
+
+/// The VM owning a DataVolume (its dataVolumeTemplates made it).
+fn owning_vm(dv: &DataVolume) -> Option<String> {
+    dv.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.kind == "VirtualMachine")
+        .map(|r| r.name.clone())
 }
 
 /// How a readiness wait ended.
@@ -282,6 +571,14 @@ pub enum WaitOutcome {
     Cancelled,
     /// The watch failed permanently (e.g. 403 on watch); the message is the server's.
     WatchFailed(String),
+    /// `--fail-fast`: a VM stayed in a stuck status (the one stuck longest) for the grace
+    /// period.
+    Stuck {
+        vm: String,
+        status: String,
+        message: Option<String>,
+        grace: Duration,
+    },
 }
 
 /// Receives readiness progress; report.rs renders it (live view on a TTY, log lines otherwise).
@@ -303,36 +600,138 @@ pub struct WatchStats {
 /// is noticed within about a minute instead of kube's default of almost five.
 pub const WATCH_TIMEOUT_SECS: u32 = 60;
 
-/// Waits until every VM in `tracker` meets its condition, one fails, `timeout` passes or
-/// `cancel` fires. Watches VMIs in `namespace` labelled `virtwork/run-id=<run_id>`, each
-/// watch request lasting [`WATCH_TIMEOUT_SECS`].
-pub async fn wait_for_ready(
-    client: kube::Client,
-    namespace: &str,
-    run_id: &str,
-    tracker: &mut ReadinessTracker,
-    timeout: Duration,
-    cancel: &CancellationToken,
-    observer: &mut dyn ReadinessObserver,
-) -> (WaitOutcome, WatchStats) {
-    let watch = ReadinessWatch {
-        namespace,
-        run_id,
-        watch_timeout_secs: WATCH_TIMEOUT_SECS,
-    };
-    wait_for_ready_with(client, &watch, tracker, timeout, cancel, observer).await
-}
-
-/// Which VMIs [`wait_for_ready_with`] watches, and the `timeoutSeconds` of each watch request.
+/// Which objects [`wait_for_ready_with`] watches (the run's, in one namespace), and the `timeoutSeconds` of each watch request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadinessWatch<'a> {
     pub namespace: &'a str,
     pub run_id: &'a str,
+    /// Whether the run has DataVolumes to watch (without data disks CDI may be absent).
+    pub data_volumes: bool,
     pub watch_timeout_secs: u32,
 }
 
-/// [`wait_for_ready`] with the watch spelled out (tests shorten the watch timeout to see a
-/// silent stream abandoned and resumed).
+impl<'a> ReadinessWatch<'a> {
+    /// The run's objects in `namespace`, each watch request lasting [`WATCH_TIMEOUT_SECS`].
+    pub fn new(namespace: &'a str, run_id: &'a str, data_volumes: bool) -> Self {
+        ReadinessWatch {
+            namespace,
+            run_id,
+            data_volumes,
+            watch_timeout_secs: WATCH_TIMEOUT_SECS,
+        }
+    }
+}
+
+/// What one of the three watches saw.
+enum Seen {
+    Vmi(Box<watcher::Event<VirtualMachineInstance>>),
+    Vm(Box<watcher::Event<VirtualMachine>>),
+    Dv(Box<watcher::Event<DataVolume>>),
+}
+
+/// A watch error with the kind whose watch failed.
+type SeenResult = Result<Seen, (&'static str, watcher::Error)>;
+
+/// One label-selected watch per kind, merged into one stream.
+fn watch_streams(
+    client: kube::Client,
+    watch: &ReadinessWatch<'_>,
+) -> futures::stream::SelectAll<Pin<Box<dyn Stream<Item = SeenResult> + Send>>> {
+    let selector = format!("{}={}", labels::RUN_ID, watch.run_id);
+    let config = watcher::Config::default()
+        .labels(&selector)
+        .timeout(watch.watch_timeout_secs);
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), watch.namespace);
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), watch.namespace);
+    let dvs: Api<DataVolume> = Api::namespaced(client, watch.namespace);
+    let mut streams: Vec<Pin<Box<dyn Stream<Item = SeenResult> + Send>>> = vec![
+        Box::pin(watcher::watcher(vmis, config.clone()).map(|r| {
+            r.map(|e| Seen::Vmi(Box::new(e)))
+                .map_err(|e| ("VirtualMachineInstances", e))
+        })),
+        Box::pin(watcher::watcher(vms, config.clone()).map(|r| {
+            r.map(|e| Seen::Vm(Box::new(e)))
+                .map_err(|e| ("VirtualMachines", e))
+        })),
+    ];
+    if watch.data_volumes {
+        streams.push(Box::pin(watcher::watcher(dvs, config).map(|r| {
+            r.map(|e| Seen::Dv(Box::new(e)))
+                .map_err(|e| ("DataVolumes", e))
+        })));
+    }
+    futures::stream::select_all(streams)
+}
+
+/// One watch event into the tracker.
+fn feed(tracker: &mut ReadinessTracker, seen: Seen) -> Vec<Transition> {
+    let now = jiff::Timestamp::now();
+    match seen {
+        Seen::Vmi(event) => feed_vmi(tracker, *event, now),
+        Seen::Vm(event) => match *event {
+            watcher::Event::Apply(vm) | watcher::Event::InitApply(vm) => {
+                tracker.observe_vm(&vm, now)
+            }
+            _ => Vec::new(),
+        },
+        Seen::Dv(event) => match *event {
+            watcher::Event::Apply(dv) | watcher::Event::InitApply(dv) => {
+                tracker.observe_dv(&dv, now)
+            }
+            watcher::Event::Delete(dv) => tracker.observe_dv_deleted(&dv, now),
+            _ => Vec::new(),
+        },
+    }
+}
+
+fn feed_vmi(
+    tracker: &mut ReadinessTracker,
+    event: watcher::Event<VirtualMachineInstance>,
+    now: jiff::Timestamp,
+) -> Vec<Transition> {
+    match event {
+        watcher::Event::Apply(vmi) | watcher::Event::InitApply(vmi) => tracker.observe(&vmi, now),
+        watcher::Event::Delete(vmi) => {
+            tracker.observe_deleted(vmi.metadata.name.as_deref().unwrap_or_default())
+        }
+        watcher::Event::Init | watcher::Event::InitDone => Vec::new(),
+    }
+}
+
+/// How the wait ends after the tracker changed, if it does.
+fn decided(tracker: &ReadinessTracker) -> Option<WaitOutcome> {
+    if let Some(failed) = tracker.first_failure() {
+        return Some(WaitOutcome::Failed {
+            vm: failed.name.clone(),
+            reason: failed.failure.clone().unwrap_or_default(),
+        });
+    }
+    if let Some(stuck) = tracker.stuck_too_long(jiff::Timestamp::now()) {
+        return Some(WaitOutcome::Stuck {
+            vm: stuck.name.clone(),
+            status: stuck.shown().to_string(),
+            message: stuck.message.clone(),
+            grace: tracker.fail_fast.unwrap_or_default(),
+        });
+    }
+    tracker.all_ready().then_some(WaitOutcome::AllReady)
+}
+
+/// When `--fail-fast` must look again (the stuck VM's grace ends), as a tokio instant.
+fn fail_fast_check(tracker: &ReadinessTracker, deadline: Instant) -> Instant {
+    let Some(due) = tracker.fail_fast_due() else {
+        return deadline;
+    };
+    let left = jiff::Timestamp::now().duration_until(due);
+    let left = Duration::try_from(left).unwrap_or(Duration::ZERO);
+    (Instant::now() + left).min(deadline)
+}
+
+/// Waits until every VM in `tracker` meets its condition, one fails, one stays stuck past
+/// the tracker's `--fail-fast` grace, `timeout` passes or `cancel` fires, watching the VMIs,
+/// VMs and (with `watch.data_volumes`) DataVolumes labelled `virtwork/run-id=<run_id>` in
+/// `watch.namespace` (tests shorten the watch timeout to see a silent stream abandoned and
+/// resumed).
 pub async fn wait_for_ready_with(
     client: kube::Client,
     watch: &ReadinessWatch<'_>,
@@ -345,46 +744,32 @@ pub async fn wait_for_ready_with(
     if tracker.all_ready() {
         return (WaitOutcome::AllReady, stats);
     }
-    let api: Api<VirtualMachineInstance> = Api::namespaced(client, watch.namespace);
-    let selector = format!("{}={}", labels::RUN_ID, watch.run_id);
-    let config = watcher::Config::default()
-        .labels(&selector)
-        .timeout(watch.watch_timeout_secs);
-    let stream = watcher::watcher(api, config);
-    let mut stream = std::pin::pin!(stream);
+    let mut stream = watch_streams(client, watch);
     let deadline = Instant::now() + timeout;
     let backoff = Backoff::default();
     let mut consecutive_errors: u32 = 0;
     loop {
+        let check = fail_fast_check(tracker, deadline);
         let item = tokio::select! {
             biased;
             () = cancel.cancelled() => return (WaitOutcome::Cancelled, stats),
             () = tokio::time::sleep_until(deadline) => return (WaitOutcome::TimedOut, stats),
+            () = tokio::time::sleep_until(check), if check < deadline => None,
             item = stream.next() => item,
         };
         let transitions = match item {
-            // The watcher never ends on its own; treat an end like a drop and keep polling.
+            // A fail-fast check (the watchers never end on their own).
             None => Vec::new(),
-            Some(Ok(event)) => {
+            Some(Ok(seen)) => {
                 consecutive_errors = 0;
-                let now = jiff::Timestamp::now();
-                match event {
-                    watcher::Event::Apply(vmi) | watcher::Event::InitApply(vmi) => {
-                        tracker.observe(&vmi, now)
-                    }
-                    watcher::Event::Delete(vmi) => {
-                        let name = vmi.metadata.name.unwrap_or_default();
-                        tracker.observe_deleted(&name)
-                    }
-                    watcher::Event::Init | watcher::Event::InitDone => Vec::new(),
-                }
+                feed(tracker, seen)
             }
-            Some(Err(error)) => {
+            Some(Err((kind, error))) => {
                 stats.reconnects += 1;
-                if let Some(message) = permanent_watch_error(&error) {
+                if let Some(message) = permanent_watch_error(kind, &error) {
                     return (WaitOutcome::WatchFailed(message), stats);
                 }
-                tracing::debug!(error = %error, "VMI watch interrupted, resuming");
+                tracing::debug!(error = %error, kind, "watch interrupted, resuming");
                 let delay = backoff.delay(consecutive_errors, fastrand::f64());
                 consecutive_errors = consecutive_errors.saturating_add(1);
                 tokio::select! {
@@ -399,23 +784,14 @@ pub async fn wait_for_ready_with(
         if !transitions.is_empty() {
             observer.changed(tracker, &transitions);
         }
-        if let Some(failed) = tracker.first_failure() {
-            return (
-                WaitOutcome::Failed {
-                    vm: failed.name.clone(),
-                    reason: failed.failure.clone().unwrap_or_default(),
-                },
-                stats,
-            );
-        }
-        if tracker.all_ready() {
-            return (WaitOutcome::AllReady, stats);
+        if let Some(outcome) = decided(tracker) {
+            return (outcome, stats);
         }
     }
 }
 
 /// The server's message when a watch error cannot be cured by retrying (401, 403, 404...).
-fn permanent_watch_error(error: &watcher::Error) -> Option<String> {
+fn permanent_watch_error(kind: &str, error: &watcher::Error) -> Option<String> {
     let inner = match error {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
@@ -426,7 +802,7 @@ fn permanent_watch_error(error: &watcher::Error) -> Option<String> {
     match classify(inner) {
         Failure::Transient { .. } => None,
         Failure::Permanent | Failure::NotFound | Failure::AlreadyExists => Some(format!(
-            "watching VirtualMachineInstances: {}",
+            "watching {kind}: {}",
             crate::error::kube_text(inner)
         )),
     }
@@ -435,7 +811,7 @@ fn permanent_watch_error(error: &watcher::Error) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubevirt::{Condition, VirtualMachineInstanceStatus};
+    use crate::kubevirt::VirtualMachineInstanceStatus;
 
     fn vmi(name: &str, phase: Option<&str>, conditions: &[(&str, &str)]) -> VirtualMachineInstance {
         VirtualMachineInstance {
@@ -576,6 +952,224 @@ mod tests {
         bare.status = None;
         t.observe(&bare, at(2));
         assert_eq!(t.not_ready()[0].phase, "Pending");
+    }
+
+    fn vm(name: &str, printable: &str, conditions: &[(&str, &str, &str)]) -> VirtualMachine {
+        VirtualMachine {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+            status: Some(VirtualMachineStatus {
+                printable_status: Some(printable.to_string()),
+                conditions: conditions
+                    .iter()
+                    .map(|(t, s, m)| Condition {
+                        type_: t.to_string(),
+                        status: s.to_string(),
+                        message: Some(m.to_string()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    const PULL: &str = "Back-off pulling image \"quay.io/x/unpullable:1\"";
+
+    #[test]
+    fn the_vm_status_is_shown_with_the_condition_explaining_it() {
+        let mut t = ReadinessTracker::new(["a", "b"], ReadyCondition::Running);
+        t.observe(&vmi("a", Some("Scheduling"), &[]), at(0));
+        assert_eq!(t.get("a").unwrap().shown(), "Scheduling");
+        let changes = t.observe_vm(
+            &vm(
+                "a",
+                "ImagePullBackOff",
+                &[
+                    ("Ready", "False", "VMI not ready"),
+                    ("Synchronized", "False", PULL),
+                ],
+            ),
+            at(1),
+        );
+        assert_eq!(
+            changes,
+            vec![Transition::Status {
+                vm: "a".into(),
+                from: None,
+                to: "ImagePullBackOff".into(),
+                message: Some(PULL.into()),
+            }]
+        );
+        let a = t.get("a").unwrap();
+        assert_eq!(a.describe(), format!("ImagePullBackOff: {PULL}"));
+        assert_eq!(a.phase, "Scheduling", "the VMI phase is kept apart");
+        assert_eq!(
+            t.phase_counts(),
+            BTreeMap::from([("ImagePullBackOff".into(), 1), (NO_VMI_PHASE.into(), 1)])
+        );
+        // The same snapshot again is no change; a status without a problem has no message.
+        assert!(
+            t.observe_vm(
+                &vm("a", "ImagePullBackOff", &[("Synchronized", "False", PULL)]),
+                at(2)
+            )
+            .is_empty()
+        );
+        t.observe_vm(
+            &vm(
+                "b",
+                "ErrorUnschedulable",
+                &[("PodScheduled", "False", "0/3 nodes are available")],
+            ),
+            at(2),
+        );
+        assert_eq!(
+            t.get("b").unwrap().message.as_deref(),
+            Some("0/3 nodes are available")
+        );
+        t.observe_vm(
+            &vm("b", "Starting", &[("Ready", "False", "VMI does not exist")]),
+            at(3),
+        );
+        assert_eq!(t.get("b").unwrap().describe(), "Starting");
+    }
+
+    fn data_volume(
+        name: &str,
+        owner: &str,
+        phase: &str,
+        running: (&str, &str, &str),
+    ) -> DataVolume {
+        let (status, reason, message) = running;
+        DataVolume {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_string()),
+                owner_references: Some(vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        kind: "VirtualMachine".into(),
+                        name: owner.into(),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            },
+            status: Some(crate::kubevirt::DataVolumeStatus {
+                phase: Some(phase.into()),
+                conditions: vec![Condition {
+                    type_: "Running".into(),
+                    status: status.into(),
+                    reason: Some(reason.into()),
+                    message: Some(message.into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_data_volume_error_is_explained_by_the_failing_data_volume() {
+        let mut t = ReadinessTracker::new(["a"], ReadyCondition::Running);
+        let failing = data_volume(
+            "datadisk-a",
+            "a",
+            "ImportInProgress",
+            ("False", "Error", "No space left on device"),
+        );
+        assert_eq!(
+            data_volume_problem(&failing).as_deref(),
+            Some("DataVolume datadisk-a: No space left on device")
+        );
+        // Seen before the VM says DataVolumeError: kept until it does.
+        assert!(t.observe_dv(&failing, at(1)).is_empty());
+        let changes = t.observe_vm(&vm("a", "DataVolumeError", &[]), at(2));
+        assert_eq!(changes.len(), 1);
+        assert_eq!(
+            t.get("a").unwrap().describe(),
+            "DataVolumeError: DataVolume datadisk-a: No space left on device"
+        );
+        // An importer that is merely running, or a DataVolume of another VM, explains nothing.
+        let running = data_volume(
+            "datadisk-a",
+            "a",
+            "ImportInProgress",
+            ("True", "Pod is running", ""),
+        );
+        assert_eq!(data_volume_problem(&running), None);
+        t.observe_dv(&running, at(3));
+        assert_eq!(t.get("a").unwrap().describe(), "DataVolumeError");
+        assert!(
+            t.observe_dv(
+                &data_volume("x", "other", "Failed", ("False", "Error", "e")),
+                at(4)
+            )
+            .is_empty()
+        );
+        let failed = data_volume("datadisk-a", "a", "Failed", ("False", "Error", "gone"));
+        assert_eq!(
+            data_volume_problem(&failed).as_deref(),
+            Some("DataVolume datadisk-a is in phase Failed: gone")
+        );
+    }
+
+    #[test]
+    fn fail_fast_gives_up_on_the_vm_stuck_longest_after_the_grace_period() {
+        let grace = Duration::from_secs(60);
+        let mut t = ReadinessTracker::new(["a", "b", "c"], ReadyCondition::Running)
+            .with_fail_fast(Some(grace));
+        t.observe_vm(
+            &vm(
+                "a",
+                "ErrImagePull",
+                &[("Synchronized", "False", "not found")],
+            ),
+            at(10),
+        );
+        t.observe_vm(&vm("b", "ErrorUnschedulable", &[]), at(20));
+        t.observe_vm(&vm("c", "Starting", &[]), at(0));
+        assert_eq!(t.stuck_count(), 2);
+        assert_eq!(t.fail_fast_due(), Some(at(70)));
+        assert!(t.stuck_too_long(at(69)).is_none());
+        // Pull errors alternate between ErrImagePull and ImagePullBackOff: still one spell.
+        t.observe_vm(
+            &vm(
+                "a",
+                "ImagePullBackOff",
+                &[("Synchronized", "False", "back-off")],
+            ),
+            at(40),
+        );
+        assert_eq!(t.get("a").unwrap().stuck_since, Some(at(10)));
+        assert_eq!(t.stuck_too_long(at(70)).unwrap().name, "a");
+        // The image came back: a is no longer stuck, b's spell counts from its own start.
+        t.observe_vm(&vm("a", "Starting", &[]), at(71));
+        assert_eq!(t.fail_fast_due(), Some(at(80)));
+        assert!(t.stuck_too_long(at(79)).is_none());
+        assert_eq!(
+            t.stuck_too_long(at(80)).unwrap().describe(),
+            "ErrorUnschedulable"
+        );
+        // Without --fail-fast nobody is given up on.
+        let mut patient = ReadinessTracker::new(["a"], ReadyCondition::Running);
+        patient.observe_vm(&vm("a", "ErrImagePull", &[]), at(0));
+        assert_eq!(patient.stuck_count(), 1);
+        assert!(patient.stuck_too_long(at(1_000_000)).is_none());
+    }
+
+    #[test]
+    fn a_ready_vm_is_never_stuck() {
+        let mut t = ReadinessTracker::new(["a"], ReadyCondition::Running)
+            .with_fail_fast(Some(Duration::from_secs(1)));
+        t.observe_vm(&vm("a", "ErrImagePull", &[]), at(0));
+        t.observe(&vmi("a", Some("Running"), &[]), at(1));
+        assert_eq!(t.stuck_count(), 0);
+        t.observe_vm(&vm("a", "CrashLoopBackOff", &[]), at(2));
+        assert!(t.stuck_too_long(at(100)).is_none());
     }
 
     #[test]

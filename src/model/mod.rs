@@ -34,7 +34,7 @@ pub use counts::{
 pub use guest::{GuestFamily, GuestOs};
 pub use names::{DNS_SUBDOMAIN_MAX_LEN, DnsLabel, ImageRef, RunId, UserName, is_dns_subdomain};
 pub use objects::{KindCounts, ManagedKind, NamespaceOutcome};
-pub use pacing::{MAX_STARTING, MaxStarting, Pacing, Ramp};
+pub use pacing::{FailFast, MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, MIN_DISK_SIZE, MIN_VM_MEMORY, Minimum, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
 pub use storage::{AccessMode, StorageClassName};

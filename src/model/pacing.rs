@@ -1,5 +1,6 @@
-//! Boot-storm control values: how many VMs may be starting at once (`--max-starting`) and
-//! how long creation is spread over (`--ramp`).
+//! Boot-storm control and waiting values: how many VMs may be starting at once
+//! (`--max-starting`), how long creation is spread over (`--ramp`), and how long a VM may sit
+//! in a state that needs someone to act before the wait gives up (`--fail-fast`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -52,6 +53,57 @@ impl FromStr for Ramp {
         parse_duration(text)
             .and_then(Ramp::new)
             .ok_or_else(|| Invalid::Expected(RAMP_FORM.to_string()))
+    }
+}
+
+/// `--fail-fast[=GRACE]`: off, or how long a VM may stay in a stuck state (ErrImagePull,
+/// ErrorUnschedulable, DataVolumeError, CrashLoopBackOff, ...) before the wait gives up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FailFast(Option<Ramp>);
+
+impl FailFast {
+    /// The grace period of a bare `--fail-fast`: long enough for a registry or a scheduler
+    /// hiccup to clear (the kubelet retries a pull after 10 s, 20 s, 40 s), far shorter than
+    /// the default `--timeout`.
+    pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
+
+    /// The grace period; None: off (wait until `--timeout`).
+    pub fn grace(self) -> Option<Duration> {
+        self.0.map(Ramp::get)
+    }
+}
+
+const FAIL_FAST_FORM: &str = "expected on, off, or a grace period with units such as 30s, 2m \
+     or 1h (h, m, s), from 1s to 7 days";
+
+impl FromStr for FailFast {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        let word = text.trim().to_ascii_lowercase();
+        match word.as_str() {
+            "on" | "true" | "yes" => return Ok(FailFast(Ramp::new(Self::DEFAULT_GRACE))),
+            "off" | "false" | "no" => return Ok(FailFast(None)),
+            _ => {}
+        }
+        if !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Invalid::Expected(format!(
+                "{FAIL_FAST_FORM} (a bare number has no unit: did you mean \"{word}s\"?)"
+            )));
+        }
+        parse_duration(&word)
+            .and_then(Ramp::new)
+            .map(|grace| FailFast(Some(grace)))
+            .ok_or_else(|| Invalid::Expected(FAIL_FAST_FORM.to_string()))
+    }
+}
+
+impl fmt::Display for FailFast {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(grace) => grace.fmt(f),
+            None => f.write_str("off"),
+        }
     }
 }
 
@@ -130,6 +182,29 @@ mod tests {
         }
         let bare = "30".parse::<Ramp>().unwrap_err().to_string();
         assert!(bare.contains("did you mean \"30s\""), "{bare}");
+    }
+
+    #[test]
+    fn fail_fast_is_off_on_or_a_grace_period() {
+        assert_eq!("off".parse::<FailFast>().unwrap().grace(), None);
+        assert_eq!(FailFast::default().grace(), None);
+        assert_eq!(
+            "on".parse::<FailFast>().unwrap().grace(),
+            Some(FailFast::DEFAULT_GRACE)
+        );
+        let two_minutes: FailFast = "2m".parse().unwrap();
+        assert_eq!(two_minutes.grace(), Some(Duration::from_secs(120)));
+        assert_eq!(two_minutes.to_string(), "2m");
+        assert_eq!("True".parse::<FailFast>().unwrap().to_string(), "1m");
+        let bare = "30".parse::<FailFast>().unwrap_err().to_string();
+        assert!(bare.contains("did you mean \"30s\""), "{bare}");
+        for bad in ["", "soon", "0s", "8d"] {
+            let err = bad.parse::<FailFast>().unwrap_err().to_string();
+            assert!(
+                err.starts_with("expected on, off, or a grace period"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

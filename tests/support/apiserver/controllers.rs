@@ -40,6 +40,14 @@ pub struct ControllerOptions {
     /// VMs whose image contains this substring never schedule (VMI Scheduling, VM
     /// printableStatus ErrorUnschedulable).
     pub unschedulable_image_pattern: Option<String>,
+    /// VMs whose image contains this substring cannot pull it: the VMI stays Scheduling with
+    /// `Synchronized=False` (reason ErrImagePull, then ImagePullBackOff, with the kubelet's
+    /// message), and the VM's printableStatus follows.
+    pub unpullable_image_pattern: Option<String>,
+    /// DataVolumes whose storage class contains this substring fail to populate: CDI's
+    /// importer stops (`Running=False`, reason Error, with its message), the VM shows
+    /// DataVolumeError and its VMI never leaves Scheduling.
+    pub failing_storage_class_pattern: Option<String>,
     /// A Running VMI with a `readinessProbe` reports condition Ready=False until this delay
     /// has passed (the probe's first success: the workload units came up), then Ready=True.
     /// VMIs without a probe are Ready as soon as they run, as in KubeVirt.
@@ -68,6 +76,8 @@ impl Default for ControllerOptions {
             namespace_delete_delay: Duration::from_millis(50),
             fail_image_pattern: Some("fail".into()),
             unschedulable_image_pattern: Some("unschedulable".into()),
+            unpullable_image_pattern: Some("unpullable".into()),
+            failing_storage_class_pattern: Some("failing".into()),
             workload_ready_delay: Duration::from_millis(60),
             broken_unit_image_pattern: Some("brokenunit".into()),
             cluster_eviction_strategy: Some("LiveMigrate".into()),
@@ -215,7 +225,7 @@ fn react(
         }
         (VM, _) => {
             let mut store = shared.store.lock().unwrap();
-            reconcile_vm(&mut store, &key, opts);
+            reconcile_vm(&mut store, &key);
         }
         (NS, EventType::Added) => {
             let mut store = shared.store.lock().unwrap();
@@ -258,7 +268,7 @@ fn react(
             .unwrap_or_default();
         let mut store = shared.store.lock().unwrap();
         for vm in owners {
-            refresh_vm_status(&mut store, &(VM, ev.namespace.clone(), vm), opts);
+            refresh_vm_status(&mut store, &(VM, ev.namespace.clone(), vm));
         }
     }
 }
@@ -341,7 +351,7 @@ fn create_launcher_pod(store: &mut Store, vmi: &Value) {
 
 /// Creates missing DataVolumes and the VMI for a VM, deletes the VMI of a stopped VM, and
 /// recomputes the VM's status.
-pub(super) fn reconcile_vm(store: &mut Store, key: &Key, opts: &ControllerOptions) {
+pub(super) fn reconcile_vm(store: &mut Store, key: &Key) {
     let Some(vm) = store.objects.get(key).cloned() else {
         return;
     };
@@ -412,7 +422,7 @@ pub(super) fn reconcile_vm(store: &mut Store, key: &Key, opts: &ControllerOption
     {
         store.remove_now(&vmi_key);
     }
-    refresh_vm_status(store, key, opts);
+    refresh_vm_status(store, key);
 }
 
 fn dv_names(vm_spec_template_spec: &Value, vm: &Value) -> Vec<String> {
@@ -471,7 +481,7 @@ fn cloud_init_secrets(spec: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn refresh_vm_status(store: &mut Store, key: &Key, opts: &ControllerOptions) {
+fn refresh_vm_status(store: &mut Store, key: &Key) {
     let Some(mut vm) = store.objects.get(key).cloned() else {
         return;
     };
@@ -490,32 +500,63 @@ fn refresh_vm_status(store: &mut Store, key: &Key, opts: &ControllerOptions) {
         .and_then(|v| v.pointer("/status/phase"))
         .and_then(Value::as_str)
         .unwrap_or("");
+    // KubeVirt's precedence (first match wins): Terminating, Stopping, Running,
+    // DataVolumeError, ErrorUnschedulable, Provisioning, ErrImagePull, ImagePullBackOff,
+    // Starting, CrashLoopBackOff, Stopped. (A failed VMI stays here instead of being
+    // restarted after a back-off, so Failed reads CrashLoopBackOff at once.)
     let printable = if terminating(&vm) {
         "Terminating"
     } else if !wants_running(&vm) {
         if vmi.is_some() { "Stopping" } else { "Stopped" }
+    } else if phase == "Running" {
+        "Running"
+    } else if datavolume_error(store, ns, &dvs) {
+        "DataVolumeError"
+    } else if vmi_condition(vmi.as_ref(), "PodScheduled", "False", "Unschedulable") {
+        "ErrorUnschedulable"
     } else if !volumes_ready(store, ns, &dvs) {
         "Provisioning"
+    } else if vmi_condition(vmi.as_ref(), "Synchronized", "False", "ErrImagePull") {
+        "ErrImagePull"
+    } else if vmi_condition(vmi.as_ref(), "Synchronized", "False", "ImagePullBackOff") {
+        "ImagePullBackOff"
+    } else if phase == "Failed" {
+        "CrashLoopBackOff"
     } else {
-        match phase {
-            "Running" => "Running",
-            "Failed" => "CrashLoopBackOff",
-            "Scheduling" if matches_pattern(&images(&spec), &opts.unschedulable_image_pattern) => {
-                "ErrorUnschedulable"
-            }
-            _ => "Starting",
-        }
+        "Starting"
     };
     let ready = phase == "Running" && vmi.as_ref().is_some_and(condition_ready);
+    // The VMI's conditions but Ready are copied to the VM, as KubeVirt syncs them (that is
+    // where `kubectl describe vm` shows a pull error or the scheduler's message).
+    let mut conditions = vec![json!({
+        "type": "Ready",
+        "status": if ready { "True" } else { "False" },
+        "reason": if ready { "" } else { printable },
+    })];
+    conditions.extend(
+        vmi.as_ref()
+            .and_then(|v| v.pointer("/status/conditions"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] != "Ready")
+            .cloned(),
+    );
+    if phase == "Failed"
+        && let Some(message) = vmi
+            .as_ref()
+            .and_then(|v| v.pointer("/status/conditions/0/message"))
+    {
+        // The start failure KubeVirt records before restarting the VMI.
+        conditions.push(json!({
+            "type": "Failure", "status": "True", "reason": "FailedCreate", "message": message,
+        }));
+    }
     let mut status = json!({
         "printableStatus": printable,
         "ready": ready,
         "created": vmi.is_some(),
-        "conditions": [{
-            "type": "Ready",
-            "status": if ready { "True" } else { "False" },
-            "reason": if ready { "" } else { printable },
-        }],
+        "conditions": conditions,
     });
     if wants_running(&vm) {
         status["runStrategy"] = vm
@@ -596,6 +637,37 @@ fn spawn_dv_progress(shared: &Arc<Shared>, key: Key, uid: String, delay: Duratio
             return;
         };
         if meta_str(&dv, "uid") != uid || terminating(&dv) {
+            return;
+        }
+        let failing = shared
+            .controller
+            .lock()
+            .unwrap()
+            .failing_storage_class_pattern
+            .clone();
+        let class = dv
+            .pointer("/spec/storage/storageClassName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if failing
+            .as_deref()
+            .is_some_and(|p| !p.is_empty() && class.contains(p))
+        {
+            // CDI's importer pod keeps failing: the DataVolume reports why and never succeeds.
+            dv["status"] = json!({
+                "phase": "ImportInProgress",
+                "progress": "N/A",
+                "restartCount": 3,
+                "conditions": [
+                    { "type": "Bound", "status": "True", "reason": "Bound" },
+                    { "type": "Running", "status": "False", "reason": "Error",
+                      "message": "Unable to process data: Unable to create blank image: \
+                                  qemu-img: /data/disk.img: Could not write to the image: \
+                                  No space left on device" },
+                    { "type": "Ready", "status": "False" },
+                ],
+            });
+            store.put(&key, dv);
             return;
         }
         dv["status"] = json!({
@@ -731,11 +803,15 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
                 if vmi.pointer("/status/conditions") != Some(&cond) {
                     vmi["status"]["conditions"] = cond;
                     store.put(key, vmi);
-                    refresh_vm_status(store, &(VM, ns.clone(), key.2.clone()), opts);
+                    refresh_vm_status(store, &(VM, ns.clone(), key.2.clone()));
                 }
                 return false;
             }
             if !secrets_ready || !volumes_ready(store, &ns, &dvs) {
+                return false;
+            }
+            if matches_pattern(&images(&spec), &opts.unpullable_image_pattern) {
+                pull_fails(store, key, vmi, &images(&spec));
                 return false;
             }
             // Every node cordoned: the VMI waits, as the scheduler's pod would.
@@ -817,9 +893,77 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
     };
     if next {
         store.put(key, vmi);
-        refresh_vm_status(store, &(VM, ns, key.2.clone()), opts);
+        refresh_vm_status(store, &(VM, ns, key.2.clone()));
     }
     next
+}
+
+/// The kubelet cannot pull the VMI's containerDisk image: KubeVirt reports the launcher
+/// pod's waiting reason on `Synchronized=False`, ErrImagePull first, then ImagePullBackOff.
+fn pull_fails(store: &mut Store, key: &Key, mut vmi: Value, images: &[String]) {
+    let image = images.first().cloned().unwrap_or_default();
+    let pulled_once = vmi
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| c.iter().any(|x| x["type"] == "Synchronized"));
+    let (reason, message) = if pulled_once {
+        (
+            "ImagePullBackOff",
+            format!("Back-off pulling image \"{image}\""),
+        )
+    } else {
+        (
+            "ErrImagePull",
+            format!(
+                "rpc error: code = NotFound desc = failed to pull and unpack image \"{image}\": \
+                 failed to resolve reference \"{image}\": {image}: not found"
+            ),
+        )
+    };
+    let conditions = json!([
+        { "type": "Ready", "status": "False", "reason": "PodNotReady" },
+        { "type": "PodScheduled", "status": "True" },
+        { "type": "Synchronized", "status": "False", "reason": reason, "message": message },
+    ]);
+    if vmi.pointer("/status/conditions") == Some(&conditions) {
+        return;
+    }
+    vmi["status"]["conditions"] = conditions;
+    store.put(key, vmi);
+    refresh_vm_status(store, &(VM, key.1.clone(), key.2.clone()));
+}
+
+/// Whether a DataVolume is in error as KubeVirt judges it for DataVolumeError: phase Failed,
+/// or its importer stopped (`Running=False`, reason Error or ImagePullFailed).
+fn datavolume_error(store: &Store, ns: &str, names: &[String]) -> bool {
+    names.iter().any(|n| {
+        store
+            .objects
+            .get(&(DV, ns.to_string(), n.clone()))
+            .is_some_and(|dv| {
+                dv.pointer("/status/phase") == Some(&json!("Failed"))
+                    || dv
+                        .pointer("/status/conditions")
+                        .and_then(Value::as_array)
+                        .is_some_and(|c| {
+                            c.iter().any(|x| {
+                                x["type"] == "Running"
+                                    && x["status"] == "False"
+                                    && (x["reason"] == "Error" || x["reason"] == "ImagePullFailed")
+                            })
+                        })
+            })
+    })
+}
+
+/// A VMI condition with this type, status and reason.
+fn vmi_condition(vmi: Option<&Value>, type_: &str, status: &str, reason: &str) -> bool {
+    vmi.and_then(|v| v.pointer("/status/conditions"))
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter()
+                .any(|x| x["type"] == type_ && x["status"] == status && x["reason"] == reason)
+        })
 }
 
 /// Background garbage collection: after `delay`, removes objects all of whose owners are gone.

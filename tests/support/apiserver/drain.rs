@@ -174,7 +174,7 @@ pub fn evict(
             if !dry_run {
                 store.remove_now(&(pods, ns.to_string(), pod_name.to_string()));
                 if let Some(vmi) = vmi.filter(|_| !vmi_key.2.is_empty()) {
-                    stop_vmi(store, opts, &vmi_key, &vmi);
+                    stop_vmi(store, &vmi_key, &vmi);
                 }
             }
             Ok(WriteResult {
@@ -202,7 +202,7 @@ fn vmi_of(pod: &Value) -> String {
 }
 
 /// The launcher is gone: the VMI stops, and its VM (run strategy `Always`) starts a new one.
-fn stop_vmi(store: &mut Store, opts: &ControllerOptions, key: &Key, vmi: &Value) {
+fn stop_vmi(store: &mut Store, key: &Key, vmi: &Value) {
     store.remove_now(key);
     let owner = vmi
         .pointer("/metadata/ownerReferences")
@@ -211,7 +211,7 @@ fn stop_vmi(store: &mut Store, opts: &ControllerOptions, key: &Key, vmi: &Value)
         .and_then(|r| r["name"].as_str())
         .map(str::to_string);
     if let Some(vm) = owner {
-        super::controllers::reconcile_vm(store, &(idx("virtualmachines"), key.1.clone(), vm), opts);
+        super::controllers::reconcile_vm(store, &(idx("virtualmachines"), key.1.clone(), vm));
     }
 }
 

@@ -272,6 +272,10 @@ pub const RESOURCES: &[ResourceInfo] = &[
         "pods",
         "podmetrics",
         "PodMetrics",
+        true,
+        &[],
+        false,
+    ),
     // Nodes (preflight reads their allocatable; the scheduler and drains use them; tests
     // insert them), and the endpoints of Services (kept by the endpoint controllers).
     res("", "v1", "nodes", "node", "Node", false, &["no"], true),
