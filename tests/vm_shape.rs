@@ -455,7 +455,7 @@ fn a_vm_larger_than_every_node_is_refused_by_preflight_naming_the_largest_node()
     );
     assert!(
         err.contains(
-            "workload \"cpu\" asks for 2 CPU cores and 100Gi of memory per VM, more than any node can allocate (the largest, large, has 16 CPUs and 64.0Gi)"
+            "workload \"cpu\" asks for 100Gi of memory and 2 CPU cores per VM, more than any node can allocate (the largest, large, has 64.0Gi and 16 CPUs allocatable)"
         ),
         "{err}"
     );

@@ -194,7 +194,11 @@ pub async fn preflight(
     }
     let mut warnings = Vec::new();
     match list_nodes(&probe).await? {
-        Ok(nodes) => problems.extend(check_node_fit(&needs.sizes, &nodes)),
+        Ok(nodes) => {
+            let fit = check_node_fit(&needs.sizes, &nodes);
+            problems.extend(fit.problems);
+            warnings.extend(fit.notes);
+        }
         Err(warning) => warnings.push(warning),
     }
     let mut storage = Vec::new();
@@ -615,41 +619,64 @@ async fn list_nodes(probe: &Probe<'_>) -> Result<std::result::Result<Vec<NodeCap
     }
 }
 
-/// Pure: each workload whose VM (CPU cores and memory request) fits no schedulable node,
-/// named with the largest node there is. A lower bound: KubeVirt adds its own overhead to the
-/// launcher pod's memory, so a VM just under a node's allocatable may still not schedule.
-/// No nodes listed (none visible): nothing to say.
-pub fn check_node_fit(sizes: &[VmSize], nodes: &[NodeCapacity]) -> Vec<String> {
+/// KubeVirt's default `cpuAllocationRatio`: a VM without dedicated CPUs requests one tenth
+/// of a CPU per vCPU for its launcher pod.
+const CPU_ALLOCATION_RATIO: f64 = 10.0;
+
+/// Pure: problems for each workload whose VM the scheduler could place on no schedulable
+/// node (its memory request, and its launcher's CPU request of cores / 10, within one node's
+/// allocatable), naming the largest node; notes (warnings) for VMs with more vCPUs than any
+/// node has CPUs, which KubeVirt schedules but overcommits. A lower bound: KubeVirt adds
+/// its own overhead to the launcher pod's memory, so a VM just under a node's allocatable
+/// may still not schedule. No nodes visible: nothing to say.
+pub fn check_node_fit(sizes: &[VmSize], nodes: &[NodeCapacity]) -> NodeFit {
+    let mut fit = NodeFit::default();
     let Some(largest) = nodes.iter().max_by(|a, b| {
         (a.memory_bytes, a.cpu)
             .partial_cmp(&(b.memory_bytes, b.cpu))
             .unwrap_or(std::cmp::Ordering::Equal)
     }) else {
-        return Vec::new();
+        return fit;
     };
+    let most_cpus = nodes.iter().map(|n| n.cpu).fold(0.0, f64::max);
     let gib = |bytes: f64| format!("{:.1}Gi", bytes / f64::from(1u32 << 30));
-    sizes
-        .iter()
-        .filter(|vm| {
-            !nodes
-                .iter()
-                .any(|n| f64::from(vm.cpu_cores) <= n.cpu && vm.memory_bytes <= n.memory_bytes)
-        })
-        .map(|vm| {
-            format!(
-                "workload {:?} asks for {} CPU cores and {} of memory per VM, more than any node \
-                 can allocate (the largest, {}, has {} CPUs and {}): lower cpu-cores or memory \
-                 (--cpu-cores, --memory, or workloads.{}.cpu-cores / .memory) to fit",
+    for vm in sizes {
+        let cores = f64::from(vm.cpu_cores);
+        let schedulable = nodes
+            .iter()
+            .any(|n| cores / CPU_ALLOCATION_RATIO <= n.cpu && vm.memory_bytes <= n.memory_bytes);
+        if !schedulable {
+            fit.problems.push(format!(
+                "workload {:?} asks for {} of memory and {} CPU cores per VM, more than any node \
+                 can allocate (the largest, {}, has {} and {} CPUs allocatable): lower memory or \
+                 cpu-cores (--memory, --cpu-cores, or workloads.{}.memory / .cpu-cores) to fit",
                 vm.workload,
-                vm.cpu_cores,
                 vm.memory,
+                vm.cpu_cores,
                 largest.name,
-                largest.cpu,
                 gib(largest.memory_bytes),
+                largest.cpu,
                 vm.workload
-            )
-        })
-        .collect()
+            ));
+        } else if cores > most_cpus {
+            fit.notes.push(format!(
+                "workload {:?} has {} vCPUs per VM, more than any node's {most_cpus} allocatable \
+                 CPUs: KubeVirt schedules it (a launcher requests 1/10 CPU per vCPU) but its vCPUs \
+                 share fewer host CPUs",
+                vm.workload, vm.cpu_cores
+            ));
+        }
+    }
+    fit
+}
+
+/// What [`check_node_fit`] found.
+#[derive(Debug, Default, PartialEq)]
+pub struct NodeFit {
+    /// VMs no node can run: the run is refused.
+    pub problems: Vec<String>,
+    /// VMs that run overcommitted: warnings.
+    pub notes: Vec<String>,
 }
 
 /// A StorageClass as the storage check sees it.
@@ -862,20 +889,26 @@ mod tests {
                 memory_bytes: 8.0 * gi,
             },
         ];
+        let fit = check_node_fit(&[size("cpu", 4, "60Gi"), size("memory", 32, "8Gi")], &nodes);
+        assert_eq!(fit, NodeFit::default());
+        // 60Gi fits only big-mem, whose 4 CPUs cannot hold the 80-core VM's request of 8.
+        let fit = check_node_fit(&[size("cpu", 80, "16Gi"), size("disk", 1, "1Gi")], &nodes);
+        assert_eq!(fit.problems.len(), 1, "{fit:?}");
         assert!(
-            check_node_fit(&[size("cpu", 4, "60Gi"), size("memory", 32, "8Gi")], &nodes).is_empty()
-        );
-        // 16 cores fit big-cpu and 16Gi fit big-mem, but no node has both.
-        let problems = check_node_fit(&[size("cpu", 16, "16Gi"), size("disk", 1, "1Gi")], &nodes);
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(
-            problems[0].starts_with("workload \"cpu\" asks for 16 CPU cores and 16Gi of memory per VM, more than any node can allocate (the largest, big-mem, has 4 CPUs and 60.0Gi)"),
+            fit.problems[0].starts_with(
+                "workload \"cpu\" asks for 16Gi of memory and 80 CPU cores per VM, more than any \
+                 node can allocate (the largest, big-mem, has 60.0Gi and 4 CPUs allocatable)"
+            ),
             "{}",
-            problems[0]
+            fit.problems[0]
         );
-        assert!(
-            check_node_fit(&[size("cpu", 999, "1Ti")], &[]).is_empty(),
-            "no nodes visible"
+        // More vCPUs than any node has CPUs schedules (a tenth of a CPU each), with a warning.
+        let fit = check_node_fit(&[size("cpu", 40, "4Gi")], &nodes);
+        assert!(fit.problems.is_empty(), "{fit:?}");
+        assert!(fit.notes[0].contains("40 vCPUs per VM, more than any node's 32 allocatable CPUs"));
+        assert_eq!(
+            check_node_fit(&[size("cpu", 999, "1Ti")], &[]),
+            NodeFit::default()
         );
     }
 
