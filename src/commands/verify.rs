@@ -18,12 +18,13 @@ use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
 use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{OutputFormat, Window};
-use crate::signals::contract::checks;
-use crate::verify::evaluate::{QueryAnswer, Verdict, judge};
+use crate::signals::contract::{Check, checks};
+use crate::verify::evaluate::{QueryAnswer, SeriesFacts, facts_query};
 use crate::verify::prometheus::{PrometheusApi, discover};
 use crate::verify::{
-    LocalCatalog, SignalResult, Target, VmResult, catalog_names, json_report, missing_message,
-    targets, text_report, unverifiable_result,
+    Answered, LocalCatalog, Target, VmResult, catalog_names, json_report, judge_answers,
+    missing_message, not_running, not_running_results, targets, text_report, unverifiable_result,
+    window_too_short,
 };
 use crate::workloads::catalog::CatalogEntry;
 
@@ -184,7 +185,9 @@ fn poll_interval(window: Window) -> Duration {
     Duration::from_secs((window.as_secs() / 4).clamp(1, 15))
 }
 
-/// Queries every check of every target (bounded concurrency, results in target order).
+/// Queries every check of every running target (bounded concurrency, results in target
+/// order): its value and its series' facts. VMs that are not running, and catalog VMs
+/// without a matching local entry, are judged without a query.
 async fn evaluate(
     api: &PrometheusApi,
     targets: Vec<Target>,
@@ -192,66 +195,85 @@ async fn evaluate(
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<Vec<VmResult>> {
-    let jobs: Vec<(usize, crate::signals::contract::Check)> = targets
+    let jobs: Vec<(usize, Check)> = targets
         .iter()
         .enumerate()
-        .filter(|(_, t)| t.unverifiable.is_none())
+        .filter(|(_, t)| t.unverifiable.is_none() && not_running(t).is_none())
         .flat_map(|(i, t)| checks(&t.facts, window).into_iter().map(move |c| (i, c)))
         .collect();
-    let answers: Vec<Result<(usize, SignalResult)>> = futures::stream::iter(jobs)
-        .map(|(i, check)| async move {
-            if check.threshold.is_none() {
-                let status = judge(&check, None);
-                return Ok((
-                    i,
-                    SignalResult {
-                        check,
-                        observed: None,
-                        status,
-                        error: None,
-                    },
-                ));
-            }
-            let answer = api.query(&check.query, policy, cancel).await?;
-            let result = match answer {
-                QueryAnswer::Value(observed) => {
-                    let status = judge(&check, observed);
-                    SignalResult {
-                        check,
-                        observed,
-                        status,
-                        error: None,
-                    }
-                }
-                QueryAnswer::Rejected { error_type, error } => SignalResult {
-                    check,
-                    observed: None,
-                    status: Verdict::Error,
-                    error: Some(format!(
-                        "Prometheus rejected the query ({error_type}): {error}"
-                    )),
-                },
-            };
-            Ok((i, result))
-        })
+    let answers: Vec<Result<(usize, Answered)>> = futures::stream::iter(jobs)
+        .map(|(i, check)| async move { Ok((i, answer(api, check, window, policy, cancel).await?)) })
         .buffered(QUERY_CONCURRENCY)
         .collect()
         .await;
+    let answers = answers.into_iter().collect::<Result<Vec<_>>>()?;
+    if let Some((interval, shortest)) = window_too_short(&answers, window) {
+        return Err(Error::input(format!(
+            "invalid value \"{window}\" for --window: Prometheus scrapes these series every {interval:.1}s, \
+             so a window shorter than two scrapes holds too few samples; use --window {shortest}s or longer"
+        )));
+    }
     let mut results: Vec<VmResult> = targets
         .into_iter()
-        .map(|target| VmResult {
-            signals: target
-                .unverifiable
-                .as_deref()
-                .map(unverifiable_result)
-                .into_iter()
-                .collect(),
-            target,
+        .map(|target| {
+            let signals = match (&target.unverifiable, not_running(&target)) {
+                (Some(why), _) => vec![unverifiable_result(why)],
+                (None, Some(why)) => not_running_results(&target, window, &why),
+                (None, None) => Vec::new(),
+            };
+            VmResult { target, signals }
         })
         .collect();
-    for answer in answers {
-        let (i, signal) = answer?;
+    for (i, signal) in judge_answers(answers, window) {
         results[i].signals.push(signal);
     }
     Ok(results)
+}
+
+/// One check's value and, for built-in signals, its series' facts (two queries at once).
+async fn answer(
+    api: &PrometheusApi,
+    check: Check,
+    window: Window,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<Answered> {
+    if check.threshold.is_none() {
+        return Ok(Answered {
+            check,
+            observed: None,
+            facts: None,
+            error: None,
+        });
+    }
+    let facts_query = facts_query(&check, window);
+    let (value, facts) = futures::join!(api.query(&check.query, policy, cancel), async {
+        match &facts_query {
+            Some(q) => api.query(q, policy, cancel).await.map(Some),
+            None => Ok(None),
+        }
+    });
+    let facts = facts?.map(|answer| SeriesFacts::from_answer(&answer));
+    Ok(match value? {
+        QueryAnswer::Rejected { error_type, error } => Answered {
+            check,
+            observed: None,
+            facts,
+            error: Some(format!(
+                "Prometheus rejected the query ({error_type}): {error}"
+            )),
+        },
+        QueryAnswer::Value(observed) => Answered {
+            check,
+            observed,
+            facts,
+            error: None,
+        },
+        QueryAnswer::Facts(_) => Answered {
+            check,
+            observed: None,
+            facts,
+            error: Some("Prometheus answered the signal's query with fact labels".into()),
+        },
+    })
 }
