@@ -288,8 +288,26 @@ fn verify_passes_for_loaded_vms_and_names_the_flat_one() {
     assert_eq!(out.status.code(), Some(0), "{}\n{table}", text(&out.stderr));
     let lines: Vec<&str> = table.lines().collect();
     assert!(
-        lines[0].starts_with("VM") && lines[0].contains("QUERY"),
-        "{table}"
+        lines[0].starts_with("VM") && lines[0].ends_with("RESULT"),
+        "no query column unless asked for: {table}"
+    );
+    assert!(!table.contains("rate("), "{table}");
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "verify",
+        "--window",
+        "30s",
+        "--show-queries",
+    ]);
+    let with_queries = text(&out.stdout);
+    assert!(
+        with_queries.lines().next().unwrap().ends_with("QUERY"),
+        "{with_queries}"
+    );
+    assert!(
+        with_queries.contains("rate(kubevirt_vmi_vcpu_seconds_total{"),
+        "{with_queries}"
     );
     assert!(table.contains("virtwork/virtwork-cpu-1") && table.contains("PASS"));
     assert!(
@@ -979,4 +997,68 @@ fn a_window_shorter_than_two_scrapes_is_refused_with_the_interval() {
     assert!(out.stdout.is_empty(), "no verdicts on a refused window");
     let out = env.run(&["--namespace", NS, "verify", "--window", "2s"]);
     assert_ne!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn nothing_expected_fails_alike_in_exit_code_text_and_json() {
+    let env = Env::start();
+    run(&env, "network", &[]);
+    // A 10 s window can fall entirely into iperf3's pause: nothing is expected, so nothing
+    // is verified, whether Prometheus answers or not (here it is not even there).
+    let unreachable = ["--prometheus", "http://127.0.0.1:9"];
+    let mut args = vec!["--namespace", NS, "verify", "--window", "10s"];
+    args.extend_from_slice(&unreachable);
+    let out = env.run(&args);
+    let table = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}\n{table}");
+    assert!(
+        table.lines().last().unwrap().contains("nothing verified"),
+        "{table}"
+    );
+    assert!(stderr.contains("nothing was verified"), "{stderr}");
+    let mut args = vec![
+        "--namespace",
+        NS,
+        "--output",
+        "json",
+        "verify",
+        "--window",
+        "10s",
+    ];
+    args.extend_from_slice(&unreachable);
+    let out = env.run(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let doc = json_doc(&out);
+    assert_eq!(doc["passed"], false);
+    assert_eq!(doc["summary"]["expected"], 0);
+}
+
+#[test]
+fn wait_waits_for_the_whole_timeout() {
+    let env = Env::start();
+    env.monitoring(Backend::Respond(
+        200,
+        r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.into(),
+    ));
+    run(&env, "cpu", &[]);
+    // A 1m window polls every 15 s: the last round still comes at the 5 s deadline, not
+    // one poll interval before it.
+    let started = std::time::Instant::now();
+    let (code, doc, stderr) = verify_json(&env, "1m", &["--wait", "--timeout", "5"]);
+    let waited = started.elapsed();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        waited >= Duration::from_secs(5),
+        "returned after {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(30),
+        "returned after {waited:?}"
+    );
+    assert!(doc["rounds"].as_u64().unwrap() >= 2, "{doc:#}");
+    assert!(
+        stderr.contains("still missing after --timeout 5s"),
+        "{stderr}"
+    );
 }

@@ -22,14 +22,16 @@ use crate::signals::contract::{Check, checks};
 use crate::verify::evaluate::{QueryAnswer, SeriesFacts, facts_query};
 use crate::verify::prometheus::{PrometheusApi, discover};
 use crate::verify::{
-    Answered, LocalCatalog, Target, VmResult, catalog_names, json_report, judge_answers,
-    missing_message, not_running, not_running_results, targets, text_report, unverifiable_result,
+    Answered, LocalCatalog, Target, VmResult, catalog_names, failure_message, json_report,
+    judge_answers, not_running, not_running_results, targets, text_report, unverifiable_result,
     window_too_short,
 };
 use crate::workloads::catalog::CatalogEntry;
 
 /// How long transient failures are retried when not waiting.
 const RETRY_DEADLINE: Duration = Duration::from_secs(60);
+/// How long the round at the `--wait` deadline may retry transient failures.
+const LAST_ROUND_GRACE: Duration = Duration::from_secs(20);
 /// Queries in flight at once (each also passes the rate limit).
 const QUERY_CONCURRENCY: usize = 8;
 
@@ -78,13 +80,21 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
                 rounds
             )
         ),
-        OutputFormat::Text => text_report(&results, &api.describe, settings.window),
+        OutputFormat::Text => text_report(
+            &results,
+            &api.describe,
+            settings.window,
+            settings.show_queries,
+        ),
     };
     super::write_stdout(&text)?;
-    match missing_message(&results) {
+    let still_missing = results.iter().any(|r| r.missing().next().is_some());
+    match failure_message(&results, settings.window) {
         Some(message) => Err(Error::runtime(match settings.wait {
-            Some(t) => format!("{message}; still missing after --timeout {}s", t.as_secs()),
-            None => message,
+            Some(t) if still_missing => {
+                format!("{message}; still missing after --timeout {}s", t.as_secs())
+            }
+            _ => message,
         })),
         None => Ok(()),
     }
@@ -130,6 +140,13 @@ async fn poll_signals(
     let mut rounds = 0u32;
     loop {
         rounds += 1;
+        // The last round starts at the deadline: it still gets a short time to retry.
+        let round = ApiContext {
+            client: ctx.client.clone(),
+            policy: RetryPolicy::until(deadline.max(Instant::now() + LAST_ROUND_GRACE)),
+            cancel: ctx.cancel.clone(),
+        };
+        let ctx = &round;
         let vms = list_in_scope(ctx, &settings.scope, ManagedKind::VirtualMachine).await?;
         let vmis = list_in_scope(ctx, &settings.scope, ManagedKind::VirtualMachineInstance).await?;
         let catalog = load_catalog(&settings.catalog_dir, &vms);
@@ -139,11 +156,15 @@ async fn poll_signals(
         } else {
             evaluate(api, found, settings.window, &ctx.policy, &ctx.cancel).await?
         };
+        // Nothing missing: waiting longer cannot change the verdict (even when nothing is
+        // expected in the window, which the window, not time, decides).
         let complete = !results.is_empty() && results.iter().all(|r| r.missing().next().is_none());
-        let waiting = settings.wait.is_some() && Instant::now() + poll < deadline;
-        if complete || !waiting {
+        let now = Instant::now();
+        // The last round runs at the deadline, so --wait --timeout T waits T, not less.
+        if complete || settings.wait.is_none() || now >= deadline {
             return Ok((results, rounds));
         }
+        let pause = poll.min(deadline - now);
         tracing::info!(
             round = rounds,
             missing = results.iter().map(|r| r.missing().count()).sum::<usize>(),
@@ -152,7 +173,7 @@ async fn poll_signals(
         tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => return Err(Error::Interrupted),
-            () = tokio::time::sleep(poll) => {}
+            () = tokio::time::sleep(pause) => {}
         }
     }
 }

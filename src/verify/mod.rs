@@ -379,7 +379,12 @@ fn observed_text(s: &SignalResult) -> String {
 }
 
 /// The human table: one row per VM and signal, then notes and a summary line.
-pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> String {
+pub fn text_report(
+    results: &[VmResult],
+    prometheus: &str,
+    window: Window,
+    show_queries: bool,
+) -> String {
     const HEADER: [&str; 7] = [
         "VM",
         "WORKLOAD",
@@ -394,15 +399,23 @@ pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> St
     for r in results {
         vm_rows(r, &mut rows, &mut notes);
     }
-    let mut out = crate::table::columns(&HEADER, &rows, "");
+    // The query column only on request: it is long and the JSON carries it anyway.
+    let shown = if show_queries {
+        HEADER.len()
+    } else {
+        HEADER.len() - 1
+    };
+    let rows: Vec<&[String]> = rows.iter().map(|r| &r[..shown]).collect();
+    let mut out = crate::table::columns(&HEADER[..shown], &rows, "");
     for note in notes {
         out.push_str(&format!("note: {note}\n"));
     }
     let (expected, passed, missing, skipped) = tally(results);
     out.push_str(&format!(
-        "{passed} of {expected} expected signal(s) present, {missing} missing{} ({} VM(s), window {window}, Prometheus: {prometheus}).\n",
+        "{passed} of {expected} expected signal(s) present, {missing} missing{} ({} VM(s), window {window}, Prometheus: {prometheus}){}.\n",
         if skipped > 0 { format!(", {skipped} not expected in this window") } else { String::new() },
         results.len(),
+        if expected == 0 { ": nothing verified" } else { "" },
         prometheus = untrusted(prometheus),
     ));
     out
@@ -489,7 +502,7 @@ pub fn json_report(
         "window": window.to_string(),
         "window_seconds": window.as_secs(),
         "rounds": rounds,
-        "passed": missing == 0 && expected > 0,
+        "passed": failure_message(results, window).is_none(),
         "summary": {
             "vms": results.len(),
             "expected": expected,
@@ -498,6 +511,22 @@ pub fn json_report(
             "not_expected": skipped,
         },
         "vms": vms,
+    })
+}
+
+/// Why verify fails, in one line; None when it passes. Exit code, JSON `passed` and the
+/// text summary all follow this: a missing signal fails, and so does a round in which no
+/// signal was expected (nothing was verified).
+pub fn failure_message(results: &[VmResult], window: Window) -> Option<String> {
+    if let Some(message) = missing_message(results) {
+        return Some(message);
+    }
+    let (expected, _, _, skipped) = tally(results);
+    (expected == 0).then(|| {
+        format!(
+            "no signal is expected in a {window} window ({skipped} not expected, see the notes): \
+             nothing was verified; use a longer --window"
+        )
     })
 }
 
@@ -724,6 +753,36 @@ mod tests {
         assert_eq!(
             not_running(&targets(&vms, &[vmi("Running")], &catalog)[0]),
             None
+        );
+    }
+
+    #[test]
+    fn nothing_expected_is_a_failure_in_every_output() {
+        let w = Window::from_secs(10).unwrap();
+        let t = targets(&[vm("network", json!({}))], &[], &LocalCatalog::new()).remove(0);
+        let signals = checks(&t.facts, w)
+            .into_iter()
+            .map(|check| SignalResult {
+                status: evaluate::judge(&check, None),
+                check,
+                observed: None,
+                error: None,
+            })
+            .collect();
+        let results = vec![VmResult { target: t, signals }];
+        let failure = failure_message(&results, w).unwrap();
+        assert!(failure.contains("nothing was verified"), "{failure}");
+        let doc = json_report(None, None, &results, "p", w, 1);
+        assert_eq!(doc["passed"], false);
+        let text = text_report(&results, "p", w, false);
+        assert!(text.trim_end().ends_with(": nothing verified."), "{text}");
+        assert!(!text.lines().next().unwrap().contains("QUERY"));
+        assert!(
+            text_report(&results, "p", w, true)
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with("QUERY")
         );
     }
 
