@@ -55,6 +55,8 @@ pub const METRICS: &[&str] = &[
     "kubevirt_vmi_network_transmit_packets_total",
     "kubevirt_vmi_filesystem_used_bytes",
     "kubevirt_vmi_filesystem_capacity_bytes",
+    // One series per VMI with its phase (virt-controller): the alert's list of running VMIs.
+    "kubevirt_vmi_info",
 ];
 
 /// What a signal's value measures (for display).
@@ -621,9 +623,34 @@ pub fn vmi_label(key: &str) -> String {
     format!("kubernetes_vmi_label_{}", key.replace(['.', '/', '-'], "_"))
 }
 
-/// The expression of the shipped alert for one built-in signal: the VMIs of `workload`
-/// (selected by the VMI labels KubeVirt copies onto its series) whose signal, computed
-/// exactly as verify computes it with default params, is absent or below its threshold.
+/// How long a VMI's per-VMI series identify it as a virtwork VM of a workload after they
+/// stop (the alert's memory of which running VMIs should show a signal).
+pub const ALERT_MEMORY: &str = "1h";
+
+/// `expr` with the VMI's namespace back in `namespace` when a scrape without honorLabels
+/// moved it to `exported_namespace`.
+fn own_namespace(expr: &str) -> String {
+    format!("label_replace({expr}, \"namespace\", \"$1\", \"exported_namespace\", \"(.+)\")")
+}
+
+/// The names virtwork gives the VMs of `workload` (`virtwork-<workload>[-<role>]-<n>`), as
+/// a PromQL regex: it finds a running VMI of the workload even when none of its per-VMI
+/// series ever reached Prometheus.
+pub fn vm_name_pattern(workload: &str) -> String {
+    let roles = match workload {
+        "network" | "tps" => "(server-|client-)?",
+        _ => "",
+    };
+    format!("virtwork-{workload}-{roles}[0-9]+")
+}
+
+/// The expression of the shipped alert for one built-in signal: every RUNNING VMI of
+/// `workload` (KubeVirt's `kubevirt_vmi_info`, joined with the VMIs whose per-VMI series
+/// carried the workload's labels within [`ALERT_MEMORY`], or named as virtwork names them)
+/// whose signal, computed as verify computes it with default params, is not both at its
+/// threshold and backed by a current series. So it fires when the signal is low, absent or
+/// stale, never for a stopped VM, and keys every VMI by its own namespace even when the
+/// scrape moved it to `exported_namespace`.
 pub fn alert_expression(workload: &str, def: &SignalDef, window: Window) -> Option<String> {
     let facts = VmFacts {
         workload: workload.to_string(),
@@ -635,10 +662,28 @@ pub fn alert_expression(workload: &str, def: &SignalDef, window: Window) -> Opti
     let threshold = threshold?;
     let selector = workload_matchers(workload);
     let mount = param(&facts, "mount");
-    let signal = expression(def, &selector, window, mount);
+    // Grouped by exported_namespace too, so own_namespace can restore the VMI's namespace.
+    let signal = expression(def, &selector, window, mount).replace(
+        "by (namespace, name",
+        "by (namespace, exported_namespace, name",
+    );
+    let current = primary_series(def, &selector, mount);
     let run = vmi_label(crate::labels::RUN_ID);
+    let known = own_namespace(&format!(
+        "last_over_time(kubevirt_vmi_vcpu_seconds_total{{{selector}}}[{ALERT_MEMORY}])"
+    ));
+    let named = own_namespace(&format!(
+        "kubevirt_vmi_info{{name=~\"{}\"}}",
+        vm_name_pattern(workload)
+    ));
+    let running = own_namespace("kubevirt_vmi_info{phase=~\"(?i)running\"}");
+    let healthy = format!(
+        "{} and on (namespace, name) group by (namespace, name) ({})",
+        own_namespace(&format!("({signal} >= {threshold})")),
+        own_namespace(&current)
+    );
     Some(format!(
-        "group by (namespace, name, {run}) (kubevirt_vmi_vcpu_seconds_total{{{selector}}}) unless on (namespace, name) ({signal} >= {threshold})"
+        "((group by (namespace, name, {run}) ({known}) or on (namespace, name) group by (namespace, name) ({named})) and on (namespace, name) {running}) unless on (namespace, name) ({healthy})"
     ))
 }
 
@@ -935,11 +980,24 @@ mod tests {
     fn alert_expressions_reuse_the_verify_expression() {
         let def = &builtin_signals("cpu")[0];
         let alert = alert_expression("cpu", def, Window::DEFAULT).unwrap();
-        let signal = expression(def, &workload_matchers("cpu"), Window::DEFAULT, "");
+        let signal = expression(def, &workload_matchers("cpu"), Window::DEFAULT, "").replace(
+            "by (namespace, name",
+            "by (namespace, exported_namespace, name",
+        );
         assert!(alert.contains(&format!("({signal} >= 0.5)")), "{alert}");
         assert!(alert.contains(r#"kubernetes_vmi_label_app_kubernetes_io_component="cpu""#));
         assert!(
-            alert.starts_with("group by (namespace, name, kubernetes_vmi_label_virtwork_run_id)")
+            alert.contains(r#"kubevirt_vmi_info{phase=~"(?i)running"}"#),
+            "{alert}"
+        );
+        assert!(
+            alert.contains(r#"kubevirt_vmi_info{name=~"virtwork-cpu-[0-9]+"}"#),
+            "{alert}"
+        );
+        assert!(alert.contains("group by (namespace, name, kubernetes_vmi_label_virtwork_run_id)"));
+        assert_eq!(
+            vm_name_pattern("tps"),
+            "virtwork-tps-(server-|client-)?[0-9]+"
         );
     }
 
