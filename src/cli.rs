@@ -411,6 +411,10 @@ pub struct VerifyArgs {
     /// Catalog whose entries judge catalog VMs [env: VIRTWORK_CATALOG_DIR] [default: ~/.virtwork/catalog]
     #[arg(long, value_name = "DIR")]
     pub catalog_dir: Option<PathBuf>,
+
+    /// Add each signal's PromQL to the text table (JSON always has it)
+    #[arg(long)]
+    pub show_queries: bool,
 }
 
 fn parse_window(text: &str) -> Result<crate::model::Window, String> {

@@ -109,26 +109,52 @@ fn promtool_accepts_the_shipped_rules() {
     );
 }
 
-/// Input series of one VMI as KubeVirt exports them, in promtool's expanding notation.
+const RUN: &str = "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f";
+
+/// Where a VMI's series say it lives: its own namespace, or (a scrape without honorLabels)
+/// virt-handler's with the VMI's in `exported_namespace`.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    Own,
+    Relabelled,
+}
+
+impl Place {
+    fn labels(self) -> &'static str {
+        match self {
+            Place::Own => "namespace=\"virtwork\"",
+            Place::Relabelled => "namespace=\"kubevirt\",exported_namespace=\"virtwork\"",
+        }
+    }
+}
+
+/// Input series of one VMI as KubeVirt exports them, in promtool's expanding notation:
+/// two vCPU counters (`vcpu` values), `extra` metrics, and `kubevirt_vmi_info` with phase
+/// running (`info` values; virt-controller exports it, without the VMI's labels).
 fn vmi_series(
     name: &str,
     workload: &str,
-    vcpu_per_minute: &str,
+    place: Place,
+    vcpu: &str,
+    info: &str,
     extra: &[(&str, &str)],
 ) -> Vec<(String, String)> {
+    let own = place.labels();
     let labels = format!(
-        "namespace=\"virtwork\",name=\"{name}\",kubernetes_vmi_label_app_kubernetes_io_managed_by=\"virtwork\",kubernetes_vmi_label_app_kubernetes_io_component=\"{workload}\",kubernetes_vmi_label_virtwork_run_id=\"0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f\""
+        "{own},name=\"{name}\",kubernetes_vmi_label_app_kubernetes_io_managed_by=\"virtwork\",kubernetes_vmi_label_app_kubernetes_io_component=\"{workload}\",kubernetes_vmi_label_virtwork_run_id=\"{RUN}\""
     );
-    let mut out = vec![
-        (
-            format!("kubevirt_vmi_vcpu_seconds_total{{{labels},id=\"0\"}}"),
-            format!("0+{vcpu_per_minute}x30"),
-        ),
-        (
-            format!("kubevirt_vmi_vcpu_seconds_total{{{labels},id=\"1\"}}"),
-            format!("0+{vcpu_per_minute}x30"),
-        ),
-    ];
+    let mut out = vec![(
+        format!("kubevirt_vmi_info{{{own},name=\"{name}\",phase=\"running\",os=\"linux\"}}"),
+        info.to_string(),
+    )];
+    if !vcpu.is_empty() {
+        for id in ["0", "1"] {
+            out.push((
+                format!("kubevirt_vmi_vcpu_seconds_total{{{labels},id=\"{id}\"}}"),
+                vcpu.to_string(),
+            ));
+        }
+    }
     for (metric, values) in extra {
         let (name, more) = metric.split_once('|').unwrap_or((metric, ""));
         let sep = if more.is_empty() { "" } else { "," };
@@ -137,23 +163,103 @@ fn vmi_series(
     out
 }
 
+/// One alert promtool must see firing: its labels and annotations as the rule renders them.
+fn expected_alert(
+    name: &str,
+    workload: &str,
+    signal: &str,
+    description: &str,
+    run: bool,
+) -> String {
+    let run_label = if run {
+        format!("              kubernetes_vmi_label_virtwork_run_id: {RUN}\n")
+    } else {
+        String::new()
+    };
+    format!(
+        "          - exp_labels:\n              severity: warning\n              virtwork_workload: {workload}\n              virtwork_signal: {signal}\n              namespace: virtwork\n              name: {name}\n{run_label}            exp_annotations:\n              summary: {}\n              description: {}\n              runbook_url: {}\n",
+        q(&format!(
+            "virtwork VM virtwork/{name} ({workload}): signal {signal} missing for 10m"
+        )),
+        q(&format!(
+            "The running {workload} VM virtwork/{name} (run {}) should show {description} in KubeVirt's per-VMI metrics, but it is absent, stale or below the expected level. Check with `virtwork verify --namespace virtwork`.",
+            if run { RUN } else { "" }
+        )),
+        q(kit::RUNBOOK),
+    )
+}
+
+/// Runs `promtool test rules` on the shipped rules with `series` and the alert checks.
+fn promtool_test(promtool: &Path, series: &[(String, String)], checks: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rule_file(dir.path());
+    let mut input = String::new();
+    for (name, values) in series {
+        input.push_str(&format!(
+            "      - series: '{name}'\n        values: '{values}'\n"
+        ));
+    }
+    let test = format!(
+        "rule_files:\n  - {}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    alert_rule_test:\n{checks}",
+        rules.display()
+    );
+    let test_path = dir.path().join("test.yaml");
+    std::fs::write(&test_path, &test).unwrap();
+    let out = Command::new(promtool)
+        .arg("test")
+        .arg("rules")
+        .arg(&test_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool test rules failed:\n{}{}\n{test}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const VCPU: &str = "vCPU time per second divided by the VMI's vCPU count";
+
 #[test]
 fn promtool_proves_the_alert_fires_for_the_flat_vm_only() {
     let Some(promtool) = support::prometheus::tool("promtool") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let rules = rule_file(dir.path());
     // One-minute samples for 30 minutes: two loaded cpu VMs, one flat cpu VM (its counters
     // stand still), a loaded memory VM and a loaded network pair member.
+    let running = "1x30";
     let mut series = Vec::new();
-    series.extend(vmi_series("virtwork-cpu-0", "cpu", "58", &[]));
-    series.extend(vmi_series("virtwork-cpu-1", "cpu", "0", &[]));
-    series.extend(vmi_series("virtwork-cpu-2", "cpu", "50", &[]));
+    series.extend(vmi_series(
+        "virtwork-cpu-0",
+        "cpu",
+        Place::Own,
+        "0+58x30",
+        running,
+        &[],
+    ));
+    series.extend(vmi_series(
+        "virtwork-cpu-1",
+        "cpu",
+        Place::Own,
+        "0+0x30",
+        running,
+        &[],
+    ));
+    series.extend(vmi_series(
+        "virtwork-cpu-2",
+        "cpu",
+        Place::Own,
+        "0+50x30",
+        running,
+        &[],
+    ));
     series.extend(vmi_series(
         "virtwork-memory-0",
         "memory",
-        "30",
+        Place::Own,
+        "0+30x30",
+        running,
         &[
             ("kubevirt_vmi_memory_available_bytes", "2000000000x30"),
             ("kubevirt_vmi_memory_usable_bytes", "400000000x30"),
@@ -162,7 +268,9 @@ fn promtool_proves_the_alert_fires_for_the_flat_vm_only() {
     series.extend(vmi_series(
         "virtwork-network-server-0",
         "network",
-        "10",
+        Place::Own,
+        "0+10x30",
+        running,
         &[
             (
                 "kubevirt_vmi_network_receive_bytes_total|interface=\"default\"",
@@ -174,35 +282,101 @@ fn promtool_proves_the_alert_fires_for_the_flat_vm_only() {
             ),
         ],
     ));
-    let mut input = String::new();
-    for (name, values) in &series {
-        input.push_str(&format!(
-            "      - series: '{name}'\n        values: '{values}'\n"
-        ));
+    let checks = format!(
+        "      - eval_time: 8m\n        alertname: {ALERT}\n        exp_alerts: []\n      - eval_time: 20m\n        alertname: {ALERT}\n        exp_alerts:\n{}",
+        expected_alert("virtwork-cpu-1", "cpu", "vcpu-busy", VCPU, true)
+    );
+    promtool_test(&promtool, &series, &checks);
+}
+
+#[test]
+fn promtool_proves_the_alert_fires_for_absent_stale_and_relabelled_running_vms_only() {
+    let Some(promtool) = support::prometheus::tool("promtool") else {
+        return;
+    };
+    let running = "1x40";
+    let mut series = Vec::new();
+    // Loaded, for contrast: never alerts.
+    series.extend(vmi_series(
+        "virtwork-cpu-0",
+        "cpu",
+        Place::Own,
+        "0+58x40",
+        running,
+        &[],
+    ));
+    // Absent: running, but no per-VMI series ever reached Prometheus.
+    series.extend(vmi_series(
+        "virtwork-cpu-1",
+        "cpu",
+        Place::Own,
+        "",
+        running,
+        &[],
+    ));
+    // Stale: loaded for 10 minutes, then its series stop while the VMI keeps running.
+    series.extend(vmi_series(
+        "virtwork-cpu-2",
+        "cpu",
+        Place::Own,
+        "0+58x10 stale",
+        running,
+        &[],
+    ));
+    // Relabelled: the scrape moved its namespace to exported_namespace; flat.
+    series.extend(vmi_series(
+        "virtwork-cpu-3",
+        "cpu",
+        Place::Relabelled,
+        "0+0x40",
+        running,
+        &[],
+    ));
+    // Relabelled and loaded: no alert.
+    series.extend(vmi_series(
+        "virtwork-cpu-4",
+        "cpu",
+        Place::Relabelled,
+        "0+58x40",
+        running,
+        &[],
+    ));
+    // Stopped after 5 minutes (flat until then): no running VMI, no alert.
+    series.extend(vmi_series(
+        "virtwork-cpu-5",
+        "cpu",
+        Place::Own,
+        "0+0x5 stale",
+        "1x5 stale",
+        &[],
+    ));
+    // chaos-process only checks the VMI reports: stale series make it fire too.
+    series.extend(vmi_series(
+        "virtwork-chaos-process-0",
+        "chaos-process",
+        Place::Own,
+        "0+5x10 stale",
+        running,
+        &[],
+    ));
+    let mut fired = String::new();
+    for (name, run) in [
+        ("virtwork-cpu-1", false),
+        ("virtwork-cpu-2", true),
+        ("virtwork-cpu-3", true),
+    ] {
+        fired.push_str(&expected_alert(name, "cpu", "vcpu-busy", VCPU, run));
     }
-    let test = format!(
-        "rule_files:\n  - {}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    alert_rule_test:\n      - eval_time: 8m\n        alertname: {ALERT}\n        exp_alerts: []\n      - eval_time: 20m\n        alertname: {ALERT}\n        exp_alerts:\n          - exp_labels:\n              severity: warning\n              virtwork_workload: cpu\n              virtwork_signal: vcpu-busy\n              namespace: virtwork\n              name: virtwork-cpu-1\n              kubernetes_vmi_label_virtwork_run_id: 0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f\n            exp_annotations:\n              summary: {}\n              description: {}\n              runbook: {}\n",
-        rules.display(),
-        q("virtwork VM virtwork/virtwork-cpu-1 (cpu): signal vcpu-busy missing for 10m"),
-        q(
-            "The cpu workload of run 0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f should show vCPU time per second divided by the VMI's vCPU count in KubeVirt's per-VMI metrics, but it is absent or below the expected level. Check with `virtwork verify --run-id <run id>`."
-        ),
-        q(kit::RUNBOOK),
-    );
-    let test_path = dir.path().join("test.yaml");
-    std::fs::write(&test_path, test).unwrap();
-    let out = Command::new(promtool)
-        .arg("test")
-        .arg("rules")
-        .arg(&test_path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "promtool test rules failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fired.push_str(&expected_alert(
+        "virtwork-chaos-process-0",
+        "chaos-process",
+        "vcpu-reporting",
+        "the VMI's vCPU counters reach Prometheus (signals and killed guest processes are not visible from the host)",
+        true,
+    ));
+    let checks =
+        format!("      - eval_time: 30m\n        alertname: {ALERT}\n        exp_alerts:\n{fired}");
+    promtool_test(&promtool, &series, &checks);
 }
 
 /// A YAML double-quoted scalar (JSON string syntax).

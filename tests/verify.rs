@@ -217,7 +217,7 @@ fn verify_passes_for_loaded_vms_and_names_the_flat_one() {
         "30s",
         "--wait",
         "--timeout",
-        "25",
+        "45",
     ]);
     let stderr = text(&out.stderr);
     assert_eq!(
@@ -306,8 +306,26 @@ fn verify_passes_for_loaded_vms_and_names_the_flat_one() {
     assert_eq!(out.status.code(), Some(0), "{}\n{table}", text(&out.stderr));
     let lines: Vec<&str> = table.lines().collect();
     assert!(
-        lines[0].starts_with("VM") && lines[0].contains("QUERY"),
-        "{table}"
+        lines[0].starts_with("VM") && lines[0].ends_with("RESULT"),
+        "no query column unless asked for: {table}"
+    );
+    assert!(!table.contains("rate("), "{table}");
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "verify",
+        "--window",
+        "30s",
+        "--show-queries",
+    ]);
+    let with_queries = text(&out.stdout);
+    assert!(
+        with_queries.lines().next().unwrap().ends_with("QUERY"),
+        "{with_queries}"
+    );
+    assert!(
+        with_queries.contains("rate(kubevirt_vmi_vcpu_seconds_total{"),
+        "{with_queries}"
     );
     assert!(table.contains("virtwork/virtwork-cpu-1") && table.contains("PASS"));
     assert!(
@@ -593,11 +611,10 @@ fn metrics_endpoint_follows_workloads_and_flattens_on_request() {
     );
     std::thread::sleep(Duration::from_millis(300));
     let second = env.server.kubevirt_metrics();
-    assert!(value(&second, "virtwork-cpu-0") > value(&first, "virtwork-cpu-0"));
-    assert_eq!(
-        value(&second, "virtwork-cpu-1"),
-        value(&first, "virtwork-cpu-1")
-    );
+    let loaded = value(&second, "virtwork-cpu-0") - value(&first, "virtwork-cpu-0");
+    let idle = value(&second, "virtwork-cpu-1") - value(&first, "virtwork-cpu-1");
+    assert!(loaded > 0.0 && idle >= 0.0, "{loaded} {idle}");
+    assert!(idle < loaded / 10.0, "a flat VM idles: {idle} vs {loaded}");
 }
 
 fn catalog_entry(dir: &Path, signals_yaml: &str) {
@@ -1097,4 +1114,325 @@ fn a_prometheus_url_is_reached_through_the_proxy_kubectl_would_use() {
     );
     assert!(!stub.requests().is_empty(), "{stderr}");
     assert!(stderr.contains("via proxy http://127.0.0.1:"), "{stderr}");
+}
+
+/// `virtwork run` of `workloads` (one VM each unless `--vm-count` is in `extra`).
+fn run(env: &Env, workloads: &str, extra: &[&str]) {
+    let mut args = vec![
+        "--namespace",
+        NS,
+        "run",
+        "--workloads",
+        workloads,
+        "--timeout",
+        "60",
+    ];
+    args.extend_from_slice(extra);
+    let out = env.run(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "run failed:\n{}",
+        text(&out.stderr)
+    );
+}
+
+/// `verify --output json --window <window>` plus `extra`: (exit code, document, stderr).
+fn verify_json(env: &Env, window: &str, extra: &[&str]) -> (Option<i32>, Value, String) {
+    let mut args = vec![
+        "--namespace",
+        NS,
+        "--output",
+        "json",
+        "verify",
+        "--window",
+        window,
+    ];
+    args.extend_from_slice(extra);
+    let out = env.run(&args);
+    (out.status.code(), json_doc(&out), text(&out.stderr))
+}
+
+/// The status and note of one signal of one VM in a verify document.
+fn signal_of(doc: &Value, vm: &str, signal: &str) -> (String, String) {
+    let vm_doc = doc["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == vm)
+        .unwrap_or_else(|| panic!("VM {vm} not in {doc:#}"));
+    let s = vm_doc["signals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["signal"] == signal)
+        .unwrap_or_else(|| panic!("signal {signal} not in {vm_doc:#}"));
+    (
+        s["status"].as_str().unwrap().to_string(),
+        s["note"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// Waits until Prometheus holds at least `samples` vCPU samples of VM `vm` (hang guard).
+fn wait_for_samples(prometheus: &Prometheus, vm: &str, samples: usize) {
+    let promql = format!(
+        "count_over_time(kubevirt_vmi_vcpu_seconds_total{{name=\"{vm}\",id=\"0\"}}[5m]) >= {samples}"
+    );
+    assert!(
+        prometheus.wait_for_series(&promql, 1, Duration::from_secs(120)),
+        "Prometheus never held {samples} samples of {vm}:\n{}",
+        prometheus.log()
+    );
+}
+
+#[test]
+fn a_fresh_healthy_vm_is_too_young_then_passes() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(&env, "cpu", &[]);
+    wait_for_samples(&prometheus, "virtwork-cpu-0", 2);
+    // Seconds old, the series cannot fill a minute: a rate over it reads low, which is
+    // youth, not a missing load.
+    let (code, doc, stderr) = verify_json(&env, "1m", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let (status, note) = signal_of(&doc, "virtwork-cpu-0", "vcpu-busy");
+    assert_eq!(status, "too_young", "{doc:#}");
+    assert!(note.contains("younger than the 1m window"), "{note}");
+    assert!(stderr.contains("too young"), "{stderr}");
+    // Once the window is full, --wait sees it pass.
+    let (code, doc, stderr) = verify_json(&env, "1m", &["--wait", "--timeout", "150"]);
+    assert_eq!(code, Some(0), "{stderr}\n{doc:#}");
+    assert_eq!(signal_of(&doc, "virtwork-cpu-0", "vcpu-busy").0, "pass");
+}
+
+#[test]
+fn a_vm_whose_series_stop_is_stale_not_passed() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(&env, "cpu", &["--vm-count", "2"]);
+    wait_for_samples(&prometheus, "virtwork-cpu-1", 15);
+    env.server.set_metrics_hidden(NS, "virtwork-cpu-1", true);
+    assert!(prometheus.wait_for_none(
+        "kubevirt_vmi_vcpu_seconds_total{name=\"virtwork-cpu-1\"}",
+        Duration::from_secs(30)
+    ));
+    // Its last 10 s of samples still hold a high rate: only the freshness check fails it.
+    let (code, doc, stderr) = verify_json(&env, "10s", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let (status, note) = signal_of(&doc, "virtwork-cpu-1", "vcpu-busy");
+    assert_eq!(status, "stale", "{doc:#}");
+    assert!(note.contains("stale"), "{note}");
+    assert_eq!(signal_of(&doc, "virtwork-cpu-0", "vcpu-busy").0, "pass");
+    assert!(
+        stderr.contains("virtwork/virtwork-cpu-1 signal vcpu-busy (stale"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_stopped_vm_fails_as_not_running() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(&env, "cpu", &["--vm-count", "2"]);
+    wait_for_samples(&prometheus, "virtwork-cpu-1", 12);
+    let mut vm = env
+        .server
+        .get("virtualmachines", NS, "virtwork-cpu-1")
+        .unwrap();
+    vm["spec"]["runStrategy"] = json!("Halted");
+    if let Some(spec) = vm["spec"].as_object_mut() {
+        spec.remove("running");
+    }
+    env.server.insert(vm);
+    assert!(env.server.wait_until(Duration::from_secs(30), |s| {
+        s.get("virtualmachineinstances", NS, "virtwork-cpu-1")
+            .is_none()
+    }));
+    let out = env.run(&["--namespace", NS, "verify", "--window", "10s"]);
+    let table = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}\n{table}", text(&out.stderr));
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("virtwork/virtwork-cpu-1"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("NOT RUNNING"), "{table}");
+    assert!(
+        table.contains("not running: it has no VMI (stopped)"),
+        "{table}"
+    );
+    let (_, doc, _) = verify_json(&env, "10s", &[]);
+    assert_eq!(
+        signal_of(&doc, "virtwork-cpu-1", "vcpu-busy").0,
+        "not_running"
+    );
+    assert_eq!(signal_of(&doc, "virtwork-cpu-0", "vcpu-busy").0, "pass");
+}
+
+#[test]
+fn a_relabelled_namespace_is_named_when_its_data_is_missing() {
+    let env = Env::start();
+    env.server.set_namespace_relabelled(true);
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(&env, "cpu", &[]);
+    assert!(prometheus.wait_for_series(
+        "count_over_time(kubevirt_vmi_vcpu_seconds_total{exported_namespace=\"virtwork\"}[5m]) >= 3",
+        1,
+        Duration::from_secs(60)
+    ));
+    let (code, doc, stderr) = verify_json(&env, "10s", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let (status, note) = signal_of(&doc, "virtwork-cpu-0", "vcpu-busy");
+    assert_eq!(status, "no_data", "{doc:#}");
+    assert!(
+        note.contains("exported_namespace") && note.contains("honorLabels"),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_millisecond_vcpu_counter_is_judged_in_seconds() {
+    let env = Env::start();
+    env.server.set_vcpu_millis(true);
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(&env, "cpu", &["--vm-count", "2"]);
+    // virtwork-cpu-1 idles at 2% of a vCPU: 20 "seconds" per second on such a cluster.
+    env.server.set_metrics_flat(NS, "virtwork-cpu-1", true);
+    wait_for_samples(&prometheus, "virtwork-cpu-1", 15);
+    let (code, doc, stderr) = verify_json(&env, "10s", &[]);
+    assert_eq!(code, Some(1), "{stderr}\n{doc:#}");
+    let idle = signal_of(&doc, "virtwork-cpu-1", "vcpu-busy");
+    assert_eq!(idle.0, "below", "{doc:#}");
+    assert!(idle.1.contains("milliseconds"), "{}", idle.1);
+    assert_eq!(signal_of(&doc, "virtwork-cpu-0", "vcpu-busy").0, "pass");
+    let observed = doc["vms"][0]["signals"][0]["observed"].as_f64().unwrap();
+    assert!(
+        observed > 0.5 && observed <= 1.2,
+        "in seconds per second: {observed}"
+    );
+}
+
+#[test]
+fn a_tps_vm_in_its_pause_is_not_failed() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    // Short rounds: two rounds of 2 s (each followed by the round pause), then the cycle pause.
+    run(
+        &env,
+        "cpu,tps",
+        &["--params", "tps.iterations=1,tps.duration=2"],
+    );
+    assert!(prometheus.wait_for_series(
+        "count_over_time(kubevirt_vmi_network_transmit_packets_total{kubernetes_vmi_label_app_kubernetes_io_component=\"tps\"}[5m]) >= 10",
+        2,
+        Duration::from_secs(60)
+    ));
+    // Both tps VMs at least 20 s into their cycle pause.
+    assert!(prometheus.wait_for_none(
+        "rate(kubevirt_vmi_network_transmit_packets_total{kubernetes_vmi_label_app_kubernetes_io_component=\"tps\"}[20s]) > 20",
+        Duration::from_secs(90)
+    ));
+    let (code, doc, stderr) = verify_json(&env, "20s", &[]);
+    assert_eq!(code, Some(0), "{stderr}\n{doc:#}");
+    for vm in ["virtwork-tps-server-0", "virtwork-tps-client-0"] {
+        let (status, note) = signal_of(&doc, vm, "net-tx-packets");
+        assert_eq!(status, "not_expected", "{vm}: {doc:#}");
+        assert!(note.contains("longer than 32s"), "{note}");
+    }
+}
+
+#[test]
+fn a_window_shorter_than_two_scrapes_is_refused_with_the_interval() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(&env, "cpu", &[]);
+    wait_for_samples(&prometheus, "virtwork-cpu-0", 5);
+    let out = env.run(&["--namespace", NS, "verify", "--window", "1s"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("scrapes these series every 1.")
+            && stderr.contains("use --window 2s or longer"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no verdicts on a refused window");
+    let out = env.run(&["--namespace", NS, "verify", "--window", "2s"]);
+    assert_ne!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn nothing_expected_fails_alike_in_exit_code_text_and_json() {
+    let env = Env::start();
+    run(&env, "network", &[]);
+    // A 10 s window can fall entirely into iperf3's pause: nothing is expected, so nothing
+    // is verified, whether Prometheus answers or not (here it is not even there).
+    let unreachable = ["--prometheus", "http://127.0.0.1:9"];
+    let mut args = vec!["--namespace", NS, "verify", "--window", "10s"];
+    args.extend_from_slice(&unreachable);
+    let out = env.run(&args);
+    let table = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}\n{table}");
+    assert!(
+        table.lines().last().unwrap().contains("nothing verified"),
+        "{table}"
+    );
+    assert!(stderr.contains("nothing was verified"), "{stderr}");
+    let mut args = vec![
+        "--namespace",
+        NS,
+        "--output",
+        "json",
+        "verify",
+        "--window",
+        "10s",
+    ];
+    args.extend_from_slice(&unreachable);
+    let out = env.run(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let doc = json_doc(&out);
+    assert_eq!(doc["passed"], false);
+    assert_eq!(doc["summary"]["expected"], 0);
+}
+
+#[test]
+fn wait_waits_for_the_whole_timeout() {
+    let env = Env::start();
+    env.monitoring(Backend::Respond(
+        200,
+        r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.into(),
+    ));
+    run(&env, "cpu", &[]);
+    // A 1m window polls every 15 s: the last round still comes at the 5 s deadline, not
+    // one poll interval before it.
+    let started = std::time::Instant::now();
+    let (code, doc, stderr) = verify_json(&env, "1m", &["--wait", "--timeout", "5"]);
+    let waited = started.elapsed();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        waited >= Duration::from_secs(5),
+        "returned after {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(30),
+        "returned after {waited:?}"
+    );
+    assert!(doc["rounds"].as_u64().unwrap() >= 2, "{doc:#}");
+    assert!(
+        stderr.contains("still missing after --timeout 5s"),
+        "{stderr}"
+    );
 }

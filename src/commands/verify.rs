@@ -18,17 +18,20 @@ use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
 use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{OutputFormat, Window};
-use crate::signals::contract::checks;
-use crate::verify::evaluate::{QueryAnswer, Verdict, judge};
+use crate::signals::contract::{Check, checks};
+use crate::verify::evaluate::{QueryAnswer, SeriesFacts, facts_query};
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
 use crate::verify::{
-    LocalCatalog, SignalResult, Target, VmResult, catalog_names, json_report, missing_message,
-    targets, text_report, unverifiable_result,
+    Answered, LocalCatalog, Target, VmResult, catalog_names, failure_message, json_report,
+    judge_answers, not_running, not_running_results, targets, text_report, unverifiable_result,
+    window_too_short,
 };
 use crate::workloads::catalog::CatalogEntry;
 
 /// How long transient failures are retried when not waiting.
 const RETRY_DEADLINE: Duration = Duration::from_secs(60);
+/// How long the round at the `--wait` deadline may retry transient failures.
+const LAST_ROUND_GRACE: Duration = Duration::from_secs(20);
 /// Queries in flight at once (each also passes the rate limit).
 const QUERY_CONCURRENCY: usize = 8;
 
@@ -84,13 +87,21 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
             doc["prometheus_via"] = api.via.as_str().into();
             format!("{doc}\n")
         }
-        OutputFormat::Text => text_report(&results, &api.describe, settings.window),
+        OutputFormat::Text => text_report(
+            &results,
+            &api.describe,
+            settings.window,
+            settings.show_queries,
+        ),
     };
     super::write_stdout(&text)?;
-    match missing_message(&results) {
+    let still_missing = results.iter().any(|r| r.missing().next().is_some());
+    match failure_message(&results, settings.window) {
         Some(message) => Err(Error::runtime(match settings.wait {
-            Some(t) => format!("{message}; still missing after --timeout {}s", t.as_secs()),
-            None => message,
+            Some(t) if still_missing => {
+                format!("{message}; still missing after --timeout {}s", t.as_secs())
+            }
+            _ => message,
         })),
         None => Ok(()),
     }
@@ -153,6 +164,13 @@ async fn poll_signals(
     let mut rounds = 0u32;
     loop {
         rounds += 1;
+        // The last round starts at the deadline: it still gets a short time to retry.
+        let round = ApiContext {
+            client: ctx.client.clone(),
+            policy: RetryPolicy::until(deadline.max(Instant::now() + LAST_ROUND_GRACE)),
+            cancel: ctx.cancel.clone(),
+        };
+        let ctx = &round;
         let vms = list_in_scope(ctx, &settings.scope, ManagedKind::VirtualMachine).await?;
         let vmis = list_in_scope(ctx, &settings.scope, ManagedKind::VirtualMachineInstance).await?;
         let catalog = load_catalog(&settings.catalog_dir, &vms);
@@ -162,11 +180,15 @@ async fn poll_signals(
         } else {
             evaluate(api, found, settings.window, &ctx.policy, &ctx.cancel).await?
         };
+        // Nothing missing: waiting longer cannot change the verdict (even when nothing is
+        // expected in the window, which the window, not time, decides).
         let complete = !results.is_empty() && results.iter().all(|r| r.missing().next().is_none());
-        let waiting = settings.wait.is_some() && Instant::now() + poll < deadline;
-        if complete || !waiting {
+        let now = Instant::now();
+        // The last round runs at the deadline, so --wait --timeout T waits T, not less.
+        if complete || settings.wait.is_none() || now >= deadline {
             return Ok((results, rounds));
         }
+        let pause = poll.min(deadline - now);
         tracing::info!(
             round = rounds,
             missing = results.iter().map(|r| r.missing().count()).sum::<usize>(),
@@ -175,7 +197,7 @@ async fn poll_signals(
         tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => return Err(Error::Interrupted),
-            () = tokio::time::sleep(poll) => {}
+            () = tokio::time::sleep(pause) => {}
         }
     }
 }
@@ -208,7 +230,9 @@ fn poll_interval(window: Window) -> Duration {
     Duration::from_secs((window.as_secs() / 4).clamp(1, 15))
 }
 
-/// Queries every check of every target (bounded concurrency, results in target order).
+/// Queries every check of every running target (bounded concurrency, results in target
+/// order): its value and its series' facts. VMs that are not running, and catalog VMs
+/// without a matching local entry, are judged without a query.
 async fn evaluate(
     api: &PrometheusApi,
     targets: Vec<Target>,
@@ -216,66 +240,85 @@ async fn evaluate(
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<Vec<VmResult>> {
-    let jobs: Vec<(usize, crate::signals::contract::Check)> = targets
+    let jobs: Vec<(usize, Check)> = targets
         .iter()
         .enumerate()
-        .filter(|(_, t)| t.unverifiable.is_none())
+        .filter(|(_, t)| t.unverifiable.is_none() && not_running(t).is_none())
         .flat_map(|(i, t)| checks(&t.facts, window).into_iter().map(move |c| (i, c)))
         .collect();
-    let answers: Vec<Result<(usize, SignalResult)>> = futures::stream::iter(jobs)
-        .map(|(i, check)| async move {
-            if check.threshold.is_none() {
-                let status = judge(&check, None);
-                return Ok((
-                    i,
-                    SignalResult {
-                        check,
-                        observed: None,
-                        status,
-                        error: None,
-                    },
-                ));
-            }
-            let answer = api.query(&check.query, policy, cancel).await?;
-            let result = match answer {
-                QueryAnswer::Value(observed) => {
-                    let status = judge(&check, observed);
-                    SignalResult {
-                        check,
-                        observed,
-                        status,
-                        error: None,
-                    }
-                }
-                QueryAnswer::Rejected { error_type, error } => SignalResult {
-                    check,
-                    observed: None,
-                    status: Verdict::Error,
-                    error: Some(format!(
-                        "Prometheus rejected the query ({error_type}): {error}"
-                    )),
-                },
-            };
-            Ok((i, result))
-        })
+    let answers: Vec<Result<(usize, Answered)>> = futures::stream::iter(jobs)
+        .map(|(i, check)| async move { Ok((i, answer(api, check, window, policy, cancel).await?)) })
         .buffered(QUERY_CONCURRENCY)
         .collect()
         .await;
+    let answers = answers.into_iter().collect::<Result<Vec<_>>>()?;
+    if let Some((interval, shortest)) = window_too_short(&answers, window) {
+        return Err(Error::input(format!(
+            "invalid value \"{window}\" for --window: Prometheus scrapes these series every {interval:.1}s, \
+             so a window shorter than two scrapes holds too few samples; use --window {shortest}s or longer"
+        )));
+    }
     let mut results: Vec<VmResult> = targets
         .into_iter()
-        .map(|target| VmResult {
-            signals: target
-                .unverifiable
-                .as_deref()
-                .map(unverifiable_result)
-                .into_iter()
-                .collect(),
-            target,
+        .map(|target| {
+            let signals = match (&target.unverifiable, not_running(&target)) {
+                (Some(why), _) => vec![unverifiable_result(why)],
+                (None, Some(why)) => not_running_results(&target, window, &why),
+                (None, None) => Vec::new(),
+            };
+            VmResult { target, signals }
         })
         .collect();
-    for answer in answers {
-        let (i, signal) = answer?;
+    for (i, signal) in judge_answers(answers, window) {
         results[i].signals.push(signal);
     }
     Ok(results)
+}
+
+/// One check's value and, for built-in signals, its series' facts (two queries at once).
+async fn answer(
+    api: &PrometheusApi,
+    check: Check,
+    window: Window,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<Answered> {
+    if check.threshold.is_none() {
+        return Ok(Answered {
+            check,
+            observed: None,
+            facts: None,
+            error: None,
+        });
+    }
+    let facts_query = facts_query(&check, window);
+    let (value, facts) = futures::join!(api.query(&check.query, policy, cancel), async {
+        match &facts_query {
+            Some(q) => api.query(q, policy, cancel).await.map(Some),
+            None => Ok(None),
+        }
+    });
+    let facts = facts?.map(|answer| SeriesFacts::from_answer(&answer));
+    Ok(match value? {
+        QueryAnswer::Rejected { error_type, error } => Answered {
+            check,
+            observed: None,
+            facts,
+            error: Some(format!(
+                "Prometheus rejected the query ({error_type}): {error}"
+            )),
+        },
+        QueryAnswer::Value(observed) => Answered {
+            check,
+            observed,
+            facts,
+            error: None,
+        },
+        QueryAnswer::Facts(_) => Answered {
+            check,
+            observed: None,
+            facts,
+            error: Some("Prometheus answered the signal's query with fact labels".into()),
+        },
+    })
 }

@@ -339,6 +339,7 @@ impl VerifySettings {
             }),
             prometheus,
             catalog_dir: catalog_dir(&layers, false)?,
+            show_queries: args.show_queries,
             output: global.output,
             global,
         })

@@ -165,5 +165,7 @@ pub struct VerifySettings {
     pub prometheus: PrometheusTarget,
     /// Where catalog VMs' entries are read from (their signals are never read from the cluster).
     pub catalog_dir: PathBuf,
+    /// `--show-queries`: the text table gets a QUERY column.
+    pub show_queries: bool,
     pub output: OutputFormat,
 }

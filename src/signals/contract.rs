@@ -55,6 +55,8 @@ pub const METRICS: &[&str] = &[
     "kubevirt_vmi_network_transmit_packets_total",
     "kubevirt_vmi_filesystem_used_bytes",
     "kubevirt_vmi_filesystem_capacity_bytes",
+    // One series per VMI with its phase (virt-controller): the alert's list of running VMIs.
+    "kubevirt_vmi_info",
 ];
 
 /// What a signal's value measures (for display).
@@ -165,6 +167,14 @@ pub struct Check {
     /// Why the signal is not expected, or a caveat worth showing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The series whose presence, age and scrape interval verify checks (None for catalog
+    /// signals, whose queries may read anything).
+    #[serde(skip)]
+    pub series: Option<String>,
+    /// The same series as a scrape that overwrote `namespace` stores them (the VMI's
+    /// namespace moved to `exported_namespace`), to say so when the signal is missing.
+    #[serde(skip)]
+    pub relabelled: Option<String>,
 }
 
 /// One built-in signal: name, what it shows, and how to write its query.
@@ -266,6 +276,17 @@ const DISK_IOPS_FLOOR: f64 = 10.0;
 const DB_IOPS_FLOOR: f64 = 5.0;
 const NET_BYTES_FLOOR: f64 = 1_048_576.0;
 const NET_PACKETS_FLOOR: f64 = 50.0;
+/// Seconds the payloads sleep between load phases. The payload scripts format these very
+/// constants into their loops (a test reads them back), so the quiet gaps the thresholds
+/// allow for are the ones the guests really have.
+pub const FIO_PAUSE_SECS: u32 = 10;
+pub const PGBENCH_PAUSE_SECS: u32 = 10;
+pub const IPERF_PAUSE_SECS: u32 = 10;
+/// tps: after every netperf round and HTTP window.
+pub const TPS_ROUND_PAUSE_SECS: u32 = 2;
+/// tps: after each cycle (which ends with a round pause, so the quiet gap is both).
+pub const TPS_CYCLE_PAUSE_SECS: u32 = 30;
+
 /// Bytes of pgbench data per unit of scale factor (pgbench's own sizing, ~15 MiB).
 const PGBENCH_BYTES_PER_SCALE: u64 = 15 * 1_048_576;
 
@@ -294,9 +315,13 @@ pub fn signal_param_defaults(workload: &str) -> &'static [(&'static str, &'stati
         "disk" => &[("rwmixread", "70"), ("runtime", "300")],
         "database" => &[("scale-factor", "50"), ("duration", "300")],
         "network" => &[("test-duration", "60")],
+        // Not read by the thresholds (the quiet gap is the fixed pauses), recorded so a
+        // metrics fixture can follow the client's rounds.
+        "tps" => &[("iterations", "30"), ("duration", "60")],
         "chaos-disk" => &[
             ("mount", "/mnt/data"),
             ("fill-percent", "90"),
+            ("fill-sleep", "60"),
             ("release-sleep", "30"),
         ],
         _ => &[],
@@ -385,6 +410,38 @@ pub fn expression(def: &SignalDef, m: &Matchers, window: Window, mount: &str) ->
     }
 }
 
+/// The metric a built-in signal reads first (its presence stands for the signal's), with
+/// the extra matchers the signal's expression adds.
+fn primary_series(def: &SignalDef, m: &Matchers, mount: &str) -> String {
+    let drive = || m.clone().with("drive", DATA_DRIVE);
+    match def.name {
+        "vcpu-busy" | "vcpu-reporting" => format!("kubevirt_vmi_vcpu_seconds_total{{{m}}}"),
+        "memory-used" => format!("kubevirt_vmi_memory_available_bytes{{{m}}}"),
+        "disk-write" => format!(
+            "kubevirt_vmi_storage_write_traffic_bytes_total{{{}}}",
+            drive()
+        ),
+        "disk-read" => format!(
+            "kubevirt_vmi_storage_read_traffic_bytes_total{{{}}}",
+            drive()
+        ),
+        "disk-iops" | "disk-write-iops" => {
+            format!("kubevirt_vmi_storage_iops_write_total{{{}}}", drive())
+        }
+        "net-rx" => format!("kubevirt_vmi_network_receive_bytes_total{{{m}}}"),
+        "net-tx" => format!("kubevirt_vmi_network_transmit_bytes_total{{{m}}}"),
+        "net-rx-packets" => format!("kubevirt_vmi_network_receive_packets_total{{{m}}}"),
+        "net-tx-packets" | "net-reporting" => {
+            format!("kubevirt_vmi_network_transmit_packets_total{{{m}}}")
+        }
+        "fs-fill" => format!(
+            "kubevirt_vmi_filesystem_used_bytes{{{}}}",
+            m.clone().with("mount_point", mount)
+        ),
+        other => unreachable!("no series for signal {other}"),
+    }
+}
+
 /// A floor averaged over a window of which only `active` seconds are guaranteed to carry
 /// the load; None when the window may fall entirely in a quiet gap.
 fn averaged(floor: f64, window: Window, quiet_gap_secs: f64) -> Option<f64> {
@@ -435,14 +492,14 @@ fn threshold(def: &SignalDef, facts: &VmFacts, window: Window) -> Threshold {
         (_, "net-rx" | "net-tx") => averaged_or_too_short(
             NET_BYTES_FLOOR,
             window,
-            10.0,
-            "the iperf3 client pauses 10s between tests",
+            f64::from(IPERF_PAUSE_SECS),
+            "the iperf3 client pauses between tests",
         ),
         (_, "net-rx-packets" | "net-tx-packets") => averaged_or_too_short(
             NET_PACKETS_FLOOR,
             window,
-            2.0,
-            "the tps client pauses 2s between rounds",
+            f64::from(TPS_ROUND_PAUSE_SECS + TPS_CYCLE_PAUSE_SECS),
+            "the tps client rests between cycles (a round pause, then the cycle pause)",
         ),
         (_, "fs-fill") => {
             let release = int_param(facts, "release-sleep");
@@ -464,27 +521,29 @@ fn threshold(def: &SignalDef, facts: &VmFacts, window: Window) -> Threshold {
     }
 }
 
-/// The disk workload's signals. fio loops: mixed job (runtime), sleep 10, sequential write
-/// (runtime), sleep 10.
+/// The disk workload's signals. fio loops: mixed job (runtime), pause, sequential write
+/// (runtime), pause.
 fn disk_threshold(name: &str, facts: &VmFacts, window: Window) -> Threshold {
     let runtime = int_param(facts, "runtime");
     let rwmixread = int_param(facts, "rwmixread");
+    // Two jobs, each followed by a pause: the longest stretch without both kinds of I/O.
+    let fio_pauses = 2.0 * f64::from(FIO_PAUSE_SECS);
     let (floor, gap, why) = match name {
         "disk-read" if rwmixread <= 0.0 => {
             return (None, Some("rwmixread is 0: the payload never reads".into()));
         }
         "disk-read" => (
             DISK_BYTES_FLOOR,
-            runtime + 20.0,
+            runtime + fio_pauses,
             "reads happen only in the mixed fio job",
         ),
         "disk-write" if rwmixread >= 100.0 => (
             DISK_BYTES_FLOOR,
-            runtime + 20.0,
+            runtime + fio_pauses,
             "with rwmixread 100 writes happen only in the sequential job",
         ),
-        "disk-write" => (DISK_BYTES_FLOOR, 20.0, "fio pauses 10s between jobs"),
-        _ => (DISK_IOPS_FLOOR, 20.0, "fio pauses 10s between jobs"),
+        "disk-write" => (DISK_BYTES_FLOOR, fio_pauses, "fio pauses between jobs"),
+        _ => (DISK_IOPS_FLOOR, fio_pauses, "fio pauses between jobs"),
     };
     averaged_or_too_short(floor, window, gap, why)
 }
@@ -509,12 +568,20 @@ fn database_threshold(name: &str, facts: &VmFacts, window: Window) -> Threshold 
     } else {
         DB_BYTES_FLOOR
     };
-    averaged_or_too_short(floor, window, 10.0, "pgbench pauses 10s between runs")
+    averaged_or_too_short(
+        floor,
+        window,
+        f64::from(PGBENCH_PAUSE_SECS),
+        "pgbench pauses between runs",
+    )
 }
 
 /// Every expected signal of one VM over `window`, built-ins first, then catalog signals.
 pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
     let m = Matchers::vmi(&facts.namespace, &facts.name);
+    let moved = Matchers::default()
+        .with("exported_namespace", &facts.namespace)
+        .with("name", &facts.name);
     let mount = param(facts, "mount");
     let mut out: Vec<Check> = builtin_signals(&facts.workload)
         .iter()
@@ -527,6 +594,8 @@ pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
                 threshold,
                 unit: def.unit,
                 note,
+                series: Some(primary_series(def, &m, mount)),
+                relabelled: Some(primary_series(def, &moved, mount)),
             }
         })
         .collect();
@@ -541,6 +610,8 @@ pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
             threshold: Some(custom.threshold),
             unit: Unit::Custom,
             note: None,
+            series: None,
+            relabelled: None,
         }
     }));
     out
@@ -552,9 +623,34 @@ pub fn vmi_label(key: &str) -> String {
     format!("kubernetes_vmi_label_{}", key.replace(['.', '/', '-'], "_"))
 }
 
-/// The expression of the shipped alert for one built-in signal: the VMIs of `workload`
-/// (selected by the VMI labels KubeVirt copies onto its series) whose signal, computed
-/// exactly as verify computes it with default params, is absent or below its threshold.
+/// How long a VMI's per-VMI series identify it as a virtwork VM of a workload after they
+/// stop (the alert's memory of which running VMIs should show a signal).
+pub const ALERT_MEMORY: &str = "1h";
+
+/// `expr` with the VMI's namespace back in `namespace` when a scrape without honorLabels
+/// moved it to `exported_namespace`.
+fn own_namespace(expr: &str) -> String {
+    format!("label_replace({expr}, \"namespace\", \"$1\", \"exported_namespace\", \"(.+)\")")
+}
+
+/// The names virtwork gives the VMs of `workload` (`virtwork-<workload>[-<role>]-<n>`), as
+/// a PromQL regex: it finds a running VMI of the workload even when none of its per-VMI
+/// series ever reached Prometheus.
+pub fn vm_name_pattern(workload: &str) -> String {
+    let roles = match workload {
+        "network" | "tps" => "(server-|client-)?",
+        _ => "",
+    };
+    format!("virtwork-{workload}-{roles}[0-9]+")
+}
+
+/// The expression of the shipped alert for one built-in signal: every RUNNING VMI of
+/// `workload` (KubeVirt's `kubevirt_vmi_info`, joined with the VMIs whose per-VMI series
+/// carried the workload's labels within [`ALERT_MEMORY`], or named as virtwork names them)
+/// whose signal, computed as verify computes it with default params, is not both at its
+/// threshold and backed by a current series. So it fires when the signal is low, absent or
+/// stale, never for a stopped VM, and keys every VMI by its own namespace even when the
+/// scrape moved it to `exported_namespace`.
 pub fn alert_expression(workload: &str, def: &SignalDef, window: Window) -> Option<String> {
     let facts = VmFacts {
         workload: workload.to_string(),
@@ -566,10 +662,28 @@ pub fn alert_expression(workload: &str, def: &SignalDef, window: Window) -> Opti
     let threshold = threshold?;
     let selector = workload_matchers(workload);
     let mount = param(&facts, "mount");
-    let signal = expression(def, &selector, window, mount);
+    // Grouped by exported_namespace too, so own_namespace can restore the VMI's namespace.
+    let signal = expression(def, &selector, window, mount).replace(
+        "by (namespace, name",
+        "by (namespace, exported_namespace, name",
+    );
+    let current = primary_series(def, &selector, mount);
     let run = vmi_label(crate::labels::RUN_ID);
+    let known = own_namespace(&format!(
+        "last_over_time(kubevirt_vmi_vcpu_seconds_total{{{selector}}}[{ALERT_MEMORY}])"
+    ));
+    let named = own_namespace(&format!(
+        "kubevirt_vmi_info{{name=~\"{}\"}}",
+        vm_name_pattern(workload)
+    ));
+    let running = own_namespace("kubevirt_vmi_info{phase=~\"(?i)running\"}");
+    let healthy = format!(
+        "{} and on (namespace, name) group by (namespace, name) ({})",
+        own_namespace(&format!("({signal} >= {threshold})")),
+        own_namespace(&current)
+    );
     Some(format!(
-        "group by (namespace, name, {run}) (kubevirt_vmi_vcpu_seconds_total{{{selector}}}) unless on (namespace, name) ({signal} >= {threshold})"
+        "((group by (namespace, name, {run}) ({known}) or on (namespace, name) group by (namespace, name) ({named})) and on (namespace, name) {running}) unless on (namespace, name) ({healthy})"
     ))
 }
 
@@ -770,6 +884,87 @@ mod tests {
         assert_ne!(signals_digest(&[]), signals_digest(&[a]));
     }
 
+    /// The `sleep` arguments of a payload script, in order.
+    fn sleeps(script: &str) -> Vec<String> {
+        script
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("sleep "))
+            .map(|s| s.trim().to_string())
+            .collect()
+    }
+
+    fn gap_in_note(facts: &VmFacts, signal: &str, window: Window) -> Option<u64> {
+        let c = checks(facts, window)
+            .into_iter()
+            .find(|c| c.signal == signal)?;
+        let note = c.note?;
+        let digits: String = note
+            .rsplit("longer than ")
+            .next()?
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    }
+
+    #[test]
+    fn quiet_gaps_are_the_payloads_own_pauses() {
+        use crate::workloads::{chaos_disk, database, disk, network, scripts::DataMount, tps};
+        let size = crate::workloads::params::parse_file_size("10M").unwrap();
+        // tps: after each round, and the cycle pause after the last round's pause.
+        let tps_sleeps = sleeps(&tps::client_script("ns", "30", "60", size));
+        let round = TPS_ROUND_PAUSE_SECS.to_string();
+        let cycle = TPS_CYCLE_PAUSE_SECS.to_string();
+        assert_eq!(
+            tps_sleeps.iter().filter(|s| **s != "1").collect::<Vec<_>>(),
+            vec![&round, &round, &cycle],
+            "the tps client sleeps (1 s only after a failed transfer)"
+        );
+        let tps_gap = (TPS_ROUND_PAUSE_SECS + TPS_CYCLE_PAUSE_SECS) as u64;
+        assert_eq!(
+            gap_in_note(&facts("tps"), "net-rx-packets", window("30s")),
+            Some(tps_gap)
+        );
+        assert!(checks(&facts("tps"), window("33s"))[0].threshold.is_some());
+        // network, disk, database: one pause per loop (disk: one per job).
+        let iperf = sleeps(&network::client_script("ns", "60", "4"));
+        assert_eq!(iperf, vec![IPERF_PAUSE_SECS.to_string()]);
+        assert_eq!(
+            gap_in_note(&facts("network"), "net-rx", window("10s")),
+            Some(IPERF_PAUSE_SECS as u64)
+        );
+        let fio = sleeps(&disk::load_script(&DataMount::new("s", "/mnt/data")));
+        assert_eq!(fio, vec![FIO_PAUSE_SECS.to_string(); 2]);
+        assert_eq!(
+            gap_in_note(&facts("disk"), "disk-write", window("20s")),
+            Some(2 * FIO_PAUSE_SECS as u64)
+        );
+        assert_eq!(
+            sleeps(&database::bench_script("4", "300")),
+            vec![PGBENCH_PAUSE_SECS.to_string()]
+        );
+        assert_eq!(
+            gap_in_note(&facts("database"), "disk-write", window("10s")),
+            Some(PGBENCH_PAUSE_SECS as u64)
+        );
+        // chaos-disk: full for fill-sleep, released for release-sleep, both recorded params.
+        let chaos = chaos_disk::chaos_script(&DataMount::new("s", "/mnt/data"), "90", "45", "20");
+        assert_eq!(
+            sleeps(&chaos),
+            vec!["\"$FILL_SLEEP\"", "\"$RELEASE_SLEEP\""]
+        );
+        assert!(chaos.contains("FILL_SLEEP=45") && chaos.contains("RELEASE_SLEEP=20"));
+        let mut f = facts("chaos-disk");
+        f.params.insert("release-sleep".into(), "20".into());
+        assert_eq!(gap_in_note(&f, "fs-fill", window("20s")), Some(20));
+        assert!(checks(&f, window("21s"))[0].threshold.is_some());
+        let recorded: Vec<&str> = signal_param_defaults("chaos-disk")
+            .iter()
+            .map(|(k, _)| *k)
+            .collect();
+        assert!(recorded.contains(&"fill-sleep") && recorded.contains(&"release-sleep"));
+    }
+
     #[test]
     fn only_contract_params_are_recorded() {
         let resolved = [("cpu-load-percent", "60"), ("cpu-method", "fft")];
@@ -785,11 +980,24 @@ mod tests {
     fn alert_expressions_reuse_the_verify_expression() {
         let def = &builtin_signals("cpu")[0];
         let alert = alert_expression("cpu", def, Window::DEFAULT).unwrap();
-        let signal = expression(def, &workload_matchers("cpu"), Window::DEFAULT, "");
+        let signal = expression(def, &workload_matchers("cpu"), Window::DEFAULT, "").replace(
+            "by (namespace, name",
+            "by (namespace, exported_namespace, name",
+        );
         assert!(alert.contains(&format!("({signal} >= 0.5)")), "{alert}");
         assert!(alert.contains(r#"kubernetes_vmi_label_app_kubernetes_io_component="cpu""#));
         assert!(
-            alert.starts_with("group by (namespace, name, kubernetes_vmi_label_virtwork_run_id)")
+            alert.contains(r#"kubevirt_vmi_info{phase=~"(?i)running"}"#),
+            "{alert}"
+        );
+        assert!(
+            alert.contains(r#"kubevirt_vmi_info{name=~"virtwork-cpu-[0-9]+"}"#),
+            "{alert}"
+        );
+        assert!(alert.contains("group by (namespace, name, kubernetes_vmi_label_virtwork_run_id)"));
+        assert_eq!(
+            vm_name_pattern("tps"),
+            "virtwork-tps-(server-|client-)?[0-9]+"
         );
     }
 

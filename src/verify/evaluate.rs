@@ -3,10 +3,16 @@
 //!
 //! Pure functions over status codes and bodies; the HTTP shell is prometheus.rs.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::model::Window;
 use crate::signals::contract::Check;
+
+/// Label naming each part of a [`facts_query`]'s answer.
+pub const FACT_LABEL: &str = "virtwork_fact";
 
 /// What an instant query returned.
 #[derive(Debug, Clone, PartialEq)]
@@ -14,6 +20,8 @@ pub enum QueryAnswer {
     /// The largest sample of the result vector (or the scalar); None when the vector is
     /// empty or every sample is NaN/±Inf (no data).
     Value(Option<f64>),
+    /// A [`facts_query`]'s answer: each sample named by its [`FACT_LABEL`].
+    Facts(BTreeMap<String, f64>),
     /// Prometheus rejected the query (`status: error`): the query itself is wrong.
     Rejected { error_type: String, error: String },
 }
@@ -47,6 +55,9 @@ pub fn parse_query_response(body: &str) -> Result<QueryAnswer, String> {
             .and_then(|s| s.parse::<f64>().ok())
             .filter(|v| v.is_finite())
     };
+    if let Some(facts) = facts_of(data) {
+        return Ok(QueryAnswer::Facts(facts));
+    }
     let value = match data["resultType"].as_str() {
         Some("vector") => data["result"]
             .as_array()
@@ -67,6 +78,158 @@ pub fn parse_query_response(body: &str) -> Result<QueryAnswer, String> {
     Ok(QueryAnswer::Value(value))
 }
 
+/// The samples of a vector whose every element carries [`FACT_LABEL`], by that label.
+fn facts_of(data: &Value) -> Option<BTreeMap<String, f64>> {
+    let result = data["result"].as_array().filter(|r| !r.is_empty())?;
+    result
+        .iter()
+        .map(|r| {
+            let name = r["metric"][FACT_LABEL].as_str()?;
+            let value = r["value"].get(1)?.as_str()?.parse::<f64>().ok()?;
+            Some((name.to_string(), value))
+        })
+        .collect()
+}
+
+/// What Prometheus knows about a signal's series, besides its value.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SeriesFacts {
+    /// Seconds since the freshest sample; None when no sample is current (the series
+    /// vanished from its target's scrape or the target is down: Prometheus marks it stale).
+    pub age: Option<f64>,
+    /// Samples in the fact window ([`fact_window`]).
+    pub samples: Option<f64>,
+    /// Seconds since the oldest sample seen in the fact window (more than the window when
+    /// the series is older than it).
+    pub span: Option<f64>,
+    /// Series of this VM stored under `exported_namespace` (a scrape that overwrote
+    /// `namespace`).
+    pub relabelled: Option<f64>,
+}
+
+/// The range over which [`SeriesFacts`] are gathered: the window, but at least 5 minutes,
+/// so the scrape interval is measured even for a window too short to hold two samples.
+pub fn fact_window(window: Window) -> Window {
+    Window::from_secs(window.as_secs().max(300)).expect("at least 300 s")
+}
+
+/// The one query that gathers a check's [`SeriesFacts`] (None for catalog signals).
+pub fn facts_query(check: &Check, window: Window) -> Option<String> {
+    let series = check.series.as_deref()?;
+    let f = fact_window(window);
+    let part = |expr: String, name: &str| {
+        format!("label_replace({expr}, \"{FACT_LABEL}\", \"{name}\", \"\", \"\")")
+    };
+    let mut parts = vec![
+        part(format!("time() - max(timestamp({series}))"), "age"),
+        part(format!("max(count_over_time({series}[{f}]))"), "samples"),
+        part(
+            format!("time() - min(min_over_time(timestamp({series})[{f}:]))"),
+            "span",
+        ),
+    ];
+    if let Some(moved) = &check.relabelled {
+        parts.push(part(format!("count({moved})"), "relabelled"));
+    }
+    Some(parts.join(" or "))
+}
+
+impl SeriesFacts {
+    /// Reads a facts answer (an empty answer: no series at all).
+    pub fn from_answer(answer: &QueryAnswer) -> SeriesFacts {
+        let QueryAnswer::Facts(facts) = answer else {
+            return SeriesFacts::default();
+        };
+        let get = |k: &str| facts.get(k).copied().filter(|v| v.is_finite());
+        SeriesFacts {
+            age: get("age"),
+            samples: get("samples"),
+            span: get("span"),
+            relabelled: get("relabelled"),
+        }
+    }
+
+    /// The scrape interval the samples show: the time between the oldest and the newest
+    /// sample of the fact window over their count. None with fewer than two samples.
+    pub fn scrape_interval(&self, window: Window) -> Option<f64> {
+        let samples = self.samples.filter(|n| *n >= 2.0)?;
+        let since_oldest = self.span?.min(fact_window(window).as_secs() as f64);
+        let covered = since_oldest - self.age.unwrap_or(0.0);
+        (covered > 0.0).then(|| covered / (samples - 1.0))
+    }
+
+    /// Whether the series began inside the window (so a rate over it reads low).
+    pub fn younger_than(&self, window: Window) -> bool {
+        self.span.is_some_and(|span| span < window.as_secs() as f64)
+    }
+}
+
+/// A sample older than this many scrape intervals (plus [`STALE_SLACK_SECS`] for the
+/// query's own latency) is stale: at least one scrape went missing.
+pub const STALE_INTERVALS: f64 = 2.0;
+pub const STALE_SLACK_SECS: f64 = 1.0;
+/// The shortest window, in scrape intervals, that holds the two samples a rate needs.
+pub const MIN_WINDOW_INTERVALS: f64 = 2.0;
+
+/// Whether the freshest sample is too old for the scrape interval (or there is none).
+pub fn is_stale(facts: &SeriesFacts, window: Window) -> bool {
+    match (facts.age, facts.scrape_interval(window)) {
+        (None, _) => true,
+        (Some(age), Some(interval)) => age > STALE_INTERVALS * interval + STALE_SLACK_SECS,
+        (Some(_), None) => false,
+    }
+}
+
+/// A per-vCPU busy fraction above this cannot be seconds per second: the counter counts
+/// milliseconds (KubeVirt releases before kubevirt/kubevirt#13898 divided libvirt's
+/// nanoseconds by 10^6).
+pub const VCPU_MILLIS_ABOVE: f64 = 1.2;
+
+/// Whether a vcpu-busy value shows a millisecond counter.
+pub fn vcpu_counter_in_millis(observed: Option<f64>) -> bool {
+    observed.is_some_and(|v| v > VCPU_MILLIS_ABOVE)
+}
+
+/// The verdict on a built-in check from its value and its series' facts; the note says
+/// what the verdict rests on when it is not plain.
+pub fn judge_series(
+    check: &Check,
+    observed: Option<f64>,
+    facts: &SeriesFacts,
+    window: Window,
+) -> (Verdict, Option<String>) {
+    if check.threshold.is_none() {
+        return (Verdict::NotExpected, None);
+    }
+    if facts.samples.is_none_or(|n| n == 0.0) {
+        let note = facts.relabelled.filter(|n| *n > 0.0).map(|_| {
+            "its series are stored with the VM's namespace in exported_namespace: the scrape \
+             overwrote the namespace label (set honorLabels: true on KubeVirt's ServiceMonitor)"
+                .to_string()
+        });
+        return (Verdict::NoData, note);
+    }
+    if is_stale(facts, window) {
+        let note = match (facts.age, facts.scrape_interval(window)) {
+            (Some(age), Some(interval)) => format!(
+                "the newest sample is {age:.0}s old although Prometheus scrapes it every {interval:.0}s"
+            ),
+            _ => "no current sample: the series stopped (Prometheus marked it stale)".to_string(),
+        };
+        return (Verdict::Stale, Some(note));
+    }
+    match judge(check, observed) {
+        Verdict::Below | Verdict::NoData if facts.younger_than(window) => (
+            Verdict::TooYoung,
+            Some(format!(
+                "the series is only {:.0}s old, younger than the {window} window: wait (--wait) or use a shorter --window",
+                facts.span.unwrap_or(0.0)
+            )),
+        ),
+        verdict => (verdict, None),
+    }
+}
+
 /// The verdict on one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -84,6 +247,13 @@ pub enum Verdict {
     /// The VM's catalog signals cannot be judged: no local entry matches what the run
     /// recorded (nothing is queried).
     Unverifiable,
+    /// The series were there in the window but are not now (or their newest sample is
+    /// older than the scrape interval allows): a value over the window is no proof.
+    Stale,
+    /// The VM has no running VMI: whatever its series once showed, nothing loads it now.
+    NotRunning,
+    /// Below the threshold, but the series began inside the window, so the rate reads low.
+    TooYoung,
 }
 
 impl Verdict {
@@ -91,7 +261,13 @@ impl Verdict {
     pub fn is_missing(self) -> bool {
         matches!(
             self,
-            Verdict::Below | Verdict::NoData | Verdict::Error | Verdict::Unverifiable
+            Verdict::Below
+                | Verdict::NoData
+                | Verdict::Error
+                | Verdict::Unverifiable
+                | Verdict::Stale
+                | Verdict::NotRunning
+                | Verdict::TooYoung
         )
     }
 
@@ -103,6 +279,9 @@ impl Verdict {
             Verdict::NotExpected => "not expected",
             Verdict::Error => "error",
             Verdict::Unverifiable => "unverifiable",
+            Verdict::Stale => "stale",
+            Verdict::NotRunning => "not running",
+            Verdict::TooYoung => "too young",
         }
     }
 }
@@ -187,6 +366,8 @@ mod tests {
             threshold,
             unit: Unit::Ratio,
             note: None,
+            series: None,
+            relabelled: None,
         }
     }
 
@@ -242,6 +423,133 @@ mod tests {
         assert_eq!(judge(&check(None), None), Verdict::NotExpected);
         assert!(!Verdict::NotExpected.is_missing());
         assert!(Verdict::NoData.is_missing() && Verdict::Below.is_missing());
+    }
+
+    fn facts(age: Option<f64>, samples: f64, span: f64) -> SeriesFacts {
+        SeriesFacts {
+            age,
+            samples: Some(samples),
+            span: Some(span),
+            relabelled: None,
+        }
+    }
+
+    fn secs(n: u64) -> Window {
+        Window::from_secs(n).unwrap()
+    }
+
+    #[test]
+    fn facts_answers_are_read_by_their_label() {
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"virtwork_fact":"age"},"value":[1,"0.4"]},
+            {"metric":{"virtwork_fact":"samples"},"value":[1,"301"]},
+            {"metric":{"virtwork_fact":"span"},"value":[1,"330"]}]}}"#;
+        let answer = parse_query_response(body).unwrap();
+        let f = SeriesFacts::from_answer(&answer);
+        assert_eq!(f, facts(Some(0.4), 301.0, 330.0));
+        let interval = f.scrape_interval(secs(30)).unwrap();
+        assert!(
+            (interval - 299.6 / 300.0).abs() < 1e-9,
+            "oldest to newest over 300 gaps: {interval}"
+        );
+        let empty = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+        assert_eq!(
+            SeriesFacts::from_answer(&parse_query_response(empty).unwrap()),
+            SeriesFacts::default()
+        );
+        let mut c = check(Some(1.0));
+        assert_eq!(
+            facts_query(&c, secs(30)),
+            None,
+            "catalog signals have no series"
+        );
+        c.series = Some(r#"m{name="a"}"#.into());
+        let q = facts_query(&c, secs(30)).unwrap();
+        assert!(
+            q.contains(r#"max(count_over_time(m{name="a"}[5m]))"#),
+            "{q}"
+        );
+        assert!(
+            q.contains(r#"min_over_time(timestamp(m{name="a"})[5m:])"#),
+            "{q}"
+        );
+    }
+
+    #[test]
+    fn series_must_be_current_for_the_scrape_interval() {
+        let c = check(Some(0.5));
+        let w = secs(30);
+        // Healthy: fresh sample, old enough series.
+        assert_eq!(
+            judge_series(&c, Some(0.9), &facts(Some(0.5), 301.0, 400.0), w).0,
+            Verdict::Pass
+        );
+        // Stopped reporting: Prometheus marked it stale, or the newest sample is 3 scrapes old.
+        let (v, note) = judge_series(&c, Some(0.9), &facts(None, 200.0, 400.0), w);
+        assert_eq!(v, Verdict::Stale);
+        assert!(note.unwrap().contains("stale"));
+        // Scraped every ~30 s, newest sample 70 s old: 8 samples in the last 230 s.
+        let (v, note) = judge_series(&c, Some(0.9), &facts(Some(70.0), 8.0, 400.0), w);
+        let note = note.unwrap();
+        assert_eq!(v, Verdict::Stale);
+        assert!(
+            note.contains("70s old") && note.contains("every 33s"),
+            "{note}"
+        );
+        let fresh_enough = facts(Some(59.0), 9.0, 400.0);
+        assert_eq!(
+            judge_series(&c, Some(0.9), &fresh_enough, w).0,
+            Verdict::Pass,
+            "59 s < 2 x 30 s + 1 s"
+        );
+        // Never there.
+        assert_eq!(
+            judge_series(&c, None, &SeriesFacts::default(), w).0,
+            Verdict::NoData
+        );
+        // Not expected stays not expected.
+        assert_eq!(
+            judge_series(&check(None), None, &SeriesFacts::default(), w).0,
+            Verdict::NotExpected
+        );
+    }
+
+    #[test]
+    fn young_series_are_too_young_not_below() {
+        let c = check(Some(0.5));
+        let (v, note) = judge_series(&c, Some(0.2), &facts(Some(0.5), 11.0, 10.0), secs(30));
+        assert_eq!(v, Verdict::TooYoung);
+        assert!(note.unwrap().contains("only 10s old"));
+        assert_eq!(
+            judge_series(&c, Some(0.2), &facts(Some(0.5), 40.0, 40.0), secs(30)).0,
+            Verdict::Below
+        );
+        assert_eq!(
+            judge_series(&c, Some(0.9), &facts(Some(0.5), 11.0, 10.0), secs(30)).0,
+            Verdict::Pass
+        );
+        assert_eq!(
+            judge_series(&c, None, &facts(Some(0.5), 1.0, 0.5), secs(30)).0,
+            Verdict::TooYoung
+        );
+    }
+
+    #[test]
+    fn relabelled_namespaces_are_named_when_data_is_missing() {
+        let f = SeriesFacts {
+            relabelled: Some(2.0),
+            ..SeriesFacts::default()
+        };
+        let (v, note) = judge_series(&check(Some(0.5)), None, &f, secs(30));
+        assert_eq!(v, Verdict::NoData);
+        assert!(note.unwrap().contains("exported_namespace"));
+    }
+
+    #[test]
+    fn vcpu_values_above_one_per_vcpu_are_milliseconds() {
+        assert!(vcpu_counter_in_millis(Some(20.0)));
+        assert!(!vcpu_counter_in_millis(Some(1.0)));
+        assert!(!vcpu_counter_in_millis(None));
     }
 
     #[test]

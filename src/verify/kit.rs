@@ -1,7 +1,9 @@
 //! The monitoring kit shipped in deploy/monitoring/, generated from the contract so the
 //! alert and the dashboard use exactly verify's expressions: a PrometheusRule whose alert
-//! fires when a virtwork VM's expected signal has been missing for 10 minutes, and a
-//! Grafana dashboard with each workload's signals by run id.
+//! fires when a running virtwork VM's expected signal has been low, absent or stale for 10
+//! minutes (starting from KubeVirt's `kubevirt_vmi_info`, which exists for every VMI, not
+//! from the signal's own series), and a Grafana dashboard with each workload's signals by
+//! run id.
 //!
 //! Pure text generation; tests/monitoring.rs checks the shipped files equal this output
 //! (regenerate with `VIRTWORK_UPDATE_DOCS=1 cargo test --test monitoring`).
@@ -21,7 +23,7 @@ pub const ALERT: &str = "VirtworkExpectedSignalMissing";
 pub const ALERT_FOR: &str = "10m";
 /// Window of the alert's and the dashboard's rate queries (verify's default).
 pub const KIT_WINDOW: Window = Window::DEFAULT;
-/// Where the runbook lives.
+/// The runbook (the `runbook_url` annotation; point it at your copy of the docs).
 pub const RUNBOOK: &str = "docs/deployment.md#runbook-virtworkexpectedsignalmissing";
 
 /// Every (workload, signal) the alert covers: those expected with default params in
@@ -58,11 +60,11 @@ pub fn prometheus_rule_yaml() -> String {
                         def.name
                     ),
                     "description": format!(
-                        "The {workload} workload of run {{{{ $labels.{} }}}} should show {} in KubeVirt's per-VMI metrics, but it is absent or below the expected level. Check with `virtwork verify --run-id <run id>`.",
+                        "The running {workload} VM {{{{ $labels.namespace }}}}/{{{{ $labels.name }}}} (run {{{{ $labels.{} }}}}) should show {} in KubeVirt's per-VMI metrics, but it is absent, stale or below the expected level. Check with `virtwork verify --namespace {{{{ $labels.namespace }}}}`.",
                         vmi_label(labels::RUN_ID),
                         def.description
                     ),
-                    "runbook": RUNBOOK,
+                    "runbook_url": RUNBOOK,
                 },
             })
         })

@@ -18,11 +18,12 @@ use serde_json::{Value, json};
 
 use crate::labels;
 use crate::model::{DnsLabel, Window};
+use crate::signals::contract::checks;
 use crate::signals::contract::{
     Check, CustomSignal, SIGNAL_PARAMS_ANNOTATION, SIGNALS_DIGEST_ANNOTATION, Unit, VmFacts,
     WORKLOADS, signals_digest,
 };
-use evaluate::Verdict;
+use evaluate::{SeriesFacts, Verdict};
 
 /// The local catalog entries the VMs name, as the command loaded them: entry name → its
 /// signals, or why it could not be loaded.
@@ -205,11 +206,95 @@ pub fn unverifiable_result(reason: &str) -> SignalResult {
             threshold: None,
             unit: Unit::Custom,
             note: None,
+            series: None,
+            relabelled: None,
         },
         observed: None,
         status: Verdict::Unverifiable,
         error: Some(reason.to_string()),
     }
+}
+
+/// What Prometheus answered for one check, before judging.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    pub check: Check,
+    pub observed: Option<f64>,
+    /// The series' facts (None: not gathered, for catalog signals).
+    pub facts: Option<SeriesFacts>,
+    /// Prometheus rejected the query: its message.
+    pub error: Option<String>,
+}
+
+/// Whether the VM's VMI is running; otherwise why not, for the report.
+pub fn not_running(target: &Target) -> Option<String> {
+    match target.vmi_phase.as_deref() {
+        Some("Running") => None,
+        Some(phase) => Some(format!("its VMI is {phase}, not Running")),
+        None => Some("it has no VMI (stopped)".to_string()),
+    }
+}
+
+/// The results of a VM that is not running: every check fails as NOT RUNNING, unqueried.
+pub fn not_running_results(target: &Target, window: Window, why: &str) -> Vec<SignalResult> {
+    checks(&target.facts, window)
+        .into_iter()
+        .map(|mut check| {
+            check.note = Some(format!("not running: {why}"));
+            SignalResult {
+                check,
+                observed: None,
+                status: Verdict::NotRunning,
+                error: None,
+            }
+        })
+        .collect()
+}
+
+/// When the window is shorter than [`evaluate::MIN_WINDOW_INTERVALS`] of the largest
+/// scrape interval the answers show (a rate then sees fewer than two samples): that
+/// interval and the shortest window accepted, in seconds.
+pub fn window_too_short(answers: &[(usize, Answered)], window: Window) -> Option<(f64, u64)> {
+    let interval = answers
+        .iter()
+        .filter_map(|(_, a)| a.facts?.scrape_interval(window))
+        .fold(None, |acc: Option<f64>, v| {
+            Some(acc.map_or(v, |a| a.max(v)))
+        })?;
+    // 10% tolerance: the interval is measured from sample timestamps, which jitter.
+    let needed = evaluate::MIN_WINDOW_INTERVALS * interval * 0.9;
+    ((window.as_secs() as f64) < needed).then_some((interval, needed.ceil() as u64))
+}
+
+/// Judges every answer: vcpu-busy values in milliseconds (detected on any VM, since one
+/// KubeVirt release reports them all) are converted to seconds first.
+pub fn judge_answers(
+    answers: Vec<(usize, Answered)>,
+    window: Window,
+) -> Vec<(usize, SignalResult)> {
+    let millis = answers.iter().any(|(_, a)| {
+        a.check.signal == "vcpu-busy" && evaluate::vcpu_counter_in_millis(a.observed)
+    });
+    answers
+        .into_iter()
+        .map(|(i, mut a)| {
+            let mut unit_note = None;
+            if millis && a.check.signal == "vcpu-busy" {
+                a.observed = a.observed.map(|v| v / 1000.0);
+                unit_note = Some(
+                    "kubevirt_vmi_vcpu_seconds_total counts milliseconds on this cluster (KubeVirt before the fix of kubevirt/kubevirt#13898): values divided by 1000".to_string(),
+                );
+            }
+            let (status, note) = match (&a.error, &a.facts) {
+                (Some(_), _) => (Verdict::Error, None),
+                (None, Some(facts)) => evaluate::judge_series(&a.check, a.observed, facts, window),
+                (None, None) => (evaluate::judge(&a.check, a.observed), None),
+            };
+            let notes: Vec<String> = [a.check.note.take(), unit_note, note].into_iter().flatten().collect();
+            a.check.note = (!notes.is_empty()).then(|| notes.join("; "));
+            (i, SignalResult { check: a.check, observed: a.observed, status, error: a.error })
+        })
+        .collect()
 }
 
 /// Text from the cluster or Prometheus made safe for a terminal: control characters
@@ -294,7 +379,12 @@ fn observed_text(s: &SignalResult) -> String {
 }
 
 /// The human table: one row per VM and signal, then notes and a summary line.
-pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> String {
+pub fn text_report(
+    results: &[VmResult],
+    prometheus: &str,
+    window: Window,
+    show_queries: bool,
+) -> String {
     const HEADER: [&str; 7] = [
         "VM",
         "WORKLOAD",
@@ -309,15 +399,23 @@ pub fn text_report(results: &[VmResult], prometheus: &str, window: Window) -> St
     for r in results {
         vm_rows(r, &mut rows, &mut notes);
     }
-    let mut out = crate::table::columns(&HEADER, &rows, "");
+    // The query column only on request: it is long and the JSON carries it anyway.
+    let shown = if show_queries {
+        HEADER.len()
+    } else {
+        HEADER.len() - 1
+    };
+    let rows: Vec<&[String]> = rows.iter().map(|r| &r[..shown]).collect();
+    let mut out = crate::table::columns(&HEADER[..shown], &rows, "");
     for note in notes {
         out.push_str(&format!("note: {note}\n"));
     }
     let (expected, passed, missing, skipped) = tally(results);
     out.push_str(&format!(
-        "{passed} of {expected} expected signal(s) present, {missing} missing{} ({} VM(s), window {window}, Prometheus: {prometheus}).\n",
+        "{passed} of {expected} expected signal(s) present, {missing} missing{} ({} VM(s), window {window}, Prometheus: {prometheus}){}.\n",
         if skipped > 0 { format!(", {skipped} not expected in this window") } else { String::new() },
         results.len(),
+        if expected == 0 { ": nothing verified" } else { "" },
         prometheus = untrusted(prometheus),
     ));
     out
@@ -404,7 +502,7 @@ pub fn json_report(
         "window": window.to_string(),
         "window_seconds": window.as_secs(),
         "rounds": rounds,
-        "passed": missing == 0 && expected > 0,
+        "passed": failure_message(results, window).is_none(),
         "summary": {
             "vms": results.len(),
             "expected": expected,
@@ -413,6 +511,22 @@ pub fn json_report(
             "not_expected": skipped,
         },
         "vms": vms,
+    })
+}
+
+/// Why verify fails, in one line; None when it passes. Exit code, JSON `passed` and the
+/// text summary all follow this: a missing signal fails, and so does a round in which no
+/// signal was expected (nothing was verified).
+pub fn failure_message(results: &[VmResult], window: Window) -> Option<String> {
+    if let Some(message) = missing_message(results) {
+        return Some(message);
+    }
+    let (expected, _, _, skipped) = tally(results);
+    (expected == 0).then(|| {
+        format!(
+            "no signal is expected in a {window} window ({skipped} not expected, see the notes): \
+             nothing was verified; use a longer --window"
+        )
     })
 }
 
@@ -426,6 +540,13 @@ pub fn missing_message(results: &[VmResult]) -> Option<String> {
     let what = match s.status {
         Verdict::NoData => "no data".to_string(),
         Verdict::Unverifiable => s.error.clone().unwrap_or_default(),
+        Verdict::Stale => "stale: no current sample".to_string(),
+        Verdict::NotRunning => s.check.note.clone().unwrap_or_else(|| "not running".into()),
+        Verdict::TooYoung => format!(
+            "too young for the window: observed {}, expected {}",
+            observed_text(s),
+            threshold_text(s)
+        ),
         Verdict::Error => format!("query failed: {}", s.error.as_deref().unwrap_or("error")),
         _ => format!(
             "observed {}, expected {}",
@@ -534,6 +655,135 @@ mod tests {
         );
         let unverifiable = unverifiable_result("why");
         assert!(unverifiable.status.is_missing());
+    }
+
+    fn answered(signal: &str, observed: f64, interval: f64) -> (usize, Answered) {
+        let facts = SeriesFacts {
+            age: Some(0.0),
+            samples: Some(300.0 / interval + 1.0),
+            span: Some(600.0),
+            relabelled: None,
+        };
+        (
+            0,
+            Answered {
+                check: Check {
+                    signal: signal.into(),
+                    description: String::new(),
+                    query: "q".into(),
+                    threshold: Some(0.5),
+                    unit: Unit::VcpuFraction,
+                    note: None,
+                    series: Some("s".into()),
+                    relabelled: None,
+                },
+                observed: Some(observed),
+                facts: Some(facts),
+                error: None,
+            },
+        )
+    }
+
+    #[test]
+    fn a_millisecond_vcpu_counter_is_judged_in_seconds() {
+        let w = Window::from_secs(60).unwrap();
+        // An idle VM (2% busy) reads 20 "seconds" per second on such a cluster.
+        let judged = judge_answers(vec![answered("vcpu-busy", 20.0, 30.0)], w);
+        let r = &judged[0].1;
+        assert_eq!(r.status, Verdict::Below);
+        assert!((r.observed.unwrap() - 0.02).abs() < 1e-9);
+        assert!(r.check.note.as_deref().unwrap().contains("milliseconds"));
+        // One VM's impossible value shows the unit for all of them.
+        let judged = judge_answers(
+            vec![
+                answered("vcpu-busy", 970.0, 30.0),
+                answered("vcpu-busy", 1.0, 30.0),
+            ],
+            w,
+        );
+        assert_eq!(judged[0].1.status, Verdict::Pass);
+        assert_eq!(judged[1].1.status, Verdict::Below, "1.0 ms/s is idle");
+        let judged = judge_answers(vec![answered("vcpu-busy", 0.9, 30.0)], w);
+        assert_eq!(
+            (judged[0].1.status, judged[0].1.check.note.clone()),
+            (Verdict::Pass, None)
+        );
+    }
+
+    #[test]
+    fn windows_shorter_than_two_scrapes_are_refused_with_the_interval() {
+        let answers = vec![answered("vcpu-busy", 0.9, 30.0)];
+        assert_eq!(
+            window_too_short(&answers, Window::from_secs(30).unwrap()),
+            Some((30.0, 54))
+        );
+        assert_eq!(
+            window_too_short(&answers, Window::from_secs(60).unwrap()),
+            None
+        );
+        assert_eq!(window_too_short(&[], Window::from_secs(1).unwrap()), None);
+    }
+
+    #[test]
+    fn vms_without_a_running_vmi_fail_as_not_running() {
+        let catalog = LocalCatalog::new();
+        let vmi = |phase: &str| -> DynamicObject {
+            serde_json::from_value(json!({
+                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "virtwork-cpu-0", "namespace": "virtwork"},
+                "status": {"phase": phase},
+            }))
+            .unwrap()
+        };
+        let vms = [vm("cpu", json!({}))];
+        let stopped = &targets(&vms, &[], &catalog)[0];
+        assert_eq!(
+            not_running(stopped).as_deref(),
+            Some("it has no VMI (stopped)")
+        );
+        let results = not_running_results(stopped, Window::DEFAULT, "it has no VMI (stopped)");
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].status, Verdict::NotRunning);
+        assert!(results[0].status.is_missing());
+        let pending = &targets(&vms, &[vmi("Scheduling")], &catalog)[0];
+        assert_eq!(
+            not_running(pending).as_deref(),
+            Some("its VMI is Scheduling, not Running")
+        );
+        assert_eq!(
+            not_running(&targets(&vms, &[vmi("Running")], &catalog)[0]),
+            None
+        );
+    }
+
+    #[test]
+    fn nothing_expected_is_a_failure_in_every_output() {
+        let w = Window::from_secs(10).unwrap();
+        let t = targets(&[vm("network", json!({}))], &[], &LocalCatalog::new()).remove(0);
+        let signals = checks(&t.facts, w)
+            .into_iter()
+            .map(|check| SignalResult {
+                status: evaluate::judge(&check, None),
+                check,
+                observed: None,
+                error: None,
+            })
+            .collect();
+        let results = vec![VmResult { target: t, signals }];
+        let failure = failure_message(&results, w).unwrap();
+        assert!(failure.contains("nothing was verified"), "{failure}");
+        let doc = json_report(None, None, &results, "p", w, 1);
+        assert_eq!(doc["passed"], false);
+        let text = text_report(&results, "p", w, false);
+        assert!(text.trim_end().ends_with(": nothing verified."), "{text}");
+        assert!(!text.lines().next().unwrap().contains("QUERY"));
+        assert!(
+            text_report(&results, "p", w, true)
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with("QUERY")
+        );
     }
 
     #[test]

@@ -167,9 +167,10 @@ set -euo pipefail
 
 while true; do
   pgbench -c {clients} -j 2 -T {duration} pgbench
-  sleep 10
+  sleep {pause}
 done
-"#
+"#,
+        pause = crate::signals::contract::PGBENCH_PAUSE_SECS,
     )
 }
 

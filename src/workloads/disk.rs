@@ -76,13 +76,14 @@ set -euo pipefail
 while true; do
   {require}
   fio {MIXED_JOB}
-  sleep 10
+  sleep {pause}
   {require}
   fio {SEQ_JOB}
-  sleep 10
+  sleep {pause}
 done
 "#,
         require = disk.require_command(),
+        pause = crate::signals::contract::FIO_PAUSE_SECS,
     )
 }
 

@@ -74,10 +74,11 @@ while true; do
       exit 1
     fi
   fi
-  sleep 10
+  sleep {pause}
 done
 "#,
         command = client_command(namespace, duration, streams),
+        pause = crate::signals::contract::IPERF_PAUSE_SECS,
     )
 }
 

@@ -96,7 +96,8 @@ exit 1
 pub const MAX_CONSECUTIVE_FAILURES: u32 = 3;
 
 /// The client script: forever, cycles of ITERATIONS netperf TCP_RR rounds then ITERATIONS
-/// timed HTTP windows, 30 s apart. A cycle in which nothing succeeded counts as failed;
+/// timed HTTP windows, [`TPS_CYCLE_PAUSE_SECS`](crate::signals::contract::TPS_CYCLE_PAUSE_SECS)
+/// apart, each round followed by a short pause (the contract's quiet gaps are these). A cycle in which nothing succeeded counts as failed;
 /// [`MAX_CONSECUTIVE_FAILURES`] in a row end the unit.
 pub fn client_script(namespace: &str, iterations: &str, duration: &str, size: FileSize) -> String {
     format!(
@@ -119,7 +120,7 @@ while true; do
     if netperf -H "$SERVER" -p {NETPERF_CONTROL_PORT} -t TCP_RR -l "$DURATION" -- -r "$MSG_SIZE,$MSG_SIZE" -P ,{NETPERF_DATA_PORT}; then
       OK=$((OK + 1))
     fi
-    sleep 2
+    sleep {round_pause}
   done
 
   echo "=== Phase 2: HTTP file transfers (${{ITERATIONS}} x ${{DURATION}}s) ==="
@@ -141,7 +142,7 @@ while true; do
     echo "Completed:  ${{COUNT}} transfers in ${{ELAPSED}}s"
     echo "Throughput: $((COUNT / ELAPSED)) transfers/sec, $((BYTES / ELAPSED / 1048576)) MB/s"
     [ "$COUNT" -gt 0 ] && OK=$((OK + 1))
-    sleep 2
+    sleep {round_pause}
   done
 
   if [ "$OK" -eq 0 ]; then
@@ -153,11 +154,13 @@ while true; do
   else
     FAILED_CYCLES=0
   fi
-  echo "TPS cycle complete; next cycle in 30s"
-  sleep 30
+  echo "TPS cycle complete; next cycle in {cycle_pause}s"
+  sleep {cycle_pause}
 done
 "#,
         bytes = size.bytes(),
+        round_pause = crate::signals::contract::TPS_ROUND_PAUSE_SECS,
+        cycle_pause = crate::signals::contract::TPS_CYCLE_PAUSE_SECS,
     )
 }
 

@@ -132,6 +132,20 @@ impl Prometheus {
 
     /// Waits until an instant query returns at least `series` results (hang guard only).
     pub fn wait_for_series(&self, promql: &str, series: usize, timeout: Duration) -> bool {
+        self.wait_for_results(promql, timeout, |n| n >= series)
+    }
+
+    /// Waits until an instant query returns no result (hang guard only).
+    pub fn wait_for_none(&self, promql: &str, timeout: Duration) -> bool {
+        self.wait_for_results(promql, timeout, |n| n == 0)
+    }
+
+    fn wait_for_results(
+        &self,
+        promql: &str,
+        timeout: Duration,
+        done: impl Fn(usize) -> bool,
+    ) -> bool {
         let encoded: String = promql
             .bytes()
             .map(|b| {
@@ -148,7 +162,7 @@ impl Prometheus {
                 let doc: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
                 if doc["data"]["result"]
                     .as_array()
-                    .is_some_and(|r| r.len() >= series)
+                    .is_some_and(|r| done(r.len()))
                 {
                     return true;
                 }

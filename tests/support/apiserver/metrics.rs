@@ -5,8 +5,13 @@
 //!
 //! Counters grow at rates that follow each VM's workload (its `app.kubernetes.io/component`
 //! label, vCPU count, memory and the `virtwork/signal-params` annotation of the owning VM);
-//! a VMI marked flat (`FakeApiServer::set_metrics_flat`) keeps every counter where it is and
-//! its gauges at idle levels, as a VM whose load never started would look. Served through
+//! a VMI marked flat (`FakeApiServer::set_metrics_flat`) shows an idle guest (2% vCPU, every
+//! other counter where it is, gauges at idle levels), as a VM whose load never started would
+//! look. tps follows its payload's schedule (rounds, round pauses, the cycle pause). Also as
+//! real clusters go wrong: a VMI whose series vanish while it runs
+//! (`set_metrics_hidden`), a vCPU counter in milliseconds as KubeVirt reported it before
+//! kubevirt/kubevirt#13898 (`set_vcpu_millis`), and a scrape that overwrote `namespace`
+//! (`set_namespace_relabelled`: the VMI's namespace in `exported_namespace`). Served through
 //! the fake's service proxy (see proxy.rs); Prometheus scrapes it like virt-handler.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,6 +27,12 @@ use super::store::Store;
 #[derive(Debug, Default)]
 pub struct MetricsState {
     pub flat: BTreeSet<(String, String)>,
+    /// VMIs left out of the endpoint although running.
+    pub hidden: BTreeSet<(String, String)>,
+    /// The vCPU counter advances in milliseconds.
+    pub vcpu_millis: bool,
+    /// `namespace` holds virt-handler's namespace; the VMI's is in `exported_namespace`.
+    pub namespace_relabelled: bool,
     counters: BTreeMap<(String, String), Counters>,
 }
 
@@ -93,6 +104,7 @@ fn load_for(workload: &str, params: &BTreeMap<String, String>) -> Load {
         }
         "network" => load.net = [110.0 * MIB, 110.0 * MIB, 80_000.0, 80_000.0],
         "tps" => load.net = [2.0 * MIB, 2.0 * MIB, 9_000.0, 9_000.0],
+        // Packets flow only during rounds: see tps_active.
         "chaos-disk" => {
             let mount = params
                 .get("mount")
@@ -104,6 +116,19 @@ fn load_for(workload: &str, params: &BTreeMap<String, String>) -> Load {
         _ => {}
     }
     load
+}
+
+/// Whether a tps client `age` seconds into its loop is inside a round: `2 * iterations`
+/// rounds of `duration` seconds, each followed by the round pause, then the cycle pause
+/// (the payload's own constants, as its script sleeps).
+fn tps_active(params: &BTreeMap<String, String>, age: f64) -> bool {
+    let round_pause = f64::from(virtwork::signals::contract::TPS_ROUND_PAUSE_SECS);
+    let cycle_pause = f64::from(virtwork::signals::contract::TPS_CYCLE_PAUSE_SECS);
+    let iterations = param(params, "iterations", 30.0);
+    let duration = param(params, "duration", 60.0);
+    let rounds = 2.0 * iterations * (duration + round_pause);
+    let at = age % (rounds + cycle_pause);
+    at < rounds && at % (duration + round_pause) < duration
 }
 
 fn quantity_bytes(text: &str) -> Option<f64> {
@@ -181,6 +206,9 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
         }
         let key = (ns.clone(), name.clone());
         live.insert(key.clone());
+        if state.hidden.contains(&key) {
+            continue;
+        }
         let vm = store.objects.get(&(vm_res, ns.clone(), name.clone()));
         let params: BTreeMap<String, String> = vm
             .and_then(|vm| vm["metadata"]["annotations"]["virtwork/signal-params"].as_str())
@@ -195,9 +223,8 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
             .and_then(Value::as_str)
             .unwrap_or("");
         let flat = state.flat.contains(&key);
-        let load = if flat {
+        let mut load = if flat {
             Load {
-                vcpu_busy: 0.0,
                 net: [0.0; 4],
                 ..idle()
             }
@@ -236,9 +263,16 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
             });
         let dt = now.saturating_duration_since(counters.last).as_secs_f64();
         counters.last = now;
+        let age = now
+            .saturating_duration_since(counters.first_seen)
+            .as_secs_f64();
+        if workload == "tps" && !flat && !tps_active(&params, age) {
+            load.net = idle().net;
+        }
+        let vcpu_unit = if state.vcpu_millis { 1000.0 } else { 1.0 };
         counters.vcpu_seconds.resize(vcpus, 0.0);
         for v in &mut counters.vcpu_seconds {
-            *v += load.vcpu_busy * dt;
+            *v += load.vcpu_busy * dt * vcpu_unit;
         }
         for drive in &drives {
             let rates = if drive == "datadisk" {
@@ -257,14 +291,17 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
             *total += rate * dt;
         }
 
-        let mut base = vec![
-            ("name".to_string(), name.clone()),
-            ("namespace".to_string(), ns.clone()),
-            (
-                "node".to_string(),
-                vmi["status"]["nodeName"].as_str().unwrap_or("").to_string(),
-            ),
-        ];
+        let mut base = vec![("name".to_string(), name.clone())];
+        if state.namespace_relabelled {
+            base.push(("exported_namespace".to_string(), ns.clone()));
+            base.push(("namespace".to_string(), "kubevirt".to_string()));
+        } else {
+            base.push(("namespace".to_string(), ns.clone()));
+        }
+        base.extend([(
+            "node".to_string(),
+            vmi["status"]["nodeName"].as_str().unwrap_or("").to_string(),
+        )]);
         for (k, v) in &labels_obj {
             base.push((vmi_label(k), v.as_str().unwrap_or("").to_string()));
         }
@@ -366,6 +403,7 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
         if workload == "chaos-disk" {
             let (mount, fill, full_secs, released_secs) =
                 load_for(workload, &params).fill.expect("chaos-disk fills");
+            let full_secs = param(&params, "fill-sleep", full_secs);
             let capacity = vm
                 .and_then(|vm| {
                     vm["spec"]["dataVolumeTemplates"][0]["spec"]["storage"]["resources"]["requests"]
@@ -374,9 +412,6 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
                 })
                 .and_then(quantity_bytes)
                 .unwrap_or(10.0 * 1024.0 * MIB);
-            let age = now
-                .saturating_duration_since(counters.first_seen)
-                .as_secs_f64();
             let full = !flat && age % (full_secs + released_secs) < full_secs;
             let fraction = if full { fill } else { 0.01 };
             let l = render_labels(&[

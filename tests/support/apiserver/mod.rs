@@ -407,6 +407,35 @@ impl FakeApiServer {
         }
     }
 
+    /// Leaves VMI `namespace/name` out of the KubeVirt metrics although it keeps running
+    /// (its series vanish, as when virt-handler stops reporting a domain), or back in.
+    pub fn set_metrics_hidden(&self, namespace: &str, name: &str, hidden: bool) {
+        let mut proxy = self.shared.proxy.lock().unwrap();
+        let key = (namespace.to_string(), name.to_string());
+        if hidden {
+            proxy.metrics.hidden.insert(key);
+        } else {
+            proxy.metrics.hidden.remove(&key);
+        }
+    }
+
+    /// Makes the vCPU counter advance in milliseconds, as KubeVirt's did before
+    /// kubevirt/kubevirt#13898.
+    pub fn set_vcpu_millis(&self, millis: bool) {
+        self.shared.proxy.lock().unwrap().metrics.vcpu_millis = millis;
+    }
+
+    /// Serves every series as a scrape without honorLabels stores them: `namespace` is
+    /// virt-handler's, the VMI's moves to `exported_namespace`.
+    pub fn set_namespace_relabelled(&self, relabelled: bool) {
+        self.shared
+            .proxy
+            .lock()
+            .unwrap()
+            .metrics
+            .namespace_relabelled = relabelled;
+    }
+
     /// The KubeVirt metrics endpoint's body right now (advances the counters like a scrape).
     pub fn kubevirt_metrics(&self) -> String {
         let store = self.shared.store.lock().unwrap();
