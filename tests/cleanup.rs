@@ -1142,7 +1142,7 @@ fn deleting_the_namespace_of_one_run_never_takes_another_runs_vms() {
     assert_eq!(doc["status"], "namespace_kept", "{doc}");
     let reason = doc["namespace_kept"].as_str().unwrap();
     assert!(
-        reason.starts_with("it holds 7 object(s) virtwork does not manage: ")
+        reason.starts_with("it holds 9 object(s) virtwork does not manage: ")
             && reason.contains(&format!("(run {RUN_B})")),
         "{reason}"
     );

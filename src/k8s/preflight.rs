@@ -146,6 +146,13 @@ pub fn unreachable_error(cluster: &Cluster, err: &kube::Error) -> Error {
         ));
     }
     let detail = error_chain(err);
+    if detail.to_ascii_lowercase().contains("certificate") {
+        // The same words as every other transport failure: it was the certificate.
+        return Error::runtime(format!(
+            "cannot reach {place}: {}",
+            crate::error::kube_text(err)
+        ));
+    }
     let hint = match classify(err) {
         Failure::Transient { .. } => "check that the cluster is up and the server URL is right",
         _ if detail.to_ascii_lowercase().contains("certificate")
