@@ -7,13 +7,10 @@ use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use virtwork::cli::Cli;
 use virtwork::terminal::{LINE_CHARS, safe};
+use virtwork::usage::without_secrets;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&args) {
-        Ok(cli) => cli,
-        Err(err) => return usage_error(&err, &args),
-    };
     let env: Vec<(String, String)> = std::env::vars_os()
         .map(|(k, v)| {
             (
@@ -22,6 +19,10 @@ fn main() -> ExitCode {
             )
         })
         .collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err, &args, &env),
+    };
     match virtwork::commands::dispatch(cli, &env) {
         Ok(()) => ExitCode::SUCCESS,
         // `virtwork ... | head -1`: the reader has what it wanted.
@@ -29,7 +30,8 @@ fn main() -> ExitCode {
         Err(err) => {
             // One line, always: a multi-line cause must not break log scrapers, and text from
             // the cluster (a webhook's message, an object's name) must not drive the terminal.
-            let message = safe(&err.to_string(), LINE_CHARS);
+            let message = without_secrets(&err.to_string(), &args, &env);
+            let message = safe(&message, LINE_CHARS);
             eprintln!("Error: {message}");
             ExitCode::from(err.exit_code())
         }
@@ -37,7 +39,7 @@ fn main() -> ExitCode {
 }
 
 /// Help and version succeed; every other usage error exits 2 with one line.
-fn usage_error(err: &clap::Error, args: &[OsString]) -> ExitCode {
+fn usage_error(err: &clap::Error, args: &[OsString], env: &[(String, String)]) -> ExitCode {
     match err.kind() {
         // Bare `virtwork` prints help and succeeds, as the Go tool does.
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
@@ -49,7 +51,7 @@ fn usage_error(err: &clap::Error, args: &[OsString]) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            let message = virtwork::usage::one_line(err, args);
+            let message = without_secrets(&virtwork::usage::one_line(err, args), args, env);
             eprintln!("Error: {}", safe(&message, LINE_CHARS));
             ExitCode::from(2)
         }

@@ -180,6 +180,45 @@ fn credentials(args: &[OsString]) -> Vec<String> {
     found
 }
 
+/// `message` (any error about to be printed) with every input that looks like a secret
+/// replaced by `<redacted>`: the values of arguments and of `VIRTWORK_*` and `KUBECONFIG`
+/// variables that hold key material or a token ([`looks_secret`]), as given, as quoted with
+/// escapes, and word by word (lists split them). The last line of defence, whatever the
+/// input and whatever message echoes it.
+pub fn without_secrets(message: &str, args: &[OsString], env: &[(String, String)]) -> String {
+    let arg_values = args.iter().map(|a| {
+        let text = a.to_string_lossy().into_owned();
+        match text.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => value.to_string(),
+            _ => text,
+        }
+    });
+    let env_values = env
+        .iter()
+        .filter(|(name, _)| name.starts_with("VIRTWORK_") || name == "KUBECONFIG")
+        .map(|(_, value)| value.clone());
+    let mut secrets: Vec<String> = credentials(args);
+    for value in arg_values.chain(env_values).filter(|v| looks_secret(v)) {
+        let quoted = format!("{value:?}");
+        secrets.push(quoted[1..quoted.len() - 1].to_string());
+        secrets.extend(
+            value
+                .split(|c: char| c.is_whitespace() || c == ',')
+                .filter(|word| word.chars().count() >= 6)
+                .map(str::to_string),
+        );
+        secrets.push(value);
+    }
+    // Longest first, so a whole value goes before the words inside it.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    let mut out = message.to_string();
+    for secret in secrets.iter().filter(|s| s.chars().count() >= 6) {
+        out = out.replace(secret.as_str(), REDACTED);
+    }
+    out
+}
+
 /// Whether `text` holds (part of) a PEM-armoured key or a token (see [`looks_secret`]).
 fn looks_like_key_material(text: &str) -> bool {
     looks_secret(text)

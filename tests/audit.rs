@@ -2057,3 +2057,27 @@ fn a_world_writable_audit_database_is_refused() {
         "{message}"
     );
 }
+
+/// A database its group may write is used, with a warning naming the risk (OpenSSH's
+/// judgement of key files); the user's own 0600 database gets none.
+#[test]
+fn a_group_writable_audit_database_is_used_with_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, path) = temp_db();
+    drop(Auditor::open_path(&path).unwrap());
+    let quiet = virtwork(&path, &["audit", "list"]);
+    assert_eq!(quiet.status.code(), Some(0));
+    assert!(
+        !String::from_utf8_lossy(&quiet.stderr).contains("writable"),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660)).unwrap();
+    let out = virtwork(&path, &["audit", "list"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("the audit database is writable by its group"),
+        "{stderr}"
+    );
+}

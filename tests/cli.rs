@@ -477,6 +477,9 @@ fn a_pasted_private_key_is_never_echoed_from_any_source() {
     let password_eq = format!("--ssh-password={PRIVATE_KEY}");
     let vm_count_eq = format!("--vm-count={PRIVATE_KEY}");
     let output_eq = format!("--output={PRIVATE_KEY}");
+    let workloads_eq = format!("--workloads={PRIVATE_KEY}");
+    let params_eq = format!("--params={PRIVATE_KEY}");
+    let kubeconfig_eq = format!("--kubeconfig={PRIVATE_KEY}");
     let namespace_eq = format!("--namespace={PRIVATE_KEY}");
     let indented: String = PRIVATE_KEY.lines().map(|l| format!("  {l}\n")).collect();
     let yaml = |content: String, expect: &[&str]| Bad {
@@ -546,6 +549,12 @@ fn a_pasted_private_key_is_never_echoed_from_any_source() {
             &["invalid value <redacted> for VIRTWORK_VM_COUNT"],
         ),
         bad_env("VIRTWORK_MEMORY", PRIVATE_KEY, &["VIRTWORK_MEMORY"]),
+        // Inputs whose errors quote them in their own words: lists, params, paths.
+        bad_env("VIRTWORK_WORKLOADS", PRIVATE_KEY, &["VIRTWORK_WORKLOADS"]),
+        bad_env("VIRTWORK_PARAMS", PRIVATE_KEY, &["VIRTWORK_PARAMS"]),
+        bad(&["run", &workloads_eq], &["<redacted>"]),
+        bad(&["run", &params_eq], &["<redacted>"]),
+        bad(&[&kubeconfig_eq, "status"], &["<redacted>"]),
         yaml(
             format!("memory: |\n{indented}"),
             &["invalid value <redacted> for memory in virtwork.yaml"],

@@ -402,13 +402,22 @@ pub fn classify_delete<T>(result: std::result::Result<T, kube::Error>) -> Delete
     }
 }
 
-/// A kube error as one line, with the API status reason when there is one, safe for a
-/// terminal (see [`crate::error::kube_text`]).
+/// A kube error as one line, with the API status reason and code when there is one, safe
+/// for a terminal (the message is escaped and capped; see [`crate::error::kube_text`]).
 pub fn one_line(err: &kube::Error) -> String {
-    crate::error::kube_text(err)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+    let text = match err {
+        kube::Error::Api(status) => {
+            let reason = if status.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", crate::terminal::safe(&status.reason, 64))
+            };
+            let message = crate::terminal::safe(&status.message, crate::terminal::MESSAGE_CHARS);
+            format!("{message}{reason}: HTTP {}", status.code)
+        }
+        other => crate::error::kube_text(other),
+    };
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Bookkeeping of `--wait`: which of the expected objects, and of their dependents, are
