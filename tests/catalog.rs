@@ -34,6 +34,7 @@ fn options(dir: &Path) -> WorkloadOptions {
         ssh: SshAccess::default(),
         catalog_dir: dir.to_path_buf(),
         planned_workloads: Vec::new(),
+        run_tag: String::new(),
     }
 }
 

@@ -76,6 +76,7 @@ fn options(ssh: bool) -> WorkloadOptions {
         },
         catalog_dir: catalog_dir(),
         planned_workloads: Vec::new(),
+        run_tag: String::new(),
     }
 }
 

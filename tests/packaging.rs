@@ -593,6 +593,7 @@ fn workload_packages() -> BTreeSet<String> {
         ssh: SshAccess::default(),
         catalog_dir: catalog_dir.clone(),
         planned_workloads: Vec::new(),
+        run_tag: String::new(),
     };
     let mut packages = BTreeSet::new();
     let names: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();

@@ -23,6 +23,7 @@ fn options() -> WorkloadOptions {
         },
         catalog_dir: PathBuf::from("catalog"),
         planned_workloads: Vec::new(),
+        run_tag: String::new(),
     }
 }
 

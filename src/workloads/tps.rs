@@ -98,13 +98,13 @@ pub const MAX_CONSECUTIVE_FAILURES: u32 = 3;
 /// The client script: forever, cycles of ITERATIONS netperf TCP_RR rounds then ITERATIONS
 /// timed HTTP windows, 30 s apart. A cycle in which nothing succeeded counts as failed;
 /// [`MAX_CONSECUTIVE_FAILURES`] in a row end the unit.
-pub fn client_script(namespace: &str, iterations: &str, duration: &str, size: FileSize) -> String {
+pub fn client_script(server: &str, iterations: &str, duration: &str, size: FileSize) -> String {
     format!(
         r#"#!/usr/bin/env bash
 # virtwork tps client: netperf TCP_RR transactions, then timed HTTP file transfers, forever.
 set -uo pipefail
 
-SERVER="{SERVICE_NAME}.{namespace}.svc.cluster.local"
+SERVER="{server}"
 ITERATIONS={iterations}
 MSG_SIZE=64
 DURATION={duration}
@@ -243,8 +243,8 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     .service(
         "ExecStartPre",
         format!(
-            "{WAIT_TCP} {SERVICE_NAME}.{}.svc.cluster.local {HTTP_PORT}",
-            options.namespace
+            "{WAIT_TCP} {} {HTTP_PORT}",
+            options.service_host(SERVICE_NAME)
         ),
     )
     .service("TimeoutStartSec", "infinity");
@@ -271,7 +271,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             WriteFile::new(
                 CLIENT_SCRIPT,
                 client_script(
-                    &options.namespace,
+                    &options.service_host(SERVICE_NAME),
                     p.str("iterations"),
                     p.str("duration"),
                     size,
@@ -284,7 +284,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         ..Default::default()
     };
     let service = role_service(
-        SERVICE_NAME,
+        &options.service_name(SERVICE_NAME),
         NAME,
         ROLE_SERVER,
         &[
