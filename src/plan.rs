@@ -270,6 +270,7 @@ pub fn build_plan(input: &PlanInput, registry: &Registry, run_id: RunId) -> Resu
     let requests = resolve_requests(input)?;
     let mut options = workload_options(input);
     options.planned_workloads = requests.planned.iter().map(|r| r.name.clone()).collect();
+    options.run_tag = run_id.name_tag();
     let workloads = requests
         .planned
         .iter()
@@ -369,6 +370,7 @@ pub fn workload_options(input: &PlanInput) -> WorkloadOptions {
         catalog_dir: input.catalog_dir.clone(),
         planned_workloads: Vec::new(),
         guest_exec: input.workload_probe,
+        run_tag: String::new(),
     }
 }
 
@@ -549,8 +551,9 @@ fn role_template(
     }))
 }
 
-/// Adds `count` VMs of one role, named `virtwork-<workload>[-<role>]-<index>`, with their
-/// DataVolume names checked.
+/// Adds `count` VMs of one role, named `virtwork-<workload>-<run tag>[-<role>]-<index>`, with
+/// their DataVolume names checked. The run tag keeps the VMs (and their Secrets and
+/// DataVolumes) of every run in a namespace apart, so a fleet grows by running again.
 fn plan_vms(
     name: &str,
     role: Option<&str>,
@@ -560,10 +563,11 @@ fn plan_vms(
     plan: &mut Plan,
 ) -> Result<()> {
     plan.vms.reserve(count as usize);
+    let tag = plan.run_id.name_tag();
     for index in 0..count {
         let vm_name = match role {
-            Some(role) => format!("virtwork-{name}-{role}-{index}"),
-            None => format!("virtwork-{name}-{index}"),
+            Some(role) => format!("virtwork-{name}-{tag}-{role}-{index}"),
+            None => format!("virtwork-{name}-{tag}-{index}"),
         };
         validate_dns_label(&format!("VM name (workload {name:?})"), &vm_name)?;
         let data_volumes: Vec<String> = disks

@@ -35,6 +35,7 @@ fn options(dir: &Path) -> WorkloadOptions {
         catalog_dir: dir.to_path_buf(),
         planned_workloads: Vec::new(),
         guest_exec: false,
+        run_tag: String::new(),
     }
 }
 

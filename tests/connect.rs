@@ -618,6 +618,62 @@ fn every_cluster_command_stops_at_once_on_a_refused_connection_or_an_unknown_hos
     }
 }
 
+/// Answers every HTTP request with a 500 Status (a server that is up but failing).
+fn failing_server() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcd is down","reason":"InternalError","code":500}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_failing_server_is_tried_again_until_the_timeout_saying_so() {
+    let sandbox = Sandbox::new();
+    let kubeconfig = kubeconfig_for_url(&sandbox, &format!("http://{}", failing_server()));
+    let out = run_with_guard(
+        sandbox.command(
+            &[
+                "--kubeconfig",
+                &kubeconfig,
+                "--namespace",
+                NS,
+                "status",
+                "--timeout",
+                "4",
+            ],
+            &[],
+        ),
+        std::time::Duration::from_secs(40),
+    )
+    .expect("status ends at its --timeout");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let attempts: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("is not answering (HTTP 500 InternalError); trying again"))
+        .collect();
+    // Several attempts within the first seconds, announced once (at most one line per 10 s).
+    assert_eq!(attempts.len(), 1, "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("cannot reach API server") && last.contains("etcd is down"),
+        "{last}"
+    );
+}
+
 #[test]
 fn transient_failures_are_retried_and_announced_once_per_wave() {
     let server = FakeApiServer::start(Options {

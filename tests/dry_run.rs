@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::names::tagged;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -61,6 +63,13 @@ fn name(doc: &Value) -> &str {
 
 fn label<'a>(meta: &'a Value, key: &str) -> Option<&'a str> {
     meta["labels"][key].as_str()
+}
+
+/// The run id every object of a dry run carries.
+fn run_id_of(docs: &[Value]) -> String {
+    label(&docs[0]["metadata"], "virtwork/run-id")
+        .unwrap()
+        .to_string()
 }
 
 fn is_uuid_v4(text: &str) -> bool {
@@ -122,9 +131,13 @@ fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
         kinds[14..].iter().all(|k| *k == "VirtualMachine"),
         "{kinds:?}"
     );
+    let id = run_id_of(&docs);
     assert_eq!(
         services.iter().map(|s| name(s)).collect::<Vec<_>>(),
-        ["virtwork-iperf3-server", "virtwork-tps-server"]
+        [
+            tagged("virtwork-iperf3-server", &id),
+            tagged("virtwork-tps-server", &id)
+        ]
     );
     let vm_names: BTreeSet<&str> = vms.iter().map(|v| name(v)).collect();
     for expected in [
@@ -141,7 +154,7 @@ fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
         "virtwork-chaos-process-0",
     ] {
         assert!(
-            vm_names.contains(expected),
+            vm_names.contains(tagged(expected, &id).as_str()),
             "{expected} missing: {vm_names:?}"
         );
     }
@@ -203,9 +216,14 @@ fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
         .lines()
         .filter(|l| l.starts_with('#') && !l.starts_with("#cloud"))
         .collect();
-    assert!(headers.contains(&"# Service: virtwork-iperf3-server (workload: network)"));
-    assert!(headers.contains(&"# VirtualMachine: virtwork-cpu-0 (workload: cpu)"));
-    assert!(headers.contains(&"# Secret: virtwork-tps-client-0-cloudinit (workload: tps)"));
+    for (kind, untagged, workload) in [
+        ("Service", "virtwork-iperf3-server", "network"),
+        ("VirtualMachine", "virtwork-cpu-0", "cpu"),
+        ("Secret", "virtwork-tps-client-0-cloudinit", "tps"),
+    ] {
+        let header = format!("# {kind}: {} (workload: {workload})", tagged(untagged, &id));
+        assert!(headers.contains(&header.as_str()), "{header}: {headers:?}");
+    }
     assert!(!stdout.contains("dry run mode") && !stdout.contains("deployment summary"));
     assert!(stderr.contains("dry run mode"), "{stderr}");
     assert!(stderr.contains("deployment summary"), "{stderr}");
@@ -246,8 +264,10 @@ fn vm_count_scales_every_workload_and_pairs_double() {
         .iter()
         .map(|v| name(v))
         .collect();
-    assert!(names.contains("virtwork-cpu-2") && !names.contains("virtwork-cpu-3"));
-    assert!(names.contains("virtwork-network-client-2"));
+    let id = run_id_of(&docs);
+    let named = |n: &str| names.contains(tagged(n, &id).as_str());
+    assert!(named("virtwork-cpu-2") && !named("virtwork-cpu-3"));
+    assert!(named("virtwork-network-client-2"));
 }
 
 #[test]
@@ -362,7 +382,10 @@ fn json_output_is_one_document_with_the_plan() {
         }
     }
     assert_eq!(doc["vms"][0]["kind"], "VirtualMachine");
-    assert_eq!(doc["vms"][0]["metadata"]["name"], "virtwork-disk-0");
+    assert_eq!(
+        doc["vms"][0]["metadata"]["name"],
+        tagged("virtwork-disk-0", run_id)
+    );
 }
 
 #[test]
@@ -376,9 +399,10 @@ fn catalog_entries_are_planned_after_builtins() {
         "--from-catalog",
         "sysbench,redis-bench",
     ]);
-    let vms: Vec<&str> = of_kind(&docs, "VirtualMachine")
+    let id = run_id_of(&docs);
+    let vms: Vec<String> = of_kind(&docs, "VirtualMachine")
         .iter()
-        .map(|v| name(v))
+        .map(|v| name(v).replace(&format!("-{}", support::names::tag_of(&id)), ""))
         .collect();
     assert_eq!(
         vms,
@@ -621,10 +645,20 @@ fn kubectl_applies_the_dry_run_stream() {
         .map(str::to_string)
         .collect();
     assert_eq!(applied.len(), docs.len(), "{applied:#?}");
+    let id = run_id_of(&docs);
     assert_eq!(applied[0], "namespace/virtwork");
-    assert_eq!(applied[1], "service/virtwork-iperf3-server");
-    assert!(applied.contains(&"virtualmachine.kubevirt.io/virtwork-cpu-0".to_string()));
-    assert!(applied.contains(&"secret/virtwork-cpu-0-cloudinit".to_string()));
+    assert_eq!(
+        applied[1],
+        format!("service/{}", tagged("virtwork-iperf3-server", &id))
+    );
+    assert!(applied.contains(&format!(
+        "virtualmachine.kubevirt.io/{}",
+        tagged("virtwork-cpu-0", &id)
+    )));
+    assert!(applied.contains(&format!(
+        "secret/{}",
+        tagged("virtwork-cpu-0-cloudinit", &id)
+    )));
     assert_eq!(
         server.objects("virtualmachines", Some("virtwork")).len(),
         11

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
+use support::names::tagged;
 use support::{FakeApiServer, Options};
 
 /// Readiness and cleanup timeout on a live cluster when `VIRTWORK_E2E_TIMEOUT` is unset.
@@ -286,7 +287,7 @@ fn no_wait_run_is_listed_and_cleaned_up_by_run_id(target: &Target, namespace: &s
     let runs = s.status_runs(Some(&run_id));
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_eq!(runs[0]["run_id"], run_id.as_str());
-    assert_eq!(vm_names(&runs[0]), vec!["virtwork-cpu-0"]);
+    assert_eq!(vm_names(&runs[0]), vec![tagged("virtwork-cpu-0", &run_id)]);
 
     let timeout = s.timeout();
     let out = s.virtwork(&[
@@ -335,16 +336,22 @@ fn network_pair_becomes_ready_and_cleans_up(target: &Target, namespace: &str) {
         .into_iter()
         .map(|line| line["service_name"].clone())
         .collect();
-    assert_eq!(services, vec![Value::from("virtwork-iperf3-server")]);
-
     let run_id = doc["run_id"].as_str().expect("run_id");
+    assert_eq!(
+        services,
+        vec![Value::from(tagged("virtwork-iperf3-server", run_id))]
+    );
+
     let runs = s.status_runs(Some(run_id));
     assert_eq!(runs.len(), 1, "{runs:?}");
     let mut names = vm_names(&runs[0]);
     names.sort();
     assert_eq!(
         names,
-        vec!["virtwork-network-client-0", "virtwork-network-server-0"]
+        vec![
+            tagged("virtwork-network-client-0", run_id),
+            tagged("virtwork-network-server-0", run_id)
+        ]
     );
     for vm in runs[0]["vms"].as_array().unwrap() {
         assert_eq!(vm["vmi_phase"], "Running", "{vm}");
@@ -357,42 +364,28 @@ fn network_pair_becomes_ready_and_cleans_up(target: &Target, namespace: &str) {
     s.finish();
 }
 
-/// A second run (new run id) needing the names of an existing run fails in preflight,
-/// creating nothing, and says which objects conflict and how to remove them.
-fn conflicting_second_run_creates_nothing(target: &Target, namespace: &str) {
+/// A second run of the same workload into the same namespace grows the fleet: its objects
+/// carry its own run tag, so nothing clashes, and `status` lists both runs.
+fn second_run_grows_the_fleet(target: &Target, namespace: &str) {
     let s = Scenario::new(target, namespace);
-    let first = s.run(&["--workloads", "cpu", "--no-wait", "--output", "json"]);
-    assert_exit(&first, 0, "first run");
-    let first_id = json_doc(&first)["run_id"]
-        .as_str()
-        .expect("run_id")
-        .to_string();
-
-    let second = s.run(&["--workloads", "cpu", "--no-wait", "--output", "json"]);
-    assert_exit(&second, 1, "conflicting second run");
-    let doc = json_doc(&second);
-    assert_eq!(doc["status"], "failed", "{doc}");
-    assert_ne!(doc["run_id"], first_id.as_str());
-    assert_eq!(doc["created"]["vms"], 0, "{doc}");
-    assert_eq!(doc["created"]["secrets"], 0, "{doc}");
-    let stderr = text(&second.stderr);
-    let error = stderr
-        .lines()
-        .find(|l| l.starts_with("Error:"))
-        .unwrap_or_else(|| panic!("no Error: line:\n{stderr}"));
-    for needle in [
-        "nothing was created",
-        "VirtualMachine virtwork-cpu-0",
-        "Secret virtwork-cpu-0-cloudinit",
-        &format!("virtwork cleanup --namespace {namespace} --run-id {first_id}"),
-    ] {
-        assert!(error.contains(needle), "{needle:?} missing from {error}");
+    let mut ids = Vec::new();
+    for what in ["first run", "second run"] {
+        let out = s.run(&["--workloads", "cpu", "--no-wait", "--output", "json"]);
+        assert_exit(&out, 0, what);
+        let doc = json_doc(&out);
+        assert_eq!(doc["created"]["vms"], 1, "{doc}");
+        ids.push(doc["run_id"].as_str().expect("run_id").to_string());
     }
-
+    assert_ne!(ids[0], ids[1]);
     let runs = s.status_runs(None);
-    assert_eq!(runs.len(), 1, "only the first run exists: {runs:?}");
-    assert_eq!(runs[0]["run_id"], first_id.as_str());
-    assert_eq!(vm_names(&runs[0]), vec!["virtwork-cpu-0"]);
+    assert_eq!(runs.len(), 2, "both runs exist: {runs:?}");
+    for id in &ids {
+        let run = runs
+            .iter()
+            .find(|r| r["run_id"] == id.as_str())
+            .unwrap_or_else(|| panic!("run {id} missing: {runs:?}"));
+        assert_eq!(vm_names(run), vec![tagged("virtwork-cpu-0", id)]);
+    }
     s.finish();
 }
 
@@ -424,10 +417,7 @@ const SCENARIOS: [(&str, ScenarioFn); 5] = [
         "network pair readiness",
         network_pair_becomes_ready_and_cleans_up,
     ),
-    (
-        "conflicting second run",
-        conflicting_second_run_creates_nothing,
-    ),
+    ("second run grows the fleet", second_run_grows_the_fleet),
     ("unknown workload", unknown_workload_is_bad_input),
 ];
 

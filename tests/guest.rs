@@ -964,7 +964,10 @@ mod single {
         let message = failure.to_string();
         eprintln!("{message}");
         assert!(
-            message.starts_with("workload cpu (virtwork-cpu-0): step `cloud-init modules` failed"),
+            message.starts_with(&format!(
+                "workload cpu ({}): step `cloud-init modules` failed",
+                spec.name
+            )),
             "{message}"
         );
         assert!(message.contains("stress-ng-no-such-package"), "{message}");

@@ -77,6 +77,7 @@ fn options(ssh: bool) -> WorkloadOptions {
         catalog_dir: catalog_dir(),
         planned_workloads: Vec::new(),
         guest_exec: true,
+        run_tag: String::new(),
     }
 }
 

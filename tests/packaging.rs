@@ -594,6 +594,7 @@ fn workload_packages() -> BTreeSet<String> {
         catalog_dir: catalog_dir.clone(),
         planned_workloads: Vec::new(),
         guest_exec: false,
+        run_tag: String::new(),
     };
     let mut packages = BTreeSet::new();
     let names: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();

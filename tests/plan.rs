@@ -2,6 +2,8 @@
 //! object names, labels and shapes, deterministic order, and the whole-plan checks that turn
 //! bad input into exit-code-2 errors before anything is printed or created.
 
+#[path = "support/names.rs"]
+mod names;
 #[path = "support/test_config.rs"]
 mod test_config;
 
@@ -15,6 +17,11 @@ use virtwork::workloads::{
 };
 
 const RUN_ID: &str = test_config::RUN_ID;
+
+/// `name` with this file's run tag where the plan puts it.
+fn t(name: &str) -> String {
+    names::tagged(name, RUN_ID)
+}
 
 fn config(workloads: &[&str]) -> PlanInput {
     let mut config = test_config::plan_input(workloads, 1);
@@ -153,13 +160,14 @@ fn single_role_vms_are_named_by_index_with_their_secret_and_labels() {
     let names: Vec<&str> = plan.vms.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(
         names,
-        ["virtwork-cpu-0", "virtwork-cpu-1", "virtwork-cpu-2"]
+        [
+            "virtwork-cpu-3f1c7a-0",
+            "virtwork-cpu-3f1c7a-1",
+            "virtwork-cpu-3f1c7a-2"
+        ]
     );
     let vm = &plan.vms[1];
-    assert_eq!(
-        Some(vm.secret_name().as_str()),
-        Some("virtwork-cpu-1-cloudinit")
-    );
+    assert_eq!(vm.secret_name(), "virtwork-cpu-3f1c7a-1-cloudinit");
     assert_eq!(vm.secret().metadata.namespace.as_deref(), Some("virtwork"));
     assert_eq!(
         labels_of(&vm.secret().metadata),
@@ -222,10 +230,10 @@ fn vm_spec_matches_the_reference_shape() {
     let expected = serde_json::json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
-        "metadata": {"labels": labels, "name": "virtwork-disk-0", "namespace": "virtwork"},
+        "metadata": {"labels": labels, "name": t("virtwork-disk-0"), "namespace": "virtwork"},
         "spec": {
             "dataVolumeTemplates": [{
-                "metadata": {"name": "virtwork-disk-data-virtwork-disk-0", "labels": labels},
+                "metadata": {"name": t("virtwork-disk-data-virtwork-disk-0"), "labels": labels},
                 "spec": {"source": {"blank": {}},
                          "storage": {"accessModes": ["ReadWriteOnce"],
                                      "resources": {"requests": {"storage": "10Gi"}}}}
@@ -252,9 +260,9 @@ fn vm_spec_matches_the_reference_shape() {
                     "volumes": [
                         {"containerDisk": {"image": "quay.io/containerdisks/fedora:42"},
                          "name": "containerdisk"},
-                        {"cloudInitNoCloud": {"secretRef": {"name": "virtwork-disk-0-cloudinit"}},
+                        {"cloudInitNoCloud": {"secretRef": {"name": t("virtwork-disk-0-cloudinit")}},
                          "name": "cloudinitdisk"},
-                        {"dataVolume": {"name": "virtwork-disk-data-virtwork-disk-0"},
+                        {"dataVolume": {"name": t("virtwork-disk-data-virtwork-disk-0")},
                          "name": "datadisk"}
                     ]
                 }
@@ -264,7 +272,7 @@ fn vm_spec_matches_the_reference_shape() {
     assert_eq!(vm, expected);
     assert_eq!(
         plan.vms[0].data_volumes,
-        ["virtwork-disk-data-virtwork-disk-0"]
+        [t("virtwork-disk-data-virtwork-disk-0")]
     );
     assert_eq!(plan.data_volume_count(), 1);
     assert_eq!(plan.workloads[0].data_disk_size.as_deref(), Some("10Gi"));
@@ -286,7 +294,12 @@ fn multi_role_vms_carry_the_role_label_and_services_are_sorted() {
         ));
     })
     .unwrap();
-    let names: Vec<&str> = plan.vms.iter().map(|v| v.name.as_str()).collect();
+    let names: Vec<String> = plan
+        .vms
+        .iter()
+        .map(|v| v.name.replace("-3f1c7a", ""))
+        .collect();
+    assert!(plan.vms.iter().all(|v| v.name.contains("-3f1c7a-")));
     assert_eq!(
         names,
         [
@@ -441,28 +454,40 @@ fn no_workloads_is_an_input_error() {
 
 #[test]
 fn colliding_vm_names_across_workloads_are_rejected() {
-    // A catalog entry "network-server" would create virtwork-network-server-0 too.
+    // Contrived now that names carry the run tag, but still refused: a catalog entry
+    // "network-3f1c7a" and a network role named like the tag make the same VM name.
     let mut cfg = config(&["network"]);
-    cfg.from_catalog = vec!["network-server".into()];
+    cfg.from_catalog = vec!["network-3f1c7a".into()];
     let msg = input_error(plan_with(&cfg, |w| {
         if w.name == "network" {
-            w.roles = vec!["server", "client"];
+            w.roles = vec!["3f1c7a"];
         }
     }));
     assert_eq!(
         msg,
-        "workloads \"network\" and \"network-server\" would both create the VM \
-         \"virtwork-network-server-0\"; run them in separate namespaces or rename the catalog entry"
+        "workloads \"network\" and \"network-3f1c7a\" would both create the VM \
+         \"virtwork-network-3f1c7a-3f1c7a-0\"; run them in separate namespaces or rename the \
+         catalog entry"
+    );
+    // The run tag keeps apart what used to collide: "network-server" and network's servers.
+    cfg.from_catalog = vec!["network-server".into()];
+    assert!(
+        plan_with(&cfg, |w| {
+            if w.name == "network" {
+                w.roles = vec!["server", "client"];
+            }
+        })
+        .is_ok()
     );
 }
 
 #[test]
 fn overlong_names_are_rejected_with_the_limit() {
-    let long = "w".repeat(50);
+    let long = "w".repeat(43);
     let mut cfg = config(&[]);
     cfg.from_catalog = vec![long.clone()];
     cfg.vm_count = 1;
-    // virtwork-<50>-0 = 61 chars is fine; a role pushes it past 63.
+    // virtwork-<43>-<tag>-0 = 61 chars is fine; a role pushes it past 63.
     assert!(plan_with(&cfg, |_| {}).is_ok());
     let msg = input_error(plan_with(&cfg, |w| w.roles = vec!["server"]));
     assert!(msg.starts_with("VM name (workload"), "{msg}");
@@ -618,17 +643,17 @@ fn dry_run_yaml_is_a_valid_stream_in_reference_order() {
         })
         .collect();
     let expected: Vec<(String, String)> = [
-        ("Namespace", "virtwork"),
-        ("Service", "virtwork-iperf3-server"),
-        ("Secret", "virtwork-network-server-0-cloudinit"),
-        ("Secret", "virtwork-network-client-0-cloudinit"),
-        ("Secret", "virtwork-cpu-0-cloudinit"),
-        ("VirtualMachine", "virtwork-network-server-0"),
-        ("VirtualMachine", "virtwork-network-client-0"),
-        ("VirtualMachine", "virtwork-cpu-0"),
+        ("Namespace", "virtwork".to_string()),
+        ("Service", "virtwork-iperf3-server".to_string()),
+        ("Secret", t("virtwork-network-server-0-cloudinit")),
+        ("Secret", t("virtwork-network-client-0-cloudinit")),
+        ("Secret", t("virtwork-cpu-0-cloudinit")),
+        ("VirtualMachine", t("virtwork-network-server-0")),
+        ("VirtualMachine", t("virtwork-network-client-0")),
+        ("VirtualMachine", t("virtwork-cpu-0")),
     ]
-    .iter()
-    .map(|(k, n)| (k.to_string(), n.to_string()))
+    .into_iter()
+    .map(|(k, n)| (k.to_string(), n))
     .collect();
     assert_eq!(kinds_names, expected);
     let comments: Vec<&str> = yaml.lines().filter(|l| l.starts_with("# ")).collect();
@@ -642,7 +667,7 @@ fn dry_run_yaml_is_a_valid_stream_in_reference_order() {
     );
     assert_eq!(
         comments[7],
-        "# VirtualMachine: virtwork-cpu-0 (workload: cpu)"
+        "# VirtualMachine: virtwork-cpu-3f1c7a-0 (workload: cpu)"
     );
     assert_eq!(yaml.lines().filter(|l| *l == "---").count(), docs.len() - 1);
     // Userdata survives the YAML round trip byte for byte.
@@ -655,7 +680,7 @@ fn dry_run_yaml_is_a_valid_stream_in_reference_order() {
     let json = virtwork::render::plan_json(&plan, "client").unwrap();
     assert_eq!(json["run_id"], RUN_ID);
     assert_eq!(json["totals"]["vms"], 3);
-    assert_eq!(json["vms"][2]["metadata"]["name"], "virtwork-cpu-0");
+    assert_eq!(json["vms"][2]["metadata"]["name"], t("virtwork-cpu-0"));
     assert_eq!(json["services"][0]["kind"], "Service");
     assert_eq!(json["secrets"][0]["apiVersion"], "v1");
 }

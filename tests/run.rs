@@ -5,6 +5,8 @@
 #[path = "support/binary.rs"]
 mod binary;
 mod support;
+#[path = "support/test_config.rs"]
+mod test_config;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -12,6 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use binary::Env;
 use serde_json::Value;
+use support::names::{tag_of, tagged};
 use support::{
     ControllerOptions, Denial, FakeApiServer, FaultAction, Faults, Options, RequestRecord,
     SchemaMode, ScriptedFault,
@@ -79,6 +82,19 @@ fn assert_success(out: &Output) {
     );
 }
 
+/// The run id of the VMs a run created in `NS` (one run).
+fn run_id_in(server: &FakeApiServer) -> String {
+    let vms = server.objects("virtualmachines", Some(NS));
+    label(&vms[0], "virtwork/run-id")
+        .expect("run id label")
+        .to_string()
+}
+
+/// `name` as the run that created the VMs in `NS` named it.
+fn tagged_in(server: &FakeApiServer, name: &str) -> String {
+    tagged(name, &run_id_in(server))
+}
+
 fn fast_server() -> FakeApiServer {
     FakeApiServer::start(Options::default())
 }
@@ -95,9 +111,13 @@ fn cpu_only_creates_one_vm_with_its_secret_and_prints_the_cleanup_command() {
     assert_success(&out);
 
     let vms = server.objects("virtualmachines", Some(NS));
-    assert_eq!(names(&vms), vec!["virtwork-cpu-0"]);
+    let id = run_id_in(&server);
+    assert_eq!(names(&vms), vec![tagged("virtwork-cpu-0", &id)]);
     let secrets = server.objects("secrets", Some(NS));
-    assert_eq!(names(&secrets), vec!["virtwork-cpu-0-cloudinit"]);
+    assert_eq!(
+        names(&secrets),
+        vec![tagged("virtwork-cpu-0-cloudinit", &id)]
+    );
     assert!(server.objects("services", Some(NS)).is_empty());
     let namespace = server.get("namespaces", "", NS).expect("namespace created");
     assert_eq!(
@@ -190,8 +210,84 @@ fn vm_count_multiplies_vms_per_workload() {
     let vms = names(&server.objects("virtualmachines", Some(NS)));
     // network has a server and a client role per count.
     assert_eq!(vms.len(), 3 + 6, "{vms:?}");
-    assert!(vms.contains(&"virtwork-cpu-2".to_string()));
+    assert!(vms.contains(&tagged_in(&server, "virtwork-cpu-2")));
     assert_eq!(server.objects("services", Some(NS)).len(), 1);
+}
+
+#[test]
+fn running_again_grows_the_fleet_and_two_runs_started_together_both_succeed() {
+    let server = fast_server();
+    let env = run_env(&server);
+    let args = [
+        "--workloads",
+        "cpu,network",
+        "--output",
+        "json",
+        "--timeout",
+        "60",
+    ];
+    let first = env.run(&args);
+    assert_success(&first);
+    // Two more runs of the same workloads into the same namespace, at the same moment.
+    let spawn = || {
+        env.command(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let outputs = [
+        first,
+        a.wait_with_output().unwrap(),
+        b.wait_with_output().unwrap(),
+    ];
+    let mut run_ids = Vec::new();
+    for out in &outputs {
+        assert_success(out);
+        run_ids.push(json_output(out)["run_id"].as_str().unwrap().to_string());
+    }
+    let vms = server.objects("virtualmachines", Some(NS));
+    assert_eq!(vms.len(), 3 * 3, "{:?}", names(&vms));
+    for run_id in &run_ids {
+        // Each run's VMs carry its tag in their names; none was lost to another run.
+        let own: Vec<String> = vms
+            .iter()
+            .filter(|vm| label(vm, "virtwork/run-id") == Some(run_id.as_str()))
+            .map(|vm| name(vm).to_string())
+            .collect();
+        let mut expected: Vec<String> = [
+            "virtwork-cpu-0",
+            "virtwork-network-client-0",
+            "virtwork-network-server-0",
+        ]
+        .iter()
+        .map(|n| tagged(n, run_id))
+        .collect();
+        expected.sort();
+        assert_eq!(own, expected);
+        // Its network clients reach its own server Service, which selects only its VMs.
+        let service_name = tagged("virtwork-iperf3-server", run_id);
+        let service = server
+            .get("services", NS, &service_name)
+            .unwrap_or_else(|| panic!("{service_name} missing"));
+        assert_eq!(
+            service["spec"]["selector"]["virtwork/run-id"],
+            run_id.as_str()
+        );
+        let client = server
+            .get(
+                "secrets",
+                NS,
+                &tagged("virtwork-network-client-0-cloudinit", run_id),
+            )
+            .unwrap();
+        assert!(
+            secret_userdata(&client).contains(&format!("{service_name}.{NS}.svc.cluster.local")),
+            "{run_id}"
+        );
+    }
+    assert_eq!(server.objects("services", Some(NS)).len(), 3);
 }
 
 #[test]
@@ -291,6 +387,7 @@ fn a_single_role_catalog_service_selects_only_this_runs_vms() {
     ]);
     assert_success(&out);
     let run_id = json_output(&out)["run_id"].as_str().unwrap().to_string();
+    // Catalog Services keep their entry's name: its clients are written against it.
     let service = server.get("services", NS, "virtwork-webapp").unwrap();
     let selector: Vec<String> = service["spec"]["selector"]
         .as_object()
@@ -325,7 +422,13 @@ fn a_single_role_catalog_service_selects_only_this_runs_vms() {
         names.sort();
         names
     });
-    assert_eq!(matched, vec!["virtwork-webapp-0", "virtwork-webapp-1"]);
+    assert_eq!(
+        matched,
+        vec![
+            tagged("virtwork-webapp-0", &run_id),
+            tagged("virtwork-webapp-1", &run_id)
+        ]
+    );
     for vmi in &matched {
         let object = server.get("virtualmachineinstances", NS, vmi).unwrap();
         assert_eq!(label(&object, "virtwork/run-id"), Some(run_id.as_str()));
@@ -467,7 +570,10 @@ fn created_objects_match_the_dry_run_plan_and_the_kubevirt_schema() {
         ("services", "services"),
     ] {
         for planned in plan[kind].as_array().unwrap() {
-            let planned_text = planned.to_string().replace(planned_id, &run_id);
+            let planned_text = planned.to_string().replace(planned_id, &run_id).replace(
+                &format!("-{}", tag_of(planned_id)),
+                &format!("-{}", tag_of(&run_id)),
+            );
             let planned: Value = serde_json::from_str(&planned_text).unwrap();
             let live = server
                 .get(resource, NS, name(&planned))
@@ -752,7 +858,8 @@ fn a_failed_vmi_fails_the_run_naming_the_vm() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("VM virtwork/virtwork-cpu-0 failed"), "{err}");
+    let vm = tagged_in(&server, "virtwork-cpu-0");
+    assert!(err.contains(&format!("VM virtwork/{vm} failed")), "{err}");
 }
 
 #[test]
@@ -783,6 +890,7 @@ fn readiness_timeout_names_the_vms_not_ready_and_their_phases() {
     );
     // Each VM with its state as `kubectl get vm` shows it, and the scheduler's reason.
     for vm in ["virtwork-cpu-0", "virtwork-cpu-1"] {
+        let vm = tagged_in(&server, vm);
         assert!(
             err.contains(&format!(
                 "{vm} (ErrorUnschedulable: 0/3 nodes are available: 3 Insufficient \
@@ -820,22 +928,28 @@ fn an_unpullable_image_is_named_with_the_pull_error_everywhere() {
         "--output",
         "json",
         "--timeout",
-        "3",
+        "7",
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let backoff = format!("ImagePullBackOff: Back-off pulling image \"{image}\"");
     // As soon as it happens: a warning naming the VM, the status and the kubelet's error.
     let err = stderr(&out);
+    let vm = tagged_in(&server, "virtwork-cpu-0");
     assert!(
-        err.contains("VM virtwork-cpu-0 is ErrImagePull: rpc error: code = NotFound")
-            && err.contains(&format!("{image}: not found")),
+        err.contains(&format!(
+            "VM {vm} is ErrImagePull: rpc error: code = NotFound"
+        )) && err.contains(&format!("{image}: not found")),
+        "{err}"
+    );
+    // The progress line (every 5 s without a terminal) counts VMs per state.
+    assert!(
+        err.contains("waiting: VMs ready; ImagePullBackOff 1; slowest: ")
+            && err.contains(&format!("{vm} ImagePullBackOff ")),
         "{err}"
     );
     // The timeout error.
     assert!(
-        err.contains(&format!(
-            "1 of 1 VMs not running: virtwork-cpu-0 ({backoff})"
-        )),
+        err.contains(&format!("1 of 1 VMs not running: {vm} ({backoff})")),
         "{err}"
     );
     // --output json.
@@ -852,19 +966,20 @@ fn an_unpullable_image_is_named_with_the_pull_error_everywhere() {
     let details = vm_timeout_details(&env.db());
     assert_eq!(details.len(), 1, "{details:?}");
     assert!(
-        details[0].contains("not running after 3s") && details[0].contains(&backoff),
+        details[0].contains("not running after 7s") && details[0].contains(&backoff),
         "{details:?}"
     );
 }
 
-/// One `run` of a workload against a fresh fake server: the result and how long it took.
-fn run_timed(prepare: impl FnOnce(&FakeApiServer), args: &[&str]) -> (Output, Duration) {
+/// One `run` of a workload against a fresh fake server: the result, how long it took, and
+/// the run id of what it created.
+fn run_timed(prepare: impl FnOnce(&FakeApiServer), args: &[&str]) -> (Output, Duration, String) {
     let server = fast_server();
     prepare(&server);
     let env = run_env(&server);
     let started = std::time::Instant::now();
     let out = env.run(args);
-    (out, started.elapsed())
+    (out, started.elapsed(), run_id_in(&server))
 }
 
 #[test]
@@ -905,7 +1020,7 @@ fn fail_fast_stops_waiting_on_a_vm_that_needs_someone_to_act() {
             "120",
         ];
         args.extend(&extra);
-        let (out, took) = run_timed(
+        let (out, took, id) = run_timed(
             |server| {
                 if workload == "disk" {
                     failing_class(server)
@@ -919,7 +1034,8 @@ fn fail_fast_stops_waiting_on_a_vm_that_needs_someone_to_act() {
         let last = err.lines().last().unwrap_or_default();
         assert!(
             last.contains(&format!(
-                "--fail-fast: VM virtwork/{vm} has been {status} for 1s"
+                "--fail-fast: VM virtwork/{} has been {status} for 1s",
+                tagged(vm, &id)
             )) && last.contains(why),
             "{status}: {last}"
         );
@@ -950,7 +1066,7 @@ fn with_workload_readiness_every_vm_gets_a_probe_checking_each_workload_unit() {
             .cloned()
             .unwrap_or_else(|| panic!("{vm} has no readinessProbe"))
     };
-    let db = probe("virtwork-database-0");
+    let db = probe(&tagged_in(&server, "virtwork-database-0"));
     assert_eq!(
         db["exec"]["command"],
         serde_json::json!([
@@ -964,7 +1080,7 @@ fn with_workload_readiness_every_vm_gets_a_probe_checking_each_workload_unit() {
     assert_eq!(db["failureThreshold"], 3);
     for vm in ["virtwork-network-server-0", "virtwork-network-client-0"] {
         assert_eq!(
-            probe(vm)["exec"]["command"][2],
+            probe(&tagged_in(&server, vm))["exec"]["command"][2],
             "systemctl is-active --quiet virtwork-network.service"
         );
     }
@@ -1001,7 +1117,11 @@ fn workload_condition_waits_for_the_probe_to_pass() {
     // Everything the run reported ready is Ready=True on the server.
     for i in 0..2 {
         let vmi = server
-            .get("virtualmachineinstances", NS, &format!("virtwork-cpu-{i}"))
+            .get(
+                "virtualmachineinstances",
+                NS,
+                &tagged_in(&server, &format!("virtwork-cpu-{i}")),
+            )
             .unwrap();
         let ready = vmi["status"]["conditions"]
             .as_array()
@@ -1031,7 +1151,11 @@ fn a_vm_whose_workload_unit_never_starts_is_never_workload_ready() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
-        err.contains("readiness timeout after 3s: 1 of 1 VMs not running its workload (readiness probe not passing): virtwork-cpu-0 (Running)"),
+        err.contains(&format!(
+            "readiness timeout after 3s: 1 of 1 VMs not running its workload (readiness probe \
+             not passing): {} (Running)",
+            tagged_in(&server, "virtwork-cpu-0")
+        )),
         "{err}"
     );
     // The same VM satisfies `running`: the guest is up, only the workload is not.
@@ -1098,40 +1222,61 @@ fn preflight_refuses_when_rbac_denies_creating_vms() {
     );
 }
 
-#[test]
-fn preflight_refuses_objects_of_another_run_with_our_names() {
+/// Names are the run's own (its tag), so only a run id we choose can meet objects with
+/// its names: preflight is driven as `run` drives it, over HTTP, for a planned fleet.
+#[tokio::test(flavor = "multi_thread")]
+async fn preflight_refuses_objects_of_another_run_with_our_names() {
     let server = fast_server();
     let other = "11111111-2222-4333-8444-555555555555";
+    let run_id: virtwork::model::RunId = "3f1c7a2e-9b4d-4c1a-8e2f-0a9b8c7d6e5f".parse().unwrap();
+    let plan = virtwork::plan::build_plan(
+        &test_config::plan_input(&["cpu"], 2),
+        &virtwork::workloads::Registry::builtin(),
+        run_id,
+    )
+    .unwrap();
     server.insert(
         serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
     );
-    for vm in ["virtwork-cpu-0", "virtwork-cpu-1"] {
+    // Another run (with the same tag, by chance) holds this run's names.
+    for vm in &plan.vms {
+        let labels = serde_json::json!({"app.kubernetes.io/managed-by": "virtwork", "virtwork/run-id": other});
         server.insert(serde_json::json!({
             "apiVersion": "kubevirt.io/v1",
             "kind": "VirtualMachine",
-            "metadata": {
-                "name": vm,
-                "namespace": NS,
-                "labels": {"app.kubernetes.io/managed-by": "virtwork", "virtwork/run-id": other}
-            },
+            "metadata": {"name": vm.name, "namespace": NS, "labels": labels},
             "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}
         }));
     }
-    server.clear_request_log();
-    let env = run_env(&server);
-    let out = env.run(&["--workloads", "cpu", "--vm-count", "2"]);
-    assert_preflight_refused(&server, &out, &format!("virtwork run {other}"));
-    let err = stderr(&out);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let limit = virtwork::k8s::client::RateLimit {
+        qps: 50.0,
+        burst: 100,
+    };
+    let cluster = virtwork::k8s::client::connect(&[kubeconfig], false, limit)
+        .await
+        .unwrap();
+    let needs = virtwork::k8s::preflight::PreflightNeeds::from_plan(&plan, true);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let err = virtwork::k8s::preflight::preflight(&cluster, &needs, deadline, &cancel)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
-        err.contains("VirtualMachine virtwork-cpu-0, VirtualMachine virtwork-cpu-1"),
+        err.starts_with("preflight failed, nothing was created")
+            && err.contains(&format!("virtwork run {other}"))
+            && err.contains(
+                "VirtualMachine virtwork-cpu-3f1c7a-0, VirtualMachine virtwork-cpu-3f1c7a-1"
+            )
+            && err.contains(&format!(
+                "virtwork cleanup --namespace {NS} --run-id {other}"
+            )),
         "{err}"
     );
-    assert!(
-        err.contains(&format!(
-            "virtwork cleanup --namespace {NS} --run-id {other}"
-        )),
-        "{err}"
-    );
+    assert!(writes(&server.request_log()).is_empty());
 }
 
 #[test]

@@ -166,8 +166,14 @@ fn status_shows_workload_readiness_per_vm() {
         );
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     }
-    let condition = |s: &support::FakeApiServer, vm: &str| {
-        s.get("virtualmachineinstances", NS, vm).and_then(|v| {
+    // Each run names its VM with its own run tag: find them by workload.
+    let vmi = |s: &support::FakeApiServer, workload: &str| {
+        s.objects("virtualmachineinstances", Some(NS))
+            .into_iter()
+            .find(|v| v["metadata"]["labels"]["app.kubernetes.io/component"] == workload)
+    };
+    let condition = |s: &support::FakeApiServer, workload: &str| {
+        vmi(s, workload).and_then(|v| {
             v["status"]["conditions"]
                 .as_array()?
                 .iter()
@@ -176,10 +182,9 @@ fn status_shows_workload_readiness_per_vm() {
         })
     };
     let settled = c.server.wait_until(SETTLE, |s| {
-        condition(s, "virtwork-cpu-0").as_deref() == Some("True")
-            && condition(s, "virtwork-memory-0").as_deref() == Some("False")
-            && s.get("virtualmachineinstances", NS, "virtwork-memory-0")
-                .is_some_and(|v| v["status"]["phase"] == "Running")
+        condition(s, "cpu").as_deref() == Some("True")
+            && condition(s, "memory").as_deref() == Some("False")
+            && vmi(s, "memory").is_some_and(|v| v["status"]["phase"] == "Running")
     });
     assert!(settled, "fixture VMIs did not settle");
     // Give the broken VM the time the healthy one needed to pass its probe: it must not.
@@ -197,10 +202,10 @@ fn status_shows_workload_readiness_per_vm() {
         .iter()
         .flat_map(|r| r["vms"].as_array().unwrap())
         .collect();
-    let by_name = |name: &str| *vms.iter().find(|v| v["name"] == name).unwrap();
-    assert_eq!(by_name("virtwork-cpu-0")["ready"], true);
-    assert_eq!(by_name("virtwork-memory-0")["vmi_phase"], "Running");
-    assert_eq!(by_name("virtwork-memory-0")["ready"], false);
+    let by_workload = |workload: &str| *vms.iter().find(|v| v["workload"] == workload).unwrap();
+    assert_eq!(by_workload("cpu")["ready"], true);
+    assert_eq!(by_workload("memory")["vmi_phase"], "Running");
+    assert_eq!(by_workload("memory")["ready"], false);
 
     let table = text(&c.run(&["--namespace", NS, "status"], None, &[]).stdout);
     let header = table.lines().next().unwrap();
@@ -213,9 +218,12 @@ fn status_shows_workload_readiness_per_vm() {
             .unwrap()
             .to_string()
     };
-    let row = |vm: &str| table.lines().find(|l| l.contains(vm)).unwrap().to_string();
-    assert_eq!(cell(&row("virtwork-cpu-0")), "yes", "{table}");
-    assert_eq!(cell(&row("virtwork-memory-0")), "no", "{table}");
+    let row = |workload: &str| {
+        let vm = by_workload(workload)["name"].as_str().unwrap();
+        table.lines().find(|l| l.contains(vm)).unwrap().to_string()
+    };
+    assert_eq!(cell(&row("cpu")), "yes", "{table}");
+    assert_eq!(cell(&row("memory")), "no", "{table}");
 }
 
 #[test]

@@ -13,6 +13,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::names::tagged;
 use support::prometheus::{Prometheus, ScrapeJob, tool};
 use support::promstub::{Answer, ONE_SAMPLE, PromStub};
 use support::{Backend, Denial, FakeApiServer, Options};
@@ -129,6 +130,15 @@ fn json_doc(out: &Output) -> Value {
 }
 
 /// Signals of VM `name` in a verify JSON document: signal → status.
+/// `name` as the run that created the VMs in `NS` named it.
+fn t(env: &Env, name: &str) -> String {
+    let vms = env.server.objects("virtualmachines", Some(NS));
+    let run_id = vms[0]["metadata"]["labels"]["virtwork/run-id"]
+        .as_str()
+        .expect("run id label");
+    tagged(name, run_id)
+}
+
 fn statuses(doc: &Value, name: &str) -> Vec<(String, String)> {
     doc["vms"]
         .as_array()
@@ -195,7 +205,8 @@ fn verify_passes_for_loaded_vms_and_names_the_flat_one() {
         return;
     };
     run_workloads(&env);
-    env.server.set_metrics_flat(NS, "virtwork-cpu-1", true);
+    let flat_vm = t(&env, "virtwork-cpu-1");
+    env.server.set_metrics_flat(NS, &flat_vm, true);
     // Every VMI is scraped (a hang guard, not a timing check).
     assert!(
         prometheus.wait_for_series(
@@ -231,7 +242,7 @@ fn verify_passes_for_loaded_vms_and_names_the_flat_one() {
         .find(|l| l.starts_with("Error: "))
         .unwrap_or_default();
     assert!(
-        error.contains("virtwork/virtwork-cpu-1") && error.contains("vcpu-busy"),
+        error.contains(&format!("virtwork/{flat_vm}")) && error.contains("vcpu-busy"),
         "the error line names the flat VM and its signal: {error}"
     );
     assert_eq!(
@@ -245,21 +256,21 @@ fn verify_passes_for_loaded_vms_and_names_the_flat_one() {
     assert_eq!(doc["summary"]["missing"], 1, "{doc:#}");
     assert!(doc["rounds"].as_u64().unwrap() > 1, "--wait polled");
     assert_eq!(
-        statuses(&doc, "virtwork-cpu-1"),
+        statuses(&doc, &flat_vm),
         vec![("vcpu-busy".to_string(), "below".to_string())]
     );
     let flat = &doc["vms"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|v| v["name"] == "virtwork-cpu-1")
+        .find(|v| v["name"] == flat_vm.as_str())
         .unwrap()["signals"][0];
     assert!(flat["observed"].as_f64().unwrap() < 0.05, "{flat}");
     assert!(
         flat["query"]
             .as_str()
             .unwrap()
-            .contains(r#"name="virtwork-cpu-1""#)
+            .contains(&format!(r#"name="{flat_vm}""#))
     );
     for (vm, expected) in [
         ("virtwork-cpu-0", vec![("vcpu-busy", "pass")]),
@@ -286,11 +297,11 @@ fn verify_passes_for_loaded_vms_and_names_the_flat_one() {
             .iter()
             .map(|(s, v)| (s.to_string(), v.to_string()))
             .collect();
-        assert_eq!(statuses(&doc, vm), want, "{vm}");
+        assert_eq!(statuses(&doc, &t(&env, vm)), want, "{vm}");
     }
 
     // Once the flat VM's load starts, --wait sees every signal appear and succeeds.
-    env.server.set_metrics_flat(NS, "virtwork-cpu-1", false);
+    env.server.set_metrics_flat(NS, &flat_vm, false);
     let out = env.run(&[
         "--namespace",
         NS,
@@ -327,7 +338,7 @@ fn verify_passes_for_loaded_vms_and_names_the_flat_one() {
         with_queries.contains("rate(kubevirt_vmi_vcpu_seconds_total{"),
         "{with_queries}"
     );
-    assert!(table.contains("virtwork/virtwork-cpu-1") && table.contains("PASS"));
+    assert!(table.contains(&format!("virtwork/{flat_vm}")) && table.contains("PASS"));
     assert!(
         lines.last().unwrap().starts_with("18 of 18 expected signal(s) present, 0 missing, 2 not expected in this window (12 VM(s), window 30s"),
         "{table}"
@@ -383,7 +394,7 @@ fn verify_reaches_a_prometheus_url_with_the_token_file_and_reports_refused_crede
     let doc = json_doc(&out);
     assert_eq!(doc["prometheus"], url);
     assert_eq!(
-        statuses(&doc, "virtwork-cpu-0"),
+        statuses(&doc, &t(&env, "virtwork-cpu-0")),
         vec![("vcpu-busy".to_string(), "pass".to_string())]
     );
 
@@ -429,7 +440,10 @@ fn verify_sends_only_label_selected_lists_and_proxy_gets() {
     let out = env.run(&["--namespace", NS, "verify", "--window", "1m"]);
     assert_eq!(out.status.code(), Some(1), "no data means missing");
     assert!(
-        text(&out.stderr).contains("virtwork-cpu-0 signal vcpu-busy (no data)"),
+        text(&out.stderr).contains(&format!(
+            "{} signal vcpu-busy (no data)",
+            t(&env, "virtwork-cpu-0")
+        )),
         "{}",
         text(&out.stderr)
     );
@@ -592,7 +606,8 @@ fn metrics_endpoint_follows_workloads_and_flattens_on_request() {
         "60",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    env.server.set_metrics_flat(NS, "virtwork-cpu-1", true);
+    let (vm0, vm1) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
+    env.server.set_metrics_flat(NS, &vm1, true);
     let value = |body: &str, vm: &str| -> f64 {
         body.lines()
             .find(|l| {
@@ -611,8 +626,8 @@ fn metrics_endpoint_follows_workloads_and_flattens_on_request() {
     );
     std::thread::sleep(Duration::from_millis(300));
     let second = env.server.kubevirt_metrics();
-    let loaded = value(&second, "virtwork-cpu-0") - value(&first, "virtwork-cpu-0");
-    let idle = value(&second, "virtwork-cpu-1") - value(&first, "virtwork-cpu-1");
+    let loaded = value(&second, &vm0) - value(&first, &vm0);
+    let idle = value(&second, &vm1) - value(&first, &vm1);
     assert!(loaded > 0.0 && idle >= 0.0, "{loaded} {idle}");
     assert!(idle < loaded / 10.0, "a flat VM idles: {idle} vs {loaded}");
 }
@@ -679,10 +694,8 @@ fn catalog_signals_are_validated_recorded_and_verified() {
         "60",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let vm = env
-        .server
-        .get("virtualmachines", NS, "virtwork-web-0")
-        .unwrap();
+    let web = t(&env, "virtwork-web-0");
+    let vm = env.server.get("virtualmachines", NS, &web).unwrap();
     let annotations = &vm["metadata"]["annotations"];
     assert!(
         annotations["virtwork/signals-digest"]
@@ -720,7 +733,9 @@ fn catalog_signals_are_validated_recorded_and_verified() {
     assert_eq!(signal["status"], "pass");
     assert_eq!(
         signal["query"],
-        "sum by (namespace, name) (rate(kubevirt_vmi_network_receive_bytes_total{namespace=\"virtwork\",name=\"virtwork-web-0\"}[2m]))"
+        format!(
+            "sum by (namespace, name) (rate(kubevirt_vmi_network_receive_bytes_total{{namespace=\"virtwork\",name=\"{web}\"}}[2m]))"
+        )
     );
 
     // Someone who may patch the VM plants a query and its digest: verify sends nothing of

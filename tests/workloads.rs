@@ -24,6 +24,7 @@ fn options() -> WorkloadOptions {
         catalog_dir: PathBuf::from("catalog"),
         planned_workloads: Vec::new(),
         guest_exec: false,
+        run_tag: String::new(),
     }
 }
 

@@ -98,6 +98,7 @@ fn check_entry(dir: &Path, name: &str, sample: &SampleBuild, lines: &mut Vec<Str
         catalog_dir: dir.to_path_buf(),
         planned_workloads: vec![name.to_string()],
         guest_exec: true,
+        run_tag: String::new(),
     };
     // An entry must render for every guest family it may be run on.
     for guest_family in GuestFamily::ALL {

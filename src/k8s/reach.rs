@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::k8s::client::Cluster;
 use crate::k8s::preflight::unreachable_error;
-use crate::k8s::retry::{Decision, Failure, RetryPolicy, classify, timed_out};
+use crate::k8s::retry::{Decision, Failure, RetryPolicy, classify, retry_notice_due, timed_out};
 
 /// What one failed first-contact attempt means.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +64,9 @@ fn refused(error: &kube::Error) -> bool {
 
 /// GETs `/version` until the server answers: a refused connection, an unknown host or a
 /// credential failure fails at once with what to check; a transient failure is retried
-/// within `policy`, each wave of retries announced by one warning on stderr.
+/// within `policy`, announced on stderr at most once per [`RETRY_NOTICE_EVERY`].
+///
+/// [`RETRY_NOTICE_EVERY`]: crate::k8s::retry::RETRY_NOTICE_EVERY
 pub async fn reach(
     cluster: &Cluster,
     policy: &RetryPolicy,
@@ -101,13 +103,14 @@ pub async fn reach(
             Decision::GiveUp => return Err(unreachable_error(cluster, &error)),
             Decision::RetryAfter(delay) => delay,
         };
-        tracing::warn!(
-            "{} is not answering ({reason}); trying again in {:.1}s (attempt {}, until the \
-             command's --timeout)",
-            cluster.describe(),
-            delay.as_secs_f64(),
-            attempt + 2
-        );
+        if retry_notice_due() {
+            tracing::warn!(
+                "{} is not answering ({reason}); trying again until the command's --timeout \
+                 (attempt {})",
+                cluster.describe(),
+                attempt + 2
+            );
+        }
         tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(Error::Interrupted),

@@ -328,14 +328,24 @@ pub fn notice_due(last: Option<Instant>, now: Instant, every: Duration) -> bool 
     last.is_none_or(|last| now.saturating_duration_since(last) >= every)
 }
 
-/// One warning per wave of retries, so a flaky server is visible without a line per request.
-fn announce_retry_wave(what: &str, reason: &str, deadline: Instant) {
+/// Whether a retry happening now may print its notice (the first of a wave does; the
+/// process shares the waves).
+pub fn retry_notice_due() -> bool {
     let now = Instant::now();
     let mut last = LAST_RETRY_NOTICE.lock().unwrap_or_else(|e| e.into_inner());
     if !notice_due(*last, now, RETRY_NOTICE_EVERY) {
-        return;
+        return false;
     }
     *last = Some(now);
+    true
+}
+
+/// One warning per wave of retries, so a flaky server is visible without a line per request.
+fn announce_retry_wave(what: &str, reason: &str, deadline: Instant) {
+    let now = Instant::now();
+    if !retry_notice_due() {
+        return;
+    }
     tracing::warn!(
         "API requests are failing transiently ({what}: {reason}); retrying for up to {}s more",
         deadline.saturating_duration_since(now).as_secs()

@@ -187,6 +187,16 @@ impl RunId {
     pub fn as_uuid(&self) -> Uuid {
         self.0
     }
+
+    /// The first 6 hex digits of the id: the part of every generated name that keeps two runs
+    /// apart in one namespace (`virtwork-cpu-3f9a1c-0`), short enough for the 63-character
+    /// name limit and the start of what `virtwork status` prints as the run id.
+    pub fn name_tag(&self) -> String {
+        self.0.simple().to_string()[..Self::NAME_TAG_LEN].to_string()
+    }
+
+    /// Length of [`RunId::name_tag`].
+    pub const NAME_TAG_LEN: usize = 6;
 }
 
 impl From<Uuid> for RunId {
@@ -267,6 +277,14 @@ mod tests {
         for bad in ["", "Root", "a b", "x;rm", "1abc", "-a", &"a".repeat(33)] {
             assert!(bad.parse::<UserName>().is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_name_tag_is_the_first_six_hex_digits_of_the_run_id() {
+        let id: RunId = "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f".parse().unwrap();
+        assert_eq!(id.name_tag(), "0b6c4a");
+        let fresh = RunId::new_v4();
+        assert!(fresh.to_string().starts_with(&fresh.name_tag()));
     }
 
     #[test]

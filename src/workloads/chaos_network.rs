@@ -78,7 +78,7 @@ impl ProbeTarget {
             return ProbeTarget::HostPort(host.to_string(), port);
         }
         if options.planned_workloads.iter().any(|w| w == network::NAME) {
-            ProbeTarget::HostPort(network::server_host(&options.namespace), network::PORT)
+            ProbeTarget::HostPort(network::server_host(options), network::PORT)
         } else {
             ProbeTarget::GuestDns
         }

@@ -25,6 +25,31 @@ pub struct WorkloadOptions {
     /// The VMs carry the workload readiness probe, which KubeVirt runs through the guest
     /// agent's `guest-exec`: payloads must let the agent run it.
     pub guest_exec: bool,
+    /// The run's name tag ([`crate::model::RunId::name_tag`]), part of the built-in Services'
+    /// names so the Services of two runs in one namespace never share a name; empty: none
+    /// (`validate`, which renders payloads outside any run).
+    pub run_tag: String,
+}
+
+impl WorkloadOptions {
+    /// The name of this run's Service `base`: `<base>-<run tag>`.
+    pub fn service_name(&self, base: &str) -> String {
+        if self.run_tag.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}-{}", self.run_tag)
+        }
+    }
+
+    /// Where clients reach this run's Service `base`:
+    /// `<base>-<run tag>.<namespace>.svc.cluster.local`.
+    pub fn service_host(&self, base: &str) -> String {
+        format!(
+            "{}.{}.svc.cluster.local",
+            self.service_name(base),
+            self.namespace
+        )
+    }
 }
 
 /// The effective settings of one workload (global values refined by its YAML section),

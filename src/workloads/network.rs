@@ -1,5 +1,5 @@
 //! `network`: iperf3 servers and clients in pairs; clients reach the servers through the
-//! `virtwork-iperf3-server` Service, which selects only this workload's server VMs.
+//! run's `virtwork-iperf3-server-<run tag>` Service, which selects only this run's server VMs.
 //!
 //! A client unit waits (`activating`) until the Service accepts connections, then loops
 //! iperf3 runs; it tolerates isolated failed runs (an iperf3 server serves one client at a
@@ -42,21 +42,18 @@ pub fn schema() -> ParamSchema {
     )
 }
 
-/// The fully qualified name of the server Service in `namespace`.
-pub fn server_host(namespace: &str) -> String {
-    format!("{SERVICE_NAME}.{namespace}.svc.cluster.local")
+/// The fully qualified name of this run's server Service.
+pub fn server_host(options: &WorkloadOptions) -> String {
+    options.service_host(SERVICE_NAME)
 }
 
-/// The client loop's iperf3 command line.
-pub fn client_command(namespace: &str, duration: &str, streams: &str) -> String {
-    format!(
-        "iperf3 -c {} -t {duration} -P {streams} --bidir",
-        server_host(namespace)
-    )
+/// The client loop's iperf3 command line against `server`.
+pub fn client_command(server: &str, duration: &str, streams: &str) -> String {
+    format!("iperf3 -c {server} -t {duration} -P {streams} --bidir")
 }
 
-/// The client loop.
-pub fn client_script(namespace: &str, duration: &str, streams: &str) -> String {
+/// The client loop against `server`.
+pub fn client_script(server: &str, duration: &str, streams: &str) -> String {
     format!(
         r#"#!/bin/bash
 # virtwork network client: iperf3 runs against the server Service, forever.
@@ -77,7 +74,7 @@ while true; do
   sleep {pause}
 done
 "#,
-        command = client_command(namespace, duration, streams),
+        command = client_command(server, duration, streams),
         pause = crate::signals::contract::IPERF_PAUSE_SECS,
     )
 }
@@ -108,7 +105,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         after_network_online(simple_service("Virtwork iperf3 client", CLIENT_SCRIPT, 10))
             .service(
                 "ExecStartPre",
-                format!("{WAIT_TCP} {} {PORT}", server_host(&options.namespace)),
+                format!("{WAIT_TCP} {} {PORT}", server_host(options)),
             )
             .service("TimeoutStartSec", "infinity");
     let server = CloudConfig {
@@ -124,7 +121,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             WriteFile::new(
                 CLIENT_SCRIPT,
                 client_script(
-                    &options.namespace,
+                    &server_host(options),
                     p.str("test-duration"),
                     p.str("parallel-streams"),
                 ),
@@ -135,7 +132,12 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         runcmd: vec![daemon_reload(), enable_now(UNIT)],
         ..Default::default()
     };
-    let service = role_service(SERVICE_NAME, NAME, ROLE_SERVER, &[("iperf3", PORT)]);
+    let service = role_service(
+        &options.service_name(SERVICE_NAME),
+        NAME,
+        ROLE_SERVER,
+        &[("iperf3", PORT)],
+    );
     Ok(Box::new(ctx.server_client(
         RolePayload::new(server, &[UNIT]),
         RolePayload::new(client, &[UNIT]),

@@ -99,13 +99,13 @@ pub const MAX_CONSECUTIVE_FAILURES: u32 = 3;
 /// timed HTTP windows, [`TPS_CYCLE_PAUSE_SECS`](crate::signals::contract::TPS_CYCLE_PAUSE_SECS)
 /// apart, each round followed by a short pause (the contract's quiet gaps are these). A cycle in which nothing succeeded counts as failed;
 /// [`MAX_CONSECUTIVE_FAILURES`] in a row end the unit.
-pub fn client_script(namespace: &str, iterations: &str, duration: &str, size: FileSize) -> String {
+pub fn client_script(server: &str, iterations: &str, duration: &str, size: FileSize) -> String {
     format!(
         r#"#!/usr/bin/env bash
 # virtwork tps client: netperf TCP_RR transactions, then timed HTTP file transfers, forever.
 set -uo pipefail
 
-SERVER="{SERVICE_NAME}.{namespace}.svc.cluster.local"
+SERVER="{server}"
 ITERATIONS={iterations}
 MSG_SIZE=64
 DURATION={duration}
@@ -246,8 +246,8 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     .service(
         "ExecStartPre",
         format!(
-            "{WAIT_TCP} {SERVICE_NAME}.{}.svc.cluster.local {HTTP_PORT}",
-            options.namespace
+            "{WAIT_TCP} {} {HTTP_PORT}",
+            options.service_host(SERVICE_NAME)
         ),
     )
     .service("TimeoutStartSec", "infinity");
@@ -274,7 +274,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             WriteFile::new(
                 CLIENT_SCRIPT,
                 client_script(
-                    &options.namespace,
+                    &options.service_host(SERVICE_NAME),
                     p.str("iterations"),
                     p.str("duration"),
                     size,
@@ -287,7 +287,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         ..Default::default()
     };
     let service = role_service(
-        SERVICE_NAME,
+        &options.service_name(SERVICE_NAME),
         NAME,
         ROLE_SERVER,
         &[

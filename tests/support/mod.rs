@@ -24,6 +24,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod apiserver;
+pub mod names;
 pub mod prometheus;
 pub mod promstub;
 pub mod proxy;
