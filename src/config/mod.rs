@@ -29,8 +29,8 @@ mod yaml;
 pub use params::parse_params;
 pub use partial::{KEYS, KeySpec, Partial, env_keys};
 pub use settings::{
-    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, PrometheusTarget,
-    RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
+    AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, GlobalSettings,
+    PrometheusTarget, RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
 pub use value::{Source, Sourced};
 

@@ -14,13 +14,13 @@ use super::flags;
 use super::params::parse_params;
 use super::partial::Partial;
 use super::settings::{
-    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, PrometheusTarget,
-    RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
+    AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, GlobalSettings,
+    PrometheusTarget, RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
 use super::value::{Source, Sourced};
 use super::yaml::{self, FileLayer};
 use crate::cli::{
-    AuditCommand, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs,
+    AuditCommand, ChurnArgs, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs,
 };
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::Scope;
@@ -334,6 +334,41 @@ impl VerifySettings {
             }),
             prometheus,
             output: global.output,
+            global,
+        })
+    }
+}
+
+/// `virtwork churn`'s defaults: ten minutes, one action every ten seconds, every VM, every
+/// action.
+const CHURN_DEFAULT_DURATION: std::time::Duration = std::time::Duration::from_secs(600);
+const CHURN_DEFAULT_RATE_PER_MINUTE: u32 = 6;
+
+impl ChurnSettings {
+    /// The settings of `virtwork churn`.
+    pub fn resolve(
+        global: &GlobalArgs,
+        args: &ChurnArgs,
+        env: &[(String, String)],
+    ) -> Result<ChurnSettings> {
+        let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
+        let global = GlobalSettings::from_layers(&layers)?;
+        let default_rate = crate::model::ChurnRate::new(
+            CHURN_DEFAULT_RATE_PER_MINUTE,
+            std::time::Duration::from_secs(60),
+        )
+        .expect("6/m is a valid rate");
+        Ok(ChurnSettings {
+            scope: Scope {
+                namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
+                run_id: args.run_id.map(|id| id.to_string()),
+            },
+            duration: args.duration.map_or(CHURN_DEFAULT_DURATION, |d| d.get()),
+            rate: args.rate.unwrap_or(default_rate),
+            share: args.share.unwrap_or(crate::model::Share::ALL),
+            actions: args.actions.clone().unwrap_or_default(),
+            seed: args.seed,
+            dry_run: args.dry_run,
             global,
         })
     }

@@ -152,3 +152,19 @@ pub struct VerifySettings {
     pub prometheus: PrometheusTarget,
     pub output: OutputFormat,
 }
+
+/// `virtwork churn`. Flags only (no environment or YAML keys): a churn is a one-off
+/// experiment, not a fleet setting.
+#[derive(Debug, Clone)]
+pub struct ChurnSettings {
+    pub global: GlobalSettings,
+    /// The run's namespace (None: every namespace) and run id (None: every run).
+    pub scope: Scope,
+    pub duration: Duration,
+    pub rate: crate::model::ChurnRate,
+    pub share: crate::model::Share,
+    pub actions: crate::model::ChurnActions,
+    /// `None`: a random seed, reported so the schedule can be repeated.
+    pub seed: Option<u64>,
+    pub dry_run: bool,
+}

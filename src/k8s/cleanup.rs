@@ -39,7 +39,9 @@ use crate::k8s::namespace::{
 };
 use crate::k8s::ready::WATCH_TIMEOUT_SECS;
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
-use crate::kubevirt::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use crate::kubevirt::{
+    DataVolume, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration,
+};
 use crate::labels;
 pub use crate::model::{KindCounts, ManagedKind, NamespaceOutcome};
 
@@ -60,6 +62,9 @@ impl ManagedKind {
             ManagedKind::Secret => ApiResource::erase::<Secret>(&()),
             ManagedKind::DataVolume => ApiResource::erase::<DataVolume>(&()),
             ManagedKind::PersistentVolumeClaim => ApiResource::erase::<PersistentVolumeClaim>(&()),
+            ManagedKind::VirtualMachineInstanceMigration => {
+                ApiResource::erase::<VirtualMachineInstanceMigration>(&())
+            }
         }
     }
 }
@@ -760,6 +765,7 @@ fn content_kinds() -> Vec<(&'static str, ApiResource)> {
                 ManagedKind::Secret => "Secret",
                 ManagedKind::DataVolume => "DataVolume",
                 ManagedKind::PersistentVolumeClaim => "PersistentVolumeClaim",
+                ManagedKind::VirtualMachineInstanceMigration => "VirtualMachineInstanceMigration",
             };
             (kind, k.api_resource())
         })

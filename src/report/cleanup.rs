@@ -231,13 +231,14 @@ impl<'a> Document<'a> {
     }
 }
 
-const KIND_LABELS: [(ManagedKind, &str); 6] = [
+const KIND_LABELS: [(ManagedKind, &str); 7] = [
     (ManagedKind::VirtualMachine, "VirtualMachines"),
     (ManagedKind::VirtualMachineInstance, "VMIs without a VM"),
     (ManagedKind::Service, "Services"),
     (ManagedKind::Secret, "Secrets"),
     (ManagedKind::DataVolume, "DataVolumes"),
     (ManagedKind::PersistentVolumeClaim, "PVCs"),
+    (ManagedKind::VirtualMachineInstanceMigration, "Migrations"),
 ];
 
 fn counts_table(out: &mut String, counts: &KindCounts) {

@@ -47,6 +47,9 @@ pub struct ControllerOptions {
     /// VMs whose image contains this substring have a workload unit that never becomes
     /// active: their readiness probe never passes, so Ready stays False.
     pub broken_unit_image_pattern: Option<String>,
+    /// A halted VM's VMI → gone: the guest's shutdown. Meanwhile the VMI carries a
+    /// deletionTimestamp and the VM is `Stopping`.
+    pub stop_delay: Duration,
 }
 
 impl Default for ControllerOptions {
@@ -64,6 +67,7 @@ impl Default for ControllerOptions {
             unschedulable_image_pattern: Some("unschedulable".into()),
             workload_ready_delay: Duration::from_millis(60),
             broken_unit_image_pattern: Some("brokenunit".into()),
+            stop_delay: Duration::from_millis(20),
         }
     }
 }
@@ -208,6 +212,11 @@ fn react(
         (VM, _) => {
             let mut store = shared.store.lock().unwrap();
             reconcile_vm(&mut store, &key, opts);
+            let vmi_key = (VMI, key.1.clone(), key.2.clone());
+            if let Some(vmi) = store.objects.get(&vmi_key).filter(|v| terminating(v)) {
+                let uid = meta_str(vmi, "uid").to_string();
+                spawn_shutdown(shared, vmi_key, uid, opts.stop_delay);
+            }
         }
         (NS, EventType::Added) => {
             let mut store = shared.store.lock().unwrap();
@@ -219,6 +228,14 @@ fn react(
                 create_launcher_pod(&mut store, &ev.object);
             }
             spawn_vmi_progress(shared, key, meta_str(&ev.object, "uid").to_string());
+        }
+        (res, EventType::Added) if RESOURCES[res].kind == "VirtualMachineInstanceMigration" => {
+            super::lifecycle::spawn_migration(
+                shared,
+                key,
+                meta_str(&ev.object, "uid").to_string(),
+                opts.scheduling_delay,
+            );
         }
         (DV, EventType::Added) => {
             {
@@ -351,6 +368,10 @@ fn reconcile_vm(store: &mut Store, key: &Key, opts: &ControllerOptions) {
         store.upsert(DV, dv);
     }
     let vmi_key = (VMI, ns.clone(), key.2.clone());
+    if super::lifecycle::take_state_change_requests(store, key, &vmi_key) {
+        // The requests are handled: the status written below no longer carries them.
+        refresh_vm_status(store, key, opts);
+    }
     let existing = store.objects.get(&vmi_key).cloned();
     if wants_running(&vm) {
         if existing.is_none() {
@@ -377,10 +398,13 @@ fn reconcile_vm(store: &mut Store, key: &Key, opts: &ControllerOptions) {
             });
             store.upsert(VMI, vmi);
         }
-    } else if let Some(vmi) = existing
+    } else if let Some(mut vmi) = existing
         && owner_uids(&vmi).contains(&vm_uid)
+        && !terminating(&vmi)
     {
-        store.remove_now(&vmi_key);
+        // The guest shuts down: the VMI is marked, and removed after `stop_delay`.
+        vmi["metadata"]["deletionTimestamp"] = json!(jiff::Timestamp::now().to_string());
+        store.put(&vmi_key, vmi);
     }
     refresh_vm_status(store, key, opts);
 }
@@ -782,6 +806,22 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
         refresh_vm_status(store, &(VM, ns, key.2.clone()), opts);
     }
     next
+}
+
+/// Removes the shutting-down VMI `key` (still `uid`) after `delay`.
+fn spawn_shutdown(shared: &Arc<Shared>, key: Key, uid: String, delay: Duration) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let mut store = shared.store.lock().unwrap();
+        if store
+            .objects
+            .get(&key)
+            .is_some_and(|v| meta_str(v, "uid") == uid)
+        {
+            store.remove_now(&key);
+        }
+    });
 }
 
 /// Background garbage collection: after `delay`, removes objects all of whose owners are gone.

@@ -7,6 +7,7 @@ pub mod authz;
 pub mod controllers;
 pub mod faults;
 pub mod http;
+pub mod lifecycle;
 pub mod metrics;
 pub mod proxy;
 pub mod resources;
