@@ -397,28 +397,30 @@ pub struct ChurnArgs {
     #[arg(long, short = 'A')]
     pub all_namespaces: bool,
 
-    /// How long to keep churning, e.g. 90s, 10m or 1h30m [default: 10m]
+    /// How long to keep churning, e.g. 90s, 10m or 1h30m [env: VIRTWORK_CHURN_DURATION]
+    /// [default: 10m]
     #[arg(long, value_name = "DURATION")]
     pub duration: Option<crate::model::Ramp>,
 
     /// Actions started per second, minute or hour: 30/m, 2/s, 100/h; a bare number is per
-    /// minute [default: 6/m]
+    /// minute [env: VIRTWORK_CHURN_RATE] [default: 6/m]
     #[arg(long, value_name = "N/UNIT")]
     pub rate: Option<crate::model::ChurnRate>,
 
-    /// Percentage of the running VMs to act on, e.g. 25 or 25% [default: 100]
+    /// Percentage of the running VMs to act on, e.g. 25 or 25% [env: VIRTWORK_CHURN_SHARE]
+    /// [default: 100]
     #[arg(long, visible_alias = "percent", value_name = "PERCENT")]
     pub share: Option<crate::model::Share>,
 
     /// Actions to take, optionally weighted: restart,stop-start=2,migrate
-    /// [default: restart,stop-start,migrate]
+    /// [env: VIRTWORK_CHURN_ACTIONS] [default: restart,stop-start,migrate]
     #[arg(long, value_name = "LIST")]
     pub actions: Option<crate::model::ChurnActions>,
 
-    /// Seed of the VM selection and the action draw, to repeat a schedule [default: random,
-    /// printed in the summary]
+    /// Seed of the VM selection and the action draw, to repeat a schedule
+    /// [env: VIRTWORK_CHURN_SEED] [default: random, printed in the summary]
     #[arg(long, value_name = "N")]
-    pub seed: Option<u64>,
+    pub seed: Option<crate::model::ChurnSeed>,
 
     /// Print the schedule without acting
     #[arg(long)]

@@ -233,9 +233,10 @@ fn an_interrupt_starts_no_new_action_and_starts_every_stopped_vm_again() {
     }
     let c = fleet(6);
     // Guests take 3 s to shut down, so the interrupt finds VMs stopping.
-    let mut controllers = support::ControllerOptions::default();
-    controllers.stop_delay = std::time::Duration::from_secs(3);
-    c.server.set_controllers(controllers);
+    c.server.set_controllers(support::ControllerOptions {
+        stop_delay: std::time::Duration::from_secs(3),
+        ..Default::default()
+    });
     let child = c
         .command(&[
             "--namespace",
@@ -362,4 +363,63 @@ fn bad_churn_input_is_one_line_naming_the_flag_and_contacts_nothing() {
     let out = c.run(&["--namespace", "elsewhere", "churn"], None, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no running VMs in namespace elsewhere"));
+}
+
+#[test]
+fn a_vm_somebody_else_is_stopping_is_left_alone() {
+    let c = fleet(3);
+    c.server.set_controllers(support::ControllerOptions {
+        stop_delay: std::time::Duration::from_secs(30),
+        ..Default::default()
+    });
+    // An operator stops virtwork-cpu-0; its guest is still shutting down (VMI Running, marked
+    // for deletion) when churn starts.
+    let mut vm = c
+        .server
+        .get("virtualmachines", NS, "virtwork-cpu-0")
+        .unwrap();
+    vm["spec"]["runStrategy"] = serde_json::json!("Halted");
+    c.server.insert(vm);
+    let marked = c.server.wait_until(SETTLE, |s| {
+        s.get("virtualmachineinstances", NS, "virtwork-cpu-0")
+            .is_some_and(|v| v["metadata"]["deletionTimestamp"].is_string())
+    });
+    assert!(marked);
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "churn",
+            "--duration",
+            "3s",
+            "--rate",
+            "2/s",
+            "--actions",
+            "stop-start,restart",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(json_doc(&out)["vms"]["running"], 2);
+    assert!(!lifecycle_requests(&c).is_empty());
+    // Not even a refused request reached it.
+    let touched: Vec<String> = c
+        .server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.resource.starts_with("virtualmachines/") && r.name == "virtwork-cpu-0")
+        .map(|r| format!("{} {}", r.resource, r.status))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+    let vm = c
+        .server
+        .get("virtualmachines", NS, "virtwork-cpu-0")
+        .unwrap();
+    assert_eq!(
+        vm["spec"]["runStrategy"], "Halted",
+        "churn never starts somebody else's VM"
+    );
 }

@@ -106,6 +106,12 @@ configuration_keys! {
     params: String = "params", env ["VIRTWORK_PARAMS"];
     max_starting: crate::model::MaxStarting = "max-starting", env ["VIRTWORK_MAX_STARTING"];
     ramp: crate::model::Ramp = "ramp", env ["VIRTWORK_RAMP"];
+    /// `virtwork churn`: how long, how often, on what share, which actions, which seed.
+    churn_duration: crate::model::Ramp = "churn-duration", env ["VIRTWORK_CHURN_DURATION"];
+    churn_rate: crate::model::ChurnRate = "churn-rate", env ["VIRTWORK_CHURN_RATE"];
+    churn_share: crate::model::Share = "churn-share", env ["VIRTWORK_CHURN_SHARE"];
+    churn_actions: crate::model::ChurnActions = "churn-actions", env ["VIRTWORK_CHURN_ACTIONS"];
+    churn_seed: crate::model::ChurnSeed = "churn-seed", env ["VIRTWORK_CHURN_SEED"];
 }
 
 /// Every `VIRTWORK_*` environment variable the configuration reads (canonical names, then

@@ -339,11 +339,6 @@ impl VerifySettings {
     }
 }
 
-/// `virtwork churn`'s defaults: ten minutes, one action every ten seconds, every VM, every
-/// action.
-const CHURN_DEFAULT_DURATION: std::time::Duration = std::time::Duration::from_secs(600);
-const CHURN_DEFAULT_RATE_PER_MINUTE: u32 = 6;
-
 impl ChurnSettings {
     /// The settings of `virtwork churn`.
     pub fn resolve(
@@ -351,23 +346,24 @@ impl ChurnSettings {
         args: &ChurnArgs,
         env: &[(String, String)],
     ) -> Result<ChurnSettings> {
-        let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::churn(args)),
+            Vec::new(),
+            env,
+        )?;
+        let p = &layers.merged;
         let global = GlobalSettings::from_layers(&layers)?;
-        let default_rate = crate::model::ChurnRate::new(
-            CHURN_DEFAULT_RATE_PER_MINUTE,
-            std::time::Duration::from_secs(60),
-        )
-        .expect("6/m is a valid rate");
         Ok(ChurnSettings {
             scope: Scope {
                 namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
                 run_id: args.run_id.map(|id| id.to_string()),
             },
-            duration: args.duration.map_or(CHURN_DEFAULT_DURATION, |d| d.get()),
-            rate: args.rate.unwrap_or(default_rate),
-            share: args.share.unwrap_or(crate::model::Share::ALL),
-            actions: args.actions.clone().unwrap_or_default(),
-            seed: args.seed,
+            duration: required(&p.churn_duration, "churn-duration")?.value.get(),
+            rate: required(&p.churn_rate, "churn-rate")?.value,
+            share: required(&p.churn_share, "churn-share")?.value,
+            actions: required(&p.churn_actions, "churn-actions")?.value.clone(),
+            seed: p.churn_seed.as_ref().map(|given| given.value.0),
             dry_run: args.dry_run,
             global,
         })

@@ -124,6 +124,14 @@ read_by_from_str!(
 // Boot-storm control (`--max-starting`, `--ramp`).
 read_by_from_str!(crate::model::MaxStarting, crate::model::Ramp);
 
+// `virtwork churn`.
+read_by_from_str!(
+    crate::model::ChurnRate,
+    crate::model::Share,
+    crate::model::ChurnActions,
+    crate::model::ChurnSeed,
+);
+
 /// Catalog entry names, also listed with blanks.
 impl KeyValue for DnsLabel {
     const BLANK_SEPARATED: bool = true;

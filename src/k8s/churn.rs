@@ -55,7 +55,9 @@ pub async fn find_fleet(ctx: &ApiContext, scope: &Scope) -> Result<Fleet> {
         .iter()
         .filter_map(|vm| {
             let vmi = vmis.get(&key(vm))?;
-            (phase(vmi) == Some("Running")).then(|| ChurnVm {
+            // A VMI marked for deletion is stopping: somebody else's action, not ours to touch.
+            let stopping = vmi.metadata.deletion_timestamp.is_some();
+            (phase(vmi) == Some("Running") && !stopping).then(|| ChurnVm {
                 namespace: vm.metadata.namespace.clone().unwrap_or_default(),
                 name: vm.metadata.name.clone().unwrap_or_default(),
                 run_id: run_id_of(&vm.metadata),
@@ -135,9 +137,12 @@ pub async fn drive(
         tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => break,
-            Some((vm, action, result)) = under_way.next(), if !under_way.is_empty() => {
+            Some((vm, action, (result, owes_start))) = under_way.next(), if !under_way.is_empty() => {
                 tracker.finish(vm);
-                end_action(&mut tally, &mut owed, &vms[vm], vm, action, result, &mut on_event);
+                if owes_start {
+                    owed.push(vm);
+                }
+                end_action(&mut tally, &vms[vm], action, result, &mut on_event);
             }
             () = sleep_until(next_at), if next_at.is_some() => {
                 let Some(slot) = slots.next() else { continue };
@@ -157,16 +162,11 @@ pub async fn drive(
         }
     }
     tally.not_started = schedule.len() - dispatched;
-    while let Some((vm, action, result)) = under_way.next().await {
-        end_action(
-            &mut tally,
-            &mut owed,
-            &vms[vm],
-            vm,
-            action,
-            result,
-            &mut on_event,
-        );
+    while let Some((vm, action, (result, owes_start))) = under_way.next().await {
+        if owes_start {
+            owed.push(vm);
+        }
+        end_action(&mut tally, &vms[vm], action, result, &mut on_event);
     }
     restore_all(restore, vms, &owed, &mut tally, &mut on_event).await;
     tally
@@ -178,19 +178,14 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// Books one ended action; a stop-start that did not succeed owes its VM a start.
+/// Books one ended action.
 fn end_action(
     tally: &mut ChurnTally,
-    owed: &mut Vec<usize>,
     vm: &ChurnVm,
-    index: usize,
     action: ChurnAction,
     result: ActionResult,
     on_event: &mut impl FnMut(&ChurnEvent),
 ) {
-    if action == ChurnAction::StopStart && result != ActionResult::Succeeded {
-        owed.push(index);
-    }
     tally.ended(vm, action, &result);
     on_event(&ChurnEvent::Ended {
         vm: vm.clone(),
@@ -235,39 +230,60 @@ async fn restore_all(
 }
 
 /// Sends `action` for `vm` and follows it until it is over.
+/// The flag: the VM may be left stopped by this action (a stop-start whose stop may have
+/// been applied and whose start did not run through), so churn owes it a start.
 async fn perform(
     ctx: &ApiContext,
     vm: &ChurnVm,
     action: ChurnAction,
     churn_id: &str,
-) -> ActionResult {
+) -> (ActionResult, bool) {
     let deadline = Instant::now() + SETTLE_TIMEOUT;
-    let outcome = match action {
-        ChurnAction::Restart => restart(ctx, vm, deadline).await,
+    let (outcome, owes_start) = match action {
+        ChurnAction::Restart => (restart(ctx, vm, deadline).await, false),
         ChurnAction::StopStart => stop_start(ctx, vm, deadline).await,
-        ChurnAction::Migrate => migrate(ctx, vm, churn_id, deadline).await,
+        ChurnAction::Migrate => (migrate(ctx, vm, churn_id, deadline).await, false),
     };
-    match outcome {
+    let result = match outcome {
         Ok(()) => ActionResult::Succeeded,
         Err(Step::Cancelled) => ActionResult::Abandoned,
-        Err(Step::Failed(error)) => ActionResult::Failed(error),
-    }
+        Err(Step::Failed(error) | Step::Refused(error)) => ActionResult::Failed(error),
+    };
+    (result, owes_start)
 }
 
 /// Why an action stopped short.
 #[derive(Debug)]
 enum Step {
     Cancelled,
+    /// Gave up: timed out, or transient errors until the deadline (the request may have
+    /// been applied).
     Failed(String),
+    /// The API server refused the request (4xx): it was not applied.
+    Refused(String),
 }
 
 impl Step {
     fn of(error: RetryError, what: &str) -> Step {
         match error {
             RetryError::Cancelled => Step::Cancelled,
-            RetryError::Failed { error, .. } => {
-                Step::Failed(format!("{what}: {}", one_line(&error)))
+            RetryError::Failed {
+                error, transient, ..
+            } => {
+                let text = format!("{what}: {}", one_line(&error));
+                if transient {
+                    Step::Failed(text)
+                } else {
+                    Step::Refused(text)
+                }
             }
+        }
+    }
+
+    fn into_text(self) -> String {
+        match self {
+            Step::Cancelled => "interrupted".to_string(),
+            Step::Failed(error) | Step::Refused(error) => error,
         }
     }
 }
@@ -293,35 +309,43 @@ async fn restart(
     .await
 }
 
+/// The stop, and once the VMI is gone the start. A stop the server refused leaves the VM as
+/// it was: no start is owed (it may be somebody else's stopped VM).
 async fn stop_start(
     ctx: &ApiContext,
     vm: &ChurnVm,
     deadline: Instant,
-) -> std::result::Result<(), Step> {
-    put_subresource(ctx, vm, "stop").await?;
-    await_vmi(ctx, vm, deadline, "the VMI gone after the stop", |vmi| {
-        vmi.is_none()
-    })
-    .await?;
-    put_subresource(ctx, vm, "start").await?;
-    await_vmi(
-        ctx,
-        vm,
-        deadline,
-        "the VMI running after the start",
-        |vmi| vmi.is_some_and(|v| phase(v) == Some("Running")),
-    )
-    .await
+) -> (std::result::Result<(), Step>, bool) {
+    match put_subresource(ctx, vm, "stop").await {
+        Ok(()) => {}
+        Err(refused @ Step::Refused(_)) => return (Err(refused), false),
+        Err(other) => return (Err(other), true),
+    }
+    let started = async {
+        await_vmi(ctx, vm, deadline, "the VMI gone after the stop", |vmi| {
+            vmi.is_none()
+        })
+        .await?;
+        put_subresource(ctx, vm, "start").await?;
+        await_vmi(
+            ctx,
+            vm,
+            deadline,
+            "the VMI running after the start",
+            |vmi| vmi.is_some_and(|v| phase(v) == Some("Running")),
+        )
+        .await
+    }
+    .await;
+    let owes_start = started.is_err();
+    (started, owes_start)
 }
 
 /// Starts `vm` when churn left it stopped. `Ok(true)`: it was stopped and runs again;
 /// `Ok(false)`: it was not stopped.
 async fn ensure_running(ctx: &ApiContext, vm: &ChurnVm) -> std::result::Result<bool, String> {
     let deadline = Instant::now() + SETTLE_TIMEOUT;
-    let failed = |step: Step| match step {
-        Step::Cancelled => "interrupted".to_string(),
-        Step::Failed(error) => error,
-    };
+    let failed = Step::into_text;
     let api = vm_api(ctx, vm, ManagedKind::VirtualMachine);
     let what = format!("reading VM {}", vm.display_name());
     let current = retry(&ctx.policy, &ctx.cancel, &what, || api.get_opt(&vm.name))

@@ -245,6 +245,26 @@ impl fmt::Display for Share {
     }
 }
 
+/// `--seed`: the seed of churn's VM selection and action draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChurnSeed(pub u64);
+
+impl FromStr for ChurnSeed {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        text.trim().parse::<u64>().map(ChurnSeed).map_err(|_| {
+            Invalid::Expected(format!("expected a whole number from 0 to {}", u64::MAX))
+        })
+    }
+}
+
+impl fmt::Display for ChurnSeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

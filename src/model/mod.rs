@@ -26,7 +26,7 @@ mod suggest;
 mod window;
 
 pub use choices::{DryRunFlag, DryRunMode, LogFormat, OutputFormat, ReadyCondition, Switch};
-pub use churn::{ChurnAction, ChurnActions, ChurnRate, MAX_CHURN_RATE, Share};
+pub use churn::{ChurnAction, ChurnActions, ChurnRate, ChurnSeed, MAX_CHURN_RATE, Share};
 pub use counts::{
     Burst, Count, CpuCores, MAX_BURST, MAX_QPS, MAX_TIMEOUT_SECS, MAX_VM_CONCURRENCY, MAX_VM_COUNT,
     Qps, TimeoutSecs, VmConcurrency, VmCount, parse_int,
