@@ -209,7 +209,7 @@ pub enum ActionResult {
 /// Per-action counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ActionCounts {
-    /// Actions whose first request was sent.
+    /// Actions begun at their slot (their requests then wait for the client's rate limit).
     pub started: u64,
     pub succeeded: u64,
     pub failed: u64,

@@ -13,7 +13,6 @@ use super::recorder::{CommandKind, Event, EventType, ExecutionParams};
 pub fn churn_params(
     namespace: &str,
     kubeconfig_path: Option<String>,
-    vm_count: usize,
     dry_run: bool,
 ) -> ExecutionParams {
     ExecutionParams {
@@ -30,7 +29,7 @@ pub fn churn_params(
         default_memory: None,
         data_disk_size: None,
         workloads: Vec::new(),
-        total_vm_count: Some(u32::try_from(vm_count).unwrap_or(u32::MAX)),
+        total_vm_count: None,
         total_workload_count: None,
         dry_run,
         ssh_auth_configured: false,

@@ -102,12 +102,8 @@ fn start_execution(
     churn_id: uuid::Uuid,
 ) -> Execution {
     let namespace = settings.scope.namespace.as_deref().unwrap_or("*");
-    let params = churn_params(
-        namespace,
-        settings.global.cluster.kubeconfig_given.clone(),
-        0,
-        settings.dry_run,
-    );
+    let kubeconfig = settings.global.cluster.kubeconfig_given.clone();
+    let params = churn_params(namespace, kubeconfig, settings.dry_run);
     let execution = auditor.start_execution(churn_id, &params);
     execution.set_cluster_context(&cluster.context);
     let kind = if settings.dry_run {

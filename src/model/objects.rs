@@ -196,8 +196,16 @@ mod tests {
             .keys()
             .map(|k| k.as_str())
             .collect();
-        assert_eq!(keys.len(), 6);
-        for key in ["vms", "vmis", "services", "secrets", "dvs", "pvcs"] {
+        assert_eq!(keys.len(), 7);
+        for key in [
+            "vms",
+            "vmis",
+            "services",
+            "secrets",
+            "dvs",
+            "pvcs",
+            "migrations",
+        ] {
             assert!(keys.contains(&key), "{key} missing from {keys:?}");
         }
     }
