@@ -127,6 +127,19 @@ fn restarts_run_at_the_requested_rate_on_the_requested_share() {
             .unwrap()
             .starts_with("restart virtwork/virtwork-cpu-")
     );
+    // `audit show` names the churned run and lists the actions.
+    let churn_id = doc["churn_id"].as_str().unwrap();
+    let show = c.run(&["audit", "show", churn_id], None, &[]);
+    let shown = text(&show.stdout);
+    assert!(
+        shown.contains(&format!("Churned runs:    {RUN_A}")),
+        "{shown}"
+    );
+    assert_eq!(
+        shown.matches("churn_action ").count(),
+        restarts.len(),
+        "{shown}"
+    );
 }
 
 #[test]

@@ -257,7 +257,13 @@ fn detail_fields(e: &ExecutionRecord) -> Vec<(&'static str, String)> {
     ));
     push_opt(&mut fields, "Cleanup mode", e.cleanup_mode.as_deref());
     if !e.linked_run_ids.is_empty() {
-        fields.push(("Cleaned runs", e.linked_run_ids.join(", ")));
+        // A churn links the runs whose VMs it acted on, a cleanup those it deleted.
+        let label = if e.command.starts_with("churn") {
+            "Churned runs"
+        } else {
+            "Cleaned runs"
+        };
+        fields.push((label, e.linked_run_ids.join(", ")));
     }
     if let Some(c) = &e.deleted {
         fields.push((
