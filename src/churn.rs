@@ -12,7 +12,7 @@
 //!
 //! Must not: do I/O, sleep or read the clock (the shell in `k8s/churn.rs` does).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -134,19 +134,22 @@ impl Schedule {
         self.slots().map(move |slot| {
             let vm = tracker.assign(slot.action);
             if let Some(vm) = vm {
-                tracker.finish(vm);
+                tracker.finish(vm, false);
             }
             (slot, vm)
         })
     }
 }
 
-/// Which selected VM is busy with which action.
+/// Which selected VM is busy with which action, and which VMs churn left stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tracker {
     order: Vec<usize>,
     migratable: Vec<bool>,
     busy: BTreeMap<usize, ChurnAction>,
+    /// VMs a stop-start may have left stopped (its start did not run through): owed a start
+    /// at the end, and given no other action meanwhile.
+    owed: BTreeSet<usize>,
     cursor: usize,
 }
 
@@ -156,6 +159,7 @@ impl Tracker {
             order: schedule.selected.clone(),
             migratable: vms.iter().map(|vm| vm.migratable).collect(),
             busy: BTreeMap::new(),
+            owed: BTreeSet::new(),
             cursor: 0,
         }
     }
@@ -168,7 +172,7 @@ impl Tracker {
             let position = (self.cursor + step) % n;
             let vm = self.order[position];
             let can = action != ChurnAction::Migrate || self.migratable[vm];
-            if can && !self.busy.contains_key(&vm) {
+            if can && !self.busy.contains_key(&vm) && !self.owed.contains(&vm) {
                 self.cursor = (position + 1) % n;
                 self.busy.insert(vm, action);
                 return Some(vm);
@@ -177,9 +181,14 @@ impl Tracker {
         None
     }
 
-    /// `vm`'s action is over (done or failed): it may take another.
-    pub fn finish(&mut self, vm: usize) {
+    /// `vm`'s action is over (done, failed or cut short). `left_stopped`: a stop may have
+    /// been applied and its start did not run through, so the VM is owed a start and takes
+    /// no other action.
+    pub fn finish(&mut self, vm: usize, left_stopped: bool) {
         self.busy.remove(&vm);
+        if left_stopped {
+            self.owed.insert(vm);
+        }
     }
 
     /// VMs with an action under way, and which.
@@ -187,12 +196,15 @@ impl Tracker {
         self.busy.iter().map(|(vm, action)| (*vm, *action))
     }
 
-    /// VMs in the middle of a stop-start: each may be stopped, and churn owes it a start.
+    /// VMs churn may have left stopped: those a finished stop-start left so, and those in the
+    /// middle of one. Each is owed a start; sorted.
     pub fn owed_starts(&self) -> Vec<usize> {
-        self.busy()
+        let under_way = self
+            .busy()
             .filter(|(_, action)| *action == ChurnAction::StopStart)
-            .map(|(vm, _)| vm)
-            .collect()
+            .map(|(vm, _)| vm);
+        let all: BTreeSet<usize> = self.owed.iter().copied().chain(under_way).collect();
+        all.into_iter().collect()
     }
 }
 
@@ -396,15 +408,33 @@ mod tests {
             3
         );
         assert_eq!(tracker.assign(ChurnAction::Restart), None, "all busy");
-        tracker.finish(b);
-        tracker.finish(c);
+        tracker.finish(b, false);
+        tracker.finish(c, false);
         let idle_migratable = [b, c].into_iter().filter(|vm| *vm != 1).collect::<Vec<_>>();
         let migrated = tracker.assign(ChurnAction::Migrate).unwrap();
         assert!(idle_migratable.contains(&migrated));
         assert_ne!(migrated, 1, "vm-001 cannot migrate");
-        assert_eq!(tracker.owed_starts(), vec![a]);
-        tracker.finish(a);
+        assert_eq!(tracker.owed_starts(), vec![a], "a stop-start under way");
+        tracker.finish(a, false);
         assert!(tracker.owed_starts().is_empty());
+    }
+
+    #[test]
+    fn a_vm_left_stopped_is_owed_its_start_and_gets_nothing_else() {
+        let fleet = vms(2, |_| true);
+        let schedule = Schedule::new(&fleet, &spec("1/s", 10, 100, "stop-start", 3));
+        let mut tracker = Tracker::new(&schedule, &fleet);
+        let stopped = tracker.assign(ChurnAction::StopStart).unwrap();
+        tracker.finish(stopped, true);
+        assert_eq!(tracker.owed_starts(), vec![stopped]);
+        let other = tracker.assign(ChurnAction::Restart).unwrap();
+        assert_ne!(other, stopped);
+        tracker.finish(other, false);
+        for _ in 0..4 {
+            let vm = tracker.assign(ChurnAction::Restart);
+            assert_eq!(vm, Some(other), "the stopped VM is never chosen");
+            tracker.finish(other, false);
+        }
     }
 
     #[test]

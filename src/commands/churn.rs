@@ -5,6 +5,9 @@
 //! events in the audit database, drives the schedule (or prints it with `--dry-run`) and
 //! reports. The first Ctrl-C stops new actions only: the client's request gate stays open so
 //! every VM churn stopped can be started again; a second one exits at once.
+//!
+//! Must not: decide which VM gets which action (the scheduler does) or send requests itself
+//! (k8s/churn.rs does).
 
 use std::time::Duration;
 

@@ -153,8 +153,7 @@ pub struct VerifySettings {
     pub output: OutputFormat,
 }
 
-/// `virtwork churn`. Flags only (no environment or YAML keys): a churn is a one-off
-/// experiment, not a fleet setting.
+/// `virtwork churn`: the scope (flags only) and the `churn-*` keys.
 #[derive(Debug, Clone)]
 pub struct ChurnSettings {
     pub global: GlobalSettings,

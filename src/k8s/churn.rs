@@ -126,7 +126,6 @@ pub async fn drive(
     let mut tracker = Tracker::new(schedule, vms);
     let mut tally = ChurnTally::default();
     let mut under_way = FuturesUnordered::new();
-    let mut owed: Vec<usize> = Vec::new();
     let mut slots = schedule.slots().peekable();
     let mut dispatched: u64 = 0;
     loop {
@@ -138,10 +137,7 @@ pub async fn drive(
             biased;
             () = ctx.cancel.cancelled() => break,
             Some((vm, action, (result, owes_start))) = under_way.next(), if !under_way.is_empty() => {
-                tracker.finish(vm);
-                if owes_start {
-                    owed.push(vm);
-                }
+                tracker.finish(vm, owes_start);
                 end_action(&mut tally, &vms[vm], action, result, &mut on_event);
             }
             () = sleep_until(next_at), if next_at.is_some() => {
@@ -163,11 +159,10 @@ pub async fn drive(
     }
     tally.not_started = schedule.len() - dispatched;
     while let Some((vm, action, (result, owes_start))) = under_way.next().await {
-        if owes_start {
-            owed.push(vm);
-        }
+        tracker.finish(vm, owes_start);
         end_action(&mut tally, &vms[vm], action, result, &mut on_event);
     }
+    let owed = tracker.owed_starts();
     restore_all(restore, vms, &owed, &mut tally, &mut on_event).await;
     tally
 }

@@ -1,6 +1,8 @@
 //! What `virtwork churn` prints: the schedule of a dry run and the final summary, as human
 //! text or one JSON document (schema in docs/output-json.md). Pure rendering of
 //! [`ChurnSummary`]; the command decides what goes in it.
+//!
+//! Must not: write anywhere (the command prints what these functions return).
 
 use std::fmt::Write as _;
 
