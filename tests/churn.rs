@@ -19,6 +19,34 @@ fn fleet(n: usize) -> Cluster {
     c
 }
 
+/// `n` cpu VMs of run A without data disks (live-migratable), all running.
+fn migratable_fleet(n: usize) -> Cluster {
+    let c = Cluster::start();
+    let labels = serde_json::json!({
+        "app.kubernetes.io/managed-by": "virtwork",
+        "app.kubernetes.io/component": "cpu",
+        "virtwork/run-id": RUN_A,
+    });
+    for i in 0..n {
+        c.server.insert(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": { "name": format!("virtwork-cpu-{i}"), "namespace": NS, "labels": labels },
+            "spec": {
+                "runStrategy": "Always",
+                "template": {
+                    "metadata": { "labels": labels },
+                    "spec": {
+                        "domain": { "devices": {} },
+                        "volumes": [{ "name": "rootdisk", "containerDisk": { "image": "quay.io/containerdisks/fedora:42" } }],
+                    },
+                },
+            },
+        }));
+    }
+    wait_all_running(&c, n);
+    c
+}
+
 fn vmi_phase(s: &support::FakeApiServer, vm: &str) -> Option<String> {
     s.get("virtualmachineinstances", NS, vm)
         .and_then(|v| v["status"]["phase"].as_str().map(String::from))
@@ -144,7 +172,7 @@ fn restarts_run_at_the_requested_rate_on_the_requested_share() {
 
 #[test]
 fn stop_start_and_migrate_follow_kubevirt_and_cleanup_removes_the_migrations() {
-    let c = fleet(4);
+    let c = migratable_fleet(4);
     // Another run's VM in the same namespace is never touched.
     c.seed_run(NS, RUN_B, "memory", 1);
     let out = c.run(
@@ -434,5 +462,47 @@ fn a_vm_somebody_else_is_stopping_is_left_alone() {
     assert_eq!(
         vm["spec"]["runStrategy"], "Halted",
         "churn never starts somebody else's VM"
+    );
+}
+
+#[test]
+fn vms_that_cannot_live_migrate_get_no_migration() {
+    // seed_run's VMs have ReadWriteOnce data disks: LiveMigratable=False.
+    let c = fleet(3);
+    let vmi = c
+        .server
+        .get("virtualmachineinstances", NS, "virtwork-cpu-0")
+        .unwrap();
+    let conditions = vmi["status"]["conditions"].as_array().unwrap().clone();
+    assert!(
+        conditions
+            .iter()
+            .any(|x| x["type"] == "LiveMigratable" && x["status"] == "False"),
+        "{conditions:?}"
+    );
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "churn",
+            "--duration",
+            "2s",
+            "--rate",
+            "2/s",
+            "--actions",
+            "migrate",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    assert_eq!(doc["skipped"], 4, "{doc}");
+    assert_eq!(doc["counts"]["migrate"]["started"], 0);
+    assert_eq!(
+        c.server.count("create", "virtualmachineinstancemigrations"),
+        0
     );
 }

@@ -790,11 +790,12 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
                 } else {
                     json!({ "type": "Ready", "status": "True" })
                 };
+                let migratable = live_migratable(store, &ns, &spec);
                 vmi["status"] = json!({
                     "phase": "Running",
                     "nodeName": "fake-node-0",
                     "interfaces": [{ "name": "default", "ipAddress": format!("10.244.0.{n}") }],
-                    "conditions": [ready],
+                    "conditions": [ready, migratable],
                 });
             }
             true
@@ -822,6 +823,39 @@ fn spawn_shutdown(shared: &Arc<Shared>, key: Key, uid: String, delay: Duration) 
             store.remove_now(&key);
         }
     });
+}
+
+/// The VMI's `LiveMigratable` condition as virt-controller sets it: False with reason
+/// `DisksNotLiveMigratable` when a DataVolume disk is not ReadWriteMany (CDI's default access
+/// mode here is ReadWriteOnce), else True.
+fn live_migratable(store: &Store, ns: &str, vmi_spec: &Value) -> Value {
+    let rwo = vmi_spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.pointer("/dataVolume/name").and_then(Value::as_str))
+        .any(|dv| {
+            let modes = store
+                .objects
+                .get(&(DV, ns.to_string(), dv.to_string()))
+                .and_then(|d| {
+                    d.pointer("/spec/storage/accessModes")
+                        .or_else(|| d.pointer("/spec/pvc/accessModes"))
+                        .cloned()
+                });
+            !modes
+                .and_then(|m| m.as_array().cloned())
+                .is_some_and(|m| m.iter().any(|x| x == "ReadWriteMany"))
+        });
+    if rwo {
+        json!({
+            "type": "LiveMigratable", "status": "False", "reason": "DisksNotLiveMigratable",
+            "message": "cannot migrate VMI: PVC is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)",
+        })
+    } else {
+        json!({ "type": "LiveMigratable", "status": "True" })
+    }
 }
 
 /// Background garbage collection: after `delay`, removes objects all of whose owners are gone.
