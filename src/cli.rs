@@ -137,6 +137,16 @@ monitoring/prometheus-k8s), unless --prometheus gives its URL (sent no token unl
     )]
     Verify(VerifyArgs),
 
+    /// Restart, stop and start, and live-migrate a share of a run's VMs at a steady rate
+    #[command(
+        long_about = "For --duration, take lifecycle actions on a share of a run's running \
+VMs at --rate: restart (KubeVirt's restart subresource), stop-start (stop, then start once \
+the VMI is gone) and migrate (a VirtualMachineInstanceMigration labelled for cleanup). No VM \
+gets two actions at once. Ctrl-C starts nothing new, starts every VM churn stopped, reports \
+and exits 130. --dry-run prints the schedule."
+    )]
+    Churn(ChurnArgs),
+
     /// Query the local audit database
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -415,6 +425,48 @@ pub struct VerifyArgs {
     /// Add each signal's PromQL to the text table (JSON always has it)
     #[arg(long)]
     pub show_queries: bool,
+}
+
+/// Flags of `virtwork churn`. Values are typed here (parsed once); see
+/// `config::ChurnSettings::resolve` for how they combine with the configuration.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ChurnArgs {
+    /// Only churn this run's VMs (UUID) [default: every run in scope]
+    #[arg(long, value_name = "UUID")]
+    pub run_id: Option<RunId>,
+
+    /// Look in every namespace instead of --namespace
+    #[arg(long, short = 'A')]
+    pub all_namespaces: bool,
+
+    /// How long to keep churning, e.g. 90s, 10m or 1h30m [env: VIRTWORK_CHURN_DURATION]
+    /// [default: 10m]
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<crate::model::Ramp>,
+
+    /// Actions started per second, minute or hour: 30/m, 2/s, 100/h; a bare number is per
+    /// minute [env: VIRTWORK_CHURN_RATE] [default: 6/m]
+    #[arg(long, value_name = "N/UNIT")]
+    pub rate: Option<crate::model::ChurnRate>,
+
+    /// Percentage of the running VMs to act on, e.g. 25 or 25% [env: VIRTWORK_CHURN_SHARE]
+    /// [default: 100]
+    #[arg(long, visible_alias = "percent", value_name = "PERCENT")]
+    pub share: Option<crate::model::Share>,
+
+    /// Actions to take, optionally weighted: restart,stop-start=2,migrate
+    /// [env: VIRTWORK_CHURN_ACTIONS] [default: restart,stop-start,migrate]
+    #[arg(long, value_name = "LIST")]
+    pub actions: Option<crate::model::ChurnActions>,
+
+    /// Seed of the VM selection and the action draw, to repeat a schedule
+    /// [env: VIRTWORK_CHURN_SEED] [default: random, printed in the summary]
+    #[arg(long, value_name = "N")]
+    pub seed: Option<crate::model::ChurnSeed>,
+
+    /// Print the schedule without acting
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 fn parse_window(text: &str) -> Result<crate::model::Window, String> {

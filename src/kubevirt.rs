@@ -419,6 +419,59 @@ pub struct VirtualMachineInstanceNetworkInterface {
 }
 
 // ---------------------------------------------------------------------------------------------
+// VirtualMachineInstanceMigration
+// ---------------------------------------------------------------------------------------------
+
+/// `kubevirt.io/v1` VirtualMachineInstanceMigration: a request to live-migrate one VMI
+/// (what `virtwork churn` creates, labelled so cleanup finds it).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct VirtualMachineInstanceMigration {
+    pub metadata: ObjectMeta,
+    pub spec: VirtualMachineInstanceMigrationSpec,
+    pub status: Option<VirtualMachineInstanceMigrationStatus>,
+}
+namespaced_resource!(
+    VirtualMachineInstanceMigration,
+    "kubevirt.io",
+    "v1",
+    "VirtualMachineInstanceMigration",
+    "virtualmachineinstancemigrations"
+);
+
+impl Serialize for VirtualMachineInstanceMigration {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serialize_object(
+            serializer,
+            "VirtualMachineInstanceMigration",
+            KUBEVIRT_API_VERSION,
+            "VirtualMachineInstanceMigration",
+            &self.metadata,
+            Some(&self.spec),
+            self.status.as_ref(),
+        )
+    }
+}
+
+/// `v1.VirtualMachineInstanceMigrationSpec` (the subset virtwork sends).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VirtualMachineInstanceMigrationSpec {
+    /// The VMI to migrate (same namespace).
+    pub vmi_name: String,
+}
+
+/// `v1.VirtualMachineInstanceMigrationStatus` (the subset virtwork reads).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VirtualMachineInstanceMigrationStatus {
+    /// `Pending`, `Scheduling`, `Scheduled`, `PreparingTarget`, `TargetReady`, `Running`,
+    /// `Succeeded`, `Failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
 // DataVolume (CDI)
 // ---------------------------------------------------------------------------------------------
 

@@ -13,6 +13,9 @@ pub const COMPONENT: &str = "app.kubernetes.io/component";
 pub const RUN_ID: &str = "virtwork/run-id";
 /// `virtwork/role`: the role of a VM in a multi-role workload.
 pub const ROLE: &str = "virtwork/role";
+/// `virtwork/churn-id`: the UUID of the `virtwork churn` execution that created the object
+/// (its live migrations), next to the run id of the VM it migrates.
+pub const CHURN_ID: &str = "virtwork/churn-id";
 
 /// Label selector for everything virtwork manages, optionally narrowed to one run.
 ///

@@ -6,6 +6,7 @@
 //! errors to exit codes.
 
 pub mod audit;
+pub mod churn;
 pub mod cli;
 pub(crate) mod cloudinit;
 pub mod commands;

@@ -9,6 +9,7 @@
 //! `RunProgress` writes (to stderr).
 
 // `cleanup` and `status` rendering lives in submodules (report/cleanup.rs, report/status.rs).
+pub mod churn;
 pub mod cleanup;
 pub mod status;
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use virtwork::cli::{Cli, Command};
-use virtwork::config::{CleanupSettings, RunSettings, StatusSettings};
+use virtwork::config::{ChurnSettings, CleanupSettings, RunSettings, StatusSettings};
 use virtwork::error::Error;
 use virtwork::model::DryRunMode;
 use virtwork::workloads::BUILTIN_NAMES;
@@ -394,7 +394,9 @@ fn every_key_follows_flag_env_file_default_precedence() {
     let covered: Vec<&str> = cases.iter().map(|c| c.key).collect();
     for spec in virtwork::config::KEYS {
         assert!(
-            covered.contains(&spec.key) || matches!(spec.key, "workloads" | "params"),
+            covered.contains(&spec.key)
+                || matches!(spec.key, "workloads" | "params")
+                || CHURN_CASES.iter().any(|c| c.0 == spec.key),
             "{} has no precedence case",
             spec.key
         );
@@ -854,4 +856,122 @@ fn config_files_must_be_small_regular_files() {
             "{path}"
         );
     }
+}
+/// The `virtwork churn` keys: (key, env, [file, env, flag] values, default, flag), read back
+/// from the churn settings.
+const CHURN_CASES: [(&str, &str, [&str; 3], &str, &str); 5] = [
+    (
+        "churn-duration",
+        "VIRTWORK_CHURN_DURATION",
+        ["5m", "1h", "90s"],
+        "600",
+        "--duration",
+    ),
+    (
+        "churn-rate",
+        "VIRTWORK_CHURN_RATE",
+        ["30/m", "2/s", "100/h"],
+        "6/m",
+        "--rate",
+    ),
+    (
+        "churn-share",
+        "VIRTWORK_CHURN_SHARE",
+        ["25", "50", "75"],
+        "100%",
+        "--share",
+    ),
+    (
+        "churn-actions",
+        "VIRTWORK_CHURN_ACTIONS",
+        ["restart", "migrate=2", "stop-start"],
+        "restart,stop-start,migrate",
+        "--actions",
+    ),
+    (
+        "churn-seed",
+        "VIRTWORK_CHURN_SEED",
+        ["1", "2", "3"],
+        "random",
+        "--seed",
+    ),
+];
+
+fn churn(args: &[String], pairs: &[(&str, &str)]) -> ChurnSettings {
+    let mut argv = vec!["churn".to_string()];
+    argv.extend(args.iter().cloned());
+    let cli = parse(&argv);
+    let Command::Churn(churn) = cli.command else {
+        unreachable!()
+    };
+    ChurnSettings::resolve(&cli.global, &churn, &env(pairs)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn churn_value(key: &str, s: &ChurnSettings) -> String {
+    match key {
+        "churn-duration" => s.duration.as_secs().to_string(),
+        "churn-rate" => s.rate.to_string(),
+        "churn-share" => s.share.to_string(),
+        "churn-actions" => s.actions.to_string(),
+        "churn-seed" => s.seed.map_or("random".into(), |n| n.to_string()),
+        other => panic!("{other}"),
+    }
+}
+
+/// How a value reads back: durations in seconds, shares with their percent sign.
+fn churn_shown(key: &str, value: &str) -> String {
+    match key {
+        "churn-duration" => value
+            .parse::<virtwork::model::Ramp>()
+            .unwrap()
+            .get()
+            .as_secs()
+            .to_string(),
+        "churn-share" => format!("{value}%"),
+        _ => value.to_string(),
+    }
+}
+
+#[test]
+fn churn_keys_follow_flag_env_file_default_precedence() {
+    for (key, env_name, [file_value, env_value, flag_value], default, flag) in CHURN_CASES {
+        let file = yaml_file(&format!("{key}: {file_value:?}\n"));
+        let config = vec!["--config".to_string(), file.path().display().to_string()];
+        assert_eq!(
+            churn_value(key, &churn(&[], &[])),
+            default,
+            "{key}: default"
+        );
+        let from_file = churn(&config, &[]);
+        assert_eq!(
+            churn_value(key, &from_file),
+            churn_shown(key, file_value),
+            "{key}: file"
+        );
+        let from_env = churn(&config, &[(env_name, env_value)]);
+        assert_eq!(
+            churn_value(key, &from_env),
+            churn_shown(key, env_value),
+            "{key}: env"
+        );
+        let mut args = config.clone();
+        args.extend([flag.to_string(), flag_value.to_string()]);
+        let from_flag = churn(&args, &[(env_name, env_value)]);
+        assert_eq!(
+            churn_value(key, &from_flag),
+            churn_shown(key, flag_value),
+            "{key}: flag"
+        );
+    }
+    // A bad value names the input as spelled.
+    let cli = parse(&["churn"]);
+    let Command::Churn(args) = cli.command else {
+        unreachable!()
+    };
+    let bad = ChurnSettings::resolve(&cli.global, &args, &env(&[("VIRTWORK_CHURN_RATE", "fast")]));
+    let message = input_error(bad);
+    assert!(
+        message.starts_with("invalid value \"fast\" for VIRTWORK_CHURN_RATE: expected actions"),
+        "{message}"
+    );
 }

@@ -1026,6 +1026,23 @@ struct Scenario {
     before: Box<dyn Fn(&support::FakeApiServer)>,
 }
 
+/// `virtwork churn` taking one `action` (in `namespace`, else the configured one).
+fn churn_once(action: &'static str, namespace: Option<&'static str>) -> Vec<&'static str> {
+    let mut args = vec![
+        "churn",
+        "--duration",
+        "1s",
+        "--rate",
+        "1/s",
+        "--actions",
+        action,
+    ];
+    if let Some(ns) = namespace {
+        args.extend(["--namespace", ns]);
+    }
+    args
+}
+
 fn scenario(label: &'static str, args: &[&str]) -> Scenario {
     Scenario {
         label,
@@ -1164,6 +1181,10 @@ fn namespaced_layout_grants_exactly_what_virtwork_does_in_its_namespace() {
             &[&["run", "--timeout", "120"][..], &workloads[..]].concat(),
         ),
         scenario("status", &["status"]),
+        // One action each: restart, stop-start and a migration (left for cleanup --wait).
+        scenario("churn restart", &churn_once("restart", None)),
+        scenario("churn stop-start", &churn_once("stop-start", None)),
+        scenario("churn migrate", &churn_once("migrate", None)),
         scenario("cleanup preview", &["cleanup", "--dry-run"]),
         scenario("cleanup --wait", &["cleanup", "--yes", "--wait"]).before(orphaned_vmi_in(&ns)),
         scenario(
@@ -1228,6 +1249,12 @@ fn cluster_wide_overlay_grants_exactly_what_virtwork_does_in_any_namespace() {
         ),
         scenario("status", &["status", "--namespace", "fresh"]),
         scenario("status -A", &["status", "--all-namespaces"]),
+        scenario("churn restart", &churn_once("restart", Some("existing"))),
+        scenario(
+            "churn stop-start",
+            &churn_once("stop-start", Some("existing")),
+        ),
+        scenario("churn migrate", &churn_once("migrate", Some("existing"))),
         scenario(
             "cleanup preview",
             &["cleanup", "--namespace", "fresh", "--dry-run"],

@@ -418,6 +418,34 @@ fn empty_args_pass_no_extra_arguments() {
 }
 
 #[test]
+fn churn_is_a_command_a_job_can_run() {
+    for shell in shells() {
+        let sandbox = Sandbox::new();
+        let out = sandbox.run(
+            &shell,
+            &[
+                ("VIRTWORK_COMMAND", "churn"),
+                (
+                    "VIRTWORK_ARGS",
+                    "--run-id 0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f --rate 2/m",
+                ),
+            ],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(
+            sandbox.argv(),
+            Some(strings(&[
+                "churn",
+                "--run-id",
+                "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f",
+                "--rate",
+                "2/m"
+            ]))
+        );
+    }
+}
+
+#[test]
 fn unknown_command_is_bad_input_and_runs_nothing() {
     for shell in shells() {
         for bad in ["version", "rm -rf /", "RUN", "run;id"] {
@@ -427,7 +455,7 @@ fn unknown_command_is_bad_input_and_runs_nothing() {
             let err = stderr(&out);
             assert!(err.contains("VIRTWORK_COMMAND"), "{err}");
             assert!(
-                err.contains("run, cleanup, validate, status, audit"),
+                err.contains("run, cleanup, validate, status, audit, churn"),
                 "{err}"
             );
             assert_eq!(sandbox.argv(), None, "stub ran for {bad:?}");

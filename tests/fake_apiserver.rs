@@ -2149,3 +2149,138 @@ async fn seeded_random_faults_replay_identically() {
         assert!(first.contains(&code), "{code} in {first:?}");
     }
 }
+
+/// KubeVirt's lifecycle subresources as virt-api answers them (202, or 409 with its
+/// message), the VM controller's reaction (stop: Stopping then Stopped, VMI gone; start: a
+/// new VMI; restart: a new VMI), and a live migration's phases and their mark on the VMI.
+#[tokio::test]
+async fn lifecycle_subresources_and_migrations_behave_like_kubevirt() {
+    let server = server();
+    let c = server.client().await;
+    let vms = "/apis/kubevirt.io/v1/namespaces/vw/virtualmachines";
+    let (s, _) = post(
+        &c,
+        vms,
+        &vm_json("life", "quay.io/containerdisks/fedora:42", None),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let vmi_phase = |s: &FakeApiServer| s.get("vmi", "vw", "life").map(|v| phase_of(&v));
+    assert!(eventually(&server, |s| vmi_phase(s).as_deref() == Some("Running")).await);
+    let uid = |s: &FakeApiServer| {
+        s.get("vmi", "vw", "life")
+            .map(|v| v["metadata"]["uid"].clone())
+    };
+    let first = uid(&server).unwrap();
+    let sub = |action: &str| {
+        format!("/apis/subresources.kubevirt.io/v1/namespaces/vw/virtualmachines/life/{action}")
+    };
+    let put = |action: String| {
+        let c = c.clone();
+        async move { raw(&c, "PUT", &action, "application/json", Some(&json!({}))).await }
+    };
+
+    let (s, _, body) = put(sub("start")).await;
+    assert_eq!(s, 409);
+    assert_status(&body, 409, "Conflict");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("VM is already running"),
+        "{body}"
+    );
+
+    let (s, _, body) = put(sub("restart")).await;
+    assert_eq!((s, body), (202, Value::String(String::new())));
+    assert!(
+        eventually(&server, |s| uid(s).is_some_and(|u| u != first)
+            && vmi_phase(s).as_deref() == Some("Running"))
+        .await,
+        "restart gives a new running VMI"
+    );
+
+    let (s, _, _) = put(sub("stop")).await;
+    assert_eq!(s, 202);
+    let vm = server.get("vm", "vw", "life").unwrap();
+    assert_eq!(vm["spec"]["runStrategy"], "Halted");
+    assert!(eventually(&server, |s| printable(s, "vw", "life") == "Stopped").await);
+    assert!(server.get("vmi", "vw", "life").is_none());
+    let (s, _, body) = put(sub("stop")).await;
+    assert_eq!(s, 409);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("VM is not running"),
+        "{body}"
+    );
+    let (s, _, body) = put(sub("restart")).await;
+    assert_eq!(s, 409, "{body}");
+
+    let (s, _, _) = put(sub("start")).await;
+    assert_eq!(s, 202);
+    assert!(eventually(&server, |s| vmi_phase(s).as_deref() == Some("Running")).await);
+    let (s, _, body) = put(sub("start")).await;
+    assert_eq!(s, 409);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("VM is already running"),
+        "{body}"
+    );
+
+    // A migration: Pending → Scheduling → Running → Succeeded, the VMI on another node.
+    let node = server.get("vmi", "vw", "life").unwrap()["status"]["nodeName"].clone();
+    let migrations = "/apis/kubevirt.io/v1/namespaces/vw/virtualmachineinstancemigrations";
+    let (s, created) = post(
+        &c,
+        migrations,
+        &json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+            "metadata": { "generateName": "m-" }, "spec": { "vmiName": "life" },
+        }),
+    )
+    .await;
+    assert_eq!(s, 201, "{created}");
+    let name = created["metadata"]["name"].as_str().unwrap().to_string();
+    let migration_phase = |s: &FakeApiServer| {
+        s.get("vmim", "vw", &name)
+            .map(|m| phase_of(&m))
+            .unwrap_or_default()
+    };
+    assert!(eventually(&server, |s| migration_phase(s) == "Succeeded").await);
+    let phases: Vec<String> = server
+        .events()
+        .iter()
+        .filter(|e| e.name == name)
+        .map(|e| phase_of(&e.object))
+        .collect();
+    assert_eq!(phases, ["", "Scheduling", "Running", "Succeeded"]);
+    let vmi = server.get("vmi", "vw", "life").unwrap();
+    let state = &vmi["status"]["migrationState"];
+    assert_eq!(state["completed"], true);
+    assert_eq!(state["sourceNode"], node);
+    assert_eq!(vmi["status"]["nodeName"], state["targetNode"]);
+    assert_ne!(vmi["status"]["nodeName"], node);
+
+    // A migration of a VMI that does not run fails.
+    let (_, orphan) = post(
+        &c,
+        migrations,
+        &json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+            "metadata": { "name": "orphan" }, "spec": { "vmiName": "nothing" },
+        }),
+    )
+    .await;
+    assert_eq!(orphan["metadata"]["name"], "orphan");
+    assert!(
+        eventually(&server, |s| s
+            .get("vmim", "vw", "orphan")
+            .map(|m| phase_of(&m))
+            == Some("Failed".into()))
+        .await
+    );
+}

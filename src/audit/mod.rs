@@ -18,6 +18,7 @@
 //!
 //! Audit failures after the database is open only warn; see [`recorder`].
 
+pub mod churn;
 pub mod query;
 pub mod recorder;
 pub mod schema;

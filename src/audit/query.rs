@@ -366,6 +366,8 @@ fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<ExecutionRecord> {
             dvs: count("dvs_deleted"),
             pvcs: count("pvcs_deleted"),
             vmis: 0,
+            // No column: migrations are counted in the cleanup's own report only.
+            migrations: 0,
         },
         namespace_deleted: optional_int("namespace_deleted").is_some_and(|n| n != 0),
     });

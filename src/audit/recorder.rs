@@ -59,6 +59,8 @@ pub enum CommandKind {
     DryRun,
     Cleanup,
     CleanupDryRun,
+    Churn,
+    ChurnDryRun,
 }
 
 impl CommandKind {
@@ -68,6 +70,8 @@ impl CommandKind {
             CommandKind::DryRun => "dry-run",
             CommandKind::Cleanup => "cleanup",
             CommandKind::CleanupDryRun => "cleanup --dry-run",
+            CommandKind::Churn => "churn",
+            CommandKind::ChurnDryRun => "churn --dry-run",
         }
     }
 }
@@ -195,10 +199,16 @@ pub enum EventType {
     VmTimeout,
     CleanupStarted,
     CleanupCompleted,
+    /// `virtwork churn`: one action ended (see `audit/churn.rs`).
+    ChurnAction,
+    ChurnActionFailed,
+    /// `virtwork churn`: a VM it stopped was started again, or could not be.
+    ChurnRestored,
+    ChurnRestoreFailed,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 9] = [
+    pub const ALL: [EventType; 13] = [
         EventType::ExecutionStarted,
         EventType::WorkloadSkipped,
         EventType::ServiceCreated,
@@ -208,6 +218,10 @@ impl EventType {
         EventType::VmTimeout,
         EventType::CleanupStarted,
         EventType::CleanupCompleted,
+        EventType::ChurnAction,
+        EventType::ChurnActionFailed,
+        EventType::ChurnRestored,
+        EventType::ChurnRestoreFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -221,6 +235,10 @@ impl EventType {
             EventType::VmTimeout => "vm_timeout",
             EventType::CleanupStarted => "cleanup_started",
             EventType::CleanupCompleted => "cleanup_completed",
+            EventType::ChurnAction => "churn_action",
+            EventType::ChurnActionFailed => "churn_action_failed",
+            EventType::ChurnRestored => "churn_restored",
+            EventType::ChurnRestoreFailed => "churn_restore_failed",
         }
     }
 }

@@ -203,6 +203,16 @@ pub fn render_detail(d: &ExecutionDetail) -> String {
     text
 }
 
+/// What an execution's linked runs are: a churn links the runs whose VMs it acted on, a
+/// cleanup those whose objects it deleted.
+fn linked_runs_label(command: &str) -> &'static str {
+    if command.starts_with("churn") {
+        "Churned runs"
+    } else {
+        "Cleaned runs"
+    }
+}
+
 /// The run's own fields, in display order; absent values are left out.
 fn detail_fields(e: &ExecutionRecord) -> Vec<(&'static str, String)> {
     let mut fields: Vec<(&'static str, String)> = vec![
@@ -259,7 +269,7 @@ fn detail_fields(e: &ExecutionRecord) -> Vec<(&'static str, String)> {
     ));
     push_opt(&mut fields, "Cleanup mode", e.cleanup_mode.as_deref());
     if !e.linked_run_ids.is_empty() {
-        fields.push(("Cleaned runs", e.linked_run_ids.join(", ")));
+        fields.push((linked_runs_label(&e.command), e.linked_run_ids.join(", ")));
     }
     if let Some(c) = &e.deleted {
         fields.push((

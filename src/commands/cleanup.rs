@@ -159,6 +159,7 @@ fn log_preview(scope: &Scope, discovery: &Discovery) {
         secrets = counts.secrets,
         dvs = counts.dvs,
         pvcs = counts.pvcs,
+        migrations = counts.migrations,
         total = counts.total(),
         run_id_filter = scope.run_id.as_deref(),
         run_ids = (!run_ids.is_empty()).then(|| run_ids.join(", ")),

@@ -6,6 +6,7 @@
 //! (async commands on a small multi-thread tokio runtime).
 
 pub mod audit;
+pub mod churn;
 pub mod cleanup;
 pub mod completion;
 pub mod run;
@@ -18,8 +19,8 @@ use std::io::Write;
 
 use crate::cli::{Cli, Command};
 use crate::config::{
-    AuditSettings, CleanupSettings, GlobalSettings, RunSettings, StatusSettings, ValidateSettings,
-    VerifySettings,
+    AuditSettings, ChurnSettings, CleanupSettings, GlobalSettings, RunSettings, StatusSettings,
+    ValidateSettings, VerifySettings,
 };
 use crate::error::{Error, Result};
 
@@ -56,6 +57,11 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
             let settings = VerifySettings::resolve(&global, &args, env)?;
             start_logging(&settings.global);
             block_on(verify::verify(&settings))
+        }
+        Command::Churn(args) => {
+            let settings = ChurnSettings::resolve(&global, &args, env)?;
+            start_logging(&settings.global);
+            block_on(churn::churn(&settings))
         }
         Command::Audit(command) => {
             let settings = AuditSettings::resolve(&global, &command, env)?;

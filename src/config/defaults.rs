@@ -35,6 +35,10 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("ssh-user", "virtwork"),
     ("vm-concurrency", "10"),
     ("vm-count", "1"),
+    ("churn-duration", "10m"),
+    ("churn-rate", "6/m"),
+    ("churn-share", "100"),
+    ("churn-actions", "restart,stop-start,migrate"),
 ];
 
 /// Catalog directory below `$HOME` when none is configured.

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use super::io_reason;
 use super::partial::Partial;
 use super::value::{Source, Sourced};
-use crate::cli::{CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs};
+use crate::cli::{
+    ChurnArgs, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs,
+};
 use crate::error::{Error, Result};
 use crate::model::{DryRunFlag, DryRunMode, Invalid, PublicKey, Switch};
 
@@ -70,6 +72,18 @@ pub fn run(args: &RunArgs) -> Result<Partial> {
         fail_fast: given(&args.fail_fast, "--fail-fast"),
         ..Partial::default()
     })
+}
+
+/// The flags of `virtwork churn`.
+pub fn churn(args: &ChurnArgs) -> Partial {
+    Partial {
+        churn_duration: given(&args.duration, "--duration"),
+        churn_rate: given(&args.rate, "--rate"),
+        churn_share: given(&args.share, "--share"),
+        churn_actions: given(&args.actions, "--actions"),
+        churn_seed: given(&args.seed, "--seed"),
+        ..Partial::default()
+    }
 }
 
 /// The flags of `virtwork cleanup`.

@@ -30,8 +30,9 @@ mod yaml;
 pub use params::parse_params;
 pub use partial::{KEYS, KeySpec, Partial, env_keys};
 pub use settings::{
-    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, PrometheusCredential,
-    PrometheusTarget, RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
+    AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, GlobalSettings,
+    PrometheusCredential, PrometheusTarget, RunSettings, SampleBuild, StatusSettings,
+    ValidateSettings, VerifySettings,
 };
 pub use value::{Source, Sourced};
 

@@ -110,6 +110,12 @@ configuration_keys! {
     eviction_strategy: EvictionStrategy = "eviction-strategy", env ["VIRTWORK_EVICTION_STRATEGY"];
     /// How long a VM may stay ErrImagePull, ErrorUnschedulable, ... before `run` gives up.
     fail_fast: crate::model::FailFast = "fail-fast", env ["VIRTWORK_FAIL_FAST"];
+    /// `virtwork churn`: how long, how often, on what share, which actions, which seed.
+    churn_duration: crate::model::Ramp = "churn-duration", env ["VIRTWORK_CHURN_DURATION"];
+    churn_rate: crate::model::ChurnRate = "churn-rate", env ["VIRTWORK_CHURN_RATE"];
+    churn_share: crate::model::Share = "churn-share", env ["VIRTWORK_CHURN_SHARE"];
+    churn_actions: crate::model::ChurnActions = "churn-actions", env ["VIRTWORK_CHURN_ACTIONS"];
+    churn_seed: crate::model::ChurnSeed = "churn-seed", env ["VIRTWORK_CHURN_SEED"];
 }
 
 /// Every `VIRTWORK_*` environment variable the configuration reads (canonical names, then

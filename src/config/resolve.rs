@@ -14,13 +14,13 @@ use super::flags;
 use super::params::parse_params;
 use super::partial::Partial;
 use super::settings::{
-    AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, RunSettings,
-    SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
+    AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, GlobalSettings,
+    RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
 use super::value::{Source, Sourced, check_minimum};
 use super::yaml::{self, FileLayer};
 use crate::cli::{
-    AuditCommand, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs,
+    AuditCommand, ChurnArgs, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs,
 };
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::Scope;
@@ -341,6 +341,37 @@ impl VerifySettings {
             catalog_dir: catalog_dir(&layers, false)?,
             show_queries: args.show_queries,
             output: global.output,
+            global,
+        })
+    }
+}
+
+impl ChurnSettings {
+    /// The settings of `virtwork churn`.
+    pub fn resolve(
+        global: &GlobalArgs,
+        args: &ChurnArgs,
+        env: &[(String, String)],
+    ) -> Result<ChurnSettings> {
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::churn(args)),
+            Vec::new(),
+            env,
+        )?;
+        let p = &layers.merged;
+        let global = GlobalSettings::from_layers(&layers)?;
+        Ok(ChurnSettings {
+            scope: Scope {
+                namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
+                run_id: args.run_id.map(|id| id.to_string()),
+            },
+            duration: required(&p.churn_duration, "churn-duration")?.value.get(),
+            rate: required(&p.churn_rate, "churn-rate")?.value,
+            share: required(&p.churn_share, "churn-share")?.value,
+            actions: required(&p.churn_actions, "churn-actions")?.value.clone(),
+            seed: p.churn_seed.as_ref().map(|given| given.value.0),
+            dry_run: args.dry_run,
             global,
         })
     }

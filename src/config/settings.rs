@@ -169,3 +169,18 @@ pub struct VerifySettings {
     pub show_queries: bool,
     pub output: OutputFormat,
 }
+
+/// `virtwork churn`: the scope (flags only) and the `churn-*` keys.
+#[derive(Debug, Clone)]
+pub struct ChurnSettings {
+    pub global: GlobalSettings,
+    /// The run's namespace (None: every namespace) and run id (None: every run).
+    pub scope: Scope,
+    pub duration: Duration,
+    pub rate: crate::model::ChurnRate,
+    pub share: crate::model::Share,
+    pub actions: crate::model::ChurnActions,
+    /// `None`: a random seed, reported so the schedule can be repeated.
+    pub seed: Option<u64>,
+    pub dry_run: bool,
+}

@@ -144,6 +144,13 @@ read_by_from_str!(crate::model::MaxStarting, crate::model::Ramp);
 read_by_from_str!(crate::model::EvictionStrategy);
 // Giving up on stuck VMs (`--fail-fast`).
 read_by_from_str!(crate::model::FailFast);
+// `virtwork churn`.
+read_by_from_str!(
+    crate::model::ChurnRate,
+    crate::model::Share,
+    crate::model::ChurnActions,
+    crate::model::ChurnSeed,
+);
 
 /// Catalog entry names, also listed with blanks.
 impl KeyValue for DnsLabel {

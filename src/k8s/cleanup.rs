@@ -38,7 +38,9 @@ use crate::k8s::namespace::{
 };
 use crate::k8s::ready::WATCH_TIMEOUT_SECS;
 use crate::k8s::retry::{RetryError, RetryPolicy, retry};
-use crate::kubevirt::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use crate::kubevirt::{
+    DataVolume, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration,
+};
 use crate::labels;
 pub use crate::model::{KindCounts, ManagedKind, NamespaceOutcome};
 
@@ -59,6 +61,9 @@ impl ManagedKind {
             ManagedKind::Secret => ApiResource::erase::<Secret>(&()),
             ManagedKind::DataVolume => ApiResource::erase::<DataVolume>(&()),
             ManagedKind::PersistentVolumeClaim => ApiResource::erase::<PersistentVolumeClaim>(&()),
+            ManagedKind::VirtualMachineInstanceMigration => {
+                ApiResource::erase::<VirtualMachineInstanceMigration>(&())
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 //! sends live in `crate::kubevirt`, below the plan).
 
 pub mod apply;
+pub mod churn;
 pub mod cleanup;
 pub mod client;
 pub mod list;

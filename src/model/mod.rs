@@ -13,6 +13,7 @@
 //! Must not: read files, the environment or flags; know about the cluster, plans or commands.
 
 mod choices;
+mod churn;
 mod counts;
 mod guest;
 mod names;
@@ -27,6 +28,7 @@ mod window;
 pub use choices::{
     DryRunFlag, DryRunMode, EvictionStrategy, LogFormat, OutputFormat, ReadyCondition, Switch,
 };
+pub use churn::{ChurnAction, ChurnActions, ChurnRate, ChurnSeed, MAX_CHURN_RATE, Share};
 pub use counts::{
     Burst, Count, CpuCores, MAX_BURST, MAX_QPS, MAX_TIMEOUT_SECS, MAX_VM_CONCURRENCY, MAX_VM_COUNT,
     Qps, TimeoutSecs, VmConcurrency, VmCount, parse_int,

@@ -20,17 +20,20 @@ pub enum ManagedKind {
     Secret,
     DataVolume,
     PersistentVolumeClaim,
+    /// Live migrations `virtwork churn` requested.
+    VirtualMachineInstanceMigration,
 }
 
 impl ManagedKind {
     /// Every kind, in deletion order.
-    pub const ALL: [ManagedKind; 6] = [
+    pub const ALL: [ManagedKind; 7] = [
         ManagedKind::VirtualMachine,
         ManagedKind::VirtualMachineInstance,
         ManagedKind::Service,
         ManagedKind::Secret,
         ManagedKind::DataVolume,
         ManagedKind::PersistentVolumeClaim,
+        ManagedKind::VirtualMachineInstanceMigration,
     ];
 
     /// Short name used in messages (`deleting secret ns/name: ...`).
@@ -42,6 +45,7 @@ impl ManagedKind {
             ManagedKind::Secret => "secret",
             ManagedKind::DataVolume => "DataVolume",
             ManagedKind::PersistentVolumeClaim => "PVC",
+            ManagedKind::VirtualMachineInstanceMigration => "migration",
         }
     }
 
@@ -54,6 +58,7 @@ impl ManagedKind {
             ManagedKind::Secret => "secrets",
             ManagedKind::DataVolume => "DataVolumes",
             ManagedKind::PersistentVolumeClaim => "PVCs",
+            ManagedKind::VirtualMachineInstanceMigration => "migrations",
         }
     }
 }
@@ -65,7 +70,7 @@ impl fmt::Display for ManagedKind {
 }
 
 /// Objects per kind. Serialised with the cleanup document's keys (`vms`, `vmis`, `services`,
-/// `secrets`, `dvs`, `pvcs`).
+/// `secrets`, `dvs`, `pvcs`, `migrations`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct KindCounts {
     pub vms: usize,
@@ -74,6 +79,7 @@ pub struct KindCounts {
     pub secrets: usize,
     pub dvs: usize,
     pub pvcs: usize,
+    pub migrations: usize,
 }
 
 impl KindCounts {
@@ -86,6 +92,7 @@ impl KindCounts {
             ManagedKind::Secret => self.secrets,
             ManagedKind::DataVolume => self.dvs,
             ManagedKind::PersistentVolumeClaim => self.pvcs,
+            ManagedKind::VirtualMachineInstanceMigration => self.migrations,
         }
     }
 
@@ -97,6 +104,7 @@ impl KindCounts {
             ManagedKind::Secret => &mut self.secrets,
             ManagedKind::DataVolume => &mut self.dvs,
             ManagedKind::PersistentVolumeClaim => &mut self.pvcs,
+            ManagedKind::VirtualMachineInstanceMigration => &mut self.migrations,
         }
     }
 
@@ -188,8 +196,16 @@ mod tests {
             .keys()
             .map(|k| k.as_str())
             .collect();
-        assert_eq!(keys.len(), 6);
-        for key in ["vms", "vmis", "services", "secrets", "dvs", "pvcs"] {
+        assert_eq!(keys.len(), 7);
+        for key in [
+            "vms",
+            "vmis",
+            "services",
+            "secrets",
+            "dvs",
+            "pvcs",
+            "migrations",
+        ] {
             assert!(keys.contains(&key), "{key} missing from {keys:?}");
         }
     }

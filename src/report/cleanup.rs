@@ -231,13 +231,14 @@ impl<'a> Document<'a> {
     }
 }
 
-const KIND_LABELS: [(ManagedKind, &str); 6] = [
+const KIND_LABELS: [(ManagedKind, &str); 7] = [
     (ManagedKind::VirtualMachine, "VirtualMachines"),
     (ManagedKind::VirtualMachineInstance, "VMIs without a VM"),
     (ManagedKind::Service, "Services"),
     (ManagedKind::Secret, "Secrets"),
     (ManagedKind::DataVolume, "DataVolumes"),
     (ManagedKind::PersistentVolumeClaim, "PVCs"),
+    (ManagedKind::VirtualMachineInstanceMigration, "Migrations"),
 ];
 
 /// Text from the cluster (object names, API and webhook messages) as the terminal may show it.

@@ -61,6 +61,9 @@ pub struct ControllerOptions {
     pub cluster_eviction_strategy: Option<String>,
     /// Marked for evacuation → migrated to another schedulable node.
     pub migration_delay: Duration,
+    /// A halted VM's VMI → gone: the guest's shutdown. Meanwhile the VMI carries a
+    /// deletionTimestamp and the VM is `Stopping`.
+    pub stop_delay: Duration,
 }
 
 impl Default for ControllerOptions {
@@ -82,6 +85,7 @@ impl Default for ControllerOptions {
             broken_unit_image_pattern: Some("brokenunit".into()),
             cluster_eviction_strategy: Some("LiveMigrate".into()),
             migration_delay: Duration::from_millis(50),
+            stop_delay: Duration::from_millis(20),
         }
     }
 }
@@ -226,6 +230,11 @@ fn react(
         (VM, _) => {
             let mut store = shared.store.lock().unwrap();
             reconcile_vm(&mut store, &key);
+            let vmi_key = (VMI, key.1.clone(), key.2.clone());
+            if let Some(vmi) = store.objects.get(&vmi_key).filter(|v| terminating(v)) {
+                let uid = meta_str(vmi, "uid").to_string();
+                spawn_shutdown(shared, vmi_key, uid, opts.stop_delay);
+            }
         }
         (NS, EventType::Added) => {
             let mut store = shared.store.lock().unwrap();
@@ -237,6 +246,14 @@ fn react(
                 create_launcher_pod(&mut store, &ev.object);
             }
             spawn_vmi_progress(shared, key, meta_str(&ev.object, "uid").to_string());
+        }
+        (res, EventType::Added) if RESOURCES[res].kind == "VirtualMachineInstanceMigration" => {
+            super::lifecycle::spawn_migration(
+                shared,
+                key,
+                meta_str(&ev.object, "uid").to_string(),
+                opts.scheduling_delay,
+            );
         }
         (DV, EventType::Added) => {
             {
@@ -391,6 +408,10 @@ pub(super) fn reconcile_vm(store: &mut Store, key: &Key) {
         store.upsert(DV, dv);
     }
     let vmi_key = (VMI, ns.clone(), key.2.clone());
+    if super::lifecycle::take_state_change_requests(store, key, &vmi_key) {
+        // The requests are handled: the status written below no longer carries them.
+        refresh_vm_status(store, key);
+    }
     let existing = store.objects.get(&vmi_key).cloned();
     if wants_running(&vm) {
         if existing.is_none() {
@@ -417,10 +438,13 @@ pub(super) fn reconcile_vm(store: &mut Store, key: &Key) {
             });
             store.upsert(VMI, vmi);
         }
-    } else if let Some(vmi) = existing
+    } else if let Some(mut vmi) = existing
         && owner_uids(&vmi).contains(&vm_uid)
+        && !terminating(&vmi)
     {
-        store.remove_now(&vmi_key);
+        // The guest shuts down: the VMI is marked, and removed after `stop_delay`.
+        vmi["metadata"]["deletionTimestamp"] = json!(jiff::Timestamp::now().to_string());
+        store.put(&vmi_key, vmi);
     }
     refresh_vm_status(store, key);
 }
@@ -880,11 +904,12 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
                 } else {
                     json!({ "type": "Ready", "status": "True" })
                 };
+                let migratable = live_migratable(store, &ns, &spec);
                 vmi["status"] = json!({
                     "phase": "Running",
                     "nodeName": node,
                     "interfaces": [{ "name": "default", "ipAddress": format!("10.244.0.{n}") }],
-                    "conditions": [ready],
+                    "conditions": [ready, migratable],
                 });
             }
             true
@@ -964,6 +989,55 @@ fn vmi_condition(vmi: Option<&Value>, type_: &str, status: &str, reason: &str) -
             c.iter()
                 .any(|x| x["type"] == type_ && x["status"] == status && x["reason"] == reason)
         })
+}
+
+/// Removes the shutting-down VMI `key` (still `uid`) after `delay`.
+fn spawn_shutdown(shared: &Arc<Shared>, key: Key, uid: String, delay: Duration) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let mut store = shared.store.lock().unwrap();
+        if store
+            .objects
+            .get(&key)
+            .is_some_and(|v| meta_str(v, "uid") == uid)
+        {
+            store.remove_now(&key);
+        }
+    });
+}
+
+/// The VMI's `LiveMigratable` condition as virt-controller sets it: False with reason
+/// `DisksNotLiveMigratable` when a DataVolume disk is not ReadWriteMany (CDI's default access
+/// mode here is ReadWriteOnce), else True.
+fn live_migratable(store: &Store, ns: &str, vmi_spec: &Value) -> Value {
+    let rwo = vmi_spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.pointer("/dataVolume/name").and_then(Value::as_str))
+        .any(|dv| {
+            let modes = store
+                .objects
+                .get(&(DV, ns.to_string(), dv.to_string()))
+                .and_then(|d| {
+                    d.pointer("/spec/storage/accessModes")
+                        .or_else(|| d.pointer("/spec/pvc/accessModes"))
+                        .cloned()
+                });
+            !modes
+                .and_then(|m| m.as_array().cloned())
+                .is_some_and(|m| m.iter().any(|x| x == "ReadWriteMany"))
+        });
+    if rwo {
+        json!({
+            "type": "LiveMigratable", "status": "False", "reason": "DisksNotLiveMigratable",
+            "message": "cannot migrate VMI: PVC is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)",
+        })
+    } else {
+        json!({ "type": "LiveMigratable", "status": "True" })
+    }
 }
 
 /// Background garbage collection: after `delay`, removes objects all of whose owners are gone.

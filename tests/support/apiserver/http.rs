@@ -458,6 +458,38 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
         }
     }
 
+    if let Some(lifecycle) = super::lifecycle::parse(&path) {
+        record.verb = if method == "PUT" { "update" } else { "" }.to_string();
+        record.resource = format!("virtualmachines/{}", lifecycle.action);
+        record.namespace = lifecycle.namespace.clone();
+        record.name = lifecycle.name.clone();
+        *shared
+            .counters
+            .lock()
+            .unwrap()
+            .entry((record.verb.clone(), record.resource.clone()))
+            .or_insert(0) += 1;
+        let _ = req.into_body().collect().await;
+        let latency = shared.faults.lock().unwrap().0.latency;
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        return match super::lifecycle::serve(&shared, &method, &lifecycle) {
+            Ok(code) => {
+                record.committed = true;
+                finish(&shared, record, code);
+                Response::builder()
+                    .status(code)
+                    .body(full(Bytes::new()))
+                    .unwrap()
+            }
+            Err(e) => {
+                finish(&shared, record, e.code);
+                error_response(&e)
+            }
+        };
+    }
+
     if let Some(proxied) = super::proxy::parse(&path) {
         record.verb = match method.as_str() {
             "GET" | "HEAD" => "get",

@@ -9,6 +9,7 @@ pub mod drain;
 pub mod endpoints;
 pub mod faults;
 pub mod http;
+pub mod lifecycle;
 pub mod metrics;
 pub mod proxy;
 pub mod resources;

@@ -324,6 +324,17 @@ pub const RESOURCES: &[ResourceInfo] = &[
             false,
         )
     },
+    // Live migrations (`virtwork churn` creates them; cleanup removes them).
+    res(
+        "kubevirt.io",
+        "v1",
+        "virtualmachineinstancemigrations",
+        "virtualmachineinstancemigration",
+        "VirtualMachineInstanceMigration",
+        true,
+        &["vmim", "vmims"],
+        true,
+    ),
 ];
 
 /// Index of a resource by group/version/plural.

@@ -1,0 +1,87 @@
+//! The audit record of `virtwork churn`: its execution parameters and one event per ended
+//! action and per VM started again, built here so the recorder stays generic.
+//!
+//! Must not: decide what churn does; see the configuration.
+
+use crate::churn::{ActionResult, ChurnVm};
+use crate::model::ChurnAction;
+
+use super::recorder::{CommandKind, Event, EventType, ExecutionParams};
+
+/// The `audit_log` row of a churn: the namespace it looked in (`*` for all) and, in
+/// `linked_run_ids` (set by the command), the runs whose VMs it touched.
+pub fn churn_params(
+    namespace: &str,
+    kubeconfig_path: Option<String>,
+    dry_run: bool,
+) -> ExecutionParams {
+    ExecutionParams {
+        command: if dry_run {
+            CommandKind::ChurnDryRun
+        } else {
+            CommandKind::Churn
+        },
+        namespace: namespace.to_string(),
+        kubeconfig_path,
+        cluster_context: None,
+        container_disk_image: None,
+        default_cpu_cores: None,
+        default_memory: None,
+        data_disk_size: None,
+        workloads: Vec::new(),
+        total_vm_count: None,
+        total_workload_count: None,
+        dry_run,
+        ssh_auth_configured: false,
+        cleanup_mode: None,
+        wait_for_ready: false,
+        ready_timeout_seconds: None,
+    }
+}
+
+fn event(event_type: EventType, message: String, error: Option<String>) -> Event {
+    Event {
+        event_type,
+        message,
+        error_detail: error,
+        vm_name: None,
+        workload_name: None,
+    }
+}
+
+/// `<action> <ns>/<vm>: succeeded` (`churn_action`) or `... failed` (`churn_action_failed`,
+/// the error in `error_detail`); `None` for an action an interrupt cut short.
+pub fn action_ended(vm: &ChurnVm, action: ChurnAction, result: &ActionResult) -> Option<Event> {
+    let name = vm.display_name();
+    match result {
+        ActionResult::Succeeded => Some(event(
+            EventType::ChurnAction,
+            format!("{action} {name}: succeeded"),
+            None,
+        )),
+        ActionResult::Failed(error) => Some(event(
+            EventType::ChurnActionFailed,
+            format!("{action} {name}: failed"),
+            Some(error.clone()),
+        )),
+        ActionResult::Abandoned => None,
+    }
+}
+
+/// `Started <ns>/<vm> again` (`churn_restored`) or `Could not start <ns>/<vm> again`
+/// (`churn_restore_failed`).
+pub fn restored(vm: &ChurnVm, result: &Result<(), String>) -> Event {
+    let name = vm.display_name();
+    match result {
+        Ok(()) => event(
+            EventType::ChurnRestored,
+            format!("Started {name} again"),
+            None,
+        ),
+        Err(error) => event(
+            EventType::ChurnRestoreFailed,
+            format!("Could not start {name} again"),
+            Some(error.clone()),
+        ),
+    }
+}

@@ -1,0 +1,256 @@
+//! KubeVirt's VM lifecycle API as virt-api serves it, and the migration controller:
+//!
+//! - `PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachines/{name}/{restart,
+//!   stop,start}` with virt-api's rules (pkg/virt-api/rest/lifecycle.go): `stop` sets
+//!   `runStrategy: Halted` (the VM controller then deletes the VMI: printableStatus Stopping,
+//!   Stopped), `start` sets `Always` (a new VMI), `restart` adds the `stateChangeRequests`
+//!   Stop (with the VMI's uid) + Start, which the VM controller turns into a new VMI. A
+//!   refused request is a 409 Conflict with virt-api's message; success is `202 Accepted`
+//!   with an empty body.
+//! - `VirtualMachineInstanceMigration`: Pending → Scheduling → Running → Succeeded, each a
+//!   watch event; Running sets the VMI's `status.migrationState` (source and target node,
+//!   target pod), Succeeded moves the VMI's `nodeName` to the target and marks the state
+//!   completed. A migration of a VMI that is missing or not Running fails (phase Failed).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::http::Shared;
+use super::resources::{self, RESOURCES};
+use super::status::ApiError;
+use super::store::{Key, Store, meta_str};
+
+/// One lifecycle request: `PUT .../virtualmachines/{name}/{action}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifecycleRequest {
+    pub namespace: String,
+    pub name: String,
+    /// `restart`, `stop` or `start`.
+    pub action: String,
+}
+
+/// The request behind `path`, when it is a VM lifecycle subresource.
+pub fn parse(path: &str) -> Option<LifecycleRequest> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segs.as_slice() {
+        [
+            "apis",
+            "subresources.kubevirt.io",
+            "v1",
+            "namespaces",
+            ns,
+            "virtualmachines",
+            name,
+            action @ ("restart" | "stop" | "start"),
+        ] => Some(LifecycleRequest {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            action: action.to_string(),
+        }),
+        _ => None,
+    }
+}
+
+fn index(plural: &str) -> usize {
+    resources::find("kubevirt.io", "v1", plural).expect("kubevirt.io/v1 resource")
+}
+
+fn conflict(name: &str, why: &str) -> ApiError {
+    let vm = &RESOURCES[index("virtualmachines")];
+    let mut error = ApiError::new(
+        409,
+        "Conflict",
+        format!("Operation cannot be fulfilled on virtualmachine.kubevirt.io \"{name}\": {why}"),
+    );
+    error.details = Some(vm.details(name));
+    error
+}
+
+/// Serves one lifecycle request: 202 or the error.
+pub fn serve(shared: &Shared, method: &str, request: &LifecycleRequest) -> Result<u16, ApiError> {
+    if method != "PUT" {
+        return Err(ApiError::method_not_allowed(method));
+    }
+    let vm_res = index("virtualmachines");
+    let vmi_res = index("virtualmachineinstances");
+    let mut store = shared.store.lock().unwrap();
+    let vm_key: Key = (vm_res, request.namespace.clone(), request.name.clone());
+    let Some(mut vm) = store.objects.get(&vm_key).cloned() else {
+        return Err(ApiError::not_found(&RESOURCES[vm_res], &request.name));
+    };
+    let vmi = store
+        .objects
+        .get(&(vmi_res, request.namespace.clone(), request.name.clone()))
+        .cloned();
+    let vmi_phase = vmi
+        .as_ref()
+        .and_then(|v| v.pointer("/status/phase"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let vmi_final = matches!(vmi_phase, "Succeeded" | "Failed");
+    let strategy = vm
+        .pointer("/spec/runStrategy")
+        .and_then(Value::as_str)
+        .unwrap_or("Always")
+        .to_string();
+    let name = &request.name;
+    match (request.action.as_str(), strategy.as_str()) {
+        ("restart", "Halted" | "Once") => {
+            return Err(conflict(
+                name,
+                &format!("RunStategy {strategy} does not support manual restart requests"),
+            ));
+        }
+        ("restart", _) => {
+            let Some(vmi) = &vmi else {
+                return Err(conflict(name, "VM is not running: Halted"));
+            };
+            vm["status"]["stateChangeRequests"] = json!([
+                { "action": "Stop", "uid": meta_str(vmi, "uid") },
+                { "action": "Start" },
+            ]);
+        }
+        ("stop", "Halted") if vmi.is_none() || vmi_final => {
+            return Err(conflict(name, "VM is not running"));
+        }
+        ("stop", "Halted") => {
+            return Err(conflict(
+                name,
+                "Halted only supports manual stop requests with a shorter graceperiod",
+            ));
+        }
+        ("stop", _) => vm["spec"]["runStrategy"] = json!("Halted"),
+        ("start", _) if vmi.is_some() && !vmi_final && !vmi_phase.is_empty() => {
+            return Err(conflict(name, "VM is already running"));
+        }
+        ("start", "Halted") => vm["spec"]["runStrategy"] = json!("Always"),
+        ("start", _) => {
+            return Err(conflict(
+                name,
+                &format!("{strategy} does not support manual start requests"),
+            ));
+        }
+        _ => {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ));
+        }
+    }
+    store.put(&vm_key, vm);
+    Ok(202)
+}
+
+/// The VM controller's share of a restart: a Stop request naming the current VMI removes it
+/// (the caller then creates a new one, the Start). Returns whether the VM carried requests.
+pub fn take_state_change_requests(store: &mut Store, vm_key: &Key, vmi_key: &Key) -> bool {
+    let Some(vm) = store.objects.get(vm_key) else {
+        return false;
+    };
+    let Some(requests) = vm
+        .pointer("/status/stateChangeRequests")
+        .and_then(Value::as_array)
+        .filter(|r| !r.is_empty())
+        .cloned()
+    else {
+        return false;
+    };
+    let current_uid = store
+        .objects
+        .get(vmi_key)
+        .map(|vmi| meta_str(vmi, "uid").to_string());
+    let stops_current = requests
+        .iter()
+        .any(|r| r["action"] == "Stop" && r["uid"].as_str() == current_uid.as_deref());
+    if stops_current {
+        store.remove_now(vmi_key);
+    }
+    true
+}
+
+/// Drives one migration through its phases (see the module doc).
+pub fn spawn_migration(shared: &Arc<Shared>, key: Key, uid: String, step: Duration) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        for phase in ["Scheduling", "Running", "Succeeded"] {
+            tokio::time::sleep(step).await;
+            let mut store = shared.store.lock().unwrap();
+            if !advance_migration(&mut store, &key, &uid, phase) {
+                return;
+            }
+        }
+    });
+}
+
+/// Moves migration `key` (still `uid`) to `phase` and updates its VMI; false when the
+/// migration is gone or failed.
+fn advance_migration(store: &mut Store, key: &Key, uid: &str, phase: &str) -> bool {
+    let Some(mut migration) = store.objects.get(key).cloned() else {
+        return false;
+    };
+    if meta_str(&migration, "uid") != uid {
+        return false;
+    }
+    let vmi_name = migration
+        .pointer("/spec/vmiName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let vmi_key: Key = (index("virtualmachineinstances"), key.1.clone(), vmi_name);
+    let vmi = store.objects.get(&vmi_key).cloned();
+    let running = vmi
+        .as_ref()
+        .and_then(|v| v.pointer("/status/phase"))
+        .and_then(Value::as_str)
+        == Some("Running");
+    let Some(mut vmi) = vmi.filter(|_| running) else {
+        migration["status"] = json!({ "phase": "Failed" });
+        store.put(key, migration);
+        return false;
+    };
+    let source = vmi
+        .pointer("/status/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("fake-node-0")
+        .to_string();
+    let target = next_node(&source);
+    match phase {
+        "Running" => {
+            vmi["status"]["migrationState"] = json!({
+                "migrationUid": uid,
+                "sourceNode": source,
+                "targetNode": target,
+                "targetPod": format!("virt-launcher-{}-target", meta_str(&vmi, "name")),
+                "startTimestamp": jiff::Timestamp::now().to_string(),
+                "completed": false,
+                "mode": "PreCopy",
+            });
+            store.put(&vmi_key, vmi);
+        }
+        "Succeeded" => {
+            let state = &mut vmi["status"]["migrationState"];
+            let target = state["targetNode"].as_str().unwrap_or(&target).to_string();
+            state["completed"] = json!(true);
+            state["endTimestamp"] = json!(jiff::Timestamp::now().to_string());
+            vmi["status"]["nodeName"] = json!(target);
+            store.put(&vmi_key, vmi);
+        }
+        _ => {}
+    }
+    migration["status"]["phase"] = json!(phase);
+    store.put(key, migration);
+    true
+}
+
+/// The node after `node` in a three-node fake cluster (`fake-node-0` → `fake-node-1` → ...).
+fn next_node(node: &str) -> String {
+    let n: u32 = node
+        .rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    format!("fake-node-{}", (n + 1) % 3)
+}
