@@ -6,9 +6,12 @@
 //! has it) is false before the workload unit starts and true after, and that the workload's
 //! signal is really there in the guest.
 //!
-//! Needs qemu-system-x86, debootstrap, genisoimage, dpkg-dev, socat and root; without them
-//! each test prints a notice and passes, unless `VIRTWORK_REQUIRE_GUEST_BOOT=1` (CI) makes that
-//! a failure. Measured figures go to stderr and target/tmp/guest/figures.log.
+//! Opt-in (about 50 minutes on two cores): guests boot only with `VIRTWORK_GUEST_BOOT=1`, or
+//! `VIRTWORK_REQUIRE_GUEST_BOOT=1` (CI), never merely because QEMU is installed; without either
+//! the binary prints one line saying so and every guest test passes without booting. Booting
+//! needs qemu-system-x86, debootstrap, genisoimage, dpkg-dev, socat and root; opted in without
+//! them, each test prints a notice and passes, unless `VIRTWORK_REQUIRE_GUEST_BOOT=1` makes
+//! that a failure. Measured figures go to stderr and target/tmp/guest/figures.log.
 
 #[path = "support/guest/mod.rs"]
 mod guest;
@@ -1017,5 +1020,69 @@ mod single {
         if let Err(failure) = detached_disk_scenario() {
             panic!("{failure}");
         }
+    }
+}
+
+/// Who boots guests: the opt-in alone decides, never the tools a machine happens to have.
+mod gate {
+    use super::guest::{Gate, gate};
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    fn tools_present() -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn installed_tools_alone_boot_nothing() {
+        assert_eq!(gate("t", env(&[]), tools_present), Gate::NotRequested);
+        assert_eq!(
+            gate("t", env(&[("VIRTWORK_GUEST_BOOT", "0")]), tools_present),
+            Gate::NotRequested
+        );
+    }
+
+    #[test]
+    fn the_opt_in_boots_when_the_machine_can() {
+        assert_eq!(
+            gate("t", env(&[("VIRTWORK_GUEST_BOOT", "1")]), tools_present),
+            Gate::Run
+        );
+        assert_eq!(
+            gate("t", env(&[("VIRTWORK_GUEST_BOOT", "1")]), || Some(
+                "missing tools: socat".into()
+            )),
+            Gate::Unavailable("missing tools: socat".into())
+        );
+    }
+
+    #[test]
+    fn requiring_the_suite_implies_the_opt_in_and_fails_when_it_cannot_run() {
+        let required = env(&[("VIRTWORK_REQUIRE_GUEST_BOOT", "1")]);
+        assert_eq!(gate("t", &required, tools_present), Gate::Run);
+        assert_eq!(
+            gate("t", &required, || Some("debootstrap needs root".into())),
+            Gate::Required("debootstrap needs root".into())
+        );
+    }
+
+    #[test]
+    fn the_skip_list_applies_only_to_an_opted_in_run() {
+        let listed = env(&[
+            ("VIRTWORK_GUEST_BOOT", "1"),
+            ("VIRTWORK_GUEST_SKIP", "a, t"),
+        ]);
+        assert_eq!(gate("t", &listed, tools_present), Gate::Listed);
+        assert_eq!(gate("b", &listed, tools_present), Gate::Run);
+        assert_eq!(
+            gate("t", env(&[("VIRTWORK_GUEST_SKIP", "t")]), tools_present),
+            Gate::NotRequested
+        );
     }
 }
