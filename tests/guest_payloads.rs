@@ -118,6 +118,9 @@ fn payloads() -> Vec<Payload> {
         ("cpu", &[("profile", "step")]),
         ("cpu", &[("profile", "sine"), ("profile-low", "0")]),
         ("disk", &[("profile", "ramp")]),
+        ("memory", &[("profile", "step")]),
+        ("network", &[("profile", "spike")]),
+        ("database", &[("profile", "sine")]),
     ];
     for family in GuestFamily::ALL {
         for ssh in [false, true] {
@@ -1003,32 +1006,45 @@ fn load_driver_starts_its_clock_once_and_fails_when_the_load_ends() {
 }
 
 #[test]
-fn profiled_cpu_level_script_keeps_stress_ng_running_at_the_level() {
+fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
     if !have("stress-ng") || !have("timeout") {
         return;
     }
-    let rendered = rendered_files("cpu", &[("profile", "step"), ("cpu-method", "matrixprod")]);
-    let script = &rendered["/usr/local/bin/virtwork-cpu-at-level"].content;
-    assert!(
-        script.contains("--cpu-load \"$1\" --cpu-method matrixprod"),
-        "{script}"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("level");
-    executable(&path, script);
-    // Still running after 2 s (timeout's 124): stress-ng accepted the level and kept going.
-    let out = Command::new("timeout")
-        .arg("2")
-        .arg(&path)
-        .arg("5")
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(124),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Small levels: the machine running the tests is shared.
+    for (workload, params, level, fragment) in [
+        (
+            "cpu",
+            &[("profile", "step"), ("cpu-method", "matrixprod")][..],
+            "5",
+            "--cpu-load \"$1\" --cpu-method matrixprod",
+        ),
+        (
+            "memory",
+            &[("profile", "step"), ("vm-method", "flip")][..],
+            "3",
+            "--vm-bytes \"$1\"% --vm-method flip",
+        ),
+    ] {
+        let rendered = rendered_files(workload, params);
+        let script = &rendered[&format!("/usr/local/bin/virtwork-{workload}-at-level")].content;
+        assert!(script.contains(fragment), "{script}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("level");
+        executable(&path, script);
+        // Still running after 2 s (timeout's 124): stress-ng accepted the level and kept going.
+        let out = Command::new("timeout")
+            .arg("2")
+            .arg(&path)
+            .arg(level)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(124),
+            "{workload}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

@@ -175,7 +175,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     // No network needed: ordered after basic system start-up only (the default).
     let mut unit = simple_service("Virtwork CPU stress workload", &exec, 10);
     if load.is_some() {
-        unit = load_profile::with_driver_stop(unit);
+        unit = load_profile::with_driver_settings(unit);
     }
     write_files.push(unit.write_file(UNIT));
     let config = CloudConfig {

@@ -171,7 +171,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         .unit("RequiresMountsFor", MOUNT)
         .service("ExecStartPre", disk.require_command());
     if load.is_some() {
-        unit = load_profile::with_driver_stop(unit);
+        unit = load_profile::with_driver_settings(unit);
     }
     write_files.extend([
         WriteFile::new(

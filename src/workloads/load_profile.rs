@@ -199,10 +199,13 @@ pub fn driven(
     (exec_start, files)
 }
 
-/// A profiled unit stops its load with the driver: SIGTERM to the driver only (it stops the
-/// load's process group itself and exits 0), then the rest of the cgroup.
-pub fn with_driver_stop(unit: Unit) -> Unit {
-    unit.service("KillMode", "mixed")
+/// What a unit running the driver needs: `/var/lib/virtwork` made by systemd and owned by the
+/// unit's user (the start file; the database unit runs as `postgres`), and a stop that goes
+/// through the driver: SIGTERM to it only (it stops the load's process group itself and exits
+/// 0), then SIGKILL to whatever is left in the cgroup.
+pub fn with_driver_settings(unit: Unit) -> Unit {
+    unit.service("StateDirectory", "virtwork")
+        .service("KillMode", "mixed")
 }
 
 /// The text of [`DRIVER`].

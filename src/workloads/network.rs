@@ -5,7 +5,9 @@
 //! iperf3 runs; it tolerates isolated failed runs (an iperf3 server serves one client at a
 //! time, so a run can meet a busy server) but fails after [`MAX_CONSECUTIVE_FAILURES`] in a
 //! row, so a client that cannot reach any server shows as failed rather than running idle.
+//! Under a load profile the clients' levels are bitrates (iperf3 `-b`); servers are unchanged.
 
+use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema};
 use super::scripts::{
     WAIT_TCP, after_network_online, daemon_reload, enable_now, simple_service, strings,
@@ -26,20 +28,27 @@ pub const CLIENT_SCRIPT: &str = "/usr/local/bin/virtwork-network-client.sh";
 /// Failed iperf3 runs in a row after which the client unit fails.
 pub const MAX_CONSECUTIVE_FAILURES: u32 = 6;
 
+/// What a load profile's level means for network.
+pub const LEVELS: LevelScale = LevelScale {
+    meaning: "Mbit/s each client sends in each direction, shared by its streams (iperf3 -b)",
+    max: 100_000,
+    default_low: 100,
+    default_high: 1000,
+};
+
 pub fn schema() -> ParamSchema {
-    ParamSchema::new(
-        NAME,
-        vec![
-            ParamDef::int(
-                "parallel-streams",
-                4,
-                1,
-                128,
-                "iperf3 -P parallel client streams",
-            ),
-            ParamDef::int("test-duration", 60, 1, 86_400, "iperf3 -t seconds per test"),
-        ],
-    )
+    let mut defs = vec![
+        ParamDef::int(
+            "parallel-streams",
+            4,
+            1,
+            128,
+            "iperf3 -P parallel client streams",
+        ),
+        ParamDef::int("test-duration", 60, 1, 86_400, "iperf3 -t seconds per test"),
+    ];
+    defs.extend(load_profile::param_defs(LEVELS));
+    ParamSchema::new(NAME, defs)
 }
 
 /// The fully qualified name of the server Service in `namespace`.
@@ -62,7 +71,32 @@ pub fn client_script(namespace: &str, duration: &str, streams: &str) -> String {
 # virtwork network client: iperf3 runs against the server Service, forever.
 set -uo pipefail
 
-FAILURES=0
+{loop}"#,
+        loop = client_loop(&client_command(namespace, duration, streams)),
+    )
+}
+
+/// The level script of a profiled client: the client loop with each stream capped at its
+/// share of the Mbit/s given as `$1`.
+pub fn level_script(namespace: &str, duration: &str, streams: &str) -> String {
+    format!(
+        r#"#!/bin/bash
+# virtwork network client at one level of its load profile: $1 is the Mbit/s to send.
+set -uo pipefail
+
+PER_STREAM=$(($1 / {streams}))
+if [ "$PER_STREAM" -lt 1 ]; then PER_STREAM=1; fi
+{loop}"#,
+        loop = client_loop(&format!(
+            "{} -b \"${{PER_STREAM}}M\"",
+            client_command(namespace, duration, streams)
+        )),
+    )
+}
+
+fn client_loop(command: &str) -> String {
+    format!(
+        r#"FAILURES=0
 while true; do
   if {command}; then
     FAILURES=0
@@ -76,8 +110,7 @@ while true; do
   fi
   sleep 10
 done
-"#,
-        command = client_command(namespace, duration, streams),
+"#
     )
 }
 
@@ -103,13 +136,35 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     let p = &ctx.params;
     let server_unit = simple_service("Virtwork iperf3 server", "/usr/bin/iperf3 -s", 10)
         .unit("After", "network.target");
-    let client_unit =
-        after_network_online(simple_service("Virtwork iperf3 client", CLIENT_SCRIPT, 10))
+    let (duration, streams) = (p.str("test-duration"), p.str("parallel-streams"));
+    let load = load_profile::from_params(NAME, p, &settings.params, &[])?;
+    let (client_exec, mut client_files) = match &load {
+        None => (
+            CLIENT_SCRIPT.to_string(),
+            vec![WriteFile::new(
+                CLIENT_SCRIPT,
+                client_script(&options.namespace, duration, streams),
+                "0755",
+            )],
+        ),
+        Some(shape) => load_profile::driven(
+            NAME,
+            shape,
+            level_script(&options.namespace, duration, streams),
+        ),
+    };
+    let mut client_unit =
+        after_network_online(simple_service("Virtwork iperf3 client", &client_exec, 10))
             .service(
                 "ExecStartPre",
                 format!("{WAIT_TCP} {} {PORT}", server_host(&options.namespace)),
             )
             .service("TimeoutStartSec", "infinity");
+    if load.is_some() {
+        client_unit = load_profile::with_driver_settings(client_unit);
+    }
+    client_files.insert(0, WriteFile::new(WAIT_TCP, wait_tcp_script(), "0755"));
+    client_files.push(client_unit.write_file(UNIT));
     let server = CloudConfig {
         packages: strings(profile.packages),
         write_files: vec![server_unit.write_file(UNIT)],
@@ -118,19 +173,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     };
     let client = CloudConfig {
         packages: strings(profile.packages),
-        write_files: vec![
-            WriteFile::new(WAIT_TCP, wait_tcp_script(), "0755"),
-            WriteFile::new(
-                CLIENT_SCRIPT,
-                client_script(
-                    &options.namespace,
-                    p.str("test-duration"),
-                    p.str("parallel-streams"),
-                ),
-                "0755",
-            ),
-            client_unit.write_file(UNIT),
-        ],
+        write_files: client_files,
         runcmd: vec![daemon_reload(), enable_now(UNIT)],
         ..Default::default()
     };
