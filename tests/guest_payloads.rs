@@ -922,7 +922,17 @@ fn load_driver_follows_the_schedule_and_resumes_its_clock() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(4500));
+    // Three levels take 3 s by the schedule; a loaded machine gets 10.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while level_log(dir.path())
+        .iter()
+        .filter(|l| l.starts_with("start"))
+        .count()
+        < 3
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let term = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
