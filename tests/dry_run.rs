@@ -655,30 +655,38 @@ fn a_load_profile_shows_its_driver_and_schedule_in_the_user_data() {
     );
 }
 
-/// Bad or contradictory profile params: exit 2, one line naming the param, nothing printed.
+/// Bad or contradictory profile params: exit 2, one line saying what is wrong, nothing printed.
 #[test]
 fn bad_load_profile_params_are_refused_with_one_line() {
-    for (params, what) in [
-        ("cpu.profile=wave", "unknown shape"),
-        ("cpu.profile=step,cpu.profile-period=1d", "bad duration"),
+    for (params, reason) in [
+        (
+            "cpu.profile=wave",
+            "value \"wave\": one of: steady, step, ramp, sine, spike",
+        ),
+        (
+            "cpu.profile=step,cpu.profile-period=1d",
+            "param \"profile-period\" value \"1d\": a duration in seconds",
+        ),
         (
             "cpu.profile=step,cpu.profile-low=95",
-            "low above the default high",
+            "the low level (95) must be below the high level (90)",
         ),
-        ("disk.profile-burst=20s", "profile param without a profile"),
+        (
+            "disk.profile-burst=20s",
+            "param \"profile-burst\" needs a load profile: add disk.profile=step",
+        ),
         (
             "disk.profile=ramp,disk.profile-duty=20",
-            "param of another shape",
+            "param \"profile-duty\" does not apply to profile \"ramp\"",
         ),
         (
             "cpu.profile=sine,cpu.cpu-load-percent=50",
-            "steady intensity next to a profile",
+            "param \"cpu-load-percent\" sets the steady load",
         ),
     ] {
-        assert_refused(
-            &["run", "--dry-run", "--no-audit", "--params", params],
-            &[],
-            what,
-        );
+        let args = ["run", "--dry-run", "--no-audit", "--params", params];
+        assert_refused(&args, &[], params);
+        let stderr = String::from_utf8_lossy(&virtwork(&args, &[]).stderr).to_string();
+        assert!(stderr.contains(reason), "{params}: {stderr}");
     }
 }
