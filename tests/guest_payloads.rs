@@ -1013,6 +1013,18 @@ fn load_driver_starts_its_clock_once_and_fails_when_the_load_ends() {
         .parse()
         .unwrap();
     assert!((before..=now_secs()).contains(&written), "{written}");
+    // A start file that holds no time (a torn write) starts the clock again instead of
+    // failing the unit on every start.
+    fs::write(&start_file, "garb\n").unwrap();
+    let before = now_secs();
+    let (_, out) = run(Command::new(&driver).args([&schedule, &start_file, &level]));
+    assert!(out.contains("level 40 at 0 s of the profile"), "{out}");
+    let rewritten: u64 = fs::read_to_string(&start_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((before..=now_secs()).contains(&rewritten), "{rewritten}");
 }
 
 #[test]

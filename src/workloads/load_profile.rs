@@ -242,12 +242,16 @@ if [ "${#OFFSETS[@]}" -eq 0 ]; then
   exit 1
 fi
 
-if [ ! -s "$START_FILE" ]; then
-  mkdir -p "$(dirname "$START_FILE")"
-  date +%s > "${START_FILE}.new"
-  mv "${START_FILE}.new" "$START_FILE"
-fi
-START=$(cat "$START_FILE")
+# The first start writes the clock's start; a missing or unreadable file starts it again.
+START=$(cat "$START_FILE" 2>/dev/null)
+case "$START" in
+  '' | *[!0-9]*)
+    START=$(date +%s)
+    mkdir -p "$(dirname "$START_FILE")"
+    echo "$START" > "${START_FILE}.new"
+    mv "${START_FILE}.new" "$START_FILE"
+    ;;
+esac
 
 LOAD=""
 NAP=""
