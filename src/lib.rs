@@ -15,6 +15,7 @@ pub mod error;
 pub mod k8s;
 pub mod kubevirt;
 pub(crate) mod labels;
+pub mod loadprofile;
 pub(crate) mod logging;
 pub mod model;
 pub mod plan;

@@ -671,3 +671,67 @@ fn kubectl_applies_the_dry_run_stream() {
         server.schema_violations()
     );
 }
+
+/// `--params cpu.profile=step,...` puts the load driver, the schedule and the level script in
+/// the user-data, and the unit runs the driver.
+#[test]
+fn a_load_profile_shows_its_driver_and_schedule_in_the_user_data() {
+    let (_, stdout, _) = dry_run(&[
+        "--workloads",
+        "cpu",
+        "--params",
+        "cpu.profile=step,cpu.profile-low=20,cpu.profile-high=80,cpu.profile-period=2m,cpu.profile-duty=25",
+    ]);
+    for fragment in [
+        "path: /usr/local/bin/virtwork-load-driver",
+        "path: /etc/virtwork/cpu.schedule",
+        "exec /usr/bin/stress-ng --cpu 0 --cpu-load \"$1\" --cpu-method all --timeout 0",
+        "ExecStart=/usr/local/bin/virtwork-load-driver /etc/virtwork/cpu.schedule /var/lib/virtwork/cpu.profile-start /usr/local/bin/virtwork-cpu-at-level",
+    ] {
+        assert!(stdout.contains(fragment), "{fragment:?} not in:\n{stdout}");
+    }
+    // The schedule: 80 for the first 25 % of every 120 s, then 20.
+    let lines: Vec<&str> = stdout.lines().map(str::trim).collect();
+    assert!(
+        lines
+            .windows(3)
+            .any(|w| w == ["repeat 120", "0 80", "30 20"]),
+        "no schedule in:\n{stdout}"
+    );
+}
+
+/// Bad or contradictory profile params: exit 2, one line saying what is wrong, nothing printed.
+#[test]
+fn bad_load_profile_params_are_refused_with_one_line() {
+    for (params, reason) in [
+        (
+            "cpu.profile=wave",
+            "value \"wave\": one of: steady, step, ramp, sine, spike",
+        ),
+        (
+            "cpu.profile=step,cpu.profile-period=1d",
+            "param \"profile-period\" value \"1d\": a duration in seconds",
+        ),
+        (
+            "cpu.profile=step,cpu.profile-low=95",
+            "the low level (95) must be below the high level (90)",
+        ),
+        (
+            "disk.profile-burst=20s",
+            "param \"profile-burst\" needs a load profile: add disk.profile=step",
+        ),
+        (
+            "disk.profile=ramp,disk.profile-duty=20",
+            "param \"profile-duty\" does not apply to profile \"ramp\"",
+        ),
+        (
+            "cpu.profile=sine,cpu.cpu-load-percent=50",
+            "param \"cpu-load-percent\" sets the steady load",
+        ),
+    ] {
+        let args = ["run", "--dry-run", "--no-audit", "--params", params];
+        assert_refused(&args, &[], params);
+        let stderr = String::from_utf8_lossy(&virtwork(&args, &[]).stderr).to_string();
+        assert!(stderr.contains(reason), "{params}: {stderr}");
+    }
+}

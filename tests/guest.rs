@@ -6,9 +6,12 @@
 //! has it) is false before the workload unit starts and true after, and that the workload's
 //! signal is really there in the guest.
 //!
-//! Needs qemu-system-x86, debootstrap, genisoimage, dpkg-dev, socat and root; without them
-//! each test prints a notice and passes, unless `VIRTWORK_REQUIRE_GUEST_BOOT=1` (CI) makes that
-//! a failure. Measured figures go to stderr and target/tmp/guest/figures.log.
+//! Opt-in (about 50 minutes on two cores): guests boot only with `VIRTWORK_GUEST_BOOT=1`, or
+//! `VIRTWORK_REQUIRE_GUEST_BOOT=1` (CI), never merely because QEMU is installed; without either
+//! the binary prints one line saying so and every guest test passes without booting. Booting
+//! needs qemu-system-x86, debootstrap, genisoimage, dpkg-dev, socat and root; opted in without
+//! them, each test prints a notice and passes, unless `VIRTWORK_REQUIRE_GUEST_BOOT=1` makes
+//! that a failure. Measured figures go to stderr and target/tmp/guest/figures.log.
 
 #[path = "support/guest/mod.rs"]
 mod guest;
@@ -16,6 +19,7 @@ mod guest;
 use std::time::{Duration, Instant};
 
 use guest::{Failure, Guest, VmSpec};
+use virtwork::loadprofile::{Levels, LoadProfile};
 
 /// Boot-to-active budget of one guest under TCG (package installation included).
 const READY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -114,6 +118,104 @@ fn cpu_signal_named(vm: &mut Guest, process: &str) -> Result<String, Failure> {
     vm.check("signal: cpu busy", &format!("pgrep -x {process}"))?;
     Ok(format!(
         "guest CPU busy {busy:.1} % over 10 s ({process} running)"
+    ))
+}
+
+/// The cpu step profile the guest suite boots: 30 s at 90 %, then 30 s at 10 %, repeating.
+const CPU_STEP_PARAMS: &str =
+    "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=60s";
+
+/// (epoch seconds, busy jiffies, total jiffies) per line of `<epoch> <first line of /proc/stat>`.
+fn stat_samples(out: &str) -> Vec<(u64, u64, u64)> {
+    out.lines()
+        .filter_map(|line| {
+            let (epoch, stat) = line.split_once(' ')?;
+            let (busy, total) = cpu_jiffies(stat);
+            Some((epoch.parse().ok()?, busy, total))
+        })
+        .collect()
+}
+
+/// The guest's CPU follows the step profile over two full periods: every 5 s window wholly
+/// inside a phase (from 2 s after its start) is >= 60 % busy in high phases and <= 40 % in low
+/// ones, with the expected level taken from the profile's schedule and the unit's own clock
+/// (its start file); the unit stayed active, never restarted, and logged its level changes.
+fn cpu_step_signal(vm: &mut Guest) -> Result<String, Failure> {
+    let step = "signal: cpu follows the step profile";
+    let levels = Levels { low: 10, high: 90 };
+    let schedule = LoadProfile::step(levels, 60, 50).unwrap().schedule();
+    let start_text = vm.check(step, "cat /var/lib/virtwork/cpu.profile-start")?;
+    let start: u64 = start_text
+        .trim()
+        .parse()
+        .map_err(|_| vm.fail(step, format!("start file holds {start_text:?}")))?;
+    let trace = vm
+        .sh(
+            "for i in $(seq 0 25); do echo \"$(date +%s) $(head -n1 /proc/stat)\"; sleep 5; done",
+            Duration::from_secs(300),
+        )
+        .map_err(|e| vm.fail(step, e))?;
+    let mut lines = Vec::new();
+    let (mut highs, mut lows) = (Vec::new(), Vec::new());
+    for pair in stat_samples(&trace.stdout).windows(2) {
+        let ((t0, busy0, total0), (t1, busy1, total1)) = (pair[0], pair[1]);
+        let (e0, e1) = (t0.saturating_sub(start), t1.saturating_sub(start));
+        let expected = schedule.level_at(e0);
+        let busy = (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64 * 100.0;
+        let whole = schedule.level_at(e0.saturating_sub(2)) == expected
+            && schedule.level_at(e1) == expected;
+        lines.push(format!(
+            "{e0}-{e1} s: expected {expected} %, measured {busy:.0} %{}",
+            if whole {
+                ""
+            } else {
+                " (phase change, not judged)"
+            }
+        ));
+        if whole {
+            if expected == levels.high {
+                &mut highs
+            } else {
+                &mut lows
+            }
+            .push(busy);
+        }
+    }
+    guest::record(&format!(
+        "cpu step profile trace:\n  {}",
+        lines.join("\n  ")
+    ));
+    let min_high = highs.iter().copied().fold(f64::INFINITY, f64::min);
+    let max_low = lows.iter().copied().fold(0.0, f64::max);
+    if highs.len() < 4 || lows.len() < 4 || min_high < 60.0 || max_low > 40.0 {
+        return Err(vm.fail(
+            step,
+            format!(
+                "{} high and {} low windows judged, lowest high {min_high:.0} %, highest low {max_low:.0} %:\n{}",
+                highs.len(),
+                lows.len(),
+                lines.join("\n")
+            ),
+        ));
+    }
+    let unit = vm.check(
+        step,
+        "systemctl show -p ActiveState -p NRestarts virtwork-cpu.service; journalctl -u virtwork-cpu.service -o cat | grep -c '^level '",
+    )?;
+    let changes: u32 = unit
+        .lines()
+        .last()
+        .unwrap_or("0")
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    if !unit.contains("ActiveState=active") || !unit.contains("NRestarts=0") || changes < 4 {
+        return Err(vm.fail(step, format!("unit state and level changes logged: {unit}")));
+    }
+    Ok(format!(
+        "{} high windows >= {min_high:.0} % busy, {} low windows <= {max_low:.0} %, {changes} level changes logged, no restart",
+        highs.len(),
+        lows.len()
     ))
 }
 
@@ -908,6 +1010,16 @@ mod single {
     }
 
     #[test]
+    fn cpu_step_profile_follows_its_schedule() {
+        run_single(
+            "cpu_step_profile_follows_its_schedule",
+            &["--workloads", "cpu", "--params", CPU_STEP_PARAMS],
+            "cpu",
+            cpu_step_signal,
+        );
+    }
+
+    #[test]
     fn memory_holds_most_of_the_guest_ram() {
         run_single(
             "memory_holds_most_of_the_guest_ram",
@@ -1020,5 +1132,69 @@ mod single {
         if let Err(failure) = detached_disk_scenario() {
             panic!("{failure}");
         }
+    }
+}
+
+/// Who boots guests: the opt-in alone decides, never the tools a machine happens to have.
+mod gate {
+    use super::guest::{Gate, gate};
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    fn tools_present() -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn installed_tools_alone_boot_nothing() {
+        assert_eq!(gate("t", env(&[]), tools_present), Gate::NotRequested);
+        assert_eq!(
+            gate("t", env(&[("VIRTWORK_GUEST_BOOT", "0")]), tools_present),
+            Gate::NotRequested
+        );
+    }
+
+    #[test]
+    fn the_opt_in_boots_when_the_machine_can() {
+        assert_eq!(
+            gate("t", env(&[("VIRTWORK_GUEST_BOOT", "1")]), tools_present),
+            Gate::Run
+        );
+        assert_eq!(
+            gate("t", env(&[("VIRTWORK_GUEST_BOOT", "1")]), || Some(
+                "missing tools: socat".into()
+            )),
+            Gate::Unavailable("missing tools: socat".into())
+        );
+    }
+
+    #[test]
+    fn requiring_the_suite_implies_the_opt_in_and_fails_when_it_cannot_run() {
+        let required = env(&[("VIRTWORK_REQUIRE_GUEST_BOOT", "1")]);
+        assert_eq!(gate("t", &required, tools_present), Gate::Run);
+        assert_eq!(
+            gate("t", &required, || Some("debootstrap needs root".into())),
+            Gate::Required("debootstrap needs root".into())
+        );
+    }
+
+    #[test]
+    fn the_skip_list_applies_only_to_an_opted_in_run() {
+        let listed = env(&[
+            ("VIRTWORK_GUEST_BOOT", "1"),
+            ("VIRTWORK_GUEST_SKIP", "a, t"),
+        ]);
+        assert_eq!(gate("t", &listed, tools_present), Gate::Listed);
+        assert_eq!(gate("b", &listed, tools_present), Gate::Run);
+        assert_eq!(
+            gate("t", env(&[("VIRTWORK_GUEST_SKIP", "t")]), tools_present),
+            Gate::NotRequested
+        );
     }
 }

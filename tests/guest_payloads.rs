@@ -10,12 +10,16 @@
 //! - `bash -n` and `shellcheck` accept each script and each `bash -c` one-liner;
 //! - `fio --parse-only` accepts each job file;
 //! - `python3 -m py_compile` accepts each Python script;
-//! - the cpu and memory stress-ng command lines, as rendered, run for 1 s and exit 0.
+//! - the cpu and memory stress-ng command lines, as rendered, run for 1 s and exit 0;
+//! - the load-profile driver, as rendered, follows a schedule with a recording level command,
+//!   resumes its clock from the start file and fails when the load process ends; the cpu level
+//!   script keeps stress-ng running and the disk level script writes rate-limited job files
+//!   that fio parses.
 //!
 //! Each check prints a notice and skips when its tool is absent, and fails instead when
 //! `VIRTWORK_REQUIRE_GUEST_TOOLS=1`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -112,6 +116,13 @@ fn payloads() -> Vec<Payload> {
         ("chaos-disk", &[("mount", "/var/lib/my-chaos.d")]),
         ("chaos-network", &[("target", "10.0.2.100:80")]),
         ("chaos-process", &[("mode", "random"), ("victims", "32")]),
+        // Load profiles: the driver, the schedule and each workload's level script.
+        ("cpu", &[("profile", "step")]),
+        ("cpu", &[("profile", "sine"), ("profile-low", "0")]),
+        ("disk", &[("profile", "ramp")]),
+        ("memory", &[("profile", "step")]),
+        ("network", &[("profile", "spike")]),
+        ("database", &[("profile", "sine")]),
     ];
     for family in GuestFamily::ALL {
         for ssh in [false, true] {
@@ -848,4 +859,259 @@ fn chaos_disk_refuses_a_mount_point_that_is_not_its_data_disk() {
         out.contains("ERROR: data disk /dev/disk/by-id/virtio-absent is missing"),
         "{out}"
     );
+}
+
+/// The rendered write_files of `workload` with `params`, by path.
+fn rendered_files(workload: &str, params: &[(&str, &str)]) -> BTreeMap<String, GuestFile> {
+    let w = Registry::builtin()
+        .create(workload, &settings(params), &options(false))
+        .unwrap();
+    files(&w.userdata(None).unwrap())
+        .into_iter()
+        .map(|f| (f.path.clone(), f))
+        .collect()
+}
+
+/// Writes `text` as an executable file.
+fn executable(path: &Path, text: &str) {
+    fs::write(path, text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A level command that logs `start <level> <pid>` and `stop <level>` (on SIGTERM).
+const RECORDING_LEVEL: &str = "#!/bin/bash\necho \"start $1 $$\" >> \"$(dirname \"$0\")/levels.log\"\nexec 2>/dev/null\ntrap 'echo \"stop $1\" >> \"$(dirname \"$0\")/levels.log\"; exit 0' TERM\nwhile :; do sleep 0.2; done\n";
+
+/// Lines of the recording level command's log.
+fn level_log(dir: &Path) -> Vec<String> {
+    fs::read_to_string(dir.join("levels.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn load_driver_follows_the_schedule_and_resumes_its_clock() {
+    if !have("bash") || !have("setsid") {
+        return;
+    }
+    let rendered = rendered_files("cpu", &[("profile", "step")]);
+    let dir = tempfile::tempdir().unwrap();
+    let driver = dir.path().join("driver");
+    executable(
+        &driver,
+        &rendered["/usr/local/bin/virtwork-load-driver"].content,
+    );
+    let level = dir.path().join("level");
+    executable(&level, RECORDING_LEVEL);
+    // Level 7 for 3 s, then 3 for 1 s, repeating; the unit first started 5 s ago, so the
+    // driver resumes 1 (or 2) s into a period at level 7, not at the profile's start.
+    let schedule = dir.path().join("schedule");
+    fs::write(&schedule, "# test\nrepeat 4\n0 7\n3 3\n").unwrap();
+    let start_file = dir.path().join("state/start");
+    fs::create_dir_all(start_file.parent().unwrap()).unwrap();
+    let started = now_secs() - 5;
+    fs::write(&start_file, format!("{started}\n")).unwrap();
+    let child = Command::new(&driver)
+        .args([&schedule, &start_file, &level])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Three levels take 3 s by the schedule; a loaded machine gets 10.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while level_log(dir.path())
+        .iter()
+        .filter(|l| l.starts_with("start"))
+        .count()
+        < 3
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "driver exit {:?}: {stdout}",
+        out.status
+    );
+    assert!(
+        stdout.starts_with("level 7 at 5 s of the profile") || stdout.starts_with("level 7 at 6 s"),
+        "{stdout}"
+    );
+    let log = level_log(dir.path());
+    let events: Vec<&str> = log
+        .iter()
+        .map(|l| l.rsplit_once(' ').map_or(l.as_str(), |(head, _)| head))
+        .collect();
+    // Started at 7, switched to 3 and back to 7 within 3 s, stopped by SIGTERM at the end.
+    assert!(events.len() >= 5, "{log:?}");
+    assert_eq!(
+        events[..5],
+        ["start 7", "stop", "start 3", "stop", "start 7"][..],
+        "{log:?}"
+    );
+    assert_eq!(log.last().unwrap(), "stop 7", "{log:?}");
+    // Each level ran as a process of its own, and none is left.
+    let pids: BTreeSet<&str> = log
+        .iter()
+        .filter_map(|l| l.strip_prefix("start "))
+        .map(|l| l.split(' ').nth(1).unwrap())
+        .collect();
+    assert!(pids.len() >= 3, "{log:?}");
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "level process {pid} left running"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(&start_file).unwrap(),
+        format!("{started}\n"),
+        "the clock's start is kept"
+    );
+}
+
+#[test]
+fn load_driver_starts_its_clock_once_and_fails_when_the_load_ends() {
+    if !have("bash") || !have("setsid") {
+        return;
+    }
+    let rendered = rendered_files("disk", &[("profile", "step")]);
+    let dir = tempfile::tempdir().unwrap();
+    let driver = dir.path().join("driver");
+    executable(
+        &driver,
+        &rendered["/usr/local/bin/virtwork-load-driver"].content,
+    );
+    let level = dir.path().join("level");
+    executable(&level, "#!/bin/bash\nsleep 0.5\nexit 3\n");
+    let schedule = dir.path().join("schedule");
+    fs::write(&schedule, "repeat 0\n0 40\n").unwrap();
+    let start_file = dir.path().join("new/dir/start");
+    let before = now_secs();
+    let (ok, out) = run(Command::new(&driver).args([&schedule, &start_file, &level]));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("level 40 at 0 s of the profile")
+            && out.contains("ERROR: the load process (level 40) exited with status 3"),
+        "{out}"
+    );
+    let written: u64 = fs::read_to_string(&start_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((before..=now_secs()).contains(&written), "{written}");
+    // A start file that holds no time (a torn write) starts the clock again instead of
+    // failing the unit on every start.
+    fs::write(&start_file, "garb\n").unwrap();
+    let before = now_secs();
+    let (_, out) = run(Command::new(&driver).args([&schedule, &start_file, &level]));
+    assert!(out.contains("level 40 at 0 s of the profile"), "{out}");
+    let rewritten: u64 = fs::read_to_string(&start_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((before..=now_secs()).contains(&rewritten), "{rewritten}");
+}
+
+#[test]
+fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
+    if !have("stress-ng") || !have("timeout") {
+        return;
+    }
+    // Small levels: the machine running the tests is shared.
+    for (workload, params, level, fragment) in [
+        (
+            "cpu",
+            &[("profile", "step"), ("cpu-method", "matrixprod")][..],
+            "5",
+            "--cpu-load \"$1\" --cpu-method matrixprod",
+        ),
+        (
+            "memory",
+            &[("profile", "step"), ("vm-method", "flip")][..],
+            "3",
+            "--vm-bytes \"$1\"% --vm-method flip",
+        ),
+    ] {
+        let rendered = rendered_files(workload, params);
+        let script = &rendered[&format!("/usr/local/bin/virtwork-{workload}-at-level")].content;
+        assert!(script.contains(fragment), "{script}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("level");
+        executable(&path, script);
+        // Still running after 2 s (timeout's 124): stress-ng accepted the level and kept going.
+        let out = Command::new("timeout")
+            .arg("2")
+            .arg(&path)
+            .arg(level)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(124),
+            "{workload}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn profiled_disk_level_script_writes_rate_limited_job_files() {
+    if !have("fio") {
+        return;
+    }
+    let rendered = rendered_files("disk", &[("profile", "step"), ("numjobs", "3")]);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    for job in ["/etc/fio/mixed-rw.fio", "/etc/fio/seq-write.fio"] {
+        fs::write(
+            dir.path().join(Path::new(job).file_name().unwrap()),
+            &rendered[job].content,
+        )
+        .unwrap();
+    }
+    // The rendered script with its paths moved into the temporary directory; the mount guard
+    // (absent here) then stops it right after it wrote the job files.
+    let script = rendered["/usr/local/bin/virtwork-disk-at-level"]
+        .content
+        .replace("/etc/fio/", &format!("{root}/"))
+        .replace("/run/virtwork-disk-jobs", &format!("{root}/rated"))
+        .replace(
+            "/usr/local/bin/virtwork-require-mount",
+            &format!("{root}/no-such-guard"),
+        );
+    let path = dir.path().join("level");
+    executable(&path, &script);
+    let (ok, out) = run(Command::new(&path).arg("1000"));
+    assert!(!ok && out.contains("no-such-guard"), "{out}");
+    for (job, rate) in [
+        ("mixed-rw.fio", "rate_iops=333"),
+        ("seq-write.fio", "rate_iops=500"),
+    ] {
+        let file = dir.path().join("rated").join(job);
+        let text = fs::read_to_string(&file).unwrap();
+        assert!(text.ends_with(&format!("{rate}\n")), "{text}");
+        let (ok, out) = run(Command::new("fio").arg("--parse-only").arg(&file));
+        assert!(ok, "{job}: {out}");
+    }
+    // A level below the number of processes still lets each one do I/O.
+    let (_, _) = run(Command::new(&path).arg("2"));
+    let text = fs::read_to_string(dir.path().join("rated/mixed-rw.fio")).unwrap();
+    assert!(text.ends_with("rate_iops=1\n"), "{text}");
 }

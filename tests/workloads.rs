@@ -1205,7 +1205,7 @@ fn param_errors_name_workload_key_value_and_form() {
     );
     assert_eq!(
         create_err("cpu", &[("cpu-metod", "all")]),
-        "invalid params for workload \"cpu\": unknown param \"cpu-metod\" (did you mean \"cpu-method\"?); known params: cpu-load-percent, cpu-method"
+        "invalid params for workload \"cpu\": unknown param \"cpu-metod\" (did you mean \"cpu-method\"?); known params: cpu-load-percent, cpu-method, profile, profile-burst, profile-duration, profile-duty, profile-high, profile-low, profile-period"
     );
     let err = create_err("cpu", &[("cpu-method", "matrixprd")]);
     assert!(err.contains("(did you mean \"matrixprod\"?)"), "{err}");

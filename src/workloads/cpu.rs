@@ -1,5 +1,7 @@
-//! `cpu`: stress-ng CPU load on every VM, forever (`virtwork-cpu.service`).
+//! `cpu`: stress-ng CPU load on every VM, forever (`virtwork-cpu.service`), constant or
+//! following a load profile (levels are stress-ng's `--cpu-load` percent).
 
+use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema, StrRule};
 use super::scripts::{daemon_reload, enable_now, simple_service, strings};
 use super::{BuildContext, GuestFamily, RolePayload, Workload, WorkloadOptions, WorkloadSettings};
@@ -97,25 +99,35 @@ pub const CPU_METHODS: &[&str] = &[
     "zeta",
 ];
 
+/// What a load profile's level means for cpu.
+pub const LEVELS: LevelScale = LevelScale {
+    meaning: "percent load of each CPU (stress-ng --cpu-load)",
+    max: 100,
+    default_low: 10,
+    default_high: 90,
+};
+
+/// The param that sets the constant load (not read under a profile).
+const STEADY_KEYS: &[&str] = &["cpu-load-percent"];
+
 pub fn schema() -> ParamSchema {
-    ParamSchema::new(
-        NAME,
-        vec![
-            ParamDef::int(
-                "cpu-load-percent",
-                100,
-                1,
-                100,
-                "stress-ng --cpu-load: percent load per CPU",
-            ),
-            ParamDef::string(
-                "cpu-method",
-                "all",
-                StrRule::OneOf(CPU_METHODS),
-                "stress-ng --cpu-method",
-            ),
-        ],
-    )
+    let mut defs = vec![
+        ParamDef::int(
+            "cpu-load-percent",
+            100,
+            1,
+            100,
+            "stress-ng --cpu-load: percent load per CPU",
+        ),
+        ParamDef::string(
+            "cpu-method",
+            "all",
+            StrRule::OneOf(CPU_METHODS),
+            "stress-ng --cpu-method",
+        ),
+    ];
+    defs.extend(load_profile::param_defs(LEVELS));
+    ParamSchema::new(NAME, defs)
 }
 
 /// The stress-ng command line the unit runs.
@@ -140,18 +152,35 @@ pub fn profile(family: GuestFamily) -> Profile {
     }
 }
 
+/// The level script of a profiled cpu unit: stress-ng at the load percent given as `$1`.
+pub fn level_script(method: &str) -> String {
+    format!(
+        "#!/bin/bash\n# virtwork cpu at one level of its load profile: $1 is the load percent of each CPU.\nexec {}\n",
+        command_line("\"$1\"", method)
+    )
+}
+
 pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<Box<dyn Workload>> {
     let ctx = BuildContext::new(NAME, &schema(), settings, options)?;
     let profile = profile(ctx.family);
-    let exec = command_line(
-        ctx.params.str("cpu-load-percent"),
-        ctx.params.str("cpu-method"),
-    );
+    let method = ctx.params.str("cpu-method");
+    let load = load_profile::from_params(NAME, &ctx.params, &settings.params, STEADY_KEYS)?;
+    let (exec, mut write_files) = match &load {
+        None => (
+            command_line(ctx.params.str("cpu-load-percent"), method),
+            Vec::new(),
+        ),
+        Some(shape) => load_profile::driven(NAME, shape, level_script(method)),
+    };
     // No network needed: ordered after basic system start-up only (the default).
-    let unit = simple_service("Virtwork CPU stress workload", &exec, 10);
+    let mut unit = simple_service("Virtwork CPU stress workload", &exec, 10);
+    if load.is_some() {
+        unit = load_profile::with_driver_settings(unit);
+    }
+    write_files.push(unit.write_file(UNIT));
     let config = CloudConfig {
         packages: strings(profile.packages),
-        write_files: vec![unit.write_file(UNIT)],
+        write_files,
         runcmd: vec![daemon_reload(), enable_now(UNIT)],
         ..Default::default()
     };

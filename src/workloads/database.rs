@@ -6,8 +6,10 @@
 //! (`virtwork-database-setup.service`) checks the mount and creates the cluster where the
 //! family needs it; the pgbench unit runs as `postgres`, creates and initialises the `pgbench`
 //! database once (ExecStartPre) and loops, failing when pgbench fails. Every family
-//! difference lives in [`profile`].
+//! difference lives in [`profile`]. Under a load profile the levels are pgbench's target
+//! transactions per second (`--rate`).
 
+use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema};
 use super::scripts::{DataMount, Unit, argv, daemon_reload, enable_now, simple_service, strings};
 use super::{
@@ -15,6 +17,7 @@ use super::{
 };
 use crate::cloudinit::{CloudConfig, WriteFile};
 use crate::error::Result;
+use crate::loadprofile::LoadProfile;
 
 pub const NAME: &str = "database";
 pub const UNIT: &str = "virtwork-database.service";
@@ -27,15 +30,22 @@ pub const BENCH_SCRIPT: &str = "/usr/local/bin/virtwork-db-bench.sh";
 /// Drop-in that ties the package's PostgreSQL unit to the data disk.
 pub const SERVER_DROP_IN: &str = "virtwork-data-disk.conf";
 
+/// What a load profile's level means for database.
+pub const LEVELS: LevelScale = LevelScale {
+    meaning: "transactions per second pgbench aims at (pgbench --rate)",
+    max: 1_000_000,
+    default_low: 50,
+    default_high: 500,
+};
+
 pub fn schema() -> ParamSchema {
-    ParamSchema::new(
-        NAME,
-        vec![
-            ParamDef::int("scale-factor", 50, 1, 100_000, "pgbench -i -s scale factor"),
-            ParamDef::int("clients", 10, 1, 1000, "pgbench -c concurrent clients"),
-            ParamDef::int("duration", 300, 1, 86_400, "pgbench -T seconds per run"),
-        ],
-    )
+    let mut defs = vec![
+        ParamDef::int("scale-factor", 50, 1, 100_000, "pgbench -i -s scale factor"),
+        ParamDef::int("clients", 10, 1, 1000, "pgbench -c concurrent clients"),
+        ParamDef::int("duration", 300, 1, 86_400, "pgbench -T seconds per run"),
+    ];
+    defs.extend(load_profile::param_defs(LEVELS));
+    ParamSchema::new(NAME, defs)
 }
 
 /// How the PostgreSQL cluster comes to exist on the data disk.
@@ -165,13 +175,52 @@ pub fn bench_script(clients: &str, duration: &str) -> String {
 # virtwork database: pgbench TPC-B runs, forever.
 set -euo pipefail
 
-while true; do
-  pgbench -c {clients} -j 2 -T {duration} pgbench
+{loop}"#,
+        loop = bench_loop(clients, duration, ""),
+    )
+}
+
+/// The level script of a profiled unit: the pgbench loop at the transactions per second
+/// given as `$1`.
+pub fn level_script(clients: &str, duration: &str) -> String {
+    format!(
+        r#"#!/bin/bash
+# virtwork database at one level of its load profile: $1 is pgbench's target transactions per second.
+set -euo pipefail
+
+{loop}"#,
+        loop = bench_loop(clients, duration, " --rate \"$1\""),
+    )
+}
+
+fn bench_loop(clients: &str, duration: &str, rate: &str) -> String {
+    format!(
+        r#"while true; do
+  pgbench -c {clients} -j 2 -T {duration}{rate} pgbench
   sleep {pause}
 done
 "#,
         pause = crate::signals::contract::PGBENCH_PAUSE_SECS,
     )
+}
+
+/// The bench unit's ExecStart and its script files: the loop, or under a profile the driver.
+fn bench_exec(
+    load: Option<&LoadProfile>,
+    clients: &str,
+    duration: &str,
+) -> (String, Vec<WriteFile>) {
+    match load {
+        None => (
+            BENCH_SCRIPT.to_string(),
+            vec![WriteFile::new(
+                BENCH_SCRIPT,
+                bench_script(clients, duration),
+                "0755",
+            )],
+        ),
+        Some(shape) => load_profile::driven(NAME, shape, level_script(clients, duration)),
+    }
 }
 
 /// The drop-in for the package's server unit.
@@ -194,7 +243,9 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         .service("RemainAfterExit", "yes")
         .service("ExecStart", SETUP_SCRIPT)
         .service("TimeoutStartSec", "600");
-    let bench_unit = simple_service("Virtwork database benchmark workload", BENCH_SCRIPT, 10)
+    let load = load_profile::from_params(NAME, p, &settings.params, &[])?;
+    let (bench, bench_files) = bench_exec(load.as_ref(), p.str("clients"), p.str("duration"));
+    let mut bench_unit = simple_service("Virtwork database benchmark workload", &bench, 10)
         .unit("Requires", format!("{} {SETUP_UNIT}", profile.server_unit))
         .unit("After", format!("{} {SETUP_UNIT}", profile.server_unit))
         .unit("RequiresMountsFor", profile.data_mount)
@@ -203,6 +254,9 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         .service("ExecStartPre", PREPARE_SCRIPT)
         // pgbench -i of a large scale factor takes minutes.
         .service("TimeoutStartSec", "infinity");
+    if load.is_some() {
+        bench_unit = load_profile::with_driver_settings(bench_unit);
+    }
     let mut write_files = disk.files();
     write_files.extend([
         WriteFile::new(SETUP_SCRIPT, setup_script(&profile), "0755"),
@@ -211,11 +265,9 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             prepare_script(&profile, p.str("scale-factor")),
             "0755",
         ),
-        WriteFile::new(
-            BENCH_SCRIPT,
-            bench_script(p.str("clients"), p.str("duration")),
-            "0755",
-        ),
+    ]);
+    write_files.extend(bench_files);
+    write_files.extend([
         WriteFile::new(
             &format!(
                 "{}/{}.d/{SERVER_DROP_IN}",

@@ -1,8 +1,10 @@
 //! `disk`: fio mixed random and sequential I/O on a dedicated data disk
 //! (`virtwork-disk.service`, disk serial `virtwork-disk` mounted at `/mnt/data` by
 //! `mnt-data.mount`). The unit requires that mount and checks it before every fio run, so a
-//! missing or unmountable disk fails the unit instead of loading the root disk.
+//! missing or unmountable disk fails the unit instead of loading the root disk. Under a load
+//! profile the levels are IOPS, applied as fio's `rate_iops`.
 
+use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema, StrRule};
 use super::scripts::{DataMount, daemon_reload, enable_now, simple_service, strings};
 use super::{
@@ -21,27 +23,37 @@ pub const LOAD_SCRIPT: &str = "/usr/local/bin/virtwork-disk-load.sh";
 pub const MIXED_JOB: &str = "/etc/fio/mixed-rw.fio";
 pub const SEQ_JOB: &str = "/etc/fio/seq-write.fio";
 
+/// What a load profile's level means for disk.
+pub const LEVELS: LevelScale = LevelScale {
+    meaning: "IOPS of the fio runs (fio rate_iops, shared by each job's processes)",
+    max: 1_000_000,
+    default_low: 100,
+    default_high: 2000,
+};
+
+/// Where a profiled unit's level script writes the rate-limited copies of the job files.
+pub const RATED_JOB_DIR: &str = "/run/virtwork-disk-jobs";
+
 pub fn schema() -> ParamSchema {
-    ParamSchema::new(
-        NAME,
-        vec![
-            ParamDef::string(
-                "block-size-rw",
-                "4k",
-                StrRule::BlockSize,
-                "fio bs of the mixed random job",
-            ),
-            ParamDef::string(
-                "block-size-seq",
-                "128k",
-                StrRule::BlockSize,
-                "fio bs of the sequential write job",
-            ),
-            ParamDef::int("rwmixread", 70, 0, 100, "percent reads in the mixed job"),
-            ParamDef::int("numjobs", 4, 1, 256, "fio numjobs of the mixed job"),
-            ParamDef::int("runtime", 300, 1, 604_800, "seconds per fio job run"),
-        ],
-    )
+    let mut defs = vec![
+        ParamDef::string(
+            "block-size-rw",
+            "4k",
+            StrRule::BlockSize,
+            "fio bs of the mixed random job",
+        ),
+        ParamDef::string(
+            "block-size-seq",
+            "128k",
+            StrRule::BlockSize,
+            "fio bs of the sequential write job",
+        ),
+        ParamDef::int("rwmixread", 70, 0, 100, "percent reads in the mixed job"),
+        ParamDef::int("numjobs", 4, 1, 256, "fio numjobs of the mixed job"),
+        ParamDef::int("runtime", 300, 1, 604_800, "seconds per fio job run"),
+    ];
+    defs.extend(load_profile::param_defs(LEVELS));
+    ParamSchema::new(NAME, defs)
 }
 
 fn global_section() -> String {
@@ -73,17 +85,52 @@ pub fn load_script(disk: &DataMount) -> String {
 # virtwork disk: fio mixed random and sequential I/O on the data disk, forever.
 set -euo pipefail
 
-while true; do
+{loop}"#,
+        loop = fio_loop(disk, MIXED_JOB, SEQ_JOB),
+    )
+}
+
+fn fio_loop(disk: &DataMount, mixed: &str, seq: &str) -> String {
+    format!(
+        r#"while true; do
   {require}
-  fio {MIXED_JOB}
+  fio {mixed}
   sleep {pause}
   {require}
-  fio {SEQ_JOB}
+  fio {seq}
   sleep {pause}
 done
 "#,
         require = disk.require_command(),
         pause = crate::signals::contract::FIO_PAUSE_SECS,
+    )
+}
+
+/// The level script of a profiled disk unit: the load loop on copies of the job files that
+/// cap each job's processes at their share of the IOPS given as `$1`.
+pub fn level_script(disk: &DataMount, numjobs: &str) -> String {
+    format!(
+        r#"#!/bin/bash
+# virtwork disk at one level of its load profile: $1 is the IOPS the fio runs may issue.
+set -euo pipefail
+
+LEVEL="$1"
+rate_per_process() {{
+  local rate=$(($1 / $2))
+  if [ "$rate" -lt 1 ]; then rate=1; fi
+  echo "$rate"
+}}
+mkdir -p {RATED_JOB_DIR}
+# Each job file ends with its one job's section, so an appended option applies to that job.
+{{ cat {MIXED_JOB}; echo "rate_iops=$(rate_per_process "$LEVEL" {numjobs})"; }} > {RATED_JOB_DIR}/mixed-rw.fio
+{{ cat {SEQ_JOB}; echo "rate_iops=$(rate_per_process "$LEVEL" 2)"; }} > {RATED_JOB_DIR}/seq-write.fio
+
+{loop}"#,
+        loop = fio_loop(
+            disk,
+            &format!("{RATED_JOB_DIR}/mixed-rw.fio"),
+            &format!("{RATED_JOB_DIR}/seq-write.fio")
+        ),
     )
 }
 
@@ -107,12 +154,27 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     let profile = profile(ctx.family);
     let p = &ctx.params;
     let disk = DataMount::new(SERIAL, MOUNT);
-    let unit = simple_service("Virtwork disk I/O workload", LOAD_SCRIPT, 10)
+    let load = load_profile::from_params(NAME, p, &settings.params, &[])?;
+    let mut write_files = disk.files();
+    let exec = match &load {
+        None => {
+            write_files.push(WriteFile::new(LOAD_SCRIPT, load_script(&disk), "0755"));
+            LOAD_SCRIPT.to_string()
+        }
+        Some(shape) => {
+            let (exec, files) =
+                load_profile::driven(NAME, shape, level_script(&disk, p.str("numjobs")));
+            write_files.extend(files);
+            exec
+        }
+    };
+    let mut unit = simple_service("Virtwork disk I/O workload", &exec, 10)
         .unit("RequiresMountsFor", MOUNT)
         .service("ExecStartPre", disk.require_command());
-    let mut write_files = disk.files();
+    if load.is_some() {
+        unit = load_profile::with_driver_settings(unit);
+    }
     write_files.extend([
-        WriteFile::new(LOAD_SCRIPT, load_script(&disk), "0755"),
         WriteFile::new(
             MIXED_JOB,
             mixed_job(

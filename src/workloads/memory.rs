@@ -1,5 +1,6 @@
 //! `memory`: stress-ng virtual-memory stressors on every VM (`virtwork-memory.service`).
 
+use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema, StrRule};
 use super::scripts::{daemon_reload, enable_now, simple_service, strings};
 use super::{BuildContext, GuestFamily, RolePayload, Workload, WorkloadOptions, WorkloadSettings};
@@ -49,32 +50,42 @@ pub const VM_METHODS: &[&str] = &[
     "zero-one",
 ];
 
+/// What a load profile's level means for memory.
+pub const LEVELS: LevelScale = LevelScale {
+    meaning: "percent of the guest's available memory the workers hold (stress-ng --vm-bytes)",
+    max: 100,
+    default_low: 20,
+    default_high: 80,
+};
+
+/// The param that sets the constant load (not read under a profile).
+const STEADY_KEYS: &[&str] = &["memory-percent"];
+
 pub fn schema() -> ParamSchema {
-    ParamSchema::new(
-        NAME,
-        vec![
-            ParamDef::int(
-                "memory-percent",
-                80,
-                1,
-                100,
-                "stress-ng --vm-bytes as a percent of memory",
-            ),
-            ParamDef::int(
-                "vm-stressors",
-                1,
-                0,
-                1024,
-                "stress-ng --vm workers (0 = one per CPU)",
-            ),
-            ParamDef::string(
-                "vm-method",
-                "all",
-                StrRule::OneOf(VM_METHODS),
-                "stress-ng --vm-method",
-            ),
-        ],
-    )
+    let mut defs = vec![
+        ParamDef::int(
+            "memory-percent",
+            80,
+            1,
+            100,
+            "stress-ng --vm-bytes as a percent of memory",
+        ),
+        ParamDef::int(
+            "vm-stressors",
+            1,
+            0,
+            1024,
+            "stress-ng --vm workers (0 = one per CPU)",
+        ),
+        ParamDef::string(
+            "vm-method",
+            "all",
+            StrRule::OneOf(VM_METHODS),
+            "stress-ng --vm-method",
+        ),
+    ];
+    defs.extend(load_profile::param_defs(LEVELS));
+    ParamSchema::new(NAME, defs)
 }
 
 /// The stress-ng command line the unit runs.
@@ -99,21 +110,36 @@ pub fn profile(family: GuestFamily) -> Profile {
     }
 }
 
+/// The level script of a profiled memory unit: stress-ng holding the percent given as `$1`.
+pub fn level_script(stressors: &str, method: &str) -> String {
+    format!(
+        "#!/bin/bash\n# virtwork memory at one level of its load profile: $1 is the percent of available memory.\nexec {}\n",
+        command_line(stressors, "\"$1\"", method)
+    )
+}
+
 pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<Box<dyn Workload>> {
     let ctx = BuildContext::new(NAME, &schema(), settings, options)?;
     let profile = profile(ctx.family);
     let p = &ctx.params;
-    // `%` is a systemd specifier: the unit needs `%%` for stress-ng to see one `%`.
-    let exec = command_line(
-        p.str("vm-stressors"),
-        p.str("memory-percent"),
-        p.str("vm-method"),
-    )
-    .replace('%', "%%");
-    let unit = simple_service("Virtwork memory stress workload", &exec, 10);
+    let (stressors, method) = (p.str("vm-stressors"), p.str("vm-method"));
+    let load = load_profile::from_params(NAME, p, &settings.params, STEADY_KEYS)?;
+    let (exec, mut write_files) = match &load {
+        // `%` is a systemd specifier: the unit needs `%%` for stress-ng to see one `%`.
+        None => (
+            command_line(stressors, p.str("memory-percent"), method).replace('%', "%%"),
+            Vec::new(),
+        ),
+        Some(shape) => load_profile::driven(NAME, shape, level_script(stressors, method)),
+    };
+    let mut unit = simple_service("Virtwork memory stress workload", &exec, 10);
+    if load.is_some() {
+        unit = load_profile::with_driver_settings(unit);
+    }
+    write_files.push(unit.write_file(UNIT));
     let config = CloudConfig {
         packages: strings(profile.packages),
-        write_files: vec![unit.write_file(UNIT)],
+        write_files,
         runcmd: vec![daemon_reload(), enable_now(UNIT)],
         ..Default::default()
     };

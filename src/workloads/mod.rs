@@ -154,6 +154,7 @@ pub mod cpu;
 pub mod database;
 pub mod disk;
 pub mod family;
+pub mod load_profile;
 pub mod memory;
 pub mod network;
 pub mod params;

@@ -71,8 +71,9 @@ pub fn fail(workload: &str, step: &'static str, detail: impl Into<String>) -> Fa
     }
 }
 
-/// Why the suite cannot run here, or `None` when it can. Without `VIRTWORK_REQUIRE_GUEST_BOOT=1`
-/// a test returns early after printing this; with it, the test fails.
+/// Why the suite cannot run here, or `None` when it can. Asked only once the suite was opted
+/// in to: under `VIRTWORK_GUEST_BOOT=1` a test returns early after printing this; under
+/// `VIRTWORK_REQUIRE_GUEST_BOOT=1` it fails.
 pub fn missing_tools() -> Option<String> {
     let tools = [
         "qemu-system-x86_64",
@@ -99,29 +100,80 @@ pub fn missing_tools() -> Option<String> {
     None
 }
 
-/// Returns true when the test should go on; prints a notice (or panics under
-/// `VIRTWORK_REQUIRE_GUEST_BOOT=1`) when the guest suite cannot run on this machine.
-pub fn available(test: &str) -> bool {
-    // A machine without the time for every guest (CI's budget) names what it leaves out.
-    if let Ok(skip) = std::env::var("VIRTWORK_GUEST_SKIP")
-        && skip.split(',').any(|name| name.trim() == test)
-    {
-        eprintln!("SKIPPED {test}: listed in VIRTWORK_GUEST_SKIP");
-        return false;
+/// The opt-in to the real-guest suite: without it (or `VIRTWORK_REQUIRE_GUEST_BOOT=1`, which
+/// implies it) no guest boots, whatever tools the machine has.
+pub const OPT_IN: &str = "VIRTWORK_GUEST_BOOT";
+/// "Must run, fail when it cannot": what CI sets.
+pub const REQUIRE: &str = "VIRTWORK_REQUIRE_GUEST_BOOT";
+
+/// What one guest test does on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Boot the guests.
+    Run,
+    /// Nobody asked for the suite: pass without booting (the binary says once how to run it).
+    NotRequested,
+    /// Listed in `VIRTWORK_GUEST_SKIP`.
+    Listed,
+    /// Asked for with `VIRTWORK_GUEST_BOOT=1` but impossible here: pass with a notice.
+    Unavailable(String),
+    /// Required with `VIRTWORK_REQUIRE_GUEST_BOOT=1` but impossible here: fail.
+    Required(String),
+}
+
+/// Decides what `test` does from the environment (`env` looks a variable up) and, only when
+/// the suite was asked for, from what the machine lacks (`missing`, see [`missing_tools`]).
+pub fn gate(
+    test: &str,
+    env: impl Fn(&str) -> Option<String>,
+    missing: impl FnOnce() -> Option<String>,
+) -> Gate {
+    let is_one = |name: &str| env(name).as_deref() == Some("1");
+    let required = is_one(REQUIRE);
+    if !required && !is_one(OPT_IN) {
+        return Gate::NotRequested;
     }
-    match missing_tools() {
-        None => true,
-        Some(why) => {
-            if std::env::var("VIRTWORK_REQUIRE_GUEST_BOOT").as_deref() == Ok("1") {
-                panic!(
-                    "{test}: VIRTWORK_REQUIRE_GUEST_BOOT=1 but the guest suite cannot run: {why} (install qemu-system-x86, debootstrap, genisoimage, dpkg-dev, socat)"
-                );
-            }
-            eprintln!(
-                "SKIPPED {test}: {why}; set VIRTWORK_REQUIRE_GUEST_BOOT=1 to make this a failure"
-            );
+    // A machine without the time for every guest (CI's budget) names what it leaves out.
+    if env("VIRTWORK_GUEST_SKIP")
+        .is_some_and(|skip| skip.split(',').any(|name| name.trim() == test))
+    {
+        return Gate::Listed;
+    }
+    match missing() {
+        None => Gate::Run,
+        Some(why) if required => Gate::Required(why),
+        Some(why) => Gate::Unavailable(why),
+    }
+}
+
+/// The one line a test binary prints when its guest tests were not asked for.
+pub const NOT_REQUESTED: &str = "guest suite not run: real guests boot only with VIRTWORK_GUEST_BOOT=1 (as root, with QEMU; about 50 min on two cores), see README.md \"Test tiers\"";
+
+/// Returns true when the test should boot its guests. Otherwise it says why and returns false
+/// (or panics under `VIRTWORK_REQUIRE_GUEST_BOOT=1` when the suite cannot run here).
+pub fn available(test: &str) -> bool {
+    match gate(test, |name| std::env::var(name).ok(), missing_tools) {
+        Gate::Run => true,
+        Gate::NotRequested => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            // Straight to stderr, past the test harness's capture: a passing test's output is
+            // hidden, and this line is for the person who ran `cargo test`.
+            SAID.call_once(|| {
+                let _ = writeln!(std::io::stderr(), "\n{NOT_REQUESTED}");
+            });
             false
         }
+        Gate::Listed => {
+            eprintln!("SKIPPED {test}: listed in VIRTWORK_GUEST_SKIP");
+            false
+        }
+        Gate::Unavailable(why) => {
+            eprintln!("SKIPPED {test}: {why}; set {REQUIRE}=1 to make this a failure");
+            false
+        }
+        Gate::Required(why) => panic!(
+            "{test}: {REQUIRE}=1 but the guest suite cannot run: {why} (install qemu-system-x86, debootstrap, genisoimage, dpkg-dev, socat)"
+        ),
     }
 }
 
