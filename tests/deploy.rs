@@ -884,7 +884,7 @@ struct Ledger {
     used: BTreeSet<usize>,
     /// Every refused request or access review, with where it came from.
     refused: Vec<(AccessAttributes, String)>,
-    /// `group/resource` of every list the list-everything grant allowed.
+    /// `group/resource` of every list in one namespace the list-everything grant allowed.
     listed_by_wildcard: BTreeSet<String>,
 }
 
@@ -904,7 +904,8 @@ fn enforcing(grants: &Arc<Vec<Grant>>, ledger: &Arc<Mutex<Ledger>>) -> support::
                 ledger.refused.push((request.clone(), via.to_string()));
                 false
             } else {
-                if allowed_by.iter().any(|&i| grants[i].is_list_everything()) {
+                let in_a_namespace = !request.namespace.is_empty();
+                if in_a_namespace && allowed_by.iter().any(|&i| grants[i].is_list_everything()) {
                     let kind = format!("{}/{}", request.group, request.rbac_resource());
                     ledger.listed_by_wildcard.insert(kind);
                 }
@@ -1199,8 +1200,9 @@ fn assert_layout_grants_exactly(
 }
 
 /// Any list at all uses the list-everything grant, so "used" says nothing about it: it must
-/// have let some scenario list a kind that no other rule of the layout names (what only
-/// `cleanup --delete-namespace`'s check of every kind reads).
+/// have let some scenario list, inside a namespace, a kind that no other rule of the layout
+/// names (what only `cleanup --delete-namespace`'s check of every kind reads; preflight's
+/// cluster-scoped lists of nodes and StorageClasses do not count).
 fn assert_list_everything_is_needed(cluster: &Enforced, scenarios: &[Scenario]) {
     if !cluster.grants.iter().any(Grant::is_list_everything) {
         return;
@@ -1215,9 +1217,9 @@ fn assert_list_everything_is_needed(cluster: &Enforced, scenarios: &[Scenario]) 
     let beyond: Vec<&String> = listed.difference(&named).collect();
     assert!(
         !beyond.is_empty(),
-        "list on every kind is granted, but no scenario ({}) listed a kind no other rule names \
-         (listed: {listed:?}): the wildcard is for `cleanup --delete-namespace`; name the kinds \
-         instead or add the scenario",
+        "list on every kind is granted, but no scenario ({}) listed in a namespace a kind no \
+         other rule names (listed: {listed:?}): the wildcard is for `cleanup \
+         --delete-namespace`; name the kinds instead or add the scenario",
         scenarios
             .iter()
             .map(|s| s.label)
@@ -1331,6 +1333,59 @@ fn cluster_wide_overlay_grants_exactly_what_virtwork_does_in_any_namespace() {
         ),
     ];
     assert_layout_grants_exactly(CLUSTER_WIDE, &["existing"], scenarios);
+}
+
+/// What the overlay's list on every kind is for: under exactly the shipped rules,
+/// `cleanup --delete-namespace` reads a custom resource nobody named in any rule and keeps the
+/// namespace virtwork created because of it (exit 1), with nothing refused and the object
+/// and the namespace still there.
+#[test]
+fn cluster_wide_overlay_lets_delete_namespace_see_a_custom_resource_and_keep_the_namespace() {
+    let Some(docs) = CLUSTER_WIDE.render() else {
+        return;
+    };
+    let cluster = Enforced::start(CLUSTER_WIDE, docs, &[]);
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let (out, refused) = cluster.run(&args(&[
+        "run",
+        "--namespace",
+        "fresh",
+        "--no-wait",
+        "--workloads",
+        "cpu",
+    ]));
+    let out = out.expect("run finished");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(refused.is_empty(), "{refused:?}");
+    cluster.server.insert(serde_json::json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "blue", "namespace": "fresh"},
+        "spec": {"size": 3}
+    }));
+    let (out, refused) = cluster.run(&args(&[
+        "cleanup",
+        "--namespace",
+        "fresh",
+        "--yes",
+        "--delete-namespace",
+    ]));
+    let out = out.expect("cleanup finished");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(refused.is_empty(), "RBAC refused {refused:?}:\n{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "kept namespace fresh: it holds 1 object(s) virtwork does not manage: Widget blue"
+        ),
+        "{stderr}"
+    );
+    assert!(cluster.server.get("namespaces", "", "fresh").is_some());
+    assert!(cluster.server.get("widgets", "fresh", "blue").is_some());
 }
 
 /// The default layout confines virtwork: across all namespaces, or in any namespace but its
