@@ -606,18 +606,25 @@ struct Layout {
     dir: &'static str,
     /// The file its grants are written in (named in failure messages).
     rbac_file: &'static str,
+    /// Whether it grants `list` on every resource of every group (one ClusterRole rule, the
+    /// only wildcard any layout may hold): `cleanup --delete-namespace` keeps a namespace
+    /// unless it can list every namespaced kind discovery shows, custom resources included,
+    /// and no list of names can cover kinds that do not exist yet.
+    lists_every_kind: bool,
 }
 
 /// The default: a Role in the VM namespace, a minimal ClusterRole.
 const NAMESPACED: Layout = Layout {
     dir: "deploy",
     rbac_file: "deploy/rbac.yaml",
+    lists_every_kind: false,
 };
 
 /// The opt-in overlay for work in every namespace.
 const CLUSTER_WIDE: Layout = Layout {
     dir: "deploy/overlays/cluster-wide",
     rbac_file: "deploy/overlays/cluster-wide/rbac.yaml",
+    lists_every_kind: true,
 };
 
 impl Layout {
@@ -642,21 +649,33 @@ struct Grant {
 }
 
 impl Grant {
-    /// RBAC's rule match (k8s.io/kubernetes rbac `RuleAllows`) within the binding's scope.
+    /// RBAC's rule match (k8s.io/kubernetes rbac `RuleAllows`) within the binding's scope. A
+    /// `*` group or resource (only [`Grant::is_list_everything`] passes [`grants_of`]) matches
+    /// every group or resource, subresources and cluster-scoped ones included, as in RBAC.
     fn allows(&self, request: &AccessAttributes) -> bool {
         self.namespace
             .as_ref()
             .is_none_or(|ns| *ns == request.namespace)
-            && self.group == request.group
-            && self.resource == request.rbac_resource()
+            && (self.group == "*" || self.group == request.group)
+            && (self.resource == "*" || self.resource == request.rbac_resource())
             && self.verb == request.verb
             && (self.resource_names.is_empty() || self.resource_names.contains(&request.name))
     }
 
+    /// `list` on every resource of every group, everywhere: the one wildcard a layout with
+    /// [`Layout::lists_every_kind`] may grant.
+    fn is_list_everything(&self) -> bool {
+        self.namespace.is_none()
+            && self.group == "*"
+            && self.resource == "*"
+            && self.verb == "list"
+            && self.resource_names.is_empty()
+    }
+
     /// Whether every request this grant allows is also allowed by `other`.
     fn is_covered_by(&self, other: &Grant) -> bool {
-        self.group == other.group
-            && self.resource == other.resource
+        (other.group == "*" || self.group == other.group)
+            && (other.resource == "*" || self.resource == other.resource)
             && self.verb == other.verb
             && (other.namespace.is_none() || other.namespace == self.namespace)
             && (other.resource_names.is_empty()
@@ -716,8 +735,9 @@ fn namespace_of(doc: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// Every grant the rendered layout gives the tool's ServiceAccount. Fails on wildcards, on a
-/// binding for anyone else, on a dangling roleRef and on a role nothing binds.
+/// Every grant the rendered layout gives the tool's ServiceAccount. Fails on wildcards (but the
+/// one [`Layout::lists_every_kind`] requires), on a binding for anyone else, on a dangling
+/// roleRef and on a role nothing binds.
 fn grants_of(layout: Layout, docs: &[Value]) -> Vec<Grant> {
     let (sa_namespace, sa_name) = tool_identity(docs);
     let file = layout.rbac_file;
@@ -786,19 +806,16 @@ fn grants_of(layout: Layout, docs: &[Value]) -> Vec<Grant> {
             for group in strings_at(rule, "apiGroups") {
                 for resource in strings_at(rule, "resources") {
                     for verb in strings_at(rule, "verbs") {
-                        assert!(
-                            ![&group, &resource, &verb].iter().any(|v| v.contains('*')),
-                            "{file}: {role_label} rule {index} has a wildcard: name each \
-                             group, resource and verb"
-                        );
-                        grants.push(Grant {
+                        let grant = Grant {
                             origin: format!("{role_label} rule {index} ({binding_label})"),
                             namespace: binding_namespace.clone(),
                             group: group.clone(),
                             resource: resource.clone(),
                             verb,
                             resource_names: resource_names.clone(),
-                        });
+                        };
+                        assert_no_wildcard_but_list_everything(layout, role_kind, &grant);
+                        grants.push(grant);
                     }
                 }
             }
@@ -819,6 +836,13 @@ fn grants_of(layout: Layout, docs: &[Value]) -> Vec<Grant> {
         }
     }
     assert!(!grants.is_empty(), "{file}: no grants rendered");
+    assert_eq!(
+        grants.iter().any(Grant::is_list_everything),
+        layout.lists_every_kind,
+        "{file}: this layout must {}grant `apiGroups: [\"*\"], resources: [\"*\"], verbs: \
+         [list]` in its ClusterRole (cleanup --delete-namespace's check of every kind)",
+        if layout.lists_every_kind { "" } else { "not " }
+    );
     // A grant another one already covers is a second place to forget when narrowing.
     for (i, grant) in grants.iter().enumerate() {
         for (j, other) in grants.iter().enumerate() {
@@ -831,6 +855,28 @@ fn grants_of(layout: Layout, docs: &[Value]) -> Vec<Grant> {
     grants
 }
 
+/// Fails on a wildcard in a grant's group, resource or verb, but for `list` on everything
+/// from a ClusterRole bound cluster-wide in a layout that [`Layout::lists_every_kind`].
+fn assert_no_wildcard_but_list_everything(layout: Layout, role_kind: &str, grant: &Grant) {
+    let file = layout.rbac_file;
+    let wildcard = [&grant.group, &grant.resource, &grant.verb]
+        .iter()
+        .any(|v| v.contains('*'));
+    if !wildcard {
+        return;
+    }
+    assert!(
+        layout.lists_every_kind,
+        "{file}: {grant} has a wildcard: name each group, resource and verb"
+    );
+    assert!(
+        role_kind == "ClusterRole" && grant.is_list_everything(),
+        "{file}: {grant} has a wildcard; the only one allowed is a ClusterRole rule bound by \
+         a ClusterRoleBinding with exactly `apiGroups: [\"*\"], resources: [\"*\"], verbs: \
+         [list]` and no resourceNames: name each group, resource and verb of every other rule"
+    );
+}
+
 /// What the test API server's RBAC policy decided, kept for the assertions.
 #[derive(Debug, Default)]
 struct Ledger {
@@ -838,6 +884,8 @@ struct Ledger {
     used: BTreeSet<usize>,
     /// Every refused request or access review, with where it came from.
     refused: Vec<(AccessAttributes, String)>,
+    /// `group/resource` of every list in one namespace the list-everything grant allowed.
+    listed_by_wildcard: BTreeSet<String>,
 }
 
 /// Faults that make the server enforce exactly `grants`, recording into `ledger`.
@@ -856,6 +904,11 @@ fn enforcing(grants: &Arc<Vec<Grant>>, ledger: &Arc<Mutex<Ledger>>) -> support::
                 ledger.refused.push((request.clone(), via.to_string()));
                 false
             } else {
+                let in_a_namespace = !request.namespace.is_empty();
+                if in_a_namespace && allowed_by.iter().any(|&i| grants[i].is_list_everything()) {
+                    let kind = format!("{}/{}", request.group, request.rbac_resource());
+                    ledger.listed_by_wildcard.insert(kind);
+                }
                 ledger.used.extend(allowed_by);
                 true
             }
@@ -1143,6 +1196,7 @@ fn assert_layout_grants_exactly(
         );
     }
     let used = cluster.ledger.lock().unwrap().used.clone();
+    assert_list_everything_is_needed(&cluster, &scenarios);
     let unused: Vec<String> = cluster
         .grants
         .iter()
@@ -1159,6 +1213,35 @@ fn assert_layout_grants_exactly(
             .collect::<Vec<_>>()
             .join(", "),
         unused.join("\n")
+    );
+}
+
+/// Any list at all uses the list-everything grant, so "used" says nothing about it: it must
+/// have let some scenario list, inside a namespace, a kind that no other rule of the layout
+/// names (what only `cleanup --delete-namespace`'s check of every kind reads; preflight's
+/// cluster-scoped lists of nodes and StorageClasses do not count).
+fn assert_list_everything_is_needed(cluster: &Enforced, scenarios: &[Scenario]) {
+    if !cluster.grants.iter().any(Grant::is_list_everything) {
+        return;
+    }
+    let named: BTreeSet<String> = cluster
+        .grants
+        .iter()
+        .filter(|g| !g.is_list_everything())
+        .map(|g| format!("{}/{}", g.group, g.resource))
+        .collect();
+    let listed = cluster.ledger.lock().unwrap().listed_by_wildcard.clone();
+    let beyond: Vec<&String> = listed.difference(&named).collect();
+    assert!(
+        !beyond.is_empty(),
+        "list on every kind is granted, but no scenario ({}) listed in a namespace a kind no \
+         other rule names (listed: {listed:?}): the wildcard is for `cleanup \
+         --delete-namespace`; name the kinds instead or add the scenario",
+        scenarios
+            .iter()
+            .map(|s| s.label)
+            .collect::<Vec<_>>()
+            .join(", ")
     );
 }
 
@@ -1277,6 +1360,59 @@ fn cluster_wide_overlay_grants_exactly_what_virtwork_does_in_any_namespace() {
         ),
     ];
     assert_layout_grants_exactly(CLUSTER_WIDE, &["existing"], scenarios);
+}
+
+/// What the overlay's list on every kind is for: under exactly the shipped rules,
+/// `cleanup --delete-namespace` reads a custom resource nobody named in any rule and keeps the
+/// namespace virtwork created because of it (exit 1), with nothing refused and the object
+/// and the namespace still there.
+#[test]
+fn cluster_wide_overlay_lets_delete_namespace_see_a_custom_resource_and_keep_the_namespace() {
+    let Some(docs) = CLUSTER_WIDE.render() else {
+        return;
+    };
+    let cluster = Enforced::start(CLUSTER_WIDE, docs, &[]);
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let (out, refused) = cluster.run(&args(&[
+        "run",
+        "--namespace",
+        "fresh",
+        "--no-wait",
+        "--workloads",
+        "cpu",
+    ]));
+    let out = out.expect("run finished");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(refused.is_empty(), "{refused:?}");
+    cluster.server.insert(serde_json::json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "blue", "namespace": "fresh"},
+        "spec": {"size": 3}
+    }));
+    let (out, refused) = cluster.run(&args(&[
+        "cleanup",
+        "--namespace",
+        "fresh",
+        "--yes",
+        "--delete-namespace",
+    ]));
+    let out = out.expect("cleanup finished");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(refused.is_empty(), "RBAC refused {refused:?}:\n{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "kept namespace fresh: it holds 1 object(s) virtwork does not manage: Widget blue"
+        ),
+        "{stderr}"
+    );
+    assert!(cluster.server.get("namespaces", "", "fresh").is_some());
+    assert!(cluster.server.get("widgets", "fresh", "blue").is_some());
 }
 
 /// The default layout confines virtwork: across all namespaces, or in any namespace but its
@@ -1527,6 +1663,7 @@ fn monitoring_rbac_grants_verify_the_service_proxy_and_route_and_nothing_else() 
             Layout {
                 dir: "deploy",
                 rbac_file: file,
+                lists_every_kind: false,
             },
             &docs,
         );
