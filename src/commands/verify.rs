@@ -19,6 +19,10 @@ use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{OutputFormat, Window};
 use crate::signals::contract::{Check, checks};
+use crate::verify::alerts::{
+    FiredAlert, alerts_query, expectation_failure, expectations, fired_alerts,
+    text_section as alerts_text,
+};
 use crate::verify::evaluate::{QueryAnswer, SeriesFacts, facts_query};
 use crate::verify::prometheus::{PrometheusApi, discover};
 use crate::verify::{
@@ -68,36 +72,98 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     if results.is_empty() {
         return Err(nothing_to_verify(namespace, run_id));
     }
+    let alerts = match settings.alerts.wanted() {
+        true => Some(read_alerts(&api, &results, settings.window, &cancel).await?),
+        false => None,
+    };
+    let expectations = alerts
+        .as_deref()
+        .map(|fired| expectations(&settings.alerts, fired))
+        .unwrap_or_default();
     let text = match settings.output {
-        OutputFormat::Json => format!(
-            "{}\n",
-            json_report(
+        OutputFormat::Json => {
+            let mut doc = json_report(
                 namespace,
                 run_id,
                 &results,
                 &api.describe,
                 settings.window,
-                rounds
-            )
-        ),
-        OutputFormat::Text => text_report(
-            &results,
-            &api.describe,
-            settings.window,
-            settings.show_queries,
-        ),
+                rounds,
+            );
+            if let Some(fired) = &alerts {
+                doc["alerts"] = serde_json::json!({"fired": fired, "expectations": expectations});
+                let met = expectations.iter().all(|e| e.met);
+                doc["passed"] = serde_json::json!(doc["passed"] == true && met);
+            }
+            format!("{doc}\n")
+        }
+        OutputFormat::Text => {
+            let mut text = text_report(
+                &results,
+                &api.describe,
+                settings.window,
+                settings.show_queries,
+            );
+            if let Some(fired) = &alerts {
+                text.push_str(&alerts_text(fired, &expectations, settings.window));
+            }
+            text
+        }
     };
     super::write_stdout(&text)?;
+    outcome(settings, &results, &expectations)
+}
+
+/// Exit status: the signals' failure first, then an unmet alert expectation.
+fn outcome(
+    settings: &VerifySettings,
+    results: &[VmResult],
+    expectations: &[crate::verify::alerts::Expectation],
+) -> Result<()> {
     let still_missing = results.iter().any(|r| r.missing().next().is_some());
-    match failure_message(&results, settings.window) {
-        Some(message) => Err(Error::runtime(match settings.wait {
+    let failure = failure_message(results, settings.window)
+        .map(|message| match settings.wait {
             Some(t) if still_missing => {
                 format!("{message}; still missing after --timeout {}s", t.as_secs())
             }
             _ => message,
-        })),
+        })
+        .or_else(|| expectation_failure(expectations, settings.window));
+    match failure {
+        Some(message) => Err(Error::runtime(message)),
         None => Ok(()),
     }
+}
+
+/// The alerts that fired for the VMs during the window: one query per namespace.
+async fn read_alerts(
+    api: &PrometheusApi,
+    results: &[VmResult],
+    window: Window,
+    cancel: &CancellationToken,
+) -> Result<Vec<FiredAlert>> {
+    let mut by_namespace: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for r in results {
+        by_namespace
+            .entry(r.target.facts.namespace.as_str())
+            .or_default()
+            .push(r.target.facts.name.as_str());
+    }
+    let policy = RetryPolicy::until(Instant::now() + LAST_ROUND_GRACE);
+    let mut fired = Vec::new();
+    for (namespace, names) in by_namespace {
+        let query = alerts_query(namespace, &names, window);
+        match api.query(&query, &policy, cancel).await? {
+            QueryAnswer::Facts(facts) => fired.extend(fired_alerts(&facts, window)),
+            QueryAnswer::Value(_) => {}
+            QueryAnswer::Rejected { error_type, error } => {
+                return Err(Error::runtime(format!(
+                    "reading ALERTS: Prometheus rejected the query ({error_type}): {error}"
+                )));
+            }
+        }
+    }
+    Ok(fired)
 }
 
 /// Prometheus as the settings name it: found through the API server's service proxy, or

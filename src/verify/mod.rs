@@ -6,6 +6,7 @@
 //! text table and JSON document (pure). Must not: talk to the cluster (commands/verify.rs
 //! lists the VMs) or decide exit codes (the command does).
 
+pub mod alerts;
 pub mod evaluate;
 pub mod kit;
 pub mod prometheus;
