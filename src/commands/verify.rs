@@ -1,10 +1,15 @@
 //! `virtwork verify`: lists the run's VMs (label-selected, paginated, like status), finds
-//! Prometheus, queries each VM's expected signals and prints the verdicts; with `--wait` it
-//! polls until every expected signal is present or the timeout passes.
+//! Prometheus, queries each running VM's expected signals (value and the facts of the series
+//! behind it), loads catalog VMs' signals from the local catalog, and prints the verdicts;
+//! with `--wait` it polls until every expected signal is present or `--timeout` has passed
+//! (the last round runs at the deadline); with `--alerts` it adds the alerts that fired.
 //!
-//! Exit codes: 0 every expected signal present; 1 one missing (the error line names the VM
-//! and the signal), Prometheus or the cluster unreachable, or no VMs found; 2 bad input
-//! (flags are parsed and files read before any request). Read-only on the cluster.
+//! Exit codes: 0 every expected signal present (at least one expected) and every alert
+//! expectation met; 1 one missing (the error line names the VM and the signal), nothing
+//! expected in the window, an alert expectation unmet, Prometheus or the cluster
+//! unreachable, or no VMs found; 2 bad input (flags are parsed and files read before any
+//! request; a `--window` shorter than two scrape intervals once they are known). Read-only
+//! on the cluster.
 
 use std::time::Duration;
 
