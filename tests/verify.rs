@@ -406,7 +406,9 @@ fn verify_sends_only_label_selected_lists_and_proxy_gets() {
         NS,
         "run",
         "--workloads",
-        "cpu",
+        "cpu,memory",
+        "--vm-count",
+        "5",
         "--timeout",
         "60",
     ]);
@@ -414,6 +416,15 @@ fn verify_sends_only_label_selected_lists_and_proxy_gets() {
     env.server.clear_request_log();
     let out = env.run(&["--namespace", NS, "verify", "--window", "1m"]);
     assert_eq!(out.status.code(), Some(1), "no data means missing");
+    // Queries are grouped by namespace and signal, not sent per VM: one probe, then a value
+    // and a facts query for each of the two signals, for all ten VMs.
+    let queries = env
+        .server
+        .request_log()
+        .iter()
+        .filter(|r| r.path.contains("prometheus-k8s") && r.path.ends_with("/api/v1/query"))
+        .count();
+    assert_eq!(queries, 1 + 2 * 2, "{:#?}", env.server.request_log());
     assert!(
         text(&out.stderr).contains("virtwork-cpu-0 signal vcpu-busy (no data)"),
         "{}",

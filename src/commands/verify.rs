@@ -11,6 +11,7 @@
 //! request; a `--window` shorter than two scrape intervals once they are known). Read-only
 //! on the cluster.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -23,12 +24,14 @@ use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
 use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{OutputFormat, Window};
-use crate::signals::contract::{Check, checks};
+use crate::signals::contract::{Check, SignalGroup, checks, group_queries};
 use crate::verify::alerts::{
     FiredAlert, alerts_query, expectation_failure, expectations, fired_alerts,
     text_section as alerts_text,
 };
-use crate::verify::evaluate::{QueryAnswer, SeriesFacts, facts_query};
+use crate::verify::evaluate::{
+    QueryAnswer, SeriesFacts, facts_by_name, group_facts_query, group_value_query, values_by_name,
+};
 use crate::verify::prometheus::{PrometheusApi, discover};
 use crate::verify::{
     Answered, LocalCatalog, Target, VmResult, catalog_names, failure_message, json_report,
@@ -147,7 +150,7 @@ async fn read_alerts(
     window: Window,
     cancel: &CancellationToken,
 ) -> Result<Vec<FiredAlert>> {
-    let mut by_namespace: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    let mut by_namespace: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for r in results {
         by_namespace
             .entry(r.target.facts.namespace.as_str())
@@ -277,9 +280,11 @@ fn poll_interval(window: Window) -> Duration {
     Duration::from_secs((window.as_secs() / 4).clamp(1, 15))
 }
 
-/// Queries every check of every running target (bounded concurrency, results in target
-/// order): its value and its series' facts. VMs that are not running, and catalog VMs
-/// without a matching local entry, are judged without a query.
+/// Queries every check of every running target and judges the answers (results in target
+/// order). Built-in signals are queried by group (one value query and one facts query per
+/// namespace, signal and mount, whatever the number of VMs); catalog signals one by one.
+/// VMs that are not running, and catalog VMs without a matching local entry, are judged
+/// without a query.
 async fn evaluate(
     api: &PrometheusApi,
     targets: Vec<Target>,
@@ -293,8 +298,32 @@ async fn evaluate(
         .filter(|(_, t)| t.unverifiable.is_none() && not_running(t).is_none())
         .flat_map(|(i, t)| checks(&t.facts, window).into_iter().map(move |c| (i, c)))
         .collect();
+    let groups: BTreeSet<SignalGroup> = jobs
+        .iter()
+        .filter(|(_, c)| c.threshold.is_some())
+        .filter_map(|(_, c)| c.group.clone())
+        .collect();
+    let grouped: Vec<Result<(SignalGroup, GroupAnswer)>> = futures::stream::iter(groups)
+        .map(|g| async move {
+            let answer = answer_group(api, &g, window, policy, cancel).await?;
+            Ok((g, answer))
+        })
+        .buffered(QUERY_CONCURRENCY)
+        .collect()
+        .await;
+    let grouped: BTreeMap<SignalGroup, GroupAnswer> = grouped.into_iter().collect::<Result<_>>()?;
     let answers: Vec<Result<(usize, Answered)>> = futures::stream::iter(jobs)
-        .map(|(i, check)| async move { Ok((i, answer(api, check, window, policy, cancel).await?)) })
+        .map(|(i, check)| {
+            let name = targets[i].facts.name.as_str();
+            let group = check.group.as_ref().and_then(|g| grouped.get(g));
+            async move {
+                let answered = match group {
+                    Some(answer) => answer.for_vm(check, name),
+                    None => answer_single(api, check, policy, cancel).await?,
+                };
+                Ok((i, answered))
+            }
+        })
         .buffered(QUERY_CONCURRENCY)
         .collect()
         .await;
@@ -322,11 +351,60 @@ async fn evaluate(
     Ok(results)
 }
 
-/// One check's value and, for built-in signals, its series' facts (two queries at once).
-async fn answer(
+/// What a group's two queries said, by VM name.
+struct GroupAnswer {
+    values: BTreeMap<String, f64>,
+    facts: BTreeMap<String, SeriesFacts>,
+    /// Prometheus rejected the value query: its message, for every VM of the group.
+    error: Option<String>,
+}
+
+impl GroupAnswer {
+    /// One VM's share: its value and its series' facts (none: no series at all).
+    fn for_vm(&self, check: Check, name: &str) -> Answered {
+        Answered {
+            check,
+            observed: self.values.get(name).copied(),
+            facts: Some(self.facts.get(name).copied().unwrap_or_default()),
+            error: self.error.clone(),
+        }
+    }
+}
+
+/// A group's value and facts queries, sent together.
+async fn answer_group(
+    api: &PrometheusApi,
+    group: &SignalGroup,
+    window: Window,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<GroupAnswer> {
+    let q = group_queries(group, window);
+    let value_query = group_value_query(&q.value);
+    let facts_query = group_facts_query(&q.series, &q.relabelled, window);
+    let (value, facts) = futures::join!(
+        api.query(&value_query, policy, cancel),
+        api.query(&facts_query, policy, cancel)
+    );
+    let (value, facts) = (value?, facts?);
+    let error = match &value {
+        QueryAnswer::Rejected { error_type, error } => Some(format!(
+            "Prometheus rejected the query ({error_type}): {error}"
+        )),
+        _ => None,
+    };
+    Ok(GroupAnswer {
+        values: values_by_name(&value),
+        facts: facts_by_name(&facts),
+        error,
+    })
+}
+
+/// One check queried alone (catalog signals: their templates may read anything, so no
+/// facts are gathered); a check not expected in the window is not queried.
+async fn answer_single(
     api: &PrometheusApi,
     check: Check,
-    window: Window,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<Answered> {
@@ -338,34 +416,23 @@ async fn answer(
             error: None,
         });
     }
-    let facts_query = facts_query(&check, window);
-    let (value, facts) = futures::join!(api.query(&check.query, policy, cancel), async {
-        match &facts_query {
-            Some(q) => api.query(q, policy, cancel).await.map(Some),
-            None => Ok(None),
-        }
-    });
-    let facts = facts?.map(|answer| SeriesFacts::from_answer(&answer));
-    Ok(match value? {
-        QueryAnswer::Rejected { error_type, error } => Answered {
-            check,
-            observed: None,
-            facts,
-            error: Some(format!(
+    let (observed, error) = match api.query(&check.query, policy, cancel).await? {
+        QueryAnswer::Rejected { error_type, error } => (
+            None,
+            Some(format!(
                 "Prometheus rejected the query ({error_type}): {error}"
             )),
-        },
-        QueryAnswer::Value(observed) => Answered {
-            check,
-            observed,
-            facts,
-            error: None,
-        },
-        QueryAnswer::Facts(_) => Answered {
-            check,
-            observed: None,
-            facts,
-            error: Some("Prometheus answered the signal's query with fact labels".into()),
-        },
+        ),
+        QueryAnswer::Value(observed) => (observed, None),
+        QueryAnswer::Facts(_) => (
+            None,
+            Some("the query's answer carries virtwork's own fact label".into()),
+        ),
+    };
+    Ok(Answered {
+        check,
+        observed,
+        facts: None,
+        error,
     })
 }
