@@ -1169,3 +1169,92 @@ fn alert_rules_evaluated_by_prometheus_are_checked_against_the_load() {
         "{stderr}"
     );
 }
+
+/// Benchmark (ignored; run with `--ignored --nocapture`): verify on 1,000 VMs of mixed
+/// workloads against the real Prometheus: wall time, queries sent, peak RSS.
+#[test]
+#[ignore]
+fn bench_verify_1000_vms() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(
+        &env,
+        "cpu,memory,disk,network",
+        &[
+            "--vm-count",
+            "250",
+            "--qps",
+            "1000",
+            "--burst",
+            "1000",
+            "--no-wait",
+        ],
+    );
+    assert!(
+        prometheus.wait_for_series(
+            "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+            1000,
+            Duration::from_secs(300)
+        ),
+        "{}",
+        prometheus.log()
+    );
+    std::thread::sleep(Duration::from_secs(35));
+    env.server.clear_request_log();
+    let cmd = env.command(&[
+        "--namespace",
+        NS,
+        "--qps",
+        "1000",
+        "--burst",
+        "1000",
+        "verify",
+        "--window",
+        "30s",
+    ]);
+    let program = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let started = std::time::Instant::now();
+    let out = cmd_with_time(&env, &program, &args);
+    let wall = started.elapsed();
+    let queries = env
+        .server
+        .request_log()
+        .iter()
+        .filter(|r| r.path.ends_with("/api/v1/query"))
+        .count();
+    let stderr = text(&out.stderr);
+    let rss = stderr
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
+        .unwrap_or("?")
+        .to_string();
+    let summary = text(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    eprintln!(
+        "BENCH verify 1000 VMs: wall {wall:?}, queries {queries}, peak RSS {rss} KiB, exit {:?}\n{summary}",
+        out.status.code()
+    );
+}
+
+/// Runs the binary under `/usr/bin/time -v` with the env's environment.
+fn cmd_with_time(env: &Env, program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> Output {
+    Command::new("/usr/bin/time")
+        .arg("-v")
+        .arg(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
