@@ -425,6 +425,31 @@ pub struct VerifyArgs {
     /// Add each signal's PromQL to the text table (JSON always has it)
     #[arg(long)]
     pub show_queries: bool,
+
+    /// Also report the alerts that fired for the VMs during the window (ALERTS)
+    #[arg(long)]
+    pub alerts: bool,
+
+    /// Fail unless this alert fired for one of the VMs during the window (repeatable)
+    #[arg(long, value_name = "NAME", value_parser = parse_alert_name)]
+    pub expect_alert: Vec<String>,
+
+    /// Fail if this alert fired for any of the VMs during the window (repeatable)
+    #[arg(long, value_name = "NAME", value_parser = parse_alert_name)]
+    pub forbid_alert: Vec<String>,
+}
+
+/// An alert name as Prometheus spells them (a metric name without ':').
+fn parse_alert_name(text: &str) -> Result<String, String> {
+    let mut chars = text.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        Ok(text.to_string())
+    } else {
+        Err("expected an alert name: letters, digits and '_', not starting with a digit (e.g. VirtworkExpectedSignalMissing)".into())
+    }
 }
 
 /// Flags of `virtwork churn`. Values are typed here (parsed once); see

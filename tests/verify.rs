@@ -161,9 +161,14 @@ fn statuses(doc: &Value, name: &str) -> Vec<(String, String)> {
 /// Starts the real Prometheus scraping the fake's KubeVirt metrics through the service
 /// proxy, and puts it behind monitoring/prometheus-k8s. None (skip) without Prometheus.
 fn with_prometheus(env: &Env) -> Option<Prometheus> {
+    with_prometheus_rules(env, None)
+}
+
+/// [`with_prometheus`] evaluating the rule file `rules` too.
+fn with_prometheus_rules(env: &Env, rules: Option<&str>) -> Option<Prometheus> {
     let binary = tool("prometheus")?;
     let address = env.server.url().trim_start_matches("http://").to_string();
-    let prometheus = Prometheus::start(
+    let prometheus = Prometheus::start_with_rules(
         &binary,
         &[ScrapeJob {
             name: "kubevirt".into(),
@@ -171,6 +176,7 @@ fn with_prometheus(env: &Env) -> Option<Prometheus> {
             path: METRICS_PATH.into(),
             bearer: Some(TOKEN.into()),
         }],
+        rules,
     );
     env.monitoring(Backend::Upstream(prometheus.url.clone()));
     Some(prometheus)
@@ -431,7 +437,9 @@ fn verify_sends_only_label_selected_lists_and_proxy_gets() {
         NS,
         "run",
         "--workloads",
-        "cpu",
+        "cpu,memory",
+        "--vm-count",
+        "5",
         "--timeout",
         "60",
     ]);
@@ -439,6 +447,15 @@ fn verify_sends_only_label_selected_lists_and_proxy_gets() {
     env.server.clear_request_log();
     let out = env.run(&["--namespace", NS, "verify", "--window", "1m"]);
     assert_eq!(out.status.code(), Some(1), "no data means missing");
+    // Queries are grouped by namespace and signal, not sent per VM: one probe, then a value
+    // and a facts query for each of the two signals, for all ten VMs.
+    let queries = env
+        .server
+        .request_log()
+        .iter()
+        .filter(|r| r.path.contains("prometheus-k8s") && r.path.ends_with("/api/v1/query"))
+        .count();
+    assert_eq!(queries, 1 + 2 * 2, "{:#?}", env.server.request_log());
     assert!(
         text(&out.stderr).contains(&format!(
             "{} signal vcpu-busy (no data)",
@@ -575,6 +592,8 @@ fn bad_input_exits_2_before_any_request() {
             "--prometheus-token-file",
         ),
         (vec!["verify", "--run-id", "yesterday"], "--run-id"),
+        (vec!["verify", "--expect-alert", "9lives"], "--expect-alert"),
+        (vec!["verify", "--forbid-alert", "a-b"], "--forbid-alert"),
     ];
     for (args, names) in cases {
         env.server.clear_request_log();
@@ -1450,4 +1469,181 @@ fn wait_waits_for_the_whole_timeout() {
         stderr.contains("still missing after --timeout 5s"),
         "{stderr}"
     );
+}
+
+/// A rule file for the test Prometheus: one alert the loaded cpu VM fires, one it must not.
+const TEST_RULES: &str = "groups:
+  - name: virtwork-test
+    rules:
+      - alert: VirtworkTestCpuBusy
+        expr: sum by (namespace, name) (rate(kubevirt_vmi_vcpu_seconds_total[10s])) > 0.5
+        for: 3s
+      - alert: VirtworkTestCpuIdle
+        expr: sum by (namespace, name) (rate(kubevirt_vmi_vcpu_seconds_total[10s])) < 0.1
+        for: 3s
+";
+
+#[test]
+fn alert_rules_evaluated_by_prometheus_are_checked_against_the_load() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus_rules(&env, Some(TEST_RULES)) else {
+        return;
+    };
+    run(&env, "cpu", &[]);
+    // Older than the 20 s window, so the signal itself is judged, not its youth.
+    wait_for_samples(&prometheus, "virtwork-cpu-0", 25);
+    assert!(
+        prometheus.wait_for_series(
+            "ALERTS{alertname=\"VirtworkTestCpuBusy\",alertstate=\"firing\"}",
+            1,
+            Duration::from_secs(60)
+        ),
+        "the rule never fired:\n{}",
+        prometheus.log()
+    );
+    let out = env.run(&[
+        "--namespace",
+        NS,
+        "verify",
+        "--window",
+        "20s",
+        "--alerts",
+        "--expect-alert",
+        "VirtworkTestCpuBusy",
+        "--forbid-alert",
+        "VirtworkTestCpuIdle",
+    ]);
+    let report = text(&out.stdout);
+    eprintln!("verify --alerts report from the test run:\n{report}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{report}",
+        text(&out.stderr)
+    );
+    let alert_row = report
+        .lines()
+        .find(|l| l.starts_with("VirtworkTestCpuBusy"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        alert_row.contains("virtwork/virtwork-cpu-0") && alert_row.ends_with("firing"),
+        "{report}"
+    );
+    assert!(
+        report.contains("alert VirtworkTestCpuBusy must fire: met"),
+        "{report}"
+    );
+    assert!(
+        report.contains("alert VirtworkTestCpuIdle must not fire: met"),
+        "{report}"
+    );
+
+    let (code, doc, stderr) = verify_json(&env, "20s", &["--expect-alert", "VirtworkTestCpuIdle"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("expected alert VirtworkTestCpuIdle did not fire for any of the VMs"),
+        "{stderr}"
+    );
+    assert_eq!(doc["passed"], false);
+    assert_eq!(
+        doc["alerts"]["fired"][0]["alertname"], "VirtworkTestCpuBusy",
+        "{doc:#}"
+    );
+    assert_eq!(doc["alerts"]["expectations"][0]["met"], false);
+
+    let (code, _, stderr) = verify_json(&env, "20s", &["--forbid-alert", "VirtworkTestCpuBusy"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("forbidden alert VirtworkTestCpuBusy fired for virtwork/virtwork-cpu-0"),
+        "{stderr}"
+    );
+}
+
+/// Benchmark (ignored; run with `--ignored --nocapture`): verify on 1,000 VMs of mixed
+/// workloads against the real Prometheus: wall time, queries sent, peak RSS.
+#[test]
+#[ignore]
+fn bench_verify_1000_vms() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(
+        &env,
+        "cpu,memory,disk,network",
+        &[
+            "--vm-count",
+            "250",
+            "--qps",
+            "1000",
+            "--burst",
+            "1000",
+            "--no-wait",
+        ],
+    );
+    assert!(
+        prometheus.wait_for_series(
+            "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+            1000,
+            Duration::from_secs(300)
+        ),
+        "{}",
+        prometheus.log()
+    );
+    std::thread::sleep(Duration::from_secs(35));
+    env.server.clear_request_log();
+    let cmd = env.command(&[
+        "--namespace",
+        NS,
+        "--qps",
+        "1000",
+        "--burst",
+        "1000",
+        "verify",
+        "--window",
+        "30s",
+    ]);
+    let program = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let started = std::time::Instant::now();
+    let out = cmd_with_time(&env, &program, &args);
+    let wall = started.elapsed();
+    let queries = env
+        .server
+        .request_log()
+        .iter()
+        .filter(|r| r.path.ends_with("/api/v1/query"))
+        .count();
+    let stderr = text(&out.stderr);
+    let rss = stderr
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
+        .unwrap_or("?")
+        .to_string();
+    let summary = text(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    eprintln!(
+        "BENCH verify 1000 VMs: wall {wall:?}, queries {queries}, peak RSS {rss} KiB, exit {:?}\n{summary}",
+        out.status.code()
+    );
+}
+
+/// Runs the binary under `/usr/bin/time -v` with the env's environment.
+fn cmd_with_time(env: &Env, program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> Output {
+    Command::new("/usr/bin/time")
+        .arg("-v")
+        .arg(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }

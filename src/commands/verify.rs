@@ -1,11 +1,17 @@
 //! `virtwork verify`: lists the run's VMs (label-selected, paginated, like status), finds
-//! Prometheus, queries each VM's expected signals and prints the verdicts; with `--wait` it
-//! polls until every expected signal is present or the timeout passes.
+//! Prometheus, queries each running VM's expected signals (value and the facts of the series
+//! behind it), loads catalog VMs' signals from the local catalog, and prints the verdicts;
+//! with `--wait` it polls until every expected signal is present or `--timeout` has passed
+//! (the last round runs at the deadline); with `--alerts` it adds the alerts that fired.
 //!
-//! Exit codes: 0 every expected signal present; 1 one missing (the error line names the VM
-//! and the signal), Prometheus or the cluster unreachable, or no VMs found; 2 bad input
-//! (flags are parsed and files read before any request). Read-only on the cluster.
+//! Exit codes: 0 every expected signal present (at least one expected) and every alert
+//! expectation met; 1 one missing (the error line names the VM and the signal), nothing
+//! expected in the window, an alert expectation unmet, Prometheus or the cluster
+//! unreachable, or no VMs found; 2 bad input (flags are parsed and files read before any
+//! request; a `--window` shorter than two scrape intervals once they are known). Read-only
+//! on the cluster.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -18,8 +24,14 @@ use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
 use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{OutputFormat, Window};
-use crate::signals::contract::{Check, checks};
-use crate::verify::evaluate::{QueryAnswer, SeriesFacts, facts_query};
+use crate::signals::contract::{Check, SignalGroup, checks, group_queries};
+use crate::verify::alerts::{
+    FiredAlert, alerts_query, expectation_failure, expectations, fired_alerts,
+    text_section as alerts_text,
+};
+use crate::verify::evaluate::{
+    QueryAnswer, SeriesFacts, facts_by_name, group_facts_query, group_value_query, values_by_name,
+};
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
 use crate::verify::{
     Answered, LocalCatalog, Target, VmResult, catalog_names, failure_message, json_report,
@@ -74,6 +86,14 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     if results.is_empty() {
         return Err(nothing_to_verify(namespace, run_id));
     }
+    let alerts = match settings.alerts.wanted() {
+        true => Some(read_alerts(&api, &results, settings.window, &cancel).await?),
+        false => None,
+    };
+    let expectations = alerts
+        .as_deref()
+        .map(|fired| expectations(&settings.alerts, fired))
+        .unwrap_or_default();
     let text = match settings.output {
         OutputFormat::Json => {
             let mut doc = json_report(
@@ -85,26 +105,80 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
                 rounds,
             );
             doc["prometheus_via"] = api.via.as_str().into();
+            if let Some(fired) = &alerts {
+                doc["alerts"] = serde_json::json!({"fired": fired, "expectations": expectations});
+                let met = expectations.iter().all(|e| e.met);
+                doc["passed"] = serde_json::json!(doc["passed"] == true && met);
+            }
             format!("{doc}\n")
         }
-        OutputFormat::Text => text_report(
-            &results,
-            &api.describe,
-            settings.window,
-            settings.show_queries,
-        ),
+        OutputFormat::Text => {
+            let mut text = text_report(
+                &results,
+                &api.describe,
+                settings.window,
+                settings.show_queries,
+            );
+            if let Some(fired) = &alerts {
+                text.push_str(&alerts_text(fired, &expectations, settings.window));
+            }
+            text
+        }
     };
     super::write_stdout(&text)?;
+    outcome(settings, &results, &expectations)
+}
+
+/// Exit status: the signals' failure first, then an unmet alert expectation.
+fn outcome(
+    settings: &VerifySettings,
+    results: &[VmResult],
+    expectations: &[crate::verify::alerts::Expectation],
+) -> Result<()> {
     let still_missing = results.iter().any(|r| r.missing().next().is_some());
-    match failure_message(&results, settings.window) {
-        Some(message) => Err(Error::runtime(match settings.wait {
+    let failure = failure_message(results, settings.window)
+        .map(|message| match settings.wait {
             Some(t) if still_missing => {
                 format!("{message}; still missing after --timeout {}s", t.as_secs())
             }
             _ => message,
-        })),
+        })
+        .or_else(|| expectation_failure(expectations, settings.window));
+    match failure {
+        Some(message) => Err(Error::runtime(message)),
         None => Ok(()),
     }
+}
+
+/// The alerts that fired for the VMs during the window: one query per namespace.
+async fn read_alerts(
+    api: &PrometheusApi,
+    results: &[VmResult],
+    window: Window,
+    cancel: &CancellationToken,
+) -> Result<Vec<FiredAlert>> {
+    let mut by_namespace: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for r in results {
+        by_namespace
+            .entry(r.target.facts.namespace.as_str())
+            .or_default()
+            .push(r.target.facts.name.as_str());
+    }
+    let policy = RetryPolicy::until(Instant::now() + LAST_ROUND_GRACE);
+    let mut fired = Vec::new();
+    for (namespace, names) in by_namespace {
+        let query = alerts_query(namespace, &names, window);
+        match api.query(&query, &policy, cancel).await? {
+            QueryAnswer::Facts(facts) => fired.extend(fired_alerts(&facts, window)),
+            QueryAnswer::Value(_) => {}
+            QueryAnswer::Rejected { error_type, error } => {
+                return Err(Error::runtime(format!(
+                    "reading ALERTS: Prometheus rejected the query ({error_type}): {error}"
+                )));
+            }
+        }
+    }
+    Ok(fired)
 }
 
 /// Prometheus as the settings name it: discovered (the cluster's monitoring route, else
@@ -230,9 +304,11 @@ fn poll_interval(window: Window) -> Duration {
     Duration::from_secs((window.as_secs() / 4).clamp(1, 15))
 }
 
-/// Queries every check of every running target (bounded concurrency, results in target
-/// order): its value and its series' facts. VMs that are not running, and catalog VMs
-/// without a matching local entry, are judged without a query.
+/// Queries every check of every running target and judges the answers (results in target
+/// order). Built-in signals are queried by group (one value query and one facts query per
+/// namespace, signal and mount, whatever the number of VMs); catalog signals one by one.
+/// VMs that are not running, and catalog VMs without a matching local entry, are judged
+/// without a query.
 async fn evaluate(
     api: &PrometheusApi,
     targets: Vec<Target>,
@@ -246,8 +322,32 @@ async fn evaluate(
         .filter(|(_, t)| t.unverifiable.is_none() && not_running(t).is_none())
         .flat_map(|(i, t)| checks(&t.facts, window).into_iter().map(move |c| (i, c)))
         .collect();
+    let groups: BTreeSet<SignalGroup> = jobs
+        .iter()
+        .filter(|(_, c)| c.threshold.is_some())
+        .filter_map(|(_, c)| c.group.clone())
+        .collect();
+    let grouped: Vec<Result<(SignalGroup, GroupAnswer)>> = futures::stream::iter(groups)
+        .map(|g| async move {
+            let answer = answer_group(api, &g, window, policy, cancel).await?;
+            Ok((g, answer))
+        })
+        .buffered(QUERY_CONCURRENCY)
+        .collect()
+        .await;
+    let grouped: BTreeMap<SignalGroup, GroupAnswer> = grouped.into_iter().collect::<Result<_>>()?;
     let answers: Vec<Result<(usize, Answered)>> = futures::stream::iter(jobs)
-        .map(|(i, check)| async move { Ok((i, answer(api, check, window, policy, cancel).await?)) })
+        .map(|(i, check)| {
+            let name = targets[i].facts.name.as_str();
+            let group = check.group.as_ref().and_then(|g| grouped.get(g));
+            async move {
+                let answered = match group {
+                    Some(answer) => answer.for_vm(check, name),
+                    None => answer_single(api, check, policy, cancel).await?,
+                };
+                Ok((i, answered))
+            }
+        })
         .buffered(QUERY_CONCURRENCY)
         .collect()
         .await;
@@ -275,11 +375,60 @@ async fn evaluate(
     Ok(results)
 }
 
-/// One check's value and, for built-in signals, its series' facts (two queries at once).
-async fn answer(
+/// What a group's two queries said, by VM name.
+struct GroupAnswer {
+    values: BTreeMap<String, f64>,
+    facts: BTreeMap<String, SeriesFacts>,
+    /// Prometheus rejected the value query: its message, for every VM of the group.
+    error: Option<String>,
+}
+
+impl GroupAnswer {
+    /// One VM's share: its value and its series' facts (none: no series at all).
+    fn for_vm(&self, check: Check, name: &str) -> Answered {
+        Answered {
+            check,
+            observed: self.values.get(name).copied(),
+            facts: Some(self.facts.get(name).copied().unwrap_or_default()),
+            error: self.error.clone(),
+        }
+    }
+}
+
+/// A group's value and facts queries, sent together.
+async fn answer_group(
+    api: &PrometheusApi,
+    group: &SignalGroup,
+    window: Window,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<GroupAnswer> {
+    let q = group_queries(group, window);
+    let value_query = group_value_query(&q.value);
+    let facts_query = group_facts_query(&q.series, &q.relabelled, window);
+    let (value, facts) = futures::join!(
+        api.query(&value_query, policy, cancel),
+        api.query(&facts_query, policy, cancel)
+    );
+    let (value, facts) = (value?, facts?);
+    let error = match &value {
+        QueryAnswer::Rejected { error_type, error } => Some(format!(
+            "Prometheus rejected the query ({error_type}): {error}"
+        )),
+        _ => None,
+    };
+    Ok(GroupAnswer {
+        values: values_by_name(&value),
+        facts: facts_by_name(&facts),
+        error,
+    })
+}
+
+/// One check queried alone (catalog signals: their templates may read anything, so no
+/// facts are gathered); a check not expected in the window is not queried.
+async fn answer_single(
     api: &PrometheusApi,
     check: Check,
-    window: Window,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<Answered> {
@@ -291,34 +440,23 @@ async fn answer(
             error: None,
         });
     }
-    let facts_query = facts_query(&check, window);
-    let (value, facts) = futures::join!(api.query(&check.query, policy, cancel), async {
-        match &facts_query {
-            Some(q) => api.query(q, policy, cancel).await.map(Some),
-            None => Ok(None),
-        }
-    });
-    let facts = facts?.map(|answer| SeriesFacts::from_answer(&answer));
-    Ok(match value? {
-        QueryAnswer::Rejected { error_type, error } => Answered {
-            check,
-            observed: None,
-            facts,
-            error: Some(format!(
+    let (observed, error) = match api.query(&check.query, policy, cancel).await? {
+        QueryAnswer::Rejected { error_type, error } => (
+            None,
+            Some(format!(
                 "Prometheus rejected the query ({error_type}): {error}"
             )),
-        },
-        QueryAnswer::Value(observed) => Answered {
-            check,
-            observed,
-            facts,
-            error: None,
-        },
-        QueryAnswer::Facts(_) => Answered {
-            check,
-            observed: None,
-            facts,
-            error: Some("Prometheus answered the signal's query with fact labels".into()),
-        },
+        ),
+        QueryAnswer::Value(observed) => (observed, None),
+        QueryAnswer::Facts(_) => (
+            None,
+            Some("the query's answer carries virtwork's own fact label".into()),
+        ),
+    };
+    Ok(Answered {
+        check,
+        observed,
+        facts: None,
+        error,
     })
 }

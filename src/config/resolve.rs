@@ -340,6 +340,11 @@ impl VerifySettings {
             prometheus,
             catalog_dir: catalog_dir(&layers, false)?,
             show_queries: args.show_queries,
+            alerts: crate::verify::alerts::AlertChecks {
+                report: args.alerts,
+                expect: args.expect_alert.clone(),
+                forbid: args.forbid_alert.clone(),
+            },
             output: global.output,
             global,
         })

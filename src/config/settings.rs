@@ -167,6 +167,8 @@ pub struct VerifySettings {
     pub catalog_dir: PathBuf,
     /// `--show-queries`: the text table gets a QUERY column.
     pub show_queries: bool,
+    /// `--alerts`, `--expect-alert`, `--forbid-alert`.
+    pub alerts: crate::verify::alerts::AlertChecks,
     pub output: OutputFormat,
 }
 

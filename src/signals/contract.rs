@@ -175,6 +175,44 @@ pub struct Check {
     /// namespace moved to `exported_namespace`), to say so when the signal is missing.
     #[serde(skip)]
     pub relabelled: Option<String>,
+    /// The group this check is queried with (built-in signals): every VM of the namespace
+    /// with the same signal and mount shares one query.
+    #[serde(skip)]
+    pub group: Option<SignalGroup>,
+}
+
+/// Built-in checks that one query answers for every VM at once (one value per VM name).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SignalGroup {
+    pub namespace: String,
+    pub signal: &'static str,
+    pub mount: String,
+}
+
+/// The queries of a [`SignalGroup`]: the signal's expression over the whole namespace, its
+/// primary series there, and those series as a namespace-overwriting scrape stores them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupQueries {
+    pub value: String,
+    pub series: String,
+    pub relabelled: String,
+}
+
+/// The grouped queries of `group` over `window` (the same expressions as each VM's
+/// [`Check`], over `namespace` alone instead of one VM's name).
+pub fn group_queries(group: &SignalGroup, window: Window) -> GroupQueries {
+    let def = WORKLOADS
+        .iter()
+        .flat_map(|w| builtin_signals(w).iter())
+        .find(|d| d.name == group.signal)
+        .expect("groups are made of built-in signals");
+    let m = Matchers::default().with("namespace", &group.namespace);
+    let moved = Matchers::default().with("exported_namespace", &group.namespace);
+    GroupQueries {
+        value: expression(def, &m, window, &group.mount),
+        series: primary_series(def, &m, &group.mount),
+        relabelled: primary_series(def, &moved, &group.mount),
+    }
 }
 
 /// One built-in signal: name, what it shows, and how to write its query.
@@ -596,6 +634,11 @@ pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
                 note,
                 series: Some(primary_series(def, &m, mount)),
                 relabelled: Some(primary_series(def, &moved, mount)),
+                group: Some(SignalGroup {
+                    namespace: facts.namespace.clone(),
+                    signal: def.name,
+                    mount: mount.to_string(),
+                }),
             }
         })
         .collect();
@@ -612,6 +655,7 @@ pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
             note: None,
             series: None,
             relabelled: None,
+            group: None,
         }
     }));
     out
@@ -876,11 +920,12 @@ mod tests {
             description: None,
         };
         let mut b = a.clone();
-        assert_eq!(signals_digest(&[a.clone()]), signals_digest(&[b.clone()]));
-        assert!(signals_digest(&[a.clone()]).starts_with("sha256:"));
-        assert_eq!(signals_digest(&[a.clone()]).len(), 7 + 64);
+        let one = |s: &CustomSignal| signals_digest(std::slice::from_ref(s));
+        assert_eq!(one(&a), one(&b));
+        assert!(one(&a).starts_with("sha256:"));
+        assert_eq!(one(&a).len(), 7 + 64);
         b.threshold = 0.0;
-        assert_ne!(signals_digest(&[a.clone()]), signals_digest(&[b]));
+        assert_ne!(one(&a), one(&b));
         assert_ne!(signals_digest(&[]), signals_digest(&[a]));
     }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::model::Window;
 use crate::signals::contract::Check;
 
-/// Label naming each part of a [`facts_query`]'s answer.
+/// Label naming each part of a grouped query's answer.
 pub const FACT_LABEL: &str = "virtwork_fact";
 
 /// What an instant query returned.
@@ -20,7 +20,7 @@ pub enum QueryAnswer {
     /// The largest sample of the result vector (or the scalar); None when the vector is
     /// empty or every sample is NaN/±Inf (no data).
     Value(Option<f64>),
-    /// A [`facts_query`]'s answer: each sample named by its [`FACT_LABEL`].
+    /// A facts query's answer: each sample named by its [`FACT_LABEL`].
     Facts(BTreeMap<String, f64>),
     /// Prometheus rejected the query (`status: error`): the query itself is wrong.
     Rejected { error_type: String, error: String },
@@ -113,42 +113,74 @@ pub fn fact_window(window: Window) -> Window {
     Window::from_secs(window.as_secs().max(300)).expect("at least 300 s")
 }
 
-/// The one query that gathers a check's [`SeriesFacts`] (None for catalog signals).
-pub fn facts_query(check: &Check, window: Window) -> Option<String> {
-    let series = check.series.as_deref()?;
+/// The query that gathers the [`SeriesFacts`] of every VM of a signal group at once (by VM
+/// `name`,
+/// each sample named `part|name`): one query per namespace and signal, not per VM.
+pub fn group_facts_query(series: &str, relabelled: &str, window: Window) -> String {
     let f = fact_window(window);
     let part = |expr: String, name: &str| {
-        format!("label_replace({expr}, \"{FACT_LABEL}\", \"{name}\", \"\", \"\")")
+        format!(
+            "label_join(label_replace({expr}, \"virtwork_part\", \"{name}\", \"\", \"\"), \"{FACT_LABEL}\", \"|\", \"virtwork_part\", \"name\")"
+        )
     };
-    let mut parts = vec![
-        part(format!("time() - max(timestamp({series}))"), "age"),
-        part(format!("max(count_over_time({series}[{f}]))"), "samples"),
+    [
         part(
-            format!("time() - min(min_over_time(timestamp({series})[{f}:]))"),
+            format!("time() - max by (name) (timestamp({series}))"),
+            "age",
+        ),
+        part(
+            format!("max by (name) (count_over_time({series}[{f}]))"),
+            "samples",
+        ),
+        part(
+            format!("time() - min by (name) (min_over_time(timestamp({series})[{f}:]))"),
             "span",
         ),
-    ];
-    if let Some(moved) = &check.relabelled {
-        parts.push(part(format!("count({moved})"), "relabelled"));
+        part(format!("count by (name) ({relabelled})"), "relabelled"),
+    ]
+    .join(" or ")
+}
+
+/// A group's signal query made to name each VM's value by [`FACT_LABEL`].
+pub fn group_value_query(expression: &str) -> String {
+    format!("label_join({expression}, \"{FACT_LABEL}\", \"|\", \"name\")")
+}
+
+/// A [`group_value_query`]'s answer: each VM's value (finite ones; none: no data).
+pub fn values_by_name(answer: &QueryAnswer) -> BTreeMap<String, f64> {
+    match answer {
+        QueryAnswer::Facts(facts) => facts
+            .iter()
+            .filter(|(_, v)| v.is_finite())
+            .map(|(k, v)| (k.clone(), *v))
+            .collect(),
+        _ => BTreeMap::new(),
     }
-    Some(parts.join(" or "))
+}
+
+/// A [`group_facts_query`]'s answer: each VM's facts (VMs absent from it have none).
+pub fn facts_by_name(answer: &QueryAnswer) -> BTreeMap<String, SeriesFacts> {
+    let mut out: BTreeMap<String, SeriesFacts> = BTreeMap::new();
+    let QueryAnswer::Facts(facts) = answer else {
+        return out;
+    };
+    for (key, value) in facts.iter().filter(|(_, v)| v.is_finite()) {
+        let Some((part, name)) = key.split_once('|') else {
+            continue;
+        };
+        let f = out.entry(name.to_string()).or_default();
+        match part {
+            "age" => f.age = Some(*value),
+            "samples" => f.samples = Some(*value),
+            "span" => f.span = Some(*value),
+            "relabelled" => f.relabelled = Some(*value),
+            _ => {}
+        }
+    }
+    out
 }
 
 impl SeriesFacts {
-    /// Reads a facts answer (an empty answer: no series at all).
-    pub fn from_answer(answer: &QueryAnswer) -> SeriesFacts {
-        let QueryAnswer::Facts(facts) = answer else {
-            return SeriesFacts::default();
-        };
-        let get = |k: &str| facts.get(k).copied().filter(|v| v.is_finite());
-        SeriesFacts {
-            age: get("age"),
-            samples: get("samples"),
-            span: get("span"),
-            relabelled: get("relabelled"),
-        }
-    }
-
     /// The scrape interval the samples show: the time between the oldest and the newest
     /// sample of the fact window over their count. None with fewer than two samples.
     pub fn scrape_interval(&self, window: Window) -> Option<f64> {
@@ -368,6 +400,7 @@ mod tests {
             note: None,
             series: None,
             relabelled: None,
+            group: None,
         }
     }
 
@@ -439,39 +472,50 @@ mod tests {
     }
 
     #[test]
-    fn facts_answers_are_read_by_their_label() {
+    fn group_answers_are_split_by_vm_name() {
         let body = r#"{"status":"success","data":{"resultType":"vector","result":[
-            {"metric":{"virtwork_fact":"age"},"value":[1,"0.4"]},
-            {"metric":{"virtwork_fact":"samples"},"value":[1,"301"]},
-            {"metric":{"virtwork_fact":"span"},"value":[1,"330"]}]}}"#;
-        let answer = parse_query_response(body).unwrap();
-        let f = SeriesFacts::from_answer(&answer);
-        assert_eq!(f, facts(Some(0.4), 301.0, 330.0));
-        let interval = f.scrape_interval(secs(30)).unwrap();
+            {"metric":{"virtwork_fact":"age|vm-a"},"value":[1,"0.4"]},
+            {"metric":{"virtwork_fact":"samples|vm-a"},"value":[1,"301"]},
+            {"metric":{"virtwork_fact":"span|vm-a"},"value":[1,"330"]},
+            {"metric":{"virtwork_fact":"samples|vm-b"},"value":[1,"20"]},
+            {"metric":{"virtwork_fact":"relabelled|vm-c"},"value":[1,"2"]}]}}"#;
+        let by_name = facts_by_name(&parse_query_response(body).unwrap());
+        let a = by_name["vm-a"];
+        assert_eq!(a, facts(Some(0.4), 301.0, 330.0));
+        let interval = a.scrape_interval(secs(30)).unwrap();
         assert!(
             (interval - 299.6 / 300.0).abs() < 1e-9,
             "oldest to newest over 300 gaps: {interval}"
         );
+        assert_eq!(by_name["vm-b"].age, None, "no current sample: stale");
+        assert_eq!(by_name["vm-c"].relabelled, Some(2.0));
         let empty = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
-        assert_eq!(
-            SeriesFacts::from_answer(&parse_query_response(empty).unwrap()),
-            SeriesFacts::default()
+        assert!(facts_by_name(&parse_query_response(empty).unwrap()).is_empty());
+        let values = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"virtwork_fact":"vm-a","name":"vm-a"},"value":[1,"0.9"]},
+            {"metric":{"virtwork_fact":"vm-b","name":"vm-b"},"value":[1,"NaN"]}]}}"#;
+        let v = values_by_name(&parse_query_response(values).unwrap());
+        assert_eq!(v, BTreeMap::from([("vm-a".to_string(), 0.9)]));
+        let q = group_facts_query(
+            r#"m{namespace="ns"}"#,
+            r#"m{exported_namespace="ns"}"#,
+            secs(30),
         );
-        let mut c = check(Some(1.0));
-        assert_eq!(
-            facts_query(&c, secs(30)),
-            None,
-            "catalog signals have no series"
-        );
-        c.series = Some(r#"m{name="a"}"#.into());
-        let q = facts_query(&c, secs(30)).unwrap();
         assert!(
-            q.contains(r#"max(count_over_time(m{name="a"}[5m]))"#),
+            q.contains(r#"max by (name) (count_over_time(m{namespace="ns"}[5m]))"#),
             "{q}"
         );
         assert!(
-            q.contains(r#"min_over_time(timestamp(m{name="a"})[5m:])"#),
+            q.contains(r#"min_over_time(timestamp(m{namespace="ns"})[5m:])"#),
             "{q}"
+        );
+        assert!(
+            q.contains(r#"count by (name) (m{exported_namespace="ns"})"#),
+            "{q}"
+        );
+        assert_eq!(
+            group_value_query("sum by (namespace, name) (x)"),
+            r#"label_join(sum by (namespace, name) (x), "virtwork_fact", "|", "name")"#
         );
     }
 

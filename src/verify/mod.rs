@@ -6,6 +6,7 @@
 //! text table and JSON document (pure). Must not: talk to the cluster (commands/verify.rs
 //! lists the VMs) or decide exit codes (the command does).
 
+pub mod alerts;
 pub mod evaluate;
 pub mod kit;
 pub mod prometheus;
@@ -208,6 +209,7 @@ pub fn unverifiable_result(reason: &str) -> SignalResult {
             note: None,
             series: None,
             relabelled: None,
+            group: None,
         },
         observed: None,
         status: Verdict::Unverifiable,
@@ -676,6 +678,7 @@ mod tests {
                     note: None,
                     series: Some("s".into()),
                     relabelled: None,
+                    group: None,
                 },
                 observed: Some(observed),
                 facts: Some(facts),

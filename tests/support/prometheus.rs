@@ -54,10 +54,25 @@ fn free_port() -> u16 {
 impl Prometheus {
     /// Starts `binary` scraping `jobs` every second and waits until it is ready.
     pub fn start(binary: &PathBuf, jobs: &[ScrapeJob]) -> Prometheus {
+        Prometheus::start_with_rules(binary, jobs, None)
+    }
+
+    /// Like [`Prometheus::start`], also evaluating the rule file `rules` (YAML) every second.
+    pub fn start_with_rules(
+        binary: &PathBuf,
+        jobs: &[ScrapeJob],
+        rules: Option<&str>,
+    ) -> Prometheus {
         let dir = tempfile::tempdir().unwrap();
         let mut config = String::from(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n",
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n",
         );
+        if let Some(rules) = rules {
+            let path = dir.path().join("rules.yml");
+            std::fs::write(&path, rules).unwrap();
+            config.push_str(&format!("rule_files:\n  - '{}'\n", path.display()));
+        }
+        config.push_str("scrape_configs:\n");
         for job in jobs {
             config.push_str(&format!(
                 "  - job_name: {}\n    honor_labels: true\n    metrics_path: '{}'\n    scheme: http\n    static_configs:\n      - targets: ['{}']\n",
