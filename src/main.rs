@@ -3,13 +3,16 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use clap::FromArgMatches;
 use clap::error::ErrorKind;
-use clap::{CommandFactory, Parser};
 use virtwork::cli::Cli;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&args) {
+    let parsed = virtwork::cli::command()
+        .try_get_matches_from(&args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err, &args),
     };
@@ -39,7 +42,7 @@ fn usage_error(err: &clap::Error, args: &[OsString]) -> ExitCode {
     match err.kind() {
         // Bare `virtwork` prints help and succeeds, as the Go tool does.
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = Cli::command().print_help();
+            let _ = virtwork::cli::command().print_help();
             ExitCode::SUCCESS
         }
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {

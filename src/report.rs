@@ -121,6 +121,14 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
+    /// Whether the run left anything on the cluster (a server dry run or a refused
+    /// preflight created nothing, so there is nothing to clean up).
+    pub fn created_anything(&self) -> bool {
+        !self.server_dry_run
+            && self.created.vms + self.created.secrets + self.created.services + self.created.dvs
+                > 0
+    }
+
     /// The command that removes everything this run created.
     pub fn cleanup_command(&self) -> String {
         format!(
@@ -287,6 +295,7 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
         .collect();
     json!({
         "format_version": RUN_JSON_FORMAT_VERSION,
+        "command": "run",
         "status": s.status.as_str(),
         "dry_run": if s.server_dry_run { Value::from("server") } else { Value::Null },
         "run_id": s.run_id,
@@ -314,7 +323,7 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
             "ramp": s.pacing.ramp.map(|r| r.to_string()),
         },
         "error": s.error,
-        "cleanup_command": if s.server_dry_run { Value::Null } else { Value::from(s.cleanup_command()) },
+        "cleanup_command": if s.created_anything() { Value::from(s.cleanup_command()) } else { Value::Null },
     })
 }
 

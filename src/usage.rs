@@ -10,10 +10,8 @@
 
 use std::ffi::OsString;
 
-use clap::CommandFactory;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
-use crate::cli::Cli;
 use crate::model::{Invalid, suggest};
 
 /// Flags whose values are credentials.
@@ -102,7 +100,7 @@ fn input_name(err: &clap::Error, args: &[OsString]) -> Option<String> {
 
 /// The subcommands named in `args`, outermost first.
 fn subcommand_path(args: &[OsString]) -> Vec<String> {
-    let mut command = Cli::command();
+    let mut command = crate::cli::command();
     let mut path = Vec::new();
     for arg in args.iter().skip(1) {
         let Some(arg) = arg.to_str() else { continue };

@@ -125,7 +125,9 @@ async fn ask(cancel: &CancellationToken) -> Result<Answer> {
 /// Writes the summary to stdout in the configured format.
 fn print_summary(output: OutputFormat, summary: &CleanupSummary) -> Result<()> {
     let text = match output {
-        OutputFormat::Json => format!("{}\n", summary_json(summary)),
+        OutputFormat::Json | OutputFormat::Yaml => {
+            super::document_text(output, &summary_json(summary))?
+        }
         OutputFormat::Text => summary_text(summary),
     };
     super::write_stdout(&text)
@@ -239,7 +241,12 @@ fn execution_params(settings: &CleanupSettings, scope: &Scope, context: &str) ->
 pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
     let auditor = Auditor::open(settings.global.audit.recording_path())?;
     let access = &settings.global.cluster;
-    let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
+    let cluster = connect_from_env(
+        &access.kubeconfig,
+        access.context.as_deref(),
+        access.rate_limit,
+    )
+    .await?;
     let mut cleanup = Cleanup::start(settings, &auditor, &cluster);
     let discovery = cleanup.discover(&cluster).await?;
     if let Some(end) = cleanup.end_before_deleting(&discovery) {

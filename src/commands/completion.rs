@@ -3,10 +3,9 @@
 
 use std::io::Write;
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 
-use crate::cli::{Cli, CompletionShell};
+use crate::cli::CompletionShell;
 use crate::error::Result;
 
 /// Writes the completion script for `shell`.
@@ -17,7 +16,7 @@ pub fn completion(shell: CompletionShell, out: &mut dyn Write) -> Result<()> {
         CompletionShell::Fish => Shell::Fish,
         CompletionShell::Powershell => Shell::PowerShell,
     };
-    let mut command = Cli::command();
+    let mut command = crate::cli::documented_command();
     let mut buffer = Vec::new();
     clap_complete::generate(shell, &mut command, "virtwork", &mut buffer);
     out.write_all(&buffer).map_err(super::write_failed)
@@ -25,7 +24,7 @@ pub fn completion(shell: CompletionShell, out: &mut dyn Write) -> Result<()> {
 
 /// Writes the man page (roff) of virtwork and its subcommands.
 pub fn man(out: &mut dyn Write) -> Result<()> {
-    let command = Cli::command();
+    let command = crate::cli::documented_command();
     let mut buffer = Vec::new();
     clap_mangen::Man::new(command.clone())
         .render(&mut buffer)

@@ -45,7 +45,12 @@ fn bearer_only(auth: kube::config::AuthInfo) -> kube::config::AuthInfo {
 /// Runs `virtwork verify`.
 pub async fn verify(settings: &VerifySettings) -> Result<()> {
     let access = &settings.global.cluster;
-    let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
+    let cluster = connect_from_env(
+        &access.kubeconfig,
+        access.context.as_deref(),
+        access.rate_limit,
+    )
+    .await?;
     let cancel = CancellationToken::new();
     cluster.gate.stop_when(&cancel);
     crate::commands::install_interrupt_handler(cancel.clone());
@@ -64,17 +69,18 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
         return Err(nothing_to_verify(namespace, run_id));
     }
     let text = match settings.output {
-        OutputFormat::Json => format!(
-            "{}\n",
-            json_report(
+        OutputFormat::Json | OutputFormat::Yaml => super::document_text(
+            settings.output,
+            &json_report(
                 namespace,
                 run_id,
                 &results,
                 &api.describe,
                 settings.window,
-                rounds
+                rounds,
             )
-        ),
+            .to_string(),
+        )?,
         OutputFormat::Text => text_report(&results, &api.describe, settings.window),
     };
     super::write_stdout(&text)?;
@@ -104,8 +110,10 @@ async fn reach_prometheus(
                 },
                 None => {
                     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-                    let kubeconfig = &settings.global.cluster.kubeconfig;
-                    let (kube_config, _, _) = load_kube_config(kubeconfig, in_cluster).await?;
+                    let access = &settings.global.cluster;
+                    let (kube_config, _, _) =
+                        load_kube_config(&access.kubeconfig, access.context.as_deref(), in_cluster)
+                            .await?;
                     bearer_only(kube_config.auth_info)
                 }
             };

@@ -29,6 +29,7 @@ pub fn global(args: &GlobalArgs) -> Partial {
     Partial {
         namespace: given(&args.namespace, "--namespace"),
         kubeconfig: given(&args.kubeconfig, "--kubeconfig"),
+        context: given(&args.context, "--context"),
         verbose: switch(args.verbose, true, "--verbose"),
         audit: switch(args.no_audit, false, "--no-audit")
             .or(given(&args.audit.map(Switch::is_on), "--audit")),

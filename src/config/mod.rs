@@ -28,6 +28,7 @@ mod yaml;
 
 pub use params::parse_params;
 pub use partial::{KEYS, KeySpec, Partial, env_keys};
+pub use resolve::output_format;
 pub use settings::{
     AuditDb, AuditSettings, CleanupSettings, ClusterAccess, GlobalSettings, PrometheusTarget,
     RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,

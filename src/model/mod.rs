@@ -24,7 +24,9 @@ mod storage;
 mod suggest;
 mod window;
 
-pub use choices::{DryRunFlag, DryRunMode, LogFormat, OutputFormat, ReadyCondition, Switch};
+pub use choices::{
+    ColorChoice, DryRunFlag, DryRunMode, LogFormat, OutputFormat, ReadyCondition, Switch,
+};
 pub use counts::{
     Burst, Count, CpuCores, MAX_BURST, MAX_QPS, MAX_TIMEOUT_SECS, MAX_VM_CONCURRENCY, MAX_VM_COUNT,
     Qps, TimeoutSecs, VmConcurrency, VmCount, parse_int,
