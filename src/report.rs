@@ -201,6 +201,10 @@ pub fn run_summary_text(s: &RunSummary) -> String {
         (true, Outcome::Success) => {
             "Server dry run complete: the API server accepted every object (dryRun=All); nothing was persisted."
         }
+        // --no-wait: created, but nobody saw the VMs come up.
+        (false, Outcome::Success) if s.wait_duration.is_none() => {
+            "Deployment created (--no-wait: readiness not awaited)."
+        }
         (false, Outcome::Success) => "Deployment complete.",
         (_, Outcome::Failed) => "Deployment FAILED.",
         (_, Outcome::Cancelled) => "Deployment interrupted.",
@@ -229,10 +233,10 @@ pub fn run_summary_text(s: &RunSummary) -> String {
         row(
             "Wait:",
             format!(
-                "{} ({}/{} VMs {})",
+                "{} ({}/{} {})",
                 seconds(wait),
                 s.vms_ready,
-                s.planned.vms,
+                count_of(s.planned.vms, "VM"),
                 s.ready_condition
             ),
         );
@@ -241,18 +245,21 @@ pub fn run_summary_text(s: &RunSummary) -> String {
         row(
             "To ready:",
             format!(
-                "p50 {}, p90 {}, p99 {}, max {} ({} VMs)",
+                "p50 {}, p90 {}, p99 {}, max {} ({})",
                 seconds(stats.p50),
                 seconds(stats.p90),
                 seconds(stats.p99),
                 seconds(stats.max),
-                stats.count
+                count_of(stats.count, "VM")
             ),
         );
-        row(
-            "Rate:",
-            format!("{:.1} VMs/minute ready", stats.vms_per_minute),
-        );
+        // One VM has no rate: the span from first created to last ready is its own time.
+        if stats.count > 1 {
+            row(
+                "Rate:",
+                format!("{:.1} VMs/minute ready", stats.vms_per_minute),
+            );
+        }
     }
     if let Some(error) = &s.error {
         row("Error:", error.clone());
@@ -419,7 +426,9 @@ impl RunProgress {
                 indicatif::ProgressDrawTarget::stderr(),
             );
             let style = indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {prefix} {bar:30} {pos}/{len} {msg}",
+                // wide_msg: the message is cut at the terminal's width instead of wrapping
+                // (a wrapped line breaks the redraw into a scroll of copies).
+                "{spinner} [{elapsed_precise}] {prefix} {bar:30} {pos}/{len} {wide_msg}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> ");
@@ -517,14 +526,18 @@ fn log_progress(state: &ProgressState) {
             created = state.created,
             total = state.total,
             ready = state.ready,
-            "creating: {}",
+            "creating: {}/{} {}",
+            state.created,
+            state.total,
             state.creating_line()
         );
     } else {
         tracing::info!(
             ready = state.ready,
             total = state.total,
-            "waiting: {}",
+            "waiting: {}/{} {}",
+            state.ready,
+            state.total,
             state.waiting_line()
         );
     }
@@ -623,6 +636,25 @@ mod tests {
             pacing: crate::model::Pacing::default(),
             error: None,
         }
+    }
+
+    #[test]
+    fn one_ready_vm_reads_as_one_and_has_no_rate_line() {
+        let text = run_summary_text(&summary(Outcome::Success, false));
+        assert!(text.contains(" (1 VM)\n"), "{text}");
+        assert!(text.contains("(11/11 VMs running)"), "{text}");
+        assert!(!text.contains("Rate:"), "one VM has no rate: {text}");
+    }
+
+    #[test]
+    fn a_no_wait_run_does_not_claim_the_deployment_is_complete() {
+        let mut s = summary(Outcome::Success, false);
+        s.wait_duration = None;
+        let text = run_summary_text(&s);
+        assert!(
+            text.starts_with("Deployment created (--no-wait: readiness not awaited).\n"),
+            "{text}"
+        );
     }
 
     #[test]

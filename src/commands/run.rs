@@ -112,12 +112,13 @@ fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Res
     }
     execution.finish(&Ok(()));
     // The summary is logged after a dry run too: the counts of what would be created.
+    // Nothing was created: the counts are what a real run would create.
     tracing::info!(
         run_id = %plan.run_id,
         namespace = %plan.namespace,
-        vms_created = plan.vms.len(),
-        services_created = plan.services.len(),
-        secrets_created = plan.vms.len(),
+        vms_planned = plan.vms.len(),
+        services_planned = plan.services.len(),
+        secrets_planned = plan.vms.len(),
         container_image = %settings.plan.container_disk_image,
         dry_run = true,
         "deployment summary"

@@ -32,7 +32,7 @@ pub use counts::{
     Qps, TimeoutSecs, VmConcurrency, VmCount, parse_int,
 };
 pub use guest::{GuestFamily, GuestOs};
-pub use names::{DnsLabel, ImageRef, RunId, UserName};
+pub use names::{DnsLabel, ImageRef, RunId, UserName, natural_cmp};
 pub use objects::{KindCounts, ManagedKind, NamespaceOutcome};
 pub use pacing::{MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, Quantity};
