@@ -698,6 +698,24 @@ fn man_page_renders_with_every_subcommand() {
         assert!(page.contains(sub), "man page lacks {sub}");
     }
     assert!(page.contains("\\-\\-workloads"));
+    let title = page.lines().find(|l| l.starts_with(".TH ")).unwrap();
+    assert!(
+        title.contains(&format!("virtwork {}", env!("CARGO_PKG_VERSION"))),
+        "the version belongs in .TH: {title}"
+    );
+    for section in [
+        ".SH \"EXIT STATUS\"",
+        ".SH ENVIRONMENT",
+        ".SH FILES",
+        ".SH COMMANDS",
+    ] {
+        assert!(page.contains(section), "man page lacks {section}");
+    }
+    for var in virtwork::config::env_keys().chain(["KUBECONFIG", "NO_COLOR"]) {
+        assert!(page.contains(var), "ENVIRONMENT lacks {var}");
+    }
+    // One page holds everything: it must not send the reader to pages that are not installed.
+    assert!(!page.contains("(1)"), "a reference to another page");
 }
 
 #[test]
@@ -843,6 +861,17 @@ fn help_shows_a_commands_own_flags_first_and_hides_flags_that_do_nothing_there()
         .expect("a status case in the bash completion");
     assert!(!status_case.contains("--audit-db"), "{status_case}");
     assert!(status_case.contains("--run-id"), "{status_case}");
+    let run_case = bash
+        .split("virtwork__subcmd__run)")
+        .nth(1)
+        .and_then(|rest| rest.split("virtwork__subcmd__").next())
+        .unwrap();
+    let workloads = run_case.split("--workloads)").nth(1).unwrap();
+    let workloads = &workloads[..workloads.find(";;").unwrap()];
+    assert!(
+        workloads.contains("cpu") && workloads.contains("chaos-network"),
+        "--workloads completes the built-in names: {workloads}"
+    );
 }
 
 #[test]
