@@ -121,6 +121,11 @@ pub struct GlobalArgs {
     /// Client-side API request burst above --qps [env: VIRTWORK_BURST] [default: 100]
     #[arg(long, global = true, value_name = "N")]
     pub burst: Option<Burst>,
+
+    /// Warnings for given global flags that do nothing for the command (filled by the
+    /// binary from clap's matches; see `usage::inert_flag_notices`).
+    #[arg(skip)]
+    pub inert_flags: Vec<String>,
 }
 
 /// Global flags (argument ids) that do nothing for the subcommand `name`: hidden from its

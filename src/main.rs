@@ -11,9 +11,13 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     let parsed = virtwork::cli::command()
         .try_get_matches_from(&args)
-        .and_then(|matches| Cli::from_arg_matches(&matches));
+        .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, matches)));
     let cli = match parsed {
-        Ok(cli) => cli,
+        Ok((cli, matches)) => {
+            let mut cli = cli;
+            cli.global.inert_flags = virtwork::usage::inert_flag_notices(&matches);
+            cli
+        }
         Err(err) => return usage_error(&err, &args),
     };
     let env: Vec<(String, String)> = std::env::vars_os()

@@ -853,6 +853,18 @@ fn help_shows_a_commands_own_flags_first_and_hides_flags_that_do_nothing_there()
         "{}",
         text(&out.stderr)
     );
+    // ... but not silently.
+    let out = virtwork(
+        dir.path(),
+        &["status", "--audit-db", "x.db", "--kubeconfig", "missing"],
+        &[],
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--audit-db does nothing for `virtwork status`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--kubeconfig does nothing"), "{stderr}");
     let bash = help(&["completion", "bash"]);
     let status_case = bash
         .split("virtwork__subcmd__status)")
@@ -1119,6 +1131,7 @@ fn no_flag_value_crashes_any_command() {
         }
     }
     assert!(invocations.len() > 500, "{} invocations", invocations.len());
+    eprintln!("{} hostile invocations", invocations.len());
     let dir = tempfile::tempdir().unwrap();
     let crashes: Vec<String> = std::thread::scope(|scope| {
         let workers: Vec<_> = invocations

@@ -101,10 +101,12 @@ pub fn validate(args: &ValidateArgs) -> Partial {
     }
 }
 
-/// Warnings for the Go tool's `--flag=true|false` spellings among the global flags.
+/// Warnings for the Go tool's `--flag=true|false` spellings among the global flags, and for
+/// global flags that do nothing for the command.
 pub fn legacy_global(args: &GlobalArgs) -> Vec<String> {
     legacy_switch(args.audit, "--audit", "--audit", "--no-audit")
         .into_iter()
+        .chain(args.inert_flags.iter().cloned())
         .collect()
 }
 
