@@ -30,7 +30,7 @@ use crate::k8s::cleanup::{
 use crate::k8s::client::{Cluster, RateLimit, connect_from_env};
 use crate::k8s::namespace::TOOL_NAMESPACE;
 use crate::k8s::retry::RetryPolicy;
-use crate::model::OutputFormat;
+use crate::model::{LogFormat, OutputFormat};
 use crate::report::cleanup::{
     CleanupStatus, CleanupSummary, Found, WaitReport, preview_with_kept, summary_json, summary_text,
 };
@@ -120,6 +120,32 @@ async fn ask(cancel: &CancellationToken) -> Result<Answer> {
             Err(_) => Ok(Answer::Nothing),
         },
     }
+}
+
+/// Deletions from which a cleanup on a terminal shows a live view, as `run` does.
+const LIVE_VIEW_MIN_OBJECTS: usize = 20;
+
+/// The live view of a large deletion: drawn only on a terminal with human-readable logs
+/// (log lines print above it); `None` otherwise.
+fn deletion_view(objects: usize, log_format: LogFormat) -> Option<indicatif::ProgressBar> {
+    let live = objects >= LIVE_VIEW_MIN_OBJECTS
+        && log_format == LogFormat::Text
+        && std::io::stderr().is_terminal();
+    live.then(|| {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(objects as u64),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        let style = indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] deleting {bar:30} {pos}/{len} objects {wide_msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        crate::logging::print_above(Some(bar.clone()));
+        bar
+    })
 }
 
 /// Writes the summary to stdout in the configured format.
@@ -453,7 +479,17 @@ impl<'a> Cleanup<'a> {
             self.scope.namespace_display(),
             self.scope.run_id.as_deref(),
         ));
-        let outcome = execute(&self.ctx, discovery).await;
+        let view = deletion_view(discovery.to_delete.len(), self.settings.global.log_format);
+        let progress = || {
+            if let Some(bar) = &view {
+                bar.inc(1);
+            }
+        };
+        let outcome = execute(&self.ctx, discovery, &progress).await;
+        if let Some(bar) = view {
+            bar.finish_and_clear();
+            crate::logging::print_above(None);
+        }
         audit_deletions(&self.execution, &discovery.run_ids(), &outcome);
         let summary = &mut self.summary;
         summary.deleted = outcome.deleted_counts().into();

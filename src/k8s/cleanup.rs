@@ -889,13 +889,19 @@ async fn delete_one(ctx: &ApiContext, object: &ManagedObject) -> DeleteOutcome {
 }
 
 /// Deletes everything in `discovery`: VMs first, then the rest, concurrently; then the
-/// namespace. Stops issuing deletes once the command is cancelled.
-pub async fn execute(ctx: &ApiContext, discovery: &Discovery) -> CleanupOutcome {
+/// namespace. Stops issuing deletes once the command is cancelled. `progress` is called once
+/// per object as its delete ends (the live view of a large cleanup).
+pub async fn execute(
+    ctx: &ApiContext,
+    discovery: &Discovery,
+    progress: &(dyn Fn() + Sync),
+) -> CleanupOutcome {
     let mut outcome = CleanupOutcome::default();
     for phase in discovery.deletion_phases() {
         let results: Vec<(ManagedObject, DeleteOutcome)> = futures::stream::iter(phase)
             .map(|object| async move {
                 let result = delete_one(ctx, &object).await;
+                progress();
                 tracing::debug!(kind = %object.kind, object = %object.display_name(), ?result, "delete");
                 (object, result)
             })
