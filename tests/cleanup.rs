@@ -1075,12 +1075,12 @@ fn objects_with_the_managed_by_label_but_no_run_id_are_never_touched() {
 }
 
 #[test]
-fn a_large_cleanup_on_a_terminal_shows_a_live_view_and_without_one_does_not() {
+fn a_large_cleanup_on_a_terminal_shows_a_live_view_while_deleting_and_waiting() {
     let c = Cluster::start();
     c.seed_run(NS, RUN_A, "cpu", 30);
     // util-linux `script` gives the binary a terminal and copies what it shows to stdout.
     let inner = format!(
-        "stty cols 100 rows 40; {} --kubeconfig {} --audit-db {} cleanup --yes",
+        "stty cols 100 rows 40; {} --kubeconfig {} --audit-db {} cleanup --yes --wait --timeout 1m",
         env!("CARGO_BIN_EXE_virtwork"),
         c.dir.path().join("kubeconfig").display(),
         c.db().display()
@@ -1100,6 +1100,10 @@ fn a_large_cleanup_on_a_terminal_shows_a_live_view_and_without_one_does_not() {
     assert!(
         screen.contains("] deleting ") && screen.contains(" objects"),
         "no live view:\n{screen}"
+    );
+    assert!(
+        screen.contains("] waiting for ") && screen.contains(" deleted objects to be gone"),
+        "no live view while waiting:\n{screen}"
     );
 
     c.seed_run(NS, RUN_B, "cpu", 30);

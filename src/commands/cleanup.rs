@@ -125,9 +125,13 @@ async fn ask(cancel: &CancellationToken) -> Result<Answer> {
 /// Deletions from which a cleanup on a terminal shows a live view, as `run` does.
 const LIVE_VIEW_MIN_OBJECTS: usize = 20;
 
-/// The live view of a large deletion: drawn only on a terminal with human-readable logs
-/// (log lines print above it); `None` otherwise.
-fn deletion_view(objects: usize, log_format: LogFormat) -> Option<indicatif::ProgressBar> {
+/// The live view of a large deletion or wait (`template`: indicatif's): drawn only on a
+/// terminal with human-readable logs (log lines print above it); `None` otherwise.
+fn live_view(
+    objects: usize,
+    log_format: LogFormat,
+    template: &str,
+) -> Option<indicatif::ProgressBar> {
     let live = objects >= LIVE_VIEW_MIN_OBJECTS
         && log_format == LogFormat::Text
         && std::io::stderr().is_terminal();
@@ -136,11 +140,9 @@ fn deletion_view(objects: usize, log_format: LogFormat) -> Option<indicatif::Pro
             Some(objects as u64),
             indicatif::ProgressDrawTarget::stderr(),
         );
-        let style = indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] deleting {bar:30} {pos}/{len} objects {wide_msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> ");
+        let style = indicatif::ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> ");
         bar.set_style(style);
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
         crate::logging::print_above(Some(bar.clone()));
@@ -479,7 +481,11 @@ impl<'a> Cleanup<'a> {
             self.scope.namespace_display(),
             self.scope.run_id.as_deref(),
         ));
-        let view = deletion_view(discovery.to_delete.len(), self.settings.global.log_format);
+        let view = live_view(
+            discovery.to_delete.len(),
+            self.settings.global.log_format,
+            "{spinner} [{elapsed_precise}] deleting {bar:30} {pos}/{len} objects {wide_msg}",
+        );
         let progress = || {
             if let Some(bar) = &view {
                 bar.inc(1);
@@ -515,7 +521,23 @@ impl<'a> Cleanup<'a> {
             return Vec::new();
         }
         let mut tracker = gone_tracker(discovery, outcome, self.scope.namespace.as_deref());
-        let result = wait_until_gone(&self.ctx, &self.scope, &mut tracker, self.time_left()).await;
+        let view = live_view(
+            discovery.to_delete.len(),
+            self.settings.global.log_format,
+            "{spinner} [{elapsed_precise}] waiting {wide_msg}",
+        );
+        let progress = |present: usize| {
+            if let Some(bar) = &view {
+                bar.set_message(format!("for {present} deleted objects to be gone"));
+            }
+        };
+        let time_left = self.time_left();
+        let result =
+            wait_until_gone(&self.ctx, &self.scope, &mut tracker, time_left, &progress).await;
+        if let Some(bar) = view {
+            bar.finish_and_clear();
+            crate::logging::print_above(None);
+        }
         let (all_gone, remaining) = match &result {
             WaitResult::AllGone => (true, Vec::new()),
             WaitResult::TimedOut(left) | WaitResult::Interrupted(left) => (false, left.clone()),
