@@ -4,7 +4,7 @@
 # Modes:
 #   * arguments given to the container (`podman run IMAGE run --dry-run`): exec virtwork with
 #     exactly those arguments;
-#   * VIRTWORK_COMMAND=run|cleanup|validate|status|audit|churn: exec `virtwork <command>` with the
+#   * VIRTWORK_COMMAND=run|cleanup|validate|status|verify|audit|churn: exec `virtwork <command>` with the
 #     words of VIRTWORK_ARGS. VIRTWORK_ARGS is split like a shell would split it (whitespace,
 #     'single quotes', "double quotes", backslash escapes) but NOTHING is expanded: no globs,
 #     no $VAR, no $(...), no backticks. It is parsed here character by character, never eval'd;
@@ -132,9 +132,9 @@ case "$VIRTWORK_COMMAND" in
         log "No VIRTWORK_COMMAND set. Pod will sleep. Use 'oc exec' to run virtwork manually."
         idle
         ;;
-    run | cleanup | validate | status | audit | churn) ;;
+    run | cleanup | validate | status | verify | audit | churn) ;;
     *)
-        fail_input "invalid VIRTWORK_COMMAND='$VIRTWORK_COMMAND': expected one of run, cleanup, validate, status, audit, churn (or leave it empty to sleep)"
+        fail_input "invalid VIRTWORK_COMMAND='$VIRTWORK_COMMAND': expected one of run, cleanup, validate, status, verify, audit, churn (or leave it empty to sleep)"
         ;;
 esac
 

@@ -6,16 +6,19 @@
 //! model types by clap itself (`FromStr`, `ValueEnum`), so a bad flag fails with the same
 //! "expected ..." reason as a bad variable or YAML key. No logic lives here.
 //!
+//! Help shows a command's own flags first, then the global ones under "Global options"; a
+//! global flag that does nothing for a command is hidden there ([`command`]).
+//!
 //! Must not: depend on anything but the model.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::model::{
-    AccessMode, Burst, CpuCores, DnsLabel, DryRunFlag, EvictionStrategy, GuestOs, ImageRef,
-    LogFormat, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret, SshUser,
-    StorageClassName, Switch, TimeoutSecs, VmConcurrency, VmCount,
+    AccessMode, Burst, ColorChoice, CpuCores, DnsLabel, DryRunFlag, EvictionStrategy, GuestOs,
+    ImageRef, LogFormat, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret,
+    SshUser, StorageClassName, Switch, TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// Create VMs on OpenShift Virtualization / KubeVirt with continuous workloads.
@@ -27,7 +30,8 @@ use crate::model::{
 (KubeVirt) and runs continuous workloads inside them — CPU, memory, disk I/O, PostgreSQL, \
 network throughput and latency, and chaos — to produce realistic metrics. The workloads run \
 under systemd inside the guests and keep running after virtwork exits.",
-    disable_version_flag = true,
+    version = VERSION_LINE,
+    long_version = LONG_VERSION,
     arg_required_else_help = true
 )]
 pub struct Cli {
@@ -38,23 +42,43 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Flags accepted by every subcommand.
+/// What `--version` prints after the program name: the same lines as `virtwork version`.
+const LONG_VERSION: &str = concat!(
+    "version ",
+    env!("CARGO_PKG_VERSION"),
+    "\n  commit: ",
+    env!("VIRTWORK_COMMIT"),
+    "\n  built:  ",
+    env!("VIRTWORK_DATE")
+);
+const VERSION_LINE: &str = concat!("version ", env!("CARGO_PKG_VERSION"));
+
+/// The help heading of the flags every command accepts.
+pub const GLOBAL_HEADING: &str = "Global options";
+
+/// Flags accepted by every subcommand (before or after its name), shown under
+/// [`GLOBAL_HEADING`]; those that do nothing for a command are hidden there ([`command`]).
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = GLOBAL_HEADING)]
 pub struct GlobalArgs {
     /// Kubernetes namespace for VMs [env: VIRTWORK_NAMESPACE] [default: virtwork]
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(short = 'n', long, global = true, value_name = "NAME")]
     pub namespace: Option<DnsLabel>,
 
     /// Path to kubeconfig file [env: VIRTWORK_KUBECONFIG, KUBECONFIG]
     #[arg(long, global = true, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// Kubeconfig context to use [env: VIRTWORK_CONTEXT] [default: the current context]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+
     /// Path to YAML config file
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
     /// Enable verbose (debug) output [env: VIRTWORK_VERBOSE]
-    #[arg(long, global = true)]
+    #[arg(short = 'v', long, global = true)]
     pub verbose: bool,
 
     /// Enable audit logging to SQLite [env: VIRTWORK_AUDIT] [default: true]
@@ -83,8 +107,12 @@ pub struct GlobalArgs {
     pub log_format: Option<LogFormat>,
 
     /// Format of the result on stdout [env: VIRTWORK_OUTPUT] [default: text]
-    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    #[arg(short = 'o', long, global = true, value_enum, value_name = "FORMAT")]
     pub output: Option<OutputFormat>,
+
+    /// Colour in log lines: auto (a terminal, and NO_COLOR unset), always or never
+    #[arg(long, global = true, value_enum, value_name = "WHEN")]
+    pub color: Option<ColorChoice>,
 
     /// Client-side API request rate limit, requests per second [env: VIRTWORK_QPS] [default: 50]
     #[arg(long, global = true, value_name = "N")]
@@ -93,6 +121,113 @@ pub struct GlobalArgs {
     /// Client-side API request burst above --qps [env: VIRTWORK_BURST] [default: 100]
     #[arg(long, global = true, value_name = "N")]
     pub burst: Option<Burst>,
+
+    /// Warnings for given global flags that do nothing for the command (filled by the
+    /// binary from clap's matches; see `usage::inert_flag_notices`).
+    #[arg(skip)]
+    pub inert_flags: Vec<String>,
+}
+
+/// Global flags (argument ids) that do nothing for the subcommand `name`: hidden from its
+/// help and completion (still accepted, so a wrapper passing them everywhere keeps working).
+pub fn inert_global_flags(name: &str) -> &'static [&'static str] {
+    match name {
+        "status" | "verify" => &["audit", "no_audit", "audit_db"],
+        "validate" => &[
+            "namespace",
+            "kubeconfig",
+            "context",
+            "qps",
+            "burst",
+            "audit",
+            "no_audit",
+            "audit_db",
+        ],
+        "audit" => &["kubeconfig", "context", "qps", "burst", "audit", "no_audit"],
+        "version" => &[
+            "namespace",
+            "kubeconfig",
+            "context",
+            "config",
+            "audit",
+            "no_audit",
+            "audit_db",
+            "log_format",
+            "qps",
+            "burst",
+        ],
+        "completion" | "man" => &[
+            "namespace",
+            "kubeconfig",
+            "context",
+            "config",
+            "audit",
+            "no_audit",
+            "audit_db",
+            "log_format",
+            "output",
+            "color",
+            "qps",
+            "burst",
+            "verbose",
+        ],
+        _ => &[],
+    }
+}
+
+/// The command line as parsed and documented (help, completion, man page): [`Cli`] with
+/// each subcommand's inert global flags hidden. A hidden copy of a global flag on the
+/// subcommand stops clap propagating the shown one there; its value still reaches
+/// [`GlobalArgs`].
+pub fn command() -> clap::Command {
+    let cli = Cli::command();
+    let globals: Vec<clap::Arg> = cli
+        .get_arguments()
+        .filter(|arg| arg.is_global_set())
+        .cloned()
+        .collect();
+    let names: Vec<String> = cli
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    names.iter().fold(cli, |cli, name| {
+        cli.mut_subcommand(name, |sub| {
+            globals
+                .iter()
+                .filter(|arg| inert_global_flags(name).contains(&arg.get_id().as_str()))
+                .fold(sub, |sub, arg| sub.arg(arg.clone().hide(true)))
+        })
+    })
+}
+
+/// The command line as shell completion and the man page describe it: every subcommand
+/// carries the global flags that do something there, and only those (completion scripts
+/// offer hidden flags too, so [`command`]'s hidden copies would not keep them out).
+pub fn documented_command() -> clap::Command {
+    let cli = Cli::command();
+    let globals: Vec<clap::Arg> = cli
+        .get_arguments()
+        .filter(|arg| arg.is_global_set())
+        .map(|arg| arg.clone().global(false))
+        .collect();
+    with_useful_globals(cli.mut_args(|arg| arg.global(false)), &globals, None)
+}
+
+/// Adds to each subcommand of `command` (recursively) the `globals` not inert for its
+/// top-level subcommand (`top`, or its own name at the top level).
+fn with_useful_globals(
+    command: clap::Command,
+    globals: &[clap::Arg],
+    top: Option<&str>,
+) -> clap::Command {
+    command.mut_subcommands(|sub| {
+        let name = top.unwrap_or(sub.get_name()).to_string();
+        let sub = globals
+            .iter()
+            .filter(|arg| !inert_global_flags(&name).contains(&arg.get_id().as_str()))
+            .fold(sub, |sub, arg| sub.arg(arg.clone()));
+        with_useful_globals(sub, globals, Some(&name))
+    })
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,7 +243,8 @@ is injected through cloud-init as a systemd service inside the guest."
     /// Delete all managed resources
     #[command(
         long_about = "Delete all VMs, services, secrets, data volumes and optionally the \
-namespace created by virtwork, found by the app.kubernetes.io/managed-by=virtwork label."
+namespace created by virtwork runs: objects labelled app.kubernetes.io/managed-by=virtwork \
+that also carry a virtwork/run-id label (the given run's with --run-id)."
     )]
     Cleanup(CleanupArgs),
 
@@ -236,8 +372,8 @@ pub struct RunArgs {
     )]
     pub no_wait: Option<Switch>,
 
-    /// Time limit in seconds for the whole run: creation and readiness [env: VIRTWORK_TIMEOUT] [default: 600]
-    #[arg(long, value_name = "SECONDS")]
+    /// Time limit for the whole run, creation and readiness: seconds or a duration (10m, 1h) [env: VIRTWORK_TIMEOUT] [default: 10m]
+    #[arg(long, value_name = "DURATION")]
     pub timeout: Option<TimeoutSecs>,
 
     /// What "ready" means [env: VIRTWORK_READY_CONDITION] [default: running]
@@ -335,8 +471,8 @@ pub struct CleanupArgs {
     #[arg(long)]
     pub wait: bool,
 
-    /// Time limit in seconds, --wait included [env: VIRTWORK_TIMEOUT] [default: 600]
-    #[arg(long, value_name = "SECONDS")]
+    /// Time limit, --wait included: seconds or a duration (10m, 1h) [env: VIRTWORK_TIMEOUT] [default: 10m]
+    #[arg(long, value_name = "DURATION")]
     pub timeout: Option<TimeoutSecs>,
 
     /// Look in every namespace instead of --namespace
@@ -366,8 +502,8 @@ pub struct StatusArgs {
     #[arg(long, short = 'A')]
     pub all_namespaces: bool,
 
-    /// Time limit in seconds [env: VIRTWORK_TIMEOUT] [default: 60]
-    #[arg(long, value_name = "SECONDS")]
+    /// Time limit: seconds or a duration (30s, 2m) [env: VIRTWORK_TIMEOUT] [default: 1m]
+    #[arg(long, value_name = "DURATION")]
     pub timeout: Option<TimeoutSecs>,
 }
 
@@ -391,9 +527,9 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub wait: bool,
 
-    /// Seconds --wait keeps polling [default: 600]
-    #[arg(long, value_name = "SECONDS", requires = "wait", value_parser = clap::value_parser!(u64).range(1..))]
-    pub timeout: Option<u64>,
+    /// How long --wait keeps polling: seconds or a duration (10m, 1h) [default: 10m]
+    #[arg(long, value_name = "DURATION", requires = "wait")]
+    pub timeout: Option<TimeoutSecs>,
 
     /// Prometheus base URL (http or https), instead of finding it through the API server
     #[arg(long, value_name = "URL", value_parser = parse_prometheus_url)]

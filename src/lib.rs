@@ -20,7 +20,8 @@ pub(crate) mod logging;
 pub mod model;
 pub mod plan;
 pub mod render;
-pub(crate) mod report;
+// Public for tests/docs.rs, which checks each document against docs/output-json.md.
+pub mod report;
 pub mod signals;
 pub(crate) mod table;
 pub mod terminal;

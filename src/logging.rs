@@ -8,7 +8,6 @@
 //! the live progress view is drawn ([`print_above`]), log lines print above it.
 
 use std::fmt;
-use std::io::IsTerminal;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
@@ -20,9 +19,9 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::model::LogFormat;
 
-/// Installs the global subscriber writing to stderr. Later calls are ignored.
-pub fn init(format: LogFormat, verbose: bool) {
-    let ansi = std::io::stderr().is_terminal();
+/// Installs the global subscriber writing to stderr; `ansi`: colour the text format (see
+/// `--color`). Later calls are ignored.
+pub fn init(format: LogFormat, verbose: bool, ansi: bool) {
     let subscriber = subscriber(format, verbose, || AboveProgress, ansi);
     let _ = tracing::subscriber::set_global_default(subscriber);
 }

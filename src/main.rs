@@ -3,8 +3,8 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use clap::FromArgMatches;
 use clap::error::ErrorKind;
-use clap::{CommandFactory, Parser};
 use virtwork::cli::Cli;
 use virtwork::terminal::{LINE_CHARS, safe};
 use virtwork::usage::without_secrets;
@@ -19,8 +19,15 @@ fn main() -> ExitCode {
             )
         })
         .collect();
-    let cli = match Cli::try_parse_from(&args) {
-        Ok(cli) => cli,
+    let parsed = virtwork::cli::command()
+        .try_get_matches_from(&args)
+        .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, matches)));
+    let cli = match parsed {
+        Ok((cli, matches)) => {
+            let mut cli = cli;
+            cli.global.inert_flags = virtwork::usage::inert_flag_notices(&matches);
+            cli
+        }
         Err(err) => return usage_error(&err, &args, &env),
     };
     match virtwork::commands::dispatch(cli, &env) {
@@ -43,7 +50,7 @@ fn usage_error(err: &clap::Error, args: &[OsString], env: &[(String, String)]) -
     match err.kind() {
         // Bare `virtwork` prints help and succeeds, as the Go tool does.
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = Cli::command().print_help();
+            let _ = virtwork::cli::command().print_help();
             ExitCode::SUCCESS
         }
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {

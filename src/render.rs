@@ -142,6 +142,7 @@ pub fn plan_json(plan: &Plan, mode: &str) -> Result<Value> {
         .collect();
     Ok(json!({
         "format_version": PLAN_JSON_FORMAT_VERSION,
+        "command": "run",
         "dry_run": mode,
         "run_id": plan.run_id,
         "namespace": plan.namespace,

@@ -127,6 +127,14 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
+    /// Whether the run left anything on the cluster (a server dry run or a refused
+    /// preflight created nothing, so there is nothing to clean up).
+    pub fn created_anything(&self) -> bool {
+        !self.server_dry_run
+            && self.created.vms + self.created.secrets + self.created.services + self.created.dvs
+                > 0
+    }
+
     /// The command that removes everything this run created.
     pub fn cleanup_command(&self) -> String {
         format!(
@@ -202,6 +210,10 @@ pub fn run_summary_text(s: &RunSummary) -> String {
         (true, Outcome::Success) => {
             "Server dry run complete: the API server accepted every object (dryRun=All); nothing was persisted."
         }
+        // --no-wait: created, but nobody saw the VMs come up.
+        (false, Outcome::Success) if s.wait_duration.is_none() => {
+            "Deployment created (--no-wait: readiness not awaited)."
+        }
         (false, Outcome::Success) => "Deployment complete.",
         (_, Outcome::Failed) => "Deployment FAILED.",
         (_, Outcome::Cancelled) => "Deployment interrupted.",
@@ -230,10 +242,10 @@ pub fn run_summary_text(s: &RunSummary) -> String {
         row(
             "Wait:",
             format!(
-                "{} ({}/{} VMs {})",
+                "{} ({}/{} {})",
                 seconds(wait),
                 s.vms_ready,
-                s.planned.vms,
+                count_of(s.planned.vms, "VM"),
                 s.ready_condition
             ),
         );
@@ -242,18 +254,21 @@ pub fn run_summary_text(s: &RunSummary) -> String {
         row(
             "To ready:",
             format!(
-                "p50 {}, p90 {}, p99 {}, max {} ({} VMs)",
+                "p50 {}, p90 {}, p99 {}, max {} ({})",
                 seconds(stats.p50),
                 seconds(stats.p90),
                 seconds(stats.p99),
                 seconds(stats.max),
-                stats.count
+                count_of(stats.count, "VM")
             ),
         );
-        row(
-            "Rate:",
-            format!("{:.1} VMs/minute ready", stats.vms_per_minute),
-        );
+        // One VM has no rate: the span from first created to last ready is its own time.
+        if stats.count > 1 {
+            row(
+                "Rate:",
+                format!("{:.1} VMs/minute ready", stats.vms_per_minute),
+            );
+        }
     }
     if let Some(error) = &s.error {
         row("Error:", error.clone());
@@ -298,6 +313,7 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
         .collect();
     json!({
         "format_version": RUN_JSON_FORMAT_VERSION,
+        "command": "run",
         "status": s.status.as_str(),
         "dry_run": if s.server_dry_run { Value::from("server") } else { Value::Null },
         "run_id": s.run_id,
@@ -325,7 +341,7 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
             "ramp": s.pacing.ramp.map(|r| r.to_string()),
         },
         "error": s.error,
-        "cleanup_command": if s.server_dry_run { Value::Null } else { Value::from(s.cleanup_command()) },
+        "cleanup_command": if s.created_anything() { Value::from(s.cleanup_command()) } else { Value::Null },
     })
 }
 
@@ -428,7 +444,9 @@ impl RunProgress {
                 indicatif::ProgressDrawTarget::stderr(),
             );
             let style = indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {prefix} {bar:30} {pos}/{len} {msg}",
+                // wide_msg: the message is cut at the terminal's width instead of wrapping
+                // (a wrapped line breaks the redraw into a scroll of copies).
+                "{spinner} [{elapsed_precise}] {prefix} {bar:30} {pos}/{len} {wide_msg}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> ");
@@ -526,14 +544,18 @@ fn log_progress(state: &ProgressState) {
             created = state.created,
             total = state.total,
             ready = state.ready,
-            "creating: {}",
+            "creating: {}/{} {}",
+            state.created,
+            state.total,
             state.creating_line()
         );
     } else {
         tracing::info!(
             ready = state.ready,
             total = state.total,
-            "waiting: {}",
+            "waiting: {}/{} {}",
+            state.ready,
+            state.total,
             state.waiting_line()
         );
     }
@@ -659,6 +681,25 @@ mod tests {
             pacing: crate::model::Pacing::default(),
             error: None,
         }
+    }
+
+    #[test]
+    fn one_ready_vm_reads_as_one_and_has_no_rate_line() {
+        let text = run_summary_text(&summary(Outcome::Success, false));
+        assert!(text.contains(" (1 VM)\n"), "{text}");
+        assert!(text.contains("(11/11 VMs running)"), "{text}");
+        assert!(!text.contains("Rate:"), "one VM has no rate: {text}");
+    }
+
+    #[test]
+    fn a_no_wait_run_does_not_claim_the_deployment_is_complete() {
+        let mut s = summary(Outcome::Success, false);
+        s.wait_duration = None;
+        let text = run_summary_text(&s);
+        assert!(
+            text.starts_with("Deployment created (--no-wait: readiness not awaited).\n"),
+            "{text}"
+        );
     }
 
     #[test]

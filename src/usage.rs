@@ -10,10 +10,8 @@
 
 use std::ffi::OsString;
 
-use clap::CommandFactory;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
-use crate::cli::Cli;
 use crate::model::{Invalid, looks_secret, suggest};
 
 /// Flags whose values are credentials.
@@ -24,6 +22,26 @@ const REDACTED: &str = "<redacted>";
 
 /// The one-line message of a usage error `err` raised while parsing `args` (argv, program
 /// name first), without the leading `Error: `.
+/// Warnings for global flags given on the command line that do nothing for the command
+/// (`virtwork status --audit-db x.db`): accepted, since wrappers pass them everywhere, but
+/// never silently.
+pub fn inert_flag_notices(matches: &clap::ArgMatches) -> Vec<String> {
+    let Some(name) = matches.subcommand_name() else {
+        return Vec::new();
+    };
+    // Global values reach the top-level matches wherever they were given.
+    crate::cli::inert_global_flags(name)
+        .iter()
+        .filter(|id| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| {
+            format!(
+                "--{} does nothing for `virtwork {name}`; remove it",
+                id.replace('_', "-")
+            )
+        })
+        .collect()
+}
+
 pub fn one_line(err: &clap::Error, args: &[OsString]) -> String {
     let credentials = credentials(args);
     let message = match err.kind() {
@@ -109,7 +127,7 @@ fn input_name(err: &clap::Error, args: &[OsString]) -> Option<String> {
 
 /// The subcommands named in `args`, outermost first.
 fn subcommand_path(args: &[OsString]) -> Vec<String> {
-    let mut command = Cli::command();
+    let mut command = crate::cli::command();
     let mut path = Vec::new();
     for arg in args.iter().skip(1) {
         let Some(arg) = arg.to_str() else { continue };

@@ -1914,6 +1914,8 @@ fn audit_show_json_is_the_documented_document() {
     assert_eq!(
         BTreeSet::from_iter(keys),
         BTreeSet::from([
+            "format_version",
+            "command",
             "execution",
             "workloads",
             "vms",
@@ -2003,7 +2005,10 @@ fn missing_database_is_no_history_for_list_and_an_input_error_for_show() {
     let out = virtwork(&missing, &["--output", "json", "audit", "list"]);
     assert_exit(&out, 0);
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(doc, serde_json::json!({ "executions": [] }));
+    assert_eq!(
+        doc,
+        serde_json::json!({ "format_version": 1, "command": "audit list", "executions": [] })
+    );
     assert!(!missing.exists(), "listing never creates a database");
 
     let out = virtwork(&missing, &["audit", "show", &Uuid::new_v4().to_string()]);

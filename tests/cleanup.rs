@@ -1265,3 +1265,44 @@ fn objects_with_the_managed_by_label_but_no_run_id_are_never_touched() {
         .collect();
     assert!(touched.is_empty(), "{touched:?}");
 }
+
+#[test]
+fn a_large_cleanup_on_a_terminal_shows_a_live_view_while_deleting_and_waiting() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 30);
+    // util-linux `script` gives the binary a terminal and copies what it shows to stdout.
+    let inner = format!(
+        "stty cols 100 rows 40; {} --kubeconfig {} --audit-db {} cleanup --yes --wait --timeout 1m",
+        env!("CARGO_BIN_EXE_virtwork"),
+        c.dir.path().join("kubeconfig").display(),
+        c.db().display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-q", "-e", "-c", &inner, "/dev/null"])
+        .current_dir(c.dir.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", c.dir.path())
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux `script` runs the binary on a pty");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{screen}");
+    assert!(
+        screen.contains("] deleting ") && screen.contains(" objects"),
+        "no live view:\n{screen}"
+    );
+    assert!(
+        screen.contains("] waiting for ") && screen.contains(" deleted objects to be gone"),
+        "no live view while waiting:\n{screen}"
+    );
+
+    c.seed_run(NS, RUN_B, "cpu", 30);
+    let plain = c.run(&["cleanup", "--yes"], None, &[]);
+    assert_eq!(plain.status.code(), Some(0), "{}", text(&plain.stderr));
+    assert!(
+        !text(&plain.stderr).contains("] deleting "),
+        "a view without a terminal"
+    );
+}

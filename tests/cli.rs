@@ -254,8 +254,8 @@ fn cases() -> Vec<Bad> {
         ),
         bad_env(
             "VIRTWORK_OUTPUT",
-            "yaml",
-            &["VIRTWORK_OUTPUT", "text, json"],
+            "xml",
+            &["VIRTWORK_OUTPUT", "text, json, yaml"],
         ),
         bad_env(
             "VIRTWORK_READY_CONDITION",
@@ -732,6 +732,24 @@ fn man_page_renders_with_every_subcommand() {
         assert!(page.contains(sub), "man page lacks {sub}");
     }
     assert!(page.contains("\\-\\-workloads"));
+    let title = page.lines().find(|l| l.starts_with(".TH ")).unwrap();
+    assert!(
+        title.contains(&format!("virtwork {}", env!("CARGO_PKG_VERSION"))),
+        "the version belongs in .TH: {title}"
+    );
+    for section in [
+        ".SH \"EXIT STATUS\"",
+        ".SH ENVIRONMENT",
+        ".SH FILES",
+        ".SH COMMANDS",
+    ] {
+        assert!(page.contains(section), "man page lacks {section}");
+    }
+    for var in virtwork::config::env_keys().chain(["KUBECONFIG", "NO_COLOR"]) {
+        assert!(page.contains(var), "ENVIRONMENT lacks {var}");
+    }
+    // One page holds everything: it must not send the reader to pages that are not installed.
+    assert!(!page.contains("(1)"), "a reference to another page");
 }
 
 #[test]
@@ -792,4 +810,408 @@ fn text_logs_are_not_json() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("INFO"), "{stderr}");
     assert!(!stderr.contains("\"msg\""), "{stderr}");
+}
+
+#[test]
+fn version_flag_prints_what_the_version_command_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = virtwork(dir.path(), &["version"], &[]);
+    let flag = virtwork(dir.path(), &["--version"], &[]);
+    assert_eq!(flag.status.code(), Some(0), "{}", text(&flag.stderr));
+    assert_eq!(text(&flag.stdout), text(&command.stdout));
+}
+
+#[test]
+fn short_flags_follow_kubectl() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = virtwork(
+        dir.path(),
+        &[
+            "run",
+            "--dry-run",
+            "--no-audit",
+            "--workloads",
+            "cpu",
+            "-n",
+            "team-a",
+            "-o",
+            "json",
+            "-v",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["namespace"], "team-a");
+}
+
+/// The lines of `help` that name a flag, in order.
+fn flag_lines(help: &str) -> Vec<&str> {
+    help.lines()
+        .map(str::trim_start)
+        .filter(|line| line.starts_with('-'))
+        .collect()
+}
+
+#[test]
+fn help_shows_a_commands_own_flags_first_and_hides_flags_that_do_nothing_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = |args: &[&str]| {
+        let out = virtwork(dir.path(), args, &[]);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        text(&out.stdout)
+    };
+    let cleanup = help(&["cleanup", "--help"]);
+    let own = cleanup.find("--delete-namespace").unwrap();
+    let heading = cleanup.find("Global options:").expect("a global heading");
+    let global = cleanup.find("--namespace <NAME>").unwrap();
+    assert!(own < heading && heading < global, "{cleanup}");
+    assert!(cleanup.contains("--audit-db"), "cleanup records: {cleanup}");
+    for command in ["status", "verify", "validate"] {
+        let text = help(&[command, "--help"]);
+        let flags = flag_lines(&text).join("\n");
+        for inert in ["--audit-db", "--no-audit", "--audit["] {
+            assert!(!flags.contains(inert), "{command} offers {inert}:\n{flags}");
+        }
+    }
+    let validate = flag_lines(&help(&["validate", "--help"])).join("\n");
+    assert!(!validate.contains("--kubeconfig"), "{validate}");
+    // Hidden, not refused: a wrapper passing the flag everywhere keeps working.
+    let out = virtwork(
+        dir.path(),
+        &["--audit-db", "x.db", "validate", "--catalog-dir", "nowhere"],
+        &[],
+    );
+    assert!(
+        !text(&out.stderr).contains("unexpected argument"),
+        "{}",
+        text(&out.stderr)
+    );
+    // ... but not silently.
+    let out = virtwork(
+        dir.path(),
+        &["status", "--audit-db", "x.db", "--kubeconfig", "missing"],
+        &[],
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--audit-db does nothing for `virtwork status`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--kubeconfig does nothing"), "{stderr}");
+    let bash = help(&["completion", "bash"]);
+    let status_case = bash
+        .split("virtwork__subcmd__status)")
+        .nth(1)
+        .and_then(|rest| rest.split(";;").next())
+        .expect("a status case in the bash completion");
+    assert!(!status_case.contains("--audit-db"), "{status_case}");
+    assert!(status_case.contains("--run-id"), "{status_case}");
+    let run_case = bash
+        .split("virtwork__subcmd__run)")
+        .nth(1)
+        .and_then(|rest| rest.split("virtwork__subcmd__").next())
+        .unwrap();
+    let workloads = run_case.split("--workloads)").nth(1).unwrap();
+    let workloads = &workloads[..workloads.find(";;").unwrap()];
+    assert!(
+        workloads.contains("cpu") && workloads.contains("chaos-network"),
+        "--workloads completes the built-in names: {workloads}"
+    );
+}
+
+#[test]
+fn every_timeout_takes_seconds_or_a_duration() {
+    let dir = tempfile::tempdir().unwrap();
+    for timeout in ["600", "10m", "1h30m"] {
+        let out = virtwork(
+            dir.path(),
+            &[
+                "run",
+                "--dry-run",
+                "--no-audit",
+                "--workloads",
+                "cpu",
+                "--timeout",
+                timeout,
+            ],
+            &[],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{timeout}: {}",
+            text(&out.stderr)
+        );
+    }
+    let out = virtwork(
+        dir.path(),
+        &["run", "--dry-run", "--no-audit", "--workloads", "cpu"],
+        &[("VIRTWORK_TIMEOUT", "5m")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // Once a panic on an Instant overflow (exit 101); every command's --timeout is one type.
+    for command in ["run", "cleanup", "status", "verify --wait"] {
+        let mut args: Vec<&str> = command.split(' ').collect();
+        args.extend(["--timeout", "18446744073709551615"]);
+        let out = virtwork(dir.path(), &args, &[]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.contains("--timeout") && stderr.contains("10m"),
+            "{stderr}"
+        );
+    }
+    let out = virtwork(dir.path(), &["verify", "--wait", "--timeout", "0"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("at least 1s"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `run --dry-run` with `--color`/`NO_COLOR`; the stderr of the dry run's log lines.
+fn dry_run_stderr(extra: &[&str], env: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["run", "--dry-run", "--no-audit", "--workloads", "cpu"];
+    args.extend_from_slice(extra);
+    let out = virtwork(dir.path(), &args, env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stderr)
+}
+
+#[test]
+fn colour_follows_color_and_no_color() {
+    let escape = '\u{1b}';
+    assert!(!dry_run_stderr(&[], &[]).contains(escape), "not a terminal");
+    assert!(dry_run_stderr(&["--color", "always"], &[]).contains(escape));
+    assert!(dry_run_stderr(&["--color", "always"], &[("NO_COLOR", "1")]).contains(escape));
+    assert!(!dry_run_stderr(&["--color", "never"], &[]).contains(escape));
+    assert!(!dry_run_stderr(&["--color", "auto"], &[("NO_COLOR", "1")]).contains(escape));
+}
+
+#[test]
+fn colour_on_a_terminal_unless_no_color() {
+    // script(1) gives the binary a terminal on stderr.
+    let Ok(script) = which("script") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let run = |no_color: Option<&str>| {
+        let mut command = Command::new(&script);
+        command
+            .args(["-qec"])
+            .arg(format!(
+                "{BIN} run --dry-run --no-audit --workloads cpu -o json >/dev/null"
+            ))
+            .arg("/dev/null")
+            .current_dir(dir.path())
+            .env_clear()
+            .env("HOME", dir.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        if let Some(value) = no_color {
+            command.env("NO_COLOR", value);
+        }
+        let out = command.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    assert!(run(None).contains('\u{1b}'), "a terminal gets colour");
+    assert!(!run(Some("1")).contains('\u{1b}'), "NO_COLOR turns it off");
+}
+
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+        .ok_or(())
+}
+
+#[test]
+fn version_and_validate_write_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["json", "yaml"] {
+        let out = virtwork(dir.path(), &["version", "-o", format], &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let doc: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["command"], "version", "{format}");
+        assert_eq!(doc["version"], env!("CARGO_PKG_VERSION"));
+    }
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+    let catalog = catalog.to_str().unwrap();
+    let out = virtwork(
+        dir.path(),
+        &["validate", "--catalog-dir", catalog, "--output", "json"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
+    assert_eq!(doc["command"], "validate");
+    assert_eq!(doc["failed"], 0);
+    let entries = doc["entries"].as_array().unwrap();
+    assert!(!entries.is_empty());
+    assert!(entries.iter().all(|e| e["status"] != "fail"), "{doc}");
+}
+
+/// Every (subcommand path, base arguments) the hostile-value test drives; base arguments
+/// satisfy required positionals so the flag under test reaches the command's own checks.
+fn command_paths(command: &clap::Command, path: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let subcommands: Vec<&clap::Command> = command
+        .get_subcommands()
+        .filter(|sub| sub.get_name() != "help")
+        .collect();
+    if subcommands.is_empty() && !path.is_empty() {
+        out.push(path.clone());
+    }
+    for sub in subcommands {
+        let mut path = path.clone();
+        path.push(sub.get_name().to_string());
+        command_paths(sub, path, out);
+    }
+}
+
+/// Values that once crashed, or could: huge and negative numbers, nothing, control
+/// characters and escapes, a very long string, bytes that are not UTF-8.
+fn hostile_values() -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    let texts = [
+        "18446744073709551615",
+        "99999999999999999999999999999999999999h",
+        "-1",
+        "-9223372036854775808",
+        "",
+        "1e308",
+        "NaN",
+        "\u{1}\u{1b}[31m\u{7f}\r\n\t",
+    ];
+    let mut values: Vec<std::ffi::OsString> = texts.iter().map(Into::into).collect();
+    values.push("x".repeat(100_000).into());
+    values.push(std::ffi::OsString::from_vec(vec![0xff, 0xfe, b'a', 0x80]));
+    values
+}
+
+/// The hostile invocations of one argument of `command`: each value as `--flag=value` (or
+/// as the positional), or the switch alone.
+fn hostile_invocations(
+    base: &[String],
+    required: &[String],
+    arg: &clap::Arg,
+) -> Vec<Vec<std::ffi::OsString>> {
+    let base: Vec<std::ffi::OsString> = base.iter().map(Into::into).collect();
+    let takes_value = !matches!(
+        arg.get_action(),
+        clap::ArgAction::SetTrue
+            | clap::ArgAction::SetFalse
+            | clap::ArgAction::Count
+            | clap::ArgAction::Help
+            | clap::ArgAction::HelpShort
+            | clap::ArgAction::HelpLong
+            | clap::ArgAction::Version
+    );
+    let with = |extra: Vec<std::ffi::OsString>| {
+        let mut args = base.clone();
+        args.extend(extra);
+        args.extend(required.iter().map(Into::into));
+        args
+    };
+    match (arg.get_long(), takes_value) {
+        (Some(long), false) => vec![with(vec![format!("--{long}").into()])],
+        (Some(long), true) => hostile_values()
+            .into_iter()
+            .map(|value| {
+                let mut flag = std::ffi::OsString::from(format!("--{long}="));
+                flag.push(value);
+                with(vec![flag])
+            })
+            .collect(),
+        (None, _) => hostile_values()
+            .into_iter()
+            .map(|value| {
+                let mut args = base.clone();
+                args.push(value);
+                args
+            })
+            .collect(),
+    }
+}
+
+/// Positionals a command requires, valid, so a hostile flag is judged by the command.
+fn required_positionals(path: &[String]) -> Vec<String> {
+    match path.join(" ").as_str() {
+        "audit show" => vec!["0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f".into()],
+        "completion" => vec!["bash".into()],
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn no_flag_value_crashes_any_command() {
+    // The flag list comes from clap, so a new flag is covered without touching this test.
+    let root = virtwork::cli::command();
+    let mut paths = Vec::new();
+    command_paths(&root, Vec::new(), &mut paths);
+    let mut invocations = Vec::new();
+    for path in &paths {
+        let mut command = &root;
+        for name in path {
+            command = command.find_subcommand(name).unwrap();
+        }
+        let required = required_positionals(path);
+        for arg in command.get_arguments() {
+            invocations.extend(hostile_invocations(path, &required, arg));
+        }
+        for arg in root.get_arguments() {
+            invocations.extend(hostile_invocations(path, &required, arg));
+        }
+    }
+    assert!(invocations.len() > 500, "{} invocations", invocations.len());
+    eprintln!("{} hostile invocations", invocations.len());
+    let dir = tempfile::tempdir().unwrap();
+    let crashes: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = invocations
+            .chunks(invocations.len().div_ceil(4))
+            .map(|chunk| {
+                let dir = dir.path();
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .filter_map(|args| {
+                            let started = std::time::Instant::now();
+                            let out = Command::new(BIN)
+                                .args(args)
+                                .current_dir(dir)
+                                .env_clear()
+                                .env("HOME", dir)
+                                .env("VIRTWORK_AUDIT_DB", dir.join("audit.db"))
+                                .output()
+                                .expect("run virtwork");
+                            // A hang is a failure too: every one of these ends at once.
+                            let slow = started.elapsed() > std::time::Duration::from_secs(20);
+                            let crashed = slow
+                                || out.status.code() == Some(101)
+                                || out.status.code().is_none()
+                                || text(&out.stderr).contains("panicked");
+                            crashed.then(|| {
+                                let shown: Vec<String> = args
+                                    .iter()
+                                    .map(|a| a.to_string_lossy().chars().take(60).collect())
+                                    .collect();
+                                format!("{shown:?}: {:?} {}", out.status, text(&out.stderr))
+                            })
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    assert!(
+        crashes.is_empty(),
+        "{} crashes:\n{}",
+        crashes.len(),
+        crashes.join("\n")
+    );
 }

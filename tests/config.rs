@@ -120,6 +120,20 @@ fn cases() -> Vec<Case> {
             },
         },
         Case {
+            key: "context",
+            env: "VIRTWORK_CONTEXT",
+            values: ["file-ctx", "env-ctx", "flag-ctx"],
+            default: "-",
+            flag: Flag::Value("--context"),
+            get: |s| {
+                s.global
+                    .cluster
+                    .context
+                    .clone()
+                    .unwrap_or_else(|| "-".into())
+            },
+        },
+        Case {
             key: "verbose",
             env: "VIRTWORK_VERBOSE",
             values: ["true", "false", "true"],
@@ -644,6 +658,7 @@ fn audit_flags_both_work() {
         "--audit beats VIRTWORK_AUDIT=false"
     );
     assert!(!run(&["--no-audit"], &[]).global.audit.enabled);
+    assert!(run(&["-v"], &[]).global.verbose, "-v is --verbose");
     assert_eq!(
         run(&["--no-audit"], &[]).global.audit.recording_path(),
         None

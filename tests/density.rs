@@ -325,6 +325,23 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
+/// The terminal width the live-view test sets.
+const COLUMNS: usize = 100;
+
+/// The runs of text a terminal program wrote between its escape sequences, carriage returns
+/// and newlines: each frame of a live view, each log line.
+fn drawn_texts(raw: &str) -> impl Iterator<Item = &str> {
+    raw.split('\u{1b}')
+        .map(|piece| match piece.strip_prefix('[') {
+            Some(rest) => rest
+                .find(|c: char| c.is_ascii_alphabetic())
+                .map_or("", |end| &rest[end + 1..]),
+            None => piece,
+        })
+        .flat_map(|piece| piece.split(['\r', '\n']))
+        .filter(|text| !text.trim().is_empty())
+}
+
 #[test]
 fn on_a_terminal_a_200_vm_run_shows_the_live_view_and_few_log_lines() {
     let server = FakeApiServer::start(Options::default());
@@ -333,7 +350,7 @@ fn on_a_terminal_a_200_vm_run_shows_the_live_view_and_few_log_lines() {
     // shows (stdout and stderr) to its own stdout.
     let binary = env!("CARGO_BIN_EXE_virtwork");
     let inner = format!(
-        "{binary} --kubeconfig {} --audit-db {} run --workloads cpu --vm-count 200 --timeout 300",
+        "stty cols {COLUMNS} rows 40; {binary} --kubeconfig {} --audit-db {} run --workloads cpu --vm-count 200 --timeout 300",
         env.kubeconfig.display(),
         env.db().display()
     );
@@ -355,14 +372,25 @@ fn on_a_terminal_a_200_vm_run_shows_the_live_view_and_few_log_lines() {
         .output()
         .expect("util-linux `script` runs the binary on a pty");
     assert_success(&out);
-    let screen = strip_ansi(&String::from_utf8_lossy(&out.stdout));
+    let raw = String::from_utf8_lossy(&out.stdout);
+    let screen = strip_ansi(&raw);
     assert_eq!(server.count("create", "virtualmachines"), 200);
 
-    // The live view was drawn during creation: n/200 VMs created with a rate and an ETA.
+    // The live view was drawn during creation: n/200 VMs created with a rate.
     assert!(
-        screen.contains("/200 VMs created, ") && screen.contains("/s, ETA "),
+        screen.contains("/200 VMs created, ") && screen.contains("/s"),
         "no creation progress bar:\n{screen}"
     );
+    // Each drawn frame fits the terminal: cut, never wrapped onto a second line.
+    for frame in
+        drawn_texts(&raw).filter(|text| text.contains("] creating") || text.contains("] ready"))
+    {
+        assert!(
+            frame.chars().count() <= COLUMNS,
+            "a {}-column frame on a {COLUMNS}-column terminal: {frame:?}",
+            frame.chars().count()
+        );
+    }
     // Log lines: a bounded number at INFO (not one or two per VM), each printed whole above
     // the view (after the view is cleared, the line starts with its timestamp).
     let log_lines: Vec<&str> = screen
@@ -430,6 +458,13 @@ fn without_a_terminal_progress_is_logged_every_few_seconds_not_per_vm() {
             .iter()
             .any(|l| l.contains("creating: ") && l.contains("/s, ETA ")),
         "no periodic progress line:\n{logs}"
+    );
+    // The count is in the message itself, not only in fields a text log shows after it.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("creating: ") && l.contains("/200 VMs created, ")),
+        "no count in the progress line:\n{logs}"
     );
     assert!(!logs.contains("vm created"), "{logs}");
     let verbose = env.run(&[

@@ -406,3 +406,340 @@ fn links_and_paths_in_docs_exist() {
     }
     assert!(checked > 10, "only {checked} links/paths found in docs/");
 }
+
+/// Every long flag and visible alias of every (sub)command, and every subcommand path.
+fn command_line_names() -> (BTreeSet<String>, BTreeSet<String>) {
+    fn walk(
+        command: &clap::Command,
+        path: &str,
+        flags: &mut BTreeSet<String>,
+        commands: &mut BTreeSet<String>,
+    ) {
+        for arg in command.get_arguments() {
+            flags.extend(arg.get_long().map(|l| format!("--{l}")));
+            flags.extend(
+                arg.get_visible_aliases()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| format!("--{a}")),
+            );
+        }
+        for sub in command.get_subcommands() {
+            let name = format!("{path}{}", sub.get_name()).trim().to_string();
+            commands.insert(name.clone());
+            walk(sub, &format!("{name} "), flags, commands);
+        }
+    }
+    let mut command = virtwork::cli::command();
+    command.build();
+    let (mut flags, mut commands) = (BTreeSet::new(), BTreeSet::new());
+    walk(&command, "", &mut flags, &mut commands);
+    (flags, commands)
+}
+
+#[test]
+fn every_command_and_flag_named_in_readme_exists_and_every_command_is_named() {
+    let readme = fs::read_to_string(repo().join("README.md")).unwrap();
+    let (flags, commands) = command_line_names();
+    for (number, line) in readme.lines().enumerate() {
+        // Other tools' flags (cargo, the build scripts) are not ours.
+        if line.contains("cargo") || line.contains(".sh") {
+            continue;
+        }
+        for (at, _) in line.match_indices("--") {
+            let flag: String = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            if flag.len() > 2 && flag.as_bytes()[2].is_ascii_lowercase() {
+                assert!(
+                    flags.contains(&flag),
+                    "README.md line {}: {flag} is not a virtwork flag",
+                    number + 1
+                );
+            }
+        }
+    }
+    let table = section(&readme, "## Commands");
+    let named: BTreeSet<String> = table
+        .lines()
+        .filter_map(|row| row.strip_prefix("| `"))
+        .map(|cell| {
+            let cell = &cell[..cell.find('`').unwrap()];
+            let words: Vec<&str> = cell
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['<', '[']))
+                .collect();
+            words.join(" ")
+        })
+        .collect();
+    for name in &named {
+        assert!(
+            commands.contains(name),
+            "README names `{name}`, not a command"
+        );
+    }
+    for command in commands.iter().filter(|c| !c.contains(' ') && *c != "help") {
+        assert!(
+            named.iter().any(|n| n.split(' ').next() == Some(command)),
+            "README's command table omits `{command}`"
+        );
+    }
+}
+
+/// The text of the section starting at `heading`, up to the next heading of its level.
+fn section<'a>(doc: &'a str, heading: &str) -> &'a str {
+    let start = doc.find(heading).unwrap_or_else(|| panic!("no {heading}"));
+    let rest = &doc[start + heading.len()..];
+    let end = rest.find("\n## ").unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// The cells of a Markdown table row: split on `|` not escaped as `\|`.
+fn table_cells(row: &str) -> usize {
+    let row = row.trim().trim_start_matches('|').trim_end_matches('|');
+    let mut cells = 1;
+    let mut escaped = false;
+    for c in row.chars() {
+        match c {
+            '\\' => escaped = !escaped,
+            '|' if !escaped => cells += 1,
+            _ => escaped = false,
+        }
+        if c != '\\' {
+            escaped = false;
+        }
+    }
+    cells
+}
+
+#[test]
+fn every_table_row_has_its_tables_column_count() {
+    let mut files: Vec<PathBuf> = fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    files.push(repo().join("README.md"));
+    let mut bad = Vec::new();
+    for path in files {
+        let text = fs::read_to_string(&path).unwrap();
+        let mut columns: Option<usize> = None;
+        let mut in_code = false;
+        for (number, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+            }
+            if in_code || !line.trim_start().starts_with('|') {
+                columns = None;
+                continue;
+            }
+            match columns {
+                None => columns = Some(table_cells(line)),
+                Some(expected) if table_cells(line) != expected => bad.push(format!(
+                    "{}:{}: {} cells, the table has {expected}",
+                    path.display(),
+                    number + 1,
+                    table_cells(line)
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Every command named as `VIRTWORK_COMMAND` in the docs is one entrypoint.sh accepts.
+#[test]
+fn the_entrypoint_accepts_every_documented_command() {
+    let script = fs::read_to_string(repo().join("entrypoint.sh")).unwrap();
+    let accepted: BTreeSet<&str> = script
+        .lines()
+        .find(|line| line.trim_start().starts_with("run | cleanup"))
+        .expect("the case of accepted commands")
+        .trim()
+        .trim_end_matches(";;")
+        .trim_end()
+        .trim_end_matches(')')
+        .split('|')
+        .map(str::trim)
+        .collect();
+    let row = read_doc("deployment.md");
+    let row = row
+        .lines()
+        .find(|line| line.starts_with("| `VIRTWORK_COMMAND` = "))
+        .unwrap();
+    let cell = row.split('|').nth(1).unwrap();
+    let documented: BTreeSet<&str> = cell.split('`').skip(3).step_by(2).collect();
+    assert_eq!(documented, accepted, "deployment.md against entrypoint.sh");
+    let (_, commands) = command_line_names();
+    for command in &accepted {
+        assert!(
+            commands.contains(*command),
+            "{command} is not a virtwork command"
+        );
+    }
+}
+
+/// The top-level fields of the first ```json block below `heading` in output-json.md.
+fn documented_fields(doc: &str, heading: &str) -> BTreeSet<String> {
+    let text = section(doc, heading);
+    let start = text
+        .find("```json\n")
+        .unwrap_or_else(|| panic!("{heading}: no example"))
+        + 8;
+    let end = start + text[start..].find("```").unwrap();
+    let example: serde_json::Value = serde_json::from_str(&text[start..end])
+        .unwrap_or_else(|e| panic!("{heading}: example is not JSON: {e}"));
+    example.as_object().unwrap().keys().cloned().collect()
+}
+
+fn fields(doc: &serde_json::Value) -> BTreeSet<String> {
+    doc.as_object().unwrap().keys().cloned().collect()
+}
+
+/// `virtwork <args>` in `dir` (HOME there too), its stdout parsed as JSON.
+fn document(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_virtwork"))
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("HOME", dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: {e}: {stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The document of each command that writes one, made by the real code: the binary where no
+/// cluster is needed, else the function that writes the command's document.
+fn real_documents(dir: &Path) -> Vec<(&'static str, serde_json::Value)> {
+    use virtwork::report::{RunSummary, cleanup::CleanupSummary, run_summary_json};
+    let catalog = repo().join("catalog");
+    let plan = document(
+        dir,
+        &[
+            "run",
+            "--dry-run",
+            "--workloads",
+            "cpu",
+            "-o",
+            "json",
+            "--audit-db",
+            "a.db",
+        ],
+    );
+    let run_id = plan["run_id"].as_str().unwrap().to_string();
+    let run = RunSummary {
+        status: virtwork::error::Outcome::Success,
+        run_id: run_id.clone(),
+        namespace: "virtwork".into(),
+        server_dry_run: false,
+        container_image: "img".into(),
+        ready_condition: "running".into(),
+        planned: Default::default(),
+        created: Default::default(),
+        create_duration: std::time::Duration::ZERO,
+        wait_duration: None,
+        vms_ready: 0,
+        vms: Vec::new(),
+        api_requests: 0,
+        pacing: Default::default(),
+        error: None,
+    };
+    let cleanup =
+        virtwork::report::cleanup::summary_json(&CleanupSummary::new(run_id.clone(), None, None));
+    let status =
+        virtwork::report::status::status_json(None, None, &[], jiff::Timestamp::UNIX_EPOCH);
+    vec![
+        ("## `virtwork run --dry-run --output json`", plan),
+        ("## `virtwork run --output json`", run_summary_json(&run)),
+        (
+            "## `virtwork cleanup --output json`",
+            serde_json::from_str(&cleanup).unwrap(),
+        ),
+        (
+            "## `virtwork status --output json`",
+            serde_json::from_str(&status).unwrap(),
+        ),
+        (
+            "## `virtwork verify --output json`",
+            virtwork::verify::json_report(
+                None,
+                None,
+                &[],
+                "p",
+                virtwork::model::Window::DEFAULT,
+                1,
+            ),
+        ),
+        (
+            "## `virtwork validate --output json`",
+            document(
+                dir,
+                &[
+                    "validate",
+                    "--catalog-dir",
+                    catalog.to_str().unwrap(),
+                    "-o",
+                    "json",
+                ],
+            ),
+        ),
+        (
+            "## `virtwork version --output json`",
+            document(dir, &["version", "-o", "json"]),
+        ),
+        (
+            "## `virtwork audit list --output json`",
+            document(dir, &["audit", "list", "-o", "json", "--audit-db", "a.db"]),
+        ),
+        (
+            "## `virtwork audit show <run-id> --output json`",
+            document(
+                dir,
+                &["audit", "show", &run_id, "-o", "json", "--audit-db", "a.db"],
+            ),
+        ),
+    ]
+}
+
+#[test]
+fn every_commands_document_has_the_documented_fields() {
+    let doc = read_doc("output-json.md");
+    let dir = tempfile::tempdir().unwrap();
+    let real = real_documents(dir.path());
+    let headings: BTreeSet<&str> = doc.lines().filter(|l| l.starts_with("## ")).collect();
+    let checked: BTreeSet<&str> = real.iter().map(|(heading, _)| *heading).collect();
+    for heading in &headings {
+        assert!(
+            checked.iter().any(|c| heading.starts_with(c)),
+            "output-json.md documents {heading}, which this test does not check"
+        );
+    }
+    for (heading, document) in &real {
+        let fields_written = fields(document);
+        for common in ["command", "format_version"] {
+            assert!(
+                fields_written.contains(common),
+                "{heading}: no {common}: {document}"
+            );
+        }
+        if let Some(dry_run) = document.get("dry_run") {
+            assert!(
+                dry_run.is_null() || dry_run.is_string(),
+                "{heading}: dry_run {dry_run}"
+            );
+        }
+        assert_eq!(
+            documented_fields(&doc, heading),
+            fields_written,
+            "{heading}: the example's fields against the real document's"
+        );
+    }
+}

@@ -227,6 +227,9 @@ fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
     assert!(!stdout.contains("dry run mode") && !stdout.contains("deployment summary"));
     assert!(stderr.contains("dry run mode"), "{stderr}");
     assert!(stderr.contains("deployment summary"), "{stderr}");
+    // Nothing was created: the log says what was planned.
+    assert!(stderr.contains("vms_planned=11"), "{stderr}");
+    assert!(!stderr.contains("_created"), "{stderr}");
 }
 
 #[test]

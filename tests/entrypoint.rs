@@ -376,7 +376,7 @@ fn args_are_split_like_a_shell_but_nothing_is_expanded_or_executed() {
 #[test]
 fn every_allowed_command_reaches_the_binary_with_its_args() {
     for shell in shells() {
-        for command in ["run", "cleanup", "validate", "status", "audit"] {
+        for command in ["run", "cleanup", "validate", "status", "verify", "audit"] {
             let sandbox = Sandbox::new();
             let out = sandbox.run(
                 &shell,
@@ -455,7 +455,7 @@ fn unknown_command_is_bad_input_and_runs_nothing() {
             let err = stderr(&out);
             assert!(err.contains("VIRTWORK_COMMAND"), "{err}");
             assert!(
-                err.contains("run, cleanup, validate, status, audit, churn"),
+                err.contains("run, cleanup, validate, status, verify, audit, churn"),
                 "{err}"
             );
             assert_eq!(sandbox.argv(), None, "stub ran for {bad:?}");

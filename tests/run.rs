@@ -1202,6 +1202,13 @@ fn preflight_refuses_a_cluster_without_kubevirt() {
         &out,
         "KubeVirt (OpenShift Virtualization) is not installed",
     );
+    // The document of a refused run: it created nothing, so there is nothing to clean up.
+    let out = env.run(&["--workloads", "cpu", "--output", "json"]);
+    assert_preflight_refused(&server, &out, "is not installed");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["status"], "failed", "{doc}");
+    assert_eq!(doc["command"], "run", "{doc}");
+    assert_eq!(doc["cleanup_command"], serde_json::Value::Null, "{doc}");
 }
 
 #[test]

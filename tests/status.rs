@@ -254,3 +254,72 @@ fn a_server_repeating_a_continue_token_is_stopped_with_a_clear_error() {
     );
     assert_eq!(c.server.count("list", "virtualmachines"), 2);
 }
+
+#[test]
+fn context_picks_a_kubeconfig_context_other_than_the_current_one() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    let path = c.dir.path().join("kubeconfig");
+    let mut kubeconfig: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    // The current context is a dead server; "fake" (the fixture's) stays defined.
+    let dead_cluster: serde_yaml::Value =
+        serde_yaml::from_str("{name: dead, cluster: {server: 'https://127.0.0.1:9'}}").unwrap();
+    let dead_context: serde_yaml::Value =
+        serde_yaml::from_str("{name: dead, context: {cluster: dead, user: fake}}").unwrap();
+    for (list, item) in [("clusters", dead_cluster), ("contexts", dead_context)] {
+        kubeconfig[list].as_sequence_mut().unwrap().push(item);
+    }
+    kubeconfig["current-context"] = "dead".into();
+    std::fs::write(&path, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
+
+    let current = c.run(&["status", "--timeout", "3s"], None, &[]);
+    assert_eq!(current.status.code(), Some(1), "{}", text(&current.stderr));
+    let chosen = c.run(
+        &["--context", "fake", "-n", NS, "-o", "json", "status"],
+        None,
+        &[],
+    );
+    assert_eq!(chosen.status.code(), Some(0), "{}", text(&chosen.stderr));
+    assert_eq!(json_doc(&chosen)["runs"][0]["run_id"], RUN_A);
+    let from_env = c.run(
+        &["status", "-o", "yaml"],
+        None,
+        &[("VIRTWORK_CONTEXT", "fake")],
+    );
+    assert_eq!(
+        from_env.status.code(),
+        Some(0),
+        "{}",
+        text(&from_env.stderr)
+    );
+    let doc: Value = serde_yaml::from_slice(&from_env.stdout).unwrap();
+    assert_eq!(doc["command"], "status");
+    let unknown = c.run(&["status", "--context", "nope"], None, &[]);
+    assert_eq!(unknown.status.code(), Some(2));
+    let stderr = text(&unknown.stderr);
+    assert!(
+        stderr.contains("\"nope\"") && stderr.contains("fake, dead"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn vm_names_sort_naturally() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 11);
+    let out = c.run(&["-n", NS, "-o", "json", "status"], None, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    let names: Vec<&str> = doc["runs"][0]["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|vm| vm["name"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..11).map(|i| format!("virtwork-cpu-{i}")).collect();
+    assert_eq!(names, expected, "cpu-2 before cpu-10");
+    let table = text(&c.run(&["-n", NS, "status"], None, &[]).stdout);
+    let at = |name: &str| table.find(&format!("{name} ")).unwrap_or(usize::MAX);
+    assert!(at("virtwork-cpu-2") < at("virtwork-cpu-10"), "{table}");
+}

@@ -284,7 +284,9 @@ fn vms(conn: &Connection, audit_id: i64) -> rusqlite::Result<Vec<VmRow>> {
             deleted_at: r.get(13)?,
         })
     })?;
-    rows.collect()
+    let mut vms: Vec<VmRow> = rows.collect::<rusqlite::Result<_>>()?;
+    vms.sort_by(|a, b| crate::model::natural_cmp(&a.vm_name, &b.vm_name));
+    Ok(vms)
 }
 
 fn resources(conn: &Connection, audit_id: i64) -> rusqlite::Result<Vec<ResourceRow>> {

@@ -73,7 +73,9 @@ fn list(options: &AuditOptions, filter: &ListFilter, out: &mut dyn Write) -> Res
     if !database_exists(&options.db_path) {
         // No database means no history yet, which is not an error for a listing.
         let text = match options.output {
-            OutputFormat::Json => json_document(&serde_json::json!({ "executions": [] }))?,
+            OutputFormat::Json | OutputFormat::Yaml => {
+                list_document::<ExecutionRecord>(options.output, &[])?
+            }
             OutputFormat::Text => format!("no audit database at {}\n", options.db_path.display()),
         };
         return emit(out, &text);
@@ -81,7 +83,7 @@ fn list(options: &AuditOptions, filter: &ListFilter, out: &mut dyn Write) -> Res
     let conn = query::open_existing(&options.db_path)?;
     let executions = query::list_executions(&conn, filter)?;
     let text = match options.output {
-        OutputFormat::Json => json_document(&serde_json::json!({ "executions": executions }))?,
+        OutputFormat::Json | OutputFormat::Yaml => list_document(options.output, &executions)?,
         OutputFormat::Text => render_list(&executions, &options.db_path),
     };
     emit(out, &text)
@@ -102,7 +104,15 @@ fn show(options: &AuditOptions, run_id: RunId, out: &mut dyn Write) -> Result<()
         )));
     };
     let text = match options.output {
-        OutputFormat::Json => json_document(&detail)?,
+        OutputFormat::Json | OutputFormat::Yaml => {
+            let mut doc = serde_json::to_value(&detail)
+                .map_err(|e| Error::runtime(format!("encoding JSON output: {e}")))?;
+            if let Some(fields) = doc.as_object_mut() {
+                fields.insert("format_version".into(), AUDIT_FORMAT_VERSION.into());
+                fields.insert("command".into(), "audit show".into());
+            }
+            json_document(options.output, &doc)?
+        }
         OutputFormat::Text => render_detail(&detail),
     };
     emit(out, &text)
@@ -112,11 +122,24 @@ fn database_exists(path: &Path) -> bool {
     path.as_os_str() != ":memory:" && path.is_file()
 }
 
-fn json_document(value: &impl serde::Serialize) -> Result<String> {
-    let mut text = serde_json::to_string_pretty(value)
+/// Version of the `audit list` and `audit show` documents' schema (docs/output-json.md).
+const AUDIT_FORMAT_VERSION: u32 = 1;
+
+fn list_document<T: serde::Serialize>(format: OutputFormat, executions: &[T]) -> Result<String> {
+    json_document(
+        format,
+        &serde_json::json!({
+            "format_version": AUDIT_FORMAT_VERSION,
+            "command": "audit list",
+            "executions": executions,
+        }),
+    )
+}
+
+fn json_document(format: OutputFormat, value: &impl serde::Serialize) -> Result<String> {
+    let text = serde_json::to_string_pretty(value)
         .map_err(|e| Error::runtime(format!("encoding JSON output: {e}")))?;
-    text.push('\n');
-    Ok(text)
+    super::document_text(format, &text)
 }
 
 fn emit(out: &mut dyn Write, text: &str) -> Result<()> {

@@ -33,7 +33,12 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(120);
 pub async fn churn(settings: &ChurnSettings) -> Result<()> {
     let auditor = Auditor::open(settings.global.audit.recording_path())?;
     let access = &settings.global.cluster;
-    let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
+    let cluster = connect_from_env(
+        &access.kubeconfig,
+        access.context.as_deref(),
+        access.rate_limit,
+    )
+    .await?;
     let churn_id = uuid::Uuid::new_v4();
     let seed = settings.seed.unwrap_or_else(|| fastrand::u64(..));
     let execution = start_execution(settings, &auditor, &cluster, churn_id);
@@ -198,7 +203,9 @@ async fn churn_fleet(
 
 fn report(settings: &ChurnSettings, summary: &ChurnSummary<'_>) -> Result<()> {
     let text = match (settings.global.output, summary.status) {
-        (OutputFormat::Json, _) => churn_json(summary),
+        (OutputFormat::Json | OutputFormat::Yaml, _) => {
+            super::document_text(settings.global.output, &churn_json(summary))?
+        }
         (OutputFormat::Text, ChurnStatus::DryRun) => schedule_text(summary),
         (OutputFormat::Text, _) => summary_text(summary),
     };

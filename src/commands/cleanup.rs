@@ -30,7 +30,7 @@ use crate::k8s::cleanup::{
 use crate::k8s::client::{Cluster, RateLimit, connect_from_env};
 use crate::k8s::namespace::TOOL_NAMESPACE;
 use crate::k8s::retry::RetryPolicy;
-use crate::model::OutputFormat;
+use crate::model::{LogFormat, OutputFormat};
 use crate::report::cleanup::{
     CleanupStatus, CleanupSummary, Found, WaitReport, preview_with_kept, summary_json, summary_text,
 };
@@ -122,10 +122,40 @@ async fn ask(cancel: &CancellationToken) -> Result<Answer> {
     }
 }
 
+/// Deletions from which a cleanup on a terminal shows a live view, as `run` does.
+const LIVE_VIEW_MIN_OBJECTS: usize = 20;
+
+/// The live view of a large deletion or wait (`template`: indicatif's): drawn only on a
+/// terminal with human-readable logs (log lines print above it); `None` otherwise.
+fn live_view(
+    objects: usize,
+    log_format: LogFormat,
+    template: &str,
+) -> Option<indicatif::ProgressBar> {
+    let live = objects >= LIVE_VIEW_MIN_OBJECTS
+        && log_format == LogFormat::Text
+        && std::io::stderr().is_terminal();
+    live.then(|| {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(objects as u64),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        let style = indicatif::ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        bar.set_style(style);
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        crate::logging::print_above(Some(bar.clone()));
+        bar
+    })
+}
+
 /// Writes the summary to stdout in the configured format.
 fn print_summary(output: OutputFormat, summary: &CleanupSummary) -> Result<()> {
     let text = match output {
-        OutputFormat::Json => format!("{}\n", summary_json(summary)),
+        OutputFormat::Json | OutputFormat::Yaml => {
+            super::document_text(output, &summary_json(summary))?
+        }
         OutputFormat::Text => summary_text(summary),
     };
     super::write_stdout(&text)
@@ -240,7 +270,12 @@ fn execution_params(settings: &CleanupSettings, scope: &Scope, context: &str) ->
 pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
     let auditor = Auditor::open(settings.global.audit.recording_path())?;
     let access = &settings.global.cluster;
-    let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
+    let cluster = connect_from_env(
+        &access.kubeconfig,
+        access.context.as_deref(),
+        access.rate_limit,
+    )
+    .await?;
     let mut cleanup = Cleanup::start(settings, &auditor, &cluster);
     let discovery = cleanup.discover(&cluster).await?;
     if let Some(end) = cleanup.end_before_deleting(&discovery) {
@@ -453,7 +488,21 @@ impl<'a> Cleanup<'a> {
             self.scope.namespace_display(),
             self.scope.run_id.as_deref(),
         ));
-        let outcome = execute(&self.ctx, discovery).await;
+        let view = live_view(
+            discovery.to_delete.len(),
+            self.settings.global.log_format,
+            "{spinner} [{elapsed_precise}] deleting {bar:30} {pos}/{len} objects {wide_msg}",
+        );
+        let progress = || {
+            if let Some(bar) = &view {
+                bar.inc(1);
+            }
+        };
+        let outcome = execute(&self.ctx, discovery, &progress).await;
+        if let Some(bar) = view {
+            bar.finish_and_clear();
+            crate::logging::print_above(None);
+        }
         audit_deletions(&self.execution, &discovery.run_ids(), &outcome);
         let summary = &mut self.summary;
         summary.deleted = outcome.deleted_counts().into();
@@ -479,7 +528,23 @@ impl<'a> Cleanup<'a> {
             return Vec::new();
         }
         let mut tracker = gone_tracker(discovery, outcome, self.scope.namespace.as_deref());
-        let result = wait_until_gone(&self.ctx, &self.scope, &mut tracker, self.time_left()).await;
+        let view = live_view(
+            discovery.to_delete.len(),
+            self.settings.global.log_format,
+            "{spinner} [{elapsed_precise}] waiting {wide_msg}",
+        );
+        let progress = |present: usize| {
+            if let Some(bar) = &view {
+                bar.set_message(format!("for {present} deleted objects to be gone"));
+            }
+        };
+        let time_left = self.time_left();
+        let result =
+            wait_until_gone(&self.ctx, &self.scope, &mut tracker, time_left, &progress).await;
+        if let Some(bar) = view {
+            bar.finish_and_clear();
+            crate::logging::print_above(None);
+        }
         let (all_gone, remaining) = match &result {
             WaitResult::AllGone => (true, Vec::new()),
             WaitResult::TimedOut(left) | WaitResult::Interrupted(left) => (false, left.clone()),

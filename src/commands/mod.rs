@@ -23,12 +23,16 @@ use crate::config::{
     ValidateSettings, VerifySettings,
 };
 use crate::error::{Error, Result};
+use crate::model::OutputFormat;
 
 /// Runs the parsed command line. `env` is the process environment as (name, value) pairs.
 pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
     let global = cli.global;
     match cli.command {
-        Command::Version => version::version(&mut std::io::stdout().lock()),
+        Command::Version => {
+            let output = crate::config::output_format(&global, env)?;
+            version::version(output, &mut std::io::stdout().lock())
+        }
         Command::Completion { shell } => {
             completion::completion(shell, &mut std::io::stdout().lock())
         }
@@ -72,7 +76,7 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
 }
 
 fn start_logging(global: &GlobalSettings) {
-    crate::logging::init(global.log_format, global.verbose);
+    crate::logging::init(global.log_format, global.verbose, global.ansi);
     for notice in &global.notices {
         tracing::warn!("{notice}");
     }
@@ -132,6 +136,21 @@ pub(crate) fn write_stdout(text: &str) -> Result<()> {
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.map_err(write_failed),
     }
+}
+
+/// A command's result document as written to stdout: `json` (one JSON document) as is, or
+/// the same document as YAML for `--output yaml` (YAML reads JSON, keeping the field order).
+pub(crate) fn document_text(format: OutputFormat, json: &str) -> Result<String> {
+    let mut text = match format {
+        OutputFormat::Yaml => serde_yaml::from_str::<serde_yaml::Value>(json)
+            .and_then(|doc| serde_yaml::to_string(&doc))
+            .map_err(|e| Error::runtime(format!("rendering the result as YAML: {e}")))?,
+        OutputFormat::Json | OutputFormat::Text => json.trim_end().to_string(),
+    };
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(text)
 }
 
 /// Maps a write failure on stdout to an error (a closed pipe is not worth a panic).

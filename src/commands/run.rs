@@ -101,12 +101,11 @@ fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Res
     record_plan(&execution, CommandKind::DryRun, plan);
     tracing::info!(total_vms = plan.vms.len(), "dry run mode");
     match settings.global.output {
-        OutputFormat::Json => {
+        format @ (OutputFormat::Json | OutputFormat::Yaml) => {
             let doc = crate::render::plan_json(plan, "client")?;
-            let mut text = serde_json::to_string_pretty(&doc)
+            let text = serde_json::to_string_pretty(&doc)
                 .map_err(|e| Error::runtime(format!("rendering the plan as JSON: {e}")))?;
-            text.push('\n');
-            super::write_stdout(&text)?;
+            super::write_stdout(&super::document_text(format, &text)?)?;
         }
         // Streamed: each document is built and written in turn, so memory stays flat in
         // the number of VMs.
@@ -114,12 +113,13 @@ fn dry_run_client(settings: &RunSettings, plan: &Plan, auditor: &Auditor) -> Res
     }
     execution.finish(&Ok(()));
     // The summary is logged after a dry run too: the counts of what would be created.
+    // Nothing was created: the counts are what a real run would create.
     tracing::info!(
         run_id = %plan.run_id,
         namespace = %plan.namespace,
-        vms_created = plan.vms.len(),
-        services_created = plan.services.len(),
-        secrets_created = plan.vms.len(),
+        vms_planned = plan.vms.len(),
+        services_planned = plan.services.len(),
+        secrets_planned = plan.vms.len(),
         container_image = %settings.plan.container_disk_image,
         dry_run = true,
         "deployment summary"
@@ -151,7 +151,12 @@ pub async fn run_on_cluster(settings: &RunSettings, plan: &Plan, auditor: &Audit
     super::install_interrupt_handler(cancel.clone());
 
     let cluster = &settings.global.cluster;
-    let cluster = connect_from_env(&cluster.kubeconfig, cluster.rate_limit).await?;
+    let cluster = connect_from_env(
+        &cluster.kubeconfig,
+        cluster.context.as_deref(),
+        cluster.rate_limit,
+    )
+    .await?;
     cluster.gate.stop_when(&cancel);
     let run_uuid = plan.run_id.as_uuid();
     let command = if server_dry_run {
@@ -728,11 +733,10 @@ fn record_apply_event(
 
 fn print_summary(output: OutputFormat, summary: &RunSummary) -> Result<()> {
     let text = match output {
-        OutputFormat::Json => {
-            let mut doc = serde_json::to_string_pretty(&report::run_summary_json(summary))
+        OutputFormat::Json | OutputFormat::Yaml => {
+            let doc = serde_json::to_string_pretty(&report::run_summary_json(summary))
                 .map_err(|e| Error::runtime(format!("rendering the run summary: {e}")))?;
-            doc.push('\n');
-            doc
+            super::document_text(output, &doc)?
         }
         OutputFormat::Text => {
             // Nothing happened on the cluster: the error line on stderr says it all.

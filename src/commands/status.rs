@@ -24,7 +24,12 @@ pub async fn status(settings: &StatusSettings) -> Result<()> {
         run_id: settings.run_id.map(|id| id.to_string()),
     };
     let access = &settings.global.cluster;
-    let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
+    let cluster = connect_from_env(
+        &access.kubeconfig,
+        access.context.as_deref(),
+        access.rate_limit,
+    )
+    .await?;
     let cancel = CancellationToken::new();
     cluster.gate.stop_when(&cancel);
     crate::commands::install_interrupt_handler(cancel.clone());
@@ -42,7 +47,9 @@ pub async fn status(settings: &StatusSettings) -> Result<()> {
     let namespace = scope.namespace.as_deref();
     let run_id = scope.run_id.as_deref();
     let text = match settings.global.output {
-        OutputFormat::Json => format!("{}\n", status_json(namespace, run_id, &runs, now)),
+        format @ (OutputFormat::Json | OutputFormat::Yaml) => {
+            super::document_text(format, &status_json(namespace, run_id, &runs, now))?
+        }
         OutputFormat::Text => status_text(namespace, run_id, &runs, now),
     };
     super::write_stdout(&text)

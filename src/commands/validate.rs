@@ -1,5 +1,6 @@
 //! `virtwork validate`: loads catalog entries and reports each one on stdout
-//! (`OK    <name>`, `WARN  <name>: ...`, `FAIL  <name>: ...`). Any failure is exit 2.
+//! (`OK    <name>`, `WARN  <name>: ...`, `FAIL  <name>: ...`, or one document with
+//! `--output json|yaml`). Any failure is exit 2.
 //!
 //! The catalog directory is `--catalog-dir`, else `VIRTWORK_CATALOG_DIR`, else YAML
 //! `catalog-dir`, else `~/.virtwork/catalog` (resolved by the configuration). Entries are the
@@ -12,6 +13,7 @@ use std::path::Path;
 
 use crate::config::{SampleBuild, ValidateSettings};
 use crate::error::{Error, Result};
+use crate::model::OutputFormat;
 use crate::model::SshAccess;
 use crate::workloads::GuestFamily;
 use crate::workloads::catalog::CatalogEntry;
@@ -51,18 +53,18 @@ pub fn run(settings: &ValidateSettings, out: &mut dyn Write) -> Result<()> {
         )));
     }
 
-    let mut lines = Vec::new();
-    let mut failed = 0;
-    for name in &entries {
-        let ok = check_entry(dir, name, &settings.sample, &mut lines);
-        if !ok {
-            failed += 1;
-        }
-    }
-    for line in lines {
-        writeln!(out, "{line}").map_err(super::write_failed)?;
-    }
-    out.flush().map_err(super::write_failed)?;
+    let reports: Vec<EntryReport> = entries
+        .iter()
+        .map(|name| check_entry(dir, name, &settings.sample))
+        .collect();
+    let failed = reports.iter().filter(|report| !report.ok()).count();
+    let text = match settings.global.output {
+        OutputFormat::Text => reports.iter().map(EntryReport::lines).collect(),
+        format => super::document_text(format, &validate_json(dir, &reports, failed))?,
+    };
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(super::write_failed)?;
     if failed > 0 {
         return Err(Error::input(format!(
             "{failed} of {} entries: catalog validation failed",
@@ -72,24 +74,85 @@ pub fn run(settings: &ValidateSettings, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// Appends the report lines of one entry; `false` when it failed.
-fn check_entry(dir: &Path, name: &str, sample: &SampleBuild, lines: &mut Vec<String>) -> bool {
+/// What `validate` found in one entry: warnings, and the failures that make it unusable.
+#[derive(Debug, Default)]
+struct EntryReport {
+    name: String,
+    warnings: Vec<String>,
+    errors: Vec<String>,
+}
+
+impl EntryReport {
+    fn ok(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    /// `WARN  <name>: ...` and `FAIL  <name>: ...` lines, or `OK    <name>`.
+    fn lines(&self) -> String {
+        let name = &self.name;
+        let mut text = String::new();
+        for warning in &self.warnings {
+            text.push_str(&format!("WARN  {name}: {warning}\n"));
+        }
+        for error in &self.errors {
+            text.push_str(&format!("FAIL  {name}: {error}\n"));
+        }
+        if self.ok() {
+            text.push_str(&format!("OK    {name}\n"));
+        }
+        text
+    }
+}
+
+/// The `--output json` document (docs/output-json.md).
+fn validate_json(dir: &Path, reports: &[EntryReport], failed: usize) -> String {
+    let entries: Vec<serde_json::Value> = reports
+        .iter()
+        .map(|report| {
+            serde_json::json!({
+                "name": report.name,
+                "status": if !report.ok() { "fail" } else if report.warnings.is_empty() { "ok" } else { "warn" },
+                "warnings": report.warnings,
+                "errors": report.errors,
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "format_version": 1,
+        "command": "validate",
+        "catalog_dir": dir.display().to_string(),
+        "entries": entries,
+        "failed": failed,
+    });
+    format!("{doc:#}")
+}
+
+/// Loads, checks and test-builds one entry.
+fn check_entry(dir: &Path, name: &str, sample: &SampleBuild) -> EntryReport {
+    let mut report = EntryReport {
+        name: name.to_string(),
+        ..EntryReport::default()
+    };
     let entry = match CatalogEntry::load(dir, name) {
         Ok(entry) => entry,
         Err(e) => {
-            lines.push(format!("FAIL  {name}: {e}"));
-            return false;
+            report.errors.push(e.to_string());
+            return report;
         }
     };
-    let report = entry.placeholder_report();
-    for warning in &report.warnings {
-        lines.push(format!("WARN  {name}: {warning}"));
-    }
-    for error in &report.errors {
-        lines.push(format!("FAIL  {name}: {error}"));
-    }
-    if !report.errors.is_empty() {
-        return false;
+    let placeholders = entry.placeholder_report();
+    report.warnings = placeholders
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    report.errors = placeholders
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if !report.ok() {
+        return report;
     }
     let options = WorkloadOptions {
         namespace: sample.namespace.clone(),
@@ -110,10 +173,11 @@ fn check_entry(dir: &Path, name: &str, sample: &SampleBuild, lines: &mut Vec<Str
             guest_family,
         };
         if let Err(e) = entry.build(&settings, &options) {
-            lines.push(format!("FAIL  {name}: {e} (guest family {guest_family})"));
-            return false;
+            report
+                .errors
+                .push(format!("{e} (guest family {guest_family})"));
+            return report;
         }
     }
-    lines.push(format!("OK    {name}"));
-    true
+    report
 }

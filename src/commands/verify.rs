@@ -63,7 +63,12 @@ fn bearer_only(auth: kube::config::AuthInfo) -> kube::config::AuthInfo {
 /// Runs `virtwork verify`.
 pub async fn verify(settings: &VerifySettings) -> Result<()> {
     let access = &settings.global.cluster;
-    let cluster = connect_from_env(&access.kubeconfig, access.rate_limit).await?;
+    let cluster = connect_from_env(
+        &access.kubeconfig,
+        access.context.as_deref(),
+        access.rate_limit,
+    )
+    .await?;
     let cancel = CancellationToken::new();
     cluster.gate.stop_when(&cancel);
     crate::commands::install_interrupt_handler(cancel.clone());
@@ -95,7 +100,7 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
         .map(|fired| expectations(&settings.alerts, fired))
         .unwrap_or_default();
     let text = match settings.output {
-        OutputFormat::Json => {
+        OutputFormat::Json | OutputFormat::Yaml => {
             let mut doc = json_report(
                 namespace,
                 run_id,
@@ -110,7 +115,7 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
                 let met = expectations.iter().all(|e| e.met);
                 doc["passed"] = serde_json::json!(doc["passed"] == true && met);
             }
-            format!("{doc}\n")
+            super::document_text(settings.output, &doc.to_string())?
         }
         OutputFormat::Text => {
             let mut text = text_report(
@@ -217,8 +222,9 @@ async fn reach_prometheus(
 /// The kubeconfig's bearer token and CA (loaded as the API client loads them).
 async fn cluster_credentials(settings: &VerifySettings) -> Result<ClusterCredentials> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    let kubeconfig = &settings.global.cluster.kubeconfig;
-    let (kube_config, _, _) = load_kube_config(kubeconfig, in_cluster).await?;
+    let access = &settings.global.cluster;
+    let (kube_config, _, _) =
+        load_kube_config(&access.kubeconfig, access.context.as_deref(), in_cluster).await?;
     Ok(ClusterCredentials {
         auth: bearer_only(kube_config.auth_info),
         root_certs: kube_config.root_cert.unwrap_or_default(),

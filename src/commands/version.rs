@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use crate::error::Result;
+use crate::model::OutputFormat;
 
 /// The crate version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -11,11 +12,22 @@ pub const COMMIT: &str = env!("VIRTWORK_COMMIT");
 /// Commit date (or `VIRTWORK_BUILD_DATE`), or `(unknown)`.
 pub const BUILD_DATE: &str = env!("VIRTWORK_DATE");
 
-/// Writes the three version lines.
-pub fn version(out: &mut dyn Write) -> Result<()> {
-    write!(
-        out,
-        "virtwork version {VERSION}\n  commit: {COMMIT}\n  built:  {BUILD_DATE}\n"
-    )
-    .map_err(super::write_failed)
+/// Writes the three version lines, or the version document (`--output json|yaml`).
+pub fn version(output: OutputFormat, out: &mut dyn Write) -> Result<()> {
+    let text = match output {
+        OutputFormat::Text => {
+            format!("virtwork version {VERSION}\n  commit: {COMMIT}\n  built:  {BUILD_DATE}\n")
+        }
+        OutputFormat::Json | OutputFormat::Yaml => {
+            let doc = serde_json::json!({
+                "format_version": 1,
+                "command": "version",
+                "version": VERSION,
+                "commit": COMMIT,
+                "built": BUILD_DATE,
+            });
+            super::document_text(output, &format!("{doc:#}"))?
+        }
+    };
+    out.write_all(text.as_bytes()).map_err(super::write_failed)
 }

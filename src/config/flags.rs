@@ -31,6 +31,7 @@ pub fn global(args: &GlobalArgs) -> Partial {
     Partial {
         namespace: given(&args.namespace, "--namespace"),
         kubeconfig: given(&args.kubeconfig, "--kubeconfig"),
+        context: given(&args.context, "--context"),
         verbose: switch(args.verbose, true, "--verbose"),
         audit: switch(args.no_audit, false, "--no-audit")
             .or(given(&args.audit.map(Switch::is_on), "--audit")),
@@ -124,10 +125,12 @@ pub fn validate(args: &ValidateArgs) -> Partial {
     }
 }
 
-/// Warnings for the Go tool's `--flag=true|false` spellings among the global flags.
+/// Warnings for the Go tool's `--flag=true|false` spellings among the global flags, and for
+/// global flags that do nothing for the command.
 pub fn legacy_global(args: &GlobalArgs) -> Vec<String> {
     legacy_switch(args.audit, "--audit", "--audit", "--no-audit")
         .into_iter()
+        .chain(args.inert_flags.iter().cloned())
         .collect()
 }
 

@@ -29,6 +29,7 @@ mod yaml;
 
 pub use params::parse_params;
 pub use partial::{KEYS, KeySpec, Partial, env_keys};
+pub use resolve::output_format;
 pub use settings::{
     AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, GlobalSettings,
     PrometheusCredential, PrometheusTarget, RunSettings, SampleBuild, StatusSettings,

@@ -69,6 +69,8 @@ configuration_keys! {
     namespace: DnsLabel = "namespace", env ["VIRTWORK_NAMESPACE"];
     /// A file path; empty means "none" (then `KUBECONFIG`, in-cluster, `~/.kube/config`).
     kubeconfig: PathBuf = "kubeconfig", env ["VIRTWORK_KUBECONFIG"];
+    /// The kubeconfig context; none or empty: the kubeconfig's current context.
+    context: String = "context", env ["VIRTWORK_CONTEXT"];
     verbose: bool = "verbose", env ["VIRTWORK_VERBOSE"];
     audit: bool = "audit", env ["VIRTWORK_AUDIT"];
     audit_db: PathBuf = "audit-db", env ["VIRTWORK_AUDIT_DB"];

@@ -6,6 +6,7 @@
 //! timeout while waiting, catalog entries without a catalog directory).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use super::defaults::{self, CATALOG_SUBDIR};
@@ -27,7 +28,7 @@ use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
 use crate::model::Window;
 use crate::model::{
-    DnsLabel, MIN_DISK_SIZE, MIN_VM_MEMORY, ReadyCondition, SshAccess, TimeoutSecs,
+    DnsLabel, MIN_DISK_SIZE, MIN_VM_MEMORY, OutputFormat, ReadyCondition, SshAccess, TimeoutSecs,
 };
 use crate::plan::{PlanInput, WorkloadOverride};
 use crate::workloads::{BUILTIN_NAMES, check_builtin_names};
@@ -49,6 +50,8 @@ struct Layers {
     notices: Vec<String>,
     sections: BTreeMap<String, WorkloadOverride>,
     env: EnvView,
+    /// `--color` (a flag only: `NO_COLOR` is its environment form).
+    color: Option<crate::model::ColorChoice>,
 }
 
 impl Layers {
@@ -81,6 +84,7 @@ impl Layers {
             notices,
             sections: file.sections,
             env,
+            color: global.color,
         })
     }
 }
@@ -137,6 +141,11 @@ impl GlobalSettings {
             cluster: ClusterAccess {
                 kubeconfig,
                 kubeconfig_given,
+                context: p
+                    .context
+                    .as_ref()
+                    .map(|given| given.value.trim().to_string())
+                    .filter(|context| !context.is_empty()),
                 rate_limit: RateLimit {
                     qps: required(&p.qps, "qps")?.value.get(),
                     burst: required(&p.burst, "burst")?.value.get(),
@@ -149,6 +158,10 @@ impl GlobalSettings {
             log_format: required(&p.log_format, "log-format")?.value,
             verbose: required(&p.verbose, "verbose")?.value,
             output: required(&p.output, "output")?.value,
+            ansi: layers.color.unwrap_or_default().use_ansi(
+                layers.env.get("NO_COLOR").is_some_and(|v| !v.is_empty()),
+                std::io::stderr().is_terminal(),
+            ),
             notices: layers.notices.clone(),
         })
     }
@@ -311,7 +324,10 @@ impl ValidateSettings {
 }
 
 /// `virtwork verify --wait`'s polling limit when `--timeout` is not given.
-const VERIFY_DEFAULT_WAIT_SECS: u64 = 600;
+const VERIFY_DEFAULT_WAIT: TimeoutSecs = match TimeoutSecs::new(600) {
+    Some(timeout) => timeout,
+    None => panic!("600 s is a valid timeout"),
+};
 
 impl VerifySettings {
     /// The settings of `virtwork verify`; reads `--prometheus-token-file`.
@@ -328,6 +344,9 @@ impl VerifySettings {
         )?;
         let mut global = GlobalSettings::from_layers(&layers)?;
         let prometheus = super::prometheus::target(args, &mut global.notices)?;
+        if let Some(timeout) = args.timeout {
+            refuse_zero_timeout(&Sourced::new(timeout, Source::Flag("--timeout")))?;
+        }
         Ok(VerifySettings {
             scope: Scope {
                 namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
@@ -335,7 +354,7 @@ impl VerifySettings {
             },
             window: args.window.unwrap_or(Window::DEFAULT),
             wait: args.wait.then(|| {
-                std::time::Duration::from_secs(args.timeout.unwrap_or(VERIFY_DEFAULT_WAIT_SECS))
+                std::time::Duration::from_secs(args.timeout.unwrap_or(VERIFY_DEFAULT_WAIT).get())
             }),
             prometheus,
             catalog_dir: catalog_dir(&layers, false)?,
@@ -382,6 +401,23 @@ impl ChurnSettings {
     }
 }
 
+/// `--output`, else `VIRTWORK_OUTPUT`, for commands with no other settings (`version`): a
+/// broken configuration file must not stop `virtwork version` from saying what it is.
+pub fn output_format(global: &GlobalArgs, env: &[(String, String)]) -> Result<OutputFormat> {
+    if let Some(output) = global.output {
+        return Ok(output);
+    }
+    let mut layer = Partial::default();
+    if let Some(text) = EnvView::new(env).get("VIRTWORK_OUTPUT") {
+        layer.set(
+            "output",
+            super::value::Raw::Text(text),
+            Source::Env("VIRTWORK_OUTPUT"),
+        )?;
+    }
+    Ok(layer.output.map(|given| given.value).unwrap_or_default())
+}
+
 impl AuditSettings {
     /// The settings of `virtwork audit`.
     pub fn resolve(
@@ -416,7 +452,7 @@ fn pacing(p: &super::partial::Partial, wait_for_ready: bool) -> Result<crate::mo
 fn refuse_zero_timeout(timeout: &Sourced<TimeoutSecs>) -> Result<()> {
     if timeout.value.get() == 0 {
         return Err(Error::input(format!(
-            "invalid value \"0\" for {}: expected a whole number of seconds, at least 1 when waiting (--wait, or run without --no-wait)",
+            "invalid value \"0\" for {}: expected seconds or a duration (10m), at least 1s when waiting (--wait, or run without --no-wait)",
             timeout.source
         )));
     }

@@ -23,6 +23,8 @@ pub struct GlobalSettings {
     pub log_format: LogFormat,
     pub verbose: bool,
     pub output: OutputFormat,
+    /// Whether log lines carry ANSI colours (`--color`, `NO_COLOR`, stderr a terminal).
+    pub ansi: bool,
     /// Warnings about accepted but legacy or ineffective inputs, logged once logging is up.
     pub notices: Vec<String>,
 }
@@ -35,6 +37,8 @@ pub struct ClusterAccess {
     pub kubeconfig: Vec<PathBuf>,
     /// The kubeconfig value as the user gave it (key, else `KUBECONFIG`), for the audit record.
     pub kubeconfig_given: Option<String>,
+    /// The kubeconfig context to use (`--context`); None: the current context.
+    pub context: Option<String>,
     pub rate_limit: RateLimit,
 }
 

@@ -598,6 +598,11 @@ impl GoneTracker {
             && !matches!(self.namespace, Some((_, None | Some(true))))
     }
 
+    /// How many objects are known to be still present (cheap, unlike [`Self::remaining`]).
+    pub fn present_count(&self) -> usize {
+        self.present.len()
+    }
+
     /// What is still present (or not yet confirmed gone), sorted, as `kind ns/name`.
     pub fn remaining(&self) -> Vec<String> {
         let mut out: Vec<String> = self
@@ -994,13 +999,19 @@ async fn delete_one(ctx: &ApiContext, object: &ManagedObject) -> DeleteOutcome {
 }
 
 /// Deletes everything in `discovery`: VMs first, then the rest, concurrently; then the
-/// namespace. Stops issuing deletes once the command is cancelled.
-pub async fn execute(ctx: &ApiContext, discovery: &Discovery) -> CleanupOutcome {
+/// namespace. Stops issuing deletes once the command is cancelled. `progress` is called once
+/// per object as its delete ends (the live view of a large cleanup).
+pub async fn execute(
+    ctx: &ApiContext,
+    discovery: &Discovery,
+    progress: &(dyn Fn() + Sync),
+) -> CleanupOutcome {
     let mut outcome = CleanupOutcome::default();
     for phase in discovery.deletion_phases() {
         let results: Vec<(ManagedObject, DeleteOutcome)> = futures::stream::iter(phase)
             .map(|object| async move {
                 let result = delete_one(ctx, &object).await;
+                progress();
                 tracing::debug!(kind = %object.kind, object = %object.display_name(), ?result, "delete");
                 (object, result)
             })
@@ -1092,11 +1103,13 @@ pub enum WaitResult {
 
 /// Waits (by watching, not polling) until every object in `tracker` is gone, or `timeout`
 /// passes, or the command is cancelled. Watch errors are retried by the watcher's backoff.
+/// `progress` is told, after each change seen, how many objects are still present.
 pub async fn wait_until_gone(
     ctx: &ApiContext,
     scope: &Scope,
     tracker: &mut GoneTracker,
     timeout: Duration,
+    progress: &(dyn Fn(usize) + Sync),
 ) -> WaitResult {
     let mut events = futures::stream::select_all(gone_watches(ctx, scope, tracker));
     let namespace_name = tracker.namespace.as_ref().map(|(n, _)| n.clone());
@@ -1110,7 +1123,10 @@ pub async fn wait_until_gone(
                 Err(err) => {
                     tracing::debug!(error = %err, "watch error while waiting; reconnecting")
                 }
-                Ok(Seen::Object(kind, event)) => object_seen(tracker, kind, event),
+                Ok(Seen::Object(kind, event)) => {
+                    object_seen(tracker, kind, event);
+                    progress(tracker.present_count());
+                }
                 Ok(Seen::Namespace(event)) => {
                     let ours = |n: &Namespace| n.metadata.name == namespace_name;
                     match event {

@@ -703,9 +703,14 @@ impl Cluster {
 
 /// Connects with the `kubeconfig` paths, or in-cluster when none are given and the pod
 /// environment is present, or `~/.kube/config`; every request passes `limit`.
-pub async fn connect_from_env(kubeconfig: &[PathBuf], limit: RateLimit) -> Result<Cluster> {
+/// `context` picks a kubeconfig context instead of the current one (`--context`).
+pub async fn connect_from_env(
+    kubeconfig: &[PathBuf],
+    context: Option<&str>,
+    limit: RateLimit,
+) -> Result<Cluster> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    connect(kubeconfig, in_cluster, limit).await
+    connect_with_context(kubeconfig, context, in_cluster, limit).await
 }
 
 /// Which credentials a command uses.
@@ -751,6 +756,16 @@ pub async fn connect(
     in_cluster: bool,
     limit: RateLimit,
 ) -> Result<Cluster> {
+    connect_with_context(kubeconfig, None, in_cluster, limit).await
+}
+
+/// [`connect`] with the kubeconfig context `context` instead of the current one.
+pub async fn connect_with_context(
+    kubeconfig: &[PathBuf],
+    context: Option<&str>,
+    in_cluster: bool,
+    limit: RateLimit,
+) -> Result<Cluster> {
     let gate = RequestGate::new(limit)?;
     let proxy_env = ProxyEnv::from_process();
     let Credentials {
@@ -759,7 +774,7 @@ pub async fn connect(
         source,
         kubeconfig_proxy,
         home_namespace,
-    } = load_credentials(kubeconfig, in_cluster, &proxy_env).await?;
+    } = load_credentials(kubeconfig, context, in_cluster, &proxy_env).await?;
     // Retries are ours (deadline-, cancellation- and AlreadyExists-aware).
     kube_config.default_retry = false;
     let plugin = kube_config.auth_info.exec.as_mut().map(|exec| {
@@ -862,6 +877,7 @@ struct Credentials {
 /// API call made. A bad proxy setting is reported here, naming the setting.
 async fn load_credentials(
     kubeconfig: &[PathBuf],
+    wanted_context: Option<&str>,
     in_cluster: bool,
     proxy_env: &ProxyEnv,
 ) -> Result<Credentials> {
@@ -873,6 +889,11 @@ async fn load_credentials(
     let mut kubeconfig_proxy = None;
     let mut home_namespace = None;
     let (config, context, source) = match choice {
+        CredentialChoice::InCluster if wanted_context.is_some() => {
+            return Err(Error::input(
+                "--context names a kubeconfig context, but no kubeconfig was found (in-cluster credentials have none): pass --kubeconfig <path> or set KUBECONFIG",
+            ));
+        }
         CredentialChoice::InCluster => {
             let config = kube::Config::incluster().map_err(|e| {
                 Error::runtime(format!(
@@ -887,8 +908,11 @@ async fn load_credentials(
             )
         }
         CredentialChoice::Kubeconfig(paths) => {
-            let (merged, used) = read_merged_kubeconfig(&paths)?;
+            let (mut merged, used) = read_merged_kubeconfig(&paths)?;
             let source = CredentialSource::Kubeconfig(used);
+            if let Some(wanted) = wanted_context {
+                choose_context(&mut merged, wanted, &source)?;
+            }
             let context = merged.current_context.clone().ok_or_else(|| {
                 Error::input(format!(
                     "{source} has no current-context: set one with `kubectl config use-context <name>`"
@@ -933,10 +957,30 @@ async fn load_credentials(
 /// the same choice as [`connect`]. verify reuses the credentials for a Prometheus URL.
 pub async fn load_kube_config(
     kubeconfig: &[PathBuf],
+    context: Option<&str>,
     in_cluster: bool,
 ) -> Result<(kube::Config, String, CredentialSource)> {
-    let loaded = load_credentials(kubeconfig, in_cluster, &ProxyEnv::from_process()).await?;
+    let loaded =
+        load_credentials(kubeconfig, context, in_cluster, &ProxyEnv::from_process()).await?;
     Ok((loaded.config, loaded.context, loaded.source))
+}
+
+/// Makes `wanted` the merged kubeconfig's current context, as `kubectl --context` does; a
+/// context the files do not define is refused, naming the ones they do.
+fn choose_context(merged: &mut Kubeconfig, wanted: &str, source: &CredentialSource) -> Result<()> {
+    if !merged.contexts.iter().any(|c| c.name == wanted) {
+        let known: Vec<&str> = merged.contexts.iter().map(|c| c.name.as_str()).collect();
+        return Err(Error::input(format!(
+            "--context {wanted:?}: no such context in {source}; it defines: {}",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        )));
+    }
+    merged.current_context = Some(wanted.to_string());
+    Ok(())
 }
 
 /// The cluster the merged kubeconfig's current context uses.

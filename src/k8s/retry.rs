@@ -297,7 +297,9 @@ impl RetryError {
                 let context = context.into();
                 if transient && attempts > 1 {
                     crate::error::Error::kube(
-                        format!("{context} (gave up after {attempts} attempts at the deadline)"),
+                        format!(
+                            "{context} (the command's --timeout ran out after {attempts} attempts; the last one failed with)"
+                        ),
                         error,
                     )
                 } else {
@@ -439,6 +441,27 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retries_cut_by_the_deadline_say_it_was_the_timeout() {
+        let error = RetryError::Failed {
+            error: timed_out(Duration::from_millis(300), Duration::from_secs(30)),
+            attempts: 6,
+            transient: true,
+        }
+        .into_error("listing VMs in virtwork")
+        .to_string();
+        assert!(
+            error.starts_with(
+                "listing VMs in virtwork (the command's --timeout ran out after 6 attempts"
+            ),
+            "{error}"
+        );
+        assert!(
+            error.contains("when the command's --timeout ran out"),
+            "{error}"
+        );
+    }
     use kube::core::Status;
 
     #[test]

@@ -109,7 +109,11 @@ pub fn assemble(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<RunStatus>
     }
     runs.into_iter()
         .map(|((no_id, id), mut vms)| {
-            vms.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            vms.sort_by(|a, b| {
+                a.namespace
+                    .cmp(&b.namespace)
+                    .then_with(|| crate::model::natural_cmp(&a.name, &b.name))
+            });
             RunStatus {
                 run_id: (!no_id).then_some(id),
                 vms,

@@ -53,7 +53,8 @@ text_form!(
     OutputFormat,
     DryRunMode,
     ReadyCondition,
-    EvictionStrategy
+    EvictionStrategy,
+    ColorChoice
 );
 
 impl ReadyCondition {
@@ -84,6 +85,39 @@ pub enum OutputFormat {
     #[default]
     Text,
     Json,
+    /// The JSON document written as YAML.
+    Yaml,
+}
+
+impl OutputFormat {
+    /// Whether the result is a machine-readable document (JSON or YAML), not text.
+    pub fn is_document(self) -> bool {
+        !matches!(self, OutputFormat::Text)
+    }
+}
+
+/// `--color`: whether log lines carry ANSI colours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum ColorChoice {
+    /// Colour when stderr is a terminal and `NO_COLOR` is not set
+    #[default]
+    Auto,
+    /// Always colour, even into a pipe or with `NO_COLOR`
+    Always,
+    /// Never colour
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to write ANSI escapes: `no_color` is a non-empty `NO_COLOR` (no-color.org),
+    /// which only `--color always` overrides; `tty` is whether stderr is a terminal.
+    pub fn use_ansi(self, no_color: bool, tty: bool) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => tty && !no_color,
+        }
+    }
 }
 
 /// How `run --dry-run` goes: locally, or through the API server without persisting.
@@ -268,7 +302,7 @@ mod tests {
         );
         assert_eq!(
             "xml".parse::<OutputFormat>().unwrap_err().to_string(),
-            "expected one of text, json"
+            "expected one of text, json, yaml"
         );
         assert_eq!(
             "up".parse::<ReadyCondition>().unwrap_err().to_string(),

@@ -92,16 +92,19 @@ impl TimeoutSecs {
 impl FromStr for TimeoutSecs {
     type Err = Invalid;
 
+    /// Seconds (`600`) or a duration with units (`10m`, `1h30m`), as `--ramp` is written.
     fn from_str(text: &str) -> Result<Self, Invalid> {
-        text.trim()
-            .parse::<u64>()
-            .ok()
-            .and_then(Self::new)
-            .ok_or_else(|| {
-                Invalid::Expected(format!(
-                    "expected a whole number of seconds from 1 to {MAX_TIMEOUT_SECS} (7 days)"
-                ))
-            })
+        let text = text.trim();
+        let secs = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            text.parse::<u64>().ok()
+        } else {
+            super::pacing::parse_duration(text).map(|duration| duration.as_secs())
+        };
+        secs.and_then(Self::new).ok_or_else(|| {
+            Invalid::Expected(format!(
+                "expected seconds (600) or a duration with units (10m, 1h30m), at most {MAX_TIMEOUT_SECS} s (7 days)"
+            ))
+        })
     }
 }
 
@@ -180,7 +183,20 @@ mod tests {
     fn timeouts_allow_zero_up_to_a_week() {
         assert_eq!("0".parse::<TimeoutSecs>().unwrap().get(), 0);
         assert_eq!("604800".parse::<TimeoutSecs>().unwrap().get(), 604_800);
-        for bad in ["604801", "18446744073709551615", "soon", "-1", "1.5"] {
+        assert_eq!("10m".parse::<TimeoutSecs>().unwrap().get(), 600);
+        assert_eq!(" 1h30m ".parse::<TimeoutSecs>().unwrap().get(), 5400);
+        assert_eq!("168h".parse::<TimeoutSecs>().unwrap().get(), 604_800);
+        for bad in [
+            "604801",
+            "18446744073709551615",
+            "99999999999999999999h",
+            "169h",
+            "soon",
+            "-1",
+            "1.5",
+            "",
+            "10 m",
+        ] {
             let err = bad.parse::<TimeoutSecs>().unwrap_err().to_string();
             assert!(err.contains("7 days"), "{bad}: {err}");
         }

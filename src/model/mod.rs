@@ -26,7 +26,8 @@ mod suggest;
 mod window;
 
 pub use choices::{
-    DryRunFlag, DryRunMode, EvictionStrategy, LogFormat, OutputFormat, ReadyCondition, Switch,
+    ColorChoice, DryRunFlag, DryRunMode, EvictionStrategy, LogFormat, OutputFormat, ReadyCondition,
+    Switch,
 };
 pub use churn::{ChurnAction, ChurnActions, ChurnRate, ChurnSeed, MAX_CHURN_RATE, Share};
 pub use counts::{
@@ -34,7 +35,9 @@ pub use counts::{
     Qps, TimeoutSecs, VmConcurrency, VmCount, parse_int,
 };
 pub use guest::{GuestFamily, GuestOs};
-pub use names::{DNS_SUBDOMAIN_MAX_LEN, DnsLabel, ImageRef, RunId, UserName, is_dns_subdomain};
+pub use names::{
+    DNS_SUBDOMAIN_MAX_LEN, DnsLabel, ImageRef, RunId, UserName, is_dns_subdomain, natural_cmp,
+};
 pub use objects::{KindCounts, ManagedKind, NamespaceOutcome};
 pub use pacing::{FailFast, MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, MIN_DISK_SIZE, MIN_VM_MEMORY, Minimum, Quantity};

@@ -232,9 +232,87 @@ impl Serialize for RunId {
     }
 }
 
+/// Orders names as people read them: runs of digits by value, so `cpu-2` comes before
+/// `cpu-10` (a plain string order puts `cpu-10` first). Ties (`02` and `2`) fall back to the
+/// plain order, so the order is total.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (mut left, mut right) = (chunks(a), chunks(b));
+    loop {
+        let order = match (left.next(), right.next()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some(x), Some(y)) if is_number(x) && is_number(y) => {
+                // By value without parsing: numbers may be longer than any integer type.
+                let (x, y) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+                x.len().cmp(&y.len()).then_with(|| x.cmp(y))
+            }
+            (Some(x), Some(y)) => x.cmp(y),
+        };
+        if order.is_ne() {
+            return order;
+        }
+    }
+}
+
+fn is_number(chunk: &str) -> bool {
+    chunk.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// `cpu-10a` -> `cpu-`, `10`, `a`: alternating runs of digits and of anything else.
+fn chunks(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let first = rest.chars().next()?;
+        let digit = first.is_ascii_digit();
+        let end = rest
+            .find(|c: char| c.is_ascii_digit() != digit)
+            .unwrap_or(rest.len());
+        let (chunk, tail) = rest.split_at(end);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_sort_naturally() {
+        let mut names = vec![
+            "virtwork-cpu-10",
+            "virtwork-cpu-2",
+            "virtwork-cpu-1",
+            "virtwork-cpu-0",
+            "virtwork-chaos-disk-0",
+            "virtwork-cpu",
+            "virtwork-network-server-0",
+            "virtwork-network-client-11",
+            "virtwork-network-client-3",
+            "a99999999999999999999999",
+            "a100000000000000000000000",
+        ];
+        names.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            names,
+            [
+                "a99999999999999999999999",
+                "a100000000000000000000000",
+                "virtwork-chaos-disk-0",
+                "virtwork-cpu",
+                "virtwork-cpu-0",
+                "virtwork-cpu-1",
+                "virtwork-cpu-2",
+                "virtwork-cpu-10",
+                "virtwork-network-client-3",
+                "virtwork-network-client-11",
+                "virtwork-network-server-0",
+            ]
+        );
+        assert_eq!(natural_cmp("cpu-02", "cpu-2"), std::cmp::Ordering::Less);
+        assert_eq!(natural_cmp("cpu-2", "cpu-2"), std::cmp::Ordering::Equal);
+    }
 
     #[test]
     fn dns_labels() {

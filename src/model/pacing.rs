@@ -109,7 +109,7 @@ impl fmt::Display for FailFast {
 
 /// `1h30m`, `10m`, `90s`: whole numbers each followed by h, m or s, largest unit first,
 /// each unit at most once.
-fn parse_duration(text: &str) -> Option<Duration> {
+pub(super) fn parse_duration(text: &str) -> Option<Duration> {
     let mut total: u64 = 0;
     let mut number = String::new();
     let mut last_unit = u64::MAX;

@@ -25,6 +25,9 @@ pub const SSH_KEY_TYPES: &[&str] = &[
     "sk-ecdsa-sha2-nistp256@openssh.com",
 ];
 
+/// The longest password accepted (`--ssh-password`).
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+
 /// A value that must never reach logs, debug output, error messages or the audit database.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -60,6 +63,12 @@ impl FromStr for Secret {
             Err(Invalid::Concealed(
                 "expected a password on one line (the value is not shown)".into(),
             ))
+        } else if text.len() > MAX_PASSWORD_BYTES {
+            // SHA-512 crypt hashes the password thousands of times: a 100 kB value took
+            // minutes, so an unbounded one is a hang, not a stronger password.
+            Err(Invalid::Concealed(format!(
+                "expected a password of at most {MAX_PASSWORD_BYTES} bytes (the value is not shown)"
+            )))
         } else {
             Ok(Secret(text.to_string()))
         }

@@ -149,8 +149,9 @@ impl CleanupSummary {
     }
 }
 
-/// Version of the cleanup document's schema (docs/output-json.md).
-const FORMAT_VERSION: u32 = 1;
+/// Version of the cleanup document's schema (docs/output-json.md). 2: `dry_run` became
+/// `"client"` or `null`, as in `run`'s documents.
+const FORMAT_VERSION: u32 = 2;
 
 /// The `--output json` document, field for field as documented.
 #[derive(Serialize)]
@@ -162,7 +163,8 @@ struct Document<'a> {
     run_id: &'a str,
     namespace: Option<&'a str>,
     run_id_filter: Option<&'a str>,
-    dry_run: bool,
+    /// `"client"` for `--dry-run` (nothing is sent), else `null`: one type with `run`.
+    dry_run: Option<&'static str>,
     found: &'a Found,
     deleted: &'a CountsWithTotal,
     already_gone: &'a CountsWithTotal,
@@ -217,7 +219,7 @@ impl<'a> Document<'a> {
             run_id: &summary.run_id,
             namespace: summary.namespace.as_deref(),
             run_id_filter: summary.run_id_filter.as_deref(),
-            dry_run: summary.dry_run,
+            dry_run: summary.dry_run.then_some("client"),
             found: &summary.found,
             deleted: &summary.deleted,
             already_gone: &summary.already_gone,
@@ -399,7 +401,8 @@ mod tests {
     #[test]
     fn json_has_the_documented_fields_with_totals() {
         let value: serde_json::Value = serde_json::from_str(&summary_json(&summary())).unwrap();
-        assert_eq!(value["format_version"], 1);
+        assert_eq!(value["format_version"], 2);
+        assert_eq!(value["dry_run"], serde_json::Value::Null);
         assert_eq!(value["command"], "cleanup");
         assert_eq!(value["status"], "completed");
         assert_eq!(value["deleted"]["vms"], 2);

@@ -288,7 +288,10 @@ impl StrRule {
                 names.join(", ")
             ),
             StrRule::BlockSize => "a block size in bytes with optional k or m suffix, a multiple of 512 from 512 to 64m (e.g. 4k, 128k, 1m)".to_string(),
-            StrRule::FileSize => FILE_SIZE_FORM.to_string(),
+            StrRule::FileSize => {
+                "a positive whole number followed by K, M or G, at most 1 TiB (e.g. 10M)"
+                    .to_string()
+            }
             StrRule::MountPath => "an absolute path of letters, digits, '.', '_', '-' and '/' (e.g. /mnt/data) that is not a system directory".to_string(),
             StrRule::Percent => "a decimal percentage from 0 to 100 with at most 4 decimals (e.g. 5 or 0.5)".to_string(),
             StrRule::Token => "a non-empty value of letters, digits and . _ : / + , = @ - (no spaces, quotes or shell characters), not starting with '-'".to_string(),
