@@ -596,6 +596,10 @@ pub fn render_plan(extra: &[&str]) -> Result<Value, String> {
             "--no-audit",
             "--container-disk-image",
             DEBIAN_IMAGE,
+            // The harness checks each VM's workload readiness probe, which a VM carries only
+            // when workload readiness is asked for.
+            "--ready-condition",
+            "workload",
         ])
         .args(extra)
         .current_dir(home.path())
@@ -1038,6 +1042,9 @@ impl Guest {
 
     /// The readiness probe exactly as the VM spec has it, run through guest-exec.
     pub fn probe(&mut self) -> Result<bool, String> {
+        if self.spec.probe.is_empty() {
+            return Err(format!("{} carries no readiness probe", self.spec.name));
+        }
         let args: Vec<&str> = self.spec.probe.iter().map(String::as_str).collect();
         Ok(self.qga.exec(&args, Duration::from_secs(10))?.code == 0)
     }
