@@ -100,7 +100,7 @@ fn run_virtwork(vms: u64, latency_ms: u64, extra: &[&str]) -> Outcome {
     }
 }
 
-/// What an operator does by hand: `kubectl create -f` of the namespace and the dry-run YAML, then
+/// What an operator does by hand: `kubectl create -f` of the dry-run YAML (which opens with the namespace), then
 /// `kubectl wait` for every VMI to be Running (virtwork's default ready condition).
 fn run_kubectl(vms: u64, latency_ms: u64) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
@@ -112,10 +112,14 @@ fn run_kubectl(vms: u64, latency_ms: u64) -> Outcome {
         .output()
         .unwrap();
     assert!(yaml.status.success());
-    // The namespace goes first in the same file (`kubectl create namespace` would send
-    // protobuf, which the fixture does not speak; `-f` sends JSON).
-    let mut text = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NS}\n---\n");
-    text.push_str(&String::from_utf8(yaml.stdout).unwrap());
+    // The dry run opens with the Namespace itself, so one `kubectl create -f` makes it too
+    // (`kubectl create namespace` would send protobuf, which the fixture does not speak).
+    let text = String::from_utf8(yaml.stdout).unwrap();
+    assert!(
+        text.contains("\nkind: Namespace\nmetadata:\n  name: virtwork\n"),
+        "the dry run opens with its Namespace:\n{}",
+        &text[..text.len().min(200)]
+    );
     std::fs::write(&manifest, text).unwrap();
 
     let server = server(latency_ms);

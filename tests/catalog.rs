@@ -740,9 +740,10 @@ fn long_storage_names_make_valid_data_volume_names_over_63_characters() {
     input.catalog_dir = tmp.path().to_path_buf();
     input.from_catalog = vec!["longdisk".into()];
     let registry = Registry::with_catalog(&input.catalog_dir, &input.from_catalog).unwrap();
-    let plan = virtwork::plan::build_plan(&input, &registry, test_config::RUN_ID.parse().unwrap())
-        .unwrap();
+    let run_id: virtwork::model::RunId = test_config::RUN_ID.parse().unwrap();
+    let plan = virtwork::plan::build_plan(&input, &registry, run_id).unwrap();
     let dv = &plan.vms[0].data_volumes[0];
-    assert_eq!(*dv, format!("{storage}-virtwork-longdisk-0"));
+    let tag = run_id.name_tag();
+    assert_eq!(*dv, format!("{storage}-virtwork-longdisk-{tag}-0"));
     assert!(dv.len() > 63, "{dv}");
 }

@@ -656,8 +656,10 @@ fn real_documents(dir: &Path) -> Vec<(&'static str, serde_json::Value)> {
         virtwork::report::cleanup::summary_json(&CleanupSummary::new(run_id.clone(), None, None));
     let status =
         virtwork::report::status::status_json(None, None, &[], jiff::Timestamp::UNIX_EPOCH);
+    let churn = churn_document();
     vec![
         ("## `virtwork run --dry-run --output json`", plan),
+        ("## `virtwork churn --output json`", churn),
         ("## `virtwork run --output json`", run_summary_json(&run)),
         (
             "## `virtwork cleanup --output json`",
@@ -667,17 +669,19 @@ fn real_documents(dir: &Path) -> Vec<(&'static str, serde_json::Value)> {
             "## `virtwork status --output json`",
             serde_json::from_str(&status).unwrap(),
         ),
-        (
-            "## `virtwork verify --output json`",
-            virtwork::verify::json_report(
+        ("## `virtwork verify --output json`", {
+            let mut doc = virtwork::verify::json_report(
                 None,
                 None,
                 &[],
                 "p",
                 virtwork::model::Window::DEFAULT,
                 1,
-            ),
-        ),
+            );
+            // The command adds how it reached Prometheus (tests/verify.rs checks it does).
+            doc["prometheus_via"] = virtwork::verify::prometheus::Via::Url.as_str().into();
+            doc
+        }),
         (
             "## `virtwork validate --output json`",
             document(
@@ -707,6 +711,46 @@ fn real_documents(dir: &Path) -> Vec<(&'static str, serde_json::Value)> {
             ),
         ),
     ]
+}
+
+/// The document a completed churn prints, built by the function `virtwork churn` prints with.
+fn churn_document() -> serde_json::Value {
+    use virtwork::churn::{ChurnSpec, ChurnTally, ChurnVm, Schedule};
+    use virtwork::report::churn::{ChurnStatus, ChurnSummary, churn_json};
+    let vms: Vec<ChurnVm> = (0..2)
+        .map(|i| ChurnVm {
+            namespace: "virtwork".into(),
+            name: format!("vm-{i}"),
+            run_id: "r".into(),
+            migratable: true,
+        })
+        .collect();
+    let actions: virtwork::model::ChurnActions = "restart".parse().unwrap();
+    let spec = ChurnSpec {
+        rate: "2/s".parse().unwrap(),
+        duration: std::time::Duration::from_secs(2),
+        share: virtwork::model::Share::ALL,
+        actions: actions.clone(),
+        seed: 9,
+    };
+    let schedule = Schedule::new(&vms, &spec);
+    let tally = ChurnTally::default();
+    let summary = ChurnSummary {
+        status: ChurnStatus::Completed,
+        churn_id: "c".into(),
+        namespace: Some("virtwork"),
+        run_id_filter: None,
+        seed: spec.seed,
+        rate: spec.rate,
+        duration: spec.duration,
+        share: spec.share,
+        actions: &actions,
+        vms_found: 2,
+        vms: &vms,
+        schedule: &schedule,
+        tally: &tally,
+    };
+    serde_json::from_str(&churn_json(&summary)).unwrap()
 }
 
 #[test]

@@ -67,8 +67,9 @@ fn label<'a>(meta: &'a Value, key: &str) -> Option<&'a str> {
 
 /// The run id every object of a dry run carries.
 fn run_id_of(docs: &[Value]) -> String {
-    label(&docs[0]["metadata"], "virtwork/run-id")
-        .unwrap()
+    docs.iter()
+        .find_map(|d| label(&d["metadata"], "virtwork/run-id"))
+        .expect("some object carries the run id")
         .to_string()
 }
 

@@ -943,7 +943,7 @@ fn an_unpullable_image_is_named_with_the_pull_error_everywhere() {
     );
     // The progress line (every 5 s without a terminal) counts VMs per state.
     assert!(
-        err.contains("waiting: VMs ready; ImagePullBackOff 1; slowest: ")
+        err.contains("waiting: 0/1 VMs ready; ImagePullBackOff 1; slowest: ")
             && err.contains(&format!("{vm} ImagePullBackOff ")),
         "{err}"
     );

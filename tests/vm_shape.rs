@@ -15,6 +15,7 @@ use binary::Env;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
+use support::names::tagged;
 use support::{ControllerOptions, FakeApiServer, Options};
 
 const NS: &str = "virtwork";
@@ -48,6 +49,19 @@ fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
         .pointer(pointer)
         .and_then(Value::as_str)
         .unwrap_or("")
+}
+
+/// `name` as the run that created the VMs in `NS` named it (untagged while it has created
+/// none, so a lookup before then finds nothing).
+fn tagged_in(server: &FakeApiServer, name: &str) -> String {
+    let vms = server.objects("virtualmachines", Some(NS));
+    match vms
+        .first()
+        .map(|vm| str_at(vm, "/metadata/labels/virtwork~1run-id"))
+    {
+        Some(run_id) if !run_id.is_empty() => tagged(name, run_id),
+        _ => name.to_string(),
+    }
 }
 
 /// VMI name → (uid, node) of every Running VMI in the namespace.
@@ -245,14 +259,15 @@ async fn a_vm_that_cannot_migrate_blocks_the_drain_when_told_to_live_migrate() {
         "{}",
         stderr(&out)
     );
-    let node = running_vmis(&server)["virtwork-disk-0"].1.clone();
+    let vm = tagged_in(&server, "virtwork-disk-0");
+    let node = running_vmis(&server)[&vm].1.clone();
     let client = server.client_without_retries().await;
     let outcome = drain(client, &node, Duration::from_secs(2)).await;
     assert!(!outcome.completed);
     assert!(
-        outcome.refusals.iter().all(|m| m.contains(
-            "VMI virtwork/virtwork-disk-0 is configured with an eviction strategy but is not live-migratable"
-        )) && !outcome.refusals.is_empty(),
+        outcome.refusals.iter().all(|m| m.contains(&format!(
+            "VMI virtwork/{vm} is configured with an eviction strategy but is not live-migratable"
+        ))) && !outcome.refusals.is_empty(),
         "{:?}",
         outcome.refusals
     );
@@ -293,7 +308,11 @@ fn endpoint_ips(server: &FakeApiServer, service: &str) -> (Vec<String>, Vec<Stri
 
 fn server_ip(server: &FakeApiServer) -> String {
     server
-        .get("virtualmachineinstances", NS, "virtwork-network-server-0")
+        .get(
+            "virtualmachineinstances",
+            NS,
+            &tagged_in(server, "virtwork-network-server-0"),
+        )
         .map(|vmi| str_at(&vmi, "/status/interfaces/0/ipAddress").to_string())
         .unwrap_or_default()
 }
@@ -318,19 +337,27 @@ fn the_server_service_reaches_its_vm_under_every_ready_condition() {
             "60",
         ]));
         let vm = server
-            .get("virtualmachines", NS, "virtwork-network-server-0")
+            .get(
+                "virtualmachines",
+                NS,
+                &tagged_in(&server, "virtwork-network-server-0"),
+            )
             .unwrap();
         assert!(
             vm.pointer("/spec/template/spec/readinessProbe").is_none(),
             "{condition}: no probe unless asked for"
         );
         let reached = server.wait_until(Duration::from_secs(10), |s| {
-            endpoint_ips(s, "virtwork-iperf3-server").0 == [server_ip(s)]
+            endpoint_ips(s, &tagged_in(s, "virtwork-iperf3-server")).0 == [server_ip(s)]
         });
         assert!(
             reached,
             "{condition}: {:?}",
-            server.get("endpoints", NS, "virtwork-iperf3-server")
+            server.get(
+                "endpoints",
+                NS,
+                &tagged_in(&server, "virtwork-iperf3-server")
+            )
         );
     }
 }
@@ -361,21 +388,30 @@ fn with_workload_readiness_the_service_waits_for_the_probe() {
     // Running but the probe has not passed: the server is a not-ready endpoint.
     let not_ready = server.wait_until(Duration::from_secs(10), |s| {
         let ip = server_ip(s);
-        !ip.is_empty() && endpoint_ips(s, "virtwork-iperf3-server") == (vec![], vec![ip])
+        !ip.is_empty()
+            && endpoint_ips(s, &tagged_in(s, "virtwork-iperf3-server")) == (vec![], vec![ip])
     });
     assert!(
         not_ready,
         "{:?}",
-        server.get("endpoints", NS, "virtwork-iperf3-server")
+        server.get(
+            "endpoints",
+            NS,
+            &tagged_in(&server, "virtwork-iperf3-server")
+        )
     );
     assert_success(&child.wait_with_output().unwrap());
     let ip = server_ip(&server);
     assert_eq!(
-        endpoint_ips(&server, "virtwork-iperf3-server"),
+        endpoint_ips(&server, &tagged_in(&server, "virtwork-iperf3-server")),
         (vec![ip], vec![])
     );
     let vm = server
-        .get("virtualmachines", NS, "virtwork-network-server-0")
+        .get(
+            "virtualmachines",
+            NS,
+            &tagged_in(&server, "virtwork-network-server-0"),
+        )
         .unwrap();
     assert!(
         vm.pointer("/spec/template/spec/readinessProbe/exec")

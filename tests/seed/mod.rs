@@ -235,10 +235,11 @@ impl Cluster {
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.dir.path())
+            // By variable, not flag: `--audit-db` given to a command that records nothing
+            // (`status`) earns a warning line on stderr.
+            .env("VIRTWORK_AUDIT_DB", self.db())
             .arg("--kubeconfig")
             .arg(self.dir.path().join("kubeconfig"))
-            .arg("--audit-db")
-            .arg(self.db())
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
