@@ -20,8 +20,6 @@ const CREDENTIAL_FLAGS: &[&str] = &["--ssh-key", "--ssh-password"];
 /// Shown instead of a credential.
 const REDACTED: &str = "<redacted>";
 
-/// The one-line message of a usage error `err` raised while parsing `args` (argv, program
-/// name first), without the leading `Error: `.
 /// Warnings for global flags given on the command line that do nothing for the command
 /// (`virtwork status --audit-db x.db`): accepted, since wrappers pass them everywhere, but
 /// never silently.
@@ -42,6 +40,8 @@ pub fn inert_flag_notices(matches: &clap::ArgMatches) -> Vec<String> {
         .collect()
 }
 
+/// The one-line message of a usage error `err` raised while parsing `args` (argv, program
+/// name first), without the leading `Error: `.
 pub fn one_line(err: &clap::Error, args: &[OsString]) -> String {
     let credentials = credentials(args);
     let message = match err.kind() {
