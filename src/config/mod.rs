@@ -37,7 +37,6 @@ pub use settings::{
 };
 pub use value::{Source, Sourced};
 
-/// The reason of an I/O error without the "(os error N)" noise.
 /// The largest `--config` file read: 1 MiB (a configuration is a few KiB; this only stops a
 /// wrong path such as `/dev/zero` from filling memory).
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -80,6 +79,7 @@ pub(crate) fn read_regular_file(path: &std::path::Path, max_bytes: u64) -> Resul
     String::from_utf8(bytes).map_err(|_| "not valid UTF-8 text".to_string())
 }
 
+/// The reason of an I/O error without the "(os error N)" noise.
 fn io_reason(err: &std::io::Error) -> String {
     match err.kind() {
         std::io::ErrorKind::NotFound => "no such file".to_string(),

@@ -7,10 +7,8 @@
 //! `--prometheus-allow-http-token` says so; a URL with userinfo is refused (it would be
 //! neither sent nor safe to show). Must not: show a token or a URL's userinfo.
 
-use std::io::Read;
 use std::path::Path;
 
-use super::io_reason;
 use super::settings::{PrometheusCredential, PrometheusTarget};
 use crate::cli::VerifyArgs;
 use crate::error::{Error, Result};
@@ -19,12 +17,6 @@ use crate::verify::prometheus::{display_url, is_valid_bearer_token};
 
 /// The largest token file read (64 KiB): service-account and OIDC tokens are a few KiB.
 pub const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
-
-/// Opening a FIFO for reading waits for a writer unless non-blocking.
-#[cfg(target_os = "linux")]
-const O_NONBLOCK: i32 = 0o4000;
-#[cfg(not(target_os = "linux"))]
-const O_NONBLOCK: i32 = 0x0004;
 
 /// The Prometheus target of `args`; a warning about the token file's permissions, if any,
 /// is pushed onto `notices`.
@@ -77,40 +69,14 @@ pub fn target(args: &VerifyArgs, notices: &mut Vec<String>) -> Result<Prometheus
 }
 
 /// The bearer token in `path` (one token on one line) and a warning when group or others
-/// may read the file, as OpenSSH warns about key files.
+/// may read the file, as OpenSSH warns about key files. The bounded, non-blocking read is the
+/// one `--config` uses.
 fn read_token_file(path: &Path) -> Result<(Secret, Option<String>)> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     let name = format!("--prometheus-token-file {}", path.display());
     const FORM: &str = "expected a regular file holding one bearer token on one line";
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(O_NONBLOCK)
-        .open(path)
-        .map_err(|e| Error::input(format!("{name}: {} ({FORM})", io_reason(&e))))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::input(format!("{name}: {} ({FORM})", io_reason(&e))))?;
-    if !meta.is_file() {
-        return Err(Error::input(format!(
-            "{name}: not a regular file (a FIFO, device or directory); {FORM}"
-        )));
-    }
-    let too_large = || {
-        Error::input(format!(
-            "{name}: larger than {} KiB; {FORM}",
-            MAX_TOKEN_FILE_BYTES / 1024
-        ))
-    };
-    if meta.len() > MAX_TOKEN_FILE_BYTES {
-        return Err(too_large());
-    }
-    let mut text = String::new();
-    file.take(MAX_TOKEN_FILE_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| Error::input(format!("{name}: {} ({FORM})", io_reason(&e))))?;
-    if text.len() as u64 > MAX_TOKEN_FILE_BYTES {
-        return Err(too_large());
-    }
+    let text = super::read_regular_file(path, MAX_TOKEN_FILE_BYTES)
+        .map_err(|reason| Error::input(format!("{name}: {reason}; {FORM}")))?;
     let token = text.trim();
     if token.is_empty() || token.contains(char::is_whitespace) {
         return Err(Error::input(format!("{name}: {FORM}")));
@@ -120,7 +86,8 @@ fn read_token_file(path: &Path) -> Result<(Secret, Option<String>)> {
             "{name}: the token contains a control or non-ASCII character; {FORM}"
         )));
     }
-    let mode = meta.permissions().mode() & 0o777;
+    // Only a warning hangs on the mode, so reading it again by path is enough.
+    let mode = std::fs::metadata(path).map_or(0, |meta| meta.permissions().mode() & 0o777);
     let warning = (mode & 0o044 != 0).then(|| {
         format!(
             "{name} is readable by group or others (mode {mode:04o}); a bearer token should be \
