@@ -15,28 +15,12 @@ pub fn churn_params(
     kubeconfig_path: Option<String>,
     dry_run: bool,
 ) -> ExecutionParams {
-    ExecutionParams {
-        command: if dry_run {
-            CommandKind::ChurnDryRun
-        } else {
-            CommandKind::Churn
-        },
-        namespace: namespace.to_string(),
-        kubeconfig_path,
-        cluster_context: None,
-        container_disk_image: None,
-        default_cpu_cores: None,
-        default_memory: None,
-        data_disk_size: None,
-        workloads: Vec::new(),
-        total_vm_count: None,
-        total_workload_count: None,
-        dry_run,
-        ssh_auth_configured: false,
-        cleanup_mode: None,
-        wait_for_ready: false,
-        ready_timeout_seconds: None,
-    }
+    let command = if dry_run {
+        CommandKind::ChurnDryRun
+    } else {
+        CommandKind::Churn
+    };
+    ExecutionParams::creating_nothing(command, namespace.to_string(), kubeconfig_path, dry_run)
 }
 
 fn event(event_type: EventType, message: String, error: Option<String>) -> Event {

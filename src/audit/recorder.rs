@@ -393,6 +393,34 @@ pub struct ExecutionParams {
 }
 
 impl ExecutionParams {
+    /// An execution that creates nothing (cleanup, churn): every field about what a run plans
+    /// is empty.
+    pub fn creating_nothing(
+        command: CommandKind,
+        namespace: String,
+        kubeconfig_path: Option<String>,
+        dry_run: bool,
+    ) -> Self {
+        ExecutionParams {
+            command,
+            namespace,
+            kubeconfig_path,
+            cluster_context: None,
+            container_disk_image: None,
+            default_cpu_cores: None,
+            default_memory: None,
+            data_disk_size: None,
+            workloads: Vec::new(),
+            total_vm_count: None,
+            total_workload_count: None,
+            dry_run,
+            ssh_auth_configured: false,
+            cleanup_mode: None,
+            wait_for_ready: false,
+            ready_timeout_seconds: None,
+        }
+    }
+
     /// Fills `workloads_csv` and the totals from the plan that will be applied.
     pub fn with_plan(mut self, plan: &Plan) -> Self {
         self.workloads = plan.workloads.iter().map(|w| w.name.clone()).collect();

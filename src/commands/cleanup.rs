@@ -237,25 +237,13 @@ fn audit_deletions(execution: &Execution, run_ids: &[String], outcome: &CleanupO
 /// The audit record's parameters of a cleanup.
 fn execution_params(settings: &CleanupSettings, scope: &Scope, context: &str) -> ExecutionParams {
     let dry_run = settings.dry_run;
+    let command = if dry_run {
+        CommandKind::CleanupDryRun
+    } else {
+        CommandKind::Cleanup
+    };
     ExecutionParams {
-        command: if dry_run {
-            CommandKind::CleanupDryRun
-        } else {
-            CommandKind::Cleanup
-        },
-        namespace: settings.global.namespace.to_string(),
-        kubeconfig_path: settings.global.cluster.kubeconfig_given.clone(),
         cluster_context: Some(context.to_string()),
-        // What a run creates; a cleanup creates nothing.
-        container_disk_image: None,
-        default_cpu_cores: None,
-        default_memory: None,
-        data_disk_size: None,
-        workloads: Vec::new(),
-        total_vm_count: None,
-        total_workload_count: None,
-        dry_run,
-        ssh_auth_configured: false,
         cleanup_mode: Some(match (dry_run, &scope.run_id) {
             (true, _) => CleanupMode::DryRun,
             (false, Some(_)) => CleanupMode::RunId,
@@ -263,6 +251,12 @@ fn execution_params(settings: &CleanupSettings, scope: &Scope, context: &str) ->
         }),
         wait_for_ready: settings.wait,
         ready_timeout_seconds: Some(settings.timeout.get()),
+        ..ExecutionParams::creating_nothing(
+            command,
+            settings.global.namespace.to_string(),
+            settings.global.cluster.kubeconfig_given.clone(),
+            dry_run,
+        )
     }
 }
 
