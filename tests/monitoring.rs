@@ -298,16 +298,17 @@ fn promtool_proves_the_alert_fires_for_absent_stale_and_relabelled_running_vms_o
     let mut series = Vec::new();
     // Loaded, for contrast: never alerts.
     series.extend(vmi_series(
-        "virtwork-cpu-0",
+        "virtwork-cpu-0b6c4a-0",
         "cpu",
         Place::Own,
         "0+58x40",
         running,
         &[],
     ));
-    // Absent: running, but no per-VMI series ever reached Prometheus.
+    // Absent: running, but no per-VMI series ever reached Prometheus (known by its name alone,
+    // as a run names its VMs: workload, run tag, index).
     series.extend(vmi_series(
-        "virtwork-cpu-1",
+        "virtwork-cpu-0b6c4a-1",
         "cpu",
         Place::Own,
         "",
@@ -316,7 +317,7 @@ fn promtool_proves_the_alert_fires_for_absent_stale_and_relabelled_running_vms_o
     ));
     // Stale: loaded for 10 minutes, then its series stop while the VMI keeps running.
     series.extend(vmi_series(
-        "virtwork-cpu-2",
+        "virtwork-cpu-0b6c4a-2",
         "cpu",
         Place::Own,
         "0+58x10 stale",
@@ -325,7 +326,7 @@ fn promtool_proves_the_alert_fires_for_absent_stale_and_relabelled_running_vms_o
     ));
     // Relabelled: the scrape moved its namespace to exported_namespace; flat.
     series.extend(vmi_series(
-        "virtwork-cpu-3",
+        "virtwork-cpu-0b6c4a-3",
         "cpu",
         Place::Relabelled,
         "0+0x40",
@@ -334,7 +335,7 @@ fn promtool_proves_the_alert_fires_for_absent_stale_and_relabelled_running_vms_o
     ));
     // Relabelled and loaded: no alert.
     series.extend(vmi_series(
-        "virtwork-cpu-4",
+        "virtwork-cpu-0b6c4a-4",
         "cpu",
         Place::Relabelled,
         "0+58x40",
@@ -343,7 +344,7 @@ fn promtool_proves_the_alert_fires_for_absent_stale_and_relabelled_running_vms_o
     ));
     // Stopped after 5 minutes (flat until then): no running VMI, no alert.
     series.extend(vmi_series(
-        "virtwork-cpu-5",
+        "virtwork-cpu-0b6c4a-5",
         "cpu",
         Place::Own,
         "0+0x5 stale",
@@ -352,7 +353,7 @@ fn promtool_proves_the_alert_fires_for_absent_stale_and_relabelled_running_vms_o
     ));
     // chaos-process only checks the VMI reports: stale series make it fire too.
     series.extend(vmi_series(
-        "virtwork-chaos-process-0",
+        "virtwork-chaos-process-0b6c4a-0",
         "chaos-process",
         Place::Own,
         "0+5x10 stale",
@@ -361,14 +362,14 @@ fn promtool_proves_the_alert_fires_for_absent_stale_and_relabelled_running_vms_o
     ));
     let mut fired = String::new();
     for (name, run) in [
-        ("virtwork-cpu-1", false),
-        ("virtwork-cpu-2", true),
-        ("virtwork-cpu-3", true),
+        ("virtwork-cpu-0b6c4a-1", false),
+        ("virtwork-cpu-0b6c4a-2", true),
+        ("virtwork-cpu-0b6c4a-3", true),
     ] {
         fired.push_str(&expected_alert(name, "cpu", "vcpu-busy", VCPU, run));
     }
     fired.push_str(&expected_alert(
-        "virtwork-chaos-process-0",
+        "virtwork-chaos-process-0b6c4a-0",
         "chaos-process",
         "vcpu-reporting",
         "the VMI's vCPU counters reach Prometheus (signals and killed guest processes are not visible from the host)",

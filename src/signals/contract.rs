@@ -677,15 +677,16 @@ fn own_namespace(expr: &str) -> String {
     format!("label_replace({expr}, \"namespace\", \"$1\", \"exported_namespace\", \"(.+)\")")
 }
 
-/// The names virtwork gives the VMs of `workload` (`virtwork-<workload>[-<role>]-<n>`), as
-/// a PromQL regex: it finds a running VMI of the workload even when none of its per-VMI
-/// series ever reached Prometheus.
+/// The names virtwork gives the VMs of `workload` (`virtwork-<workload>-<run tag>[-<role>]-<n>`,
+/// and the untagged names of runs before the tag), as a PromQL regex: it finds a running VMI of
+/// the workload even when none of its per-VMI series ever reached Prometheus.
 pub fn vm_name_pattern(workload: &str) -> String {
     let roles = match workload {
         "network" | "tps" => "(server-|client-)?",
         _ => "",
     };
-    format!("virtwork-{workload}-{roles}[0-9]+")
+    let tag = crate::model::RunId::NAME_TAG_LEN;
+    format!("virtwork-{workload}-([0-9a-f]{{{tag}}}-)?{roles}[0-9]+")
 }
 
 /// The expression of the shipped alert for one built-in signal: every RUNNING VMI of
@@ -1036,13 +1037,13 @@ mod tests {
             "{alert}"
         );
         assert!(
-            alert.contains(r#"kubevirt_vmi_info{name=~"virtwork-cpu-[0-9]+"}"#),
+            alert.contains(r#"kubevirt_vmi_info{name=~"virtwork-cpu-([0-9a-f]{6}-)?[0-9]+"}"#),
             "{alert}"
         );
         assert!(alert.contains("group by (namespace, name, kubernetes_vmi_label_virtwork_run_id)"));
         assert_eq!(
             vm_name_pattern("tps"),
-            "virtwork-tps-(server-|client-)?[0-9]+"
+            "virtwork-tps-([0-9a-f]{6}-)?(server-|client-)?[0-9]+"
         );
     }
 
