@@ -137,6 +137,26 @@ impl LoadProfile {
     }
 
     /// The shape's name, as a user gives it.
+    /// The two levels the profile moves between.
+    pub fn levels(&self) -> Levels {
+        match *self {
+            LoadProfile::Step { levels, .. }
+            | LoadProfile::Ramp { levels, .. }
+            | LoadProfile::Sine { levels, .. }
+            | LoadProfile::Spike { levels, .. } => levels,
+        }
+    }
+
+    /// The length of one cycle; None for a ramp, which holds its last level.
+    pub fn period(&self) -> Option<u64> {
+        match *self {
+            LoadProfile::Step { period, .. }
+            | LoadProfile::Sine { period, .. }
+            | LoadProfile::Spike { period, .. } => Some(period),
+            LoadProfile::Ramp { .. } => None,
+        }
+    }
+
     pub fn shape(&self) -> &'static str {
         match self {
             LoadProfile::Step { .. } => "step",

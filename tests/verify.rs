@@ -1391,6 +1391,106 @@ fn a_tps_vm_in_its_pause_is_not_failed() {
     }
 }
 
+/// A 10/90 % cpu step of 30 s: with Prometheus scraping every second, each 15 s phase holds
+/// samples past the 3 s rate window and the level change.
+const CPU_STEP: &str =
+    "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=30s";
+
+#[test]
+fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(&env, "cpu", &["--vm-count", "2", "--params", CPU_STEP]);
+    let (following, stuck) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
+    env.server.set_profile_stuck_high(NS, &stuck);
+    // Three periods in Prometheus before judging a 90 s window.
+    let promql = format!(
+        "count_over_time(kubevirt_vmi_vcpu_seconds_total{{name=\"{following}\",id=\"0\"}}[5m]) >= 95"
+    );
+    assert!(
+        prometheus.wait_for_series(&promql, 1, Duration::from_secs(240)),
+        "Prometheus never held 95 samples:\n{}",
+        prometheus.log()
+    );
+    let (code, doc, stderr) = verify_json(&env, "90s", &[]);
+    assert_eq!(code, Some(1), "{stderr}\n{doc:#}");
+    let signal = |vm: &str| -> Value {
+        let vm_doc = doc["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == vm)
+            .unwrap();
+        vm_doc["signals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["signal"] == "vcpu-busy")
+            .unwrap()
+            .clone()
+    };
+    let good = signal(&following);
+    assert_eq!(good["status"], "pass", "{good:#}");
+    let report = &good["profile"];
+    assert!(
+        report["shape"]
+            .as_str()
+            .unwrap()
+            .starts_with("step: level 90"),
+        "{report:#}"
+    );
+    assert!(report["correlation"].as_f64().unwrap() > 0.8, "{report:#}");
+    assert!(report["clock_start"].is_string(), "{report:#}");
+    let judged: Vec<(u64, &str)> = report["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["status"] != "not_judged")
+        .map(|p| (p["level"].as_u64().unwrap(), p["status"].as_str().unwrap()))
+        .collect();
+    for level in [10, 90] {
+        assert!(
+            judged
+                .iter()
+                .filter(|(l, s)| *l == level && *s == "pass")
+                .count()
+                >= 2,
+            "two passing phases at level {level}: {report:#}"
+        );
+    }
+    let bad = signal(&stuck);
+    assert_eq!(bad["status"], "off_profile", "{bad:#}");
+    assert!(
+        bad["profile"]["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["level"] == 10 && p["status"] == "above"),
+        "{bad:#}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "VM {NS}/{stuck} signal vcpu-busy (off its load profile"
+        )),
+        "{stderr}"
+    );
+
+    // The text names the missed phases under the table.
+    let out = env.run(&["--namespace", NS, "verify", "--window", "90s"]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("step profile"), "{stdout}");
+    assert!(stdout.contains("at level 10: observed"), "{stdout}");
+
+    // A window shorter than the period cannot tell the phases apart: not expected, saying
+    // which window would do.
+    let (_, doc, _) = verify_json(&env, "20s", &[]);
+    let (status, note) = signal_of(&doc, &following, "vcpu-busy");
+    assert_eq!(status, "not_expected", "{doc:#}");
+    assert!(note.contains("--window 30s"), "{note}");
+}
+
 #[test]
 fn a_window_shorter_than_two_scrapes_is_refused_with_the_interval() {
     let env = Env::start();

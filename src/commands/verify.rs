@@ -24,19 +24,20 @@ use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
 use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{OutputFormat, Window};
-use crate::signals::contract::{Check, SignalGroup, checks, group_queries};
+use crate::signals::contract::{Check, SignalGroup, checks, group_queries, profile_range_query};
 use crate::verify::alerts::{
     FiredAlert, alerts_query, expectation_failure, expectations, fired_alerts,
     text_section as alerts_text,
 };
 use crate::verify::evaluate::{
-    QueryAnswer, SeriesFacts, facts_by_name, group_facts_query, group_value_query, values_by_name,
+    QueryAnswer, RangeAnswer, SeriesFacts, facts_by_name, group_facts_query, group_value_query,
+    values_by_name,
 };
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
 use crate::verify::{
-    Answered, LocalCatalog, Target, VmResult, catalog_names, failure_message, json_report,
-    judge_answers, not_running, not_running_results, targets, text_report, unverifiable_result,
-    window_too_short,
+    Answered, GroupRange, LocalCatalog, ProfileRanges, Target, VmResult, catalog_names,
+    failure_message, json_report, judge_answers, not_running, not_running_results, range_spec,
+    targets, text_report, unverifiable_result, window_too_short,
 };
 use crate::workloads::catalog::CatalogEntry;
 
@@ -345,12 +346,15 @@ async fn evaluate(
     let answers: Vec<Result<(usize, Answered)>> = futures::stream::iter(jobs)
         .map(|(i, check)| {
             let name = targets[i].facts.name.as_str();
+            let created = targets[i].vmi_created;
             let group = check.group.as_ref().and_then(|g| grouped.get(g));
             async move {
-                let answered = match group {
+                let mut answered = match group {
                     Some(answer) => answer.for_vm(check, name),
                     None => answer_single(api, check, policy, cancel).await?,
                 };
+                answered.vm_name = name.to_string();
+                answered.vmi_created = created;
                 Ok((i, answered))
             }
         })
@@ -368,17 +372,77 @@ async fn evaluate(
         .into_iter()
         .map(|target| {
             let signals = match (&target.unverifiable, not_running(&target)) {
-                (Some(why), _) => vec![unverifiable_result(why)],
+                (Some(why), _) => vec![unverifiable_result(&target, why)],
                 (None, Some(why)) => not_running_results(&target, window, &why),
                 (None, None) => Vec::new(),
             };
             VmResult { target, signals }
         })
         .collect();
-    for (i, signal) in judge_answers(answers, window) {
+    let ranges = profile_ranges(api, &answers, window, policy, cancel).await?;
+    for (i, signal) in judge_answers(answers, window, &ranges) {
         results[i].signals.push(signal);
     }
     Ok(results)
+}
+
+/// The range answers for the profiled checks among `answers`: one range query per group
+/// (namespace, signal, mount) over the group's profiled VMs, whose samples each cover three
+/// scrapes of the interval the group's series show.
+async fn profile_ranges(
+    api: &PrometheusApi,
+    answers: &[(usize, Answered)],
+    window: Window,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<ProfileRanges> {
+    let mut groups: BTreeMap<&SignalGroup, (Vec<&str>, f64)> = BTreeMap::new();
+    for (_, a) in answers {
+        let (Some(_), Some(group)) = (&a.check.profile, &a.check.group) else {
+            continue;
+        };
+        let entry = groups.entry(group).or_insert((Vec::new(), 0.0));
+        entry.0.push(a.vm_name.as_str());
+        if let Some(interval) = a.facts.and_then(|f| f.scrape_interval(window)) {
+            entry.1 = entry.1.max(interval);
+        }
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let queried: Vec<Result<(SignalGroup, GroupRange)>> = futures::stream::iter(groups)
+        .map(|(group, (names, interval))| async move {
+            let spec = range_spec(window, interval, now);
+            let rate_window = Window::from_secs(spec.rate_window as u64).unwrap_or(window);
+            let query = profile_range_query(group, &names, rate_window);
+            let answer = api
+                .query_range(
+                    &query,
+                    (spec.start as u64, spec.end as u64, spec.step as u64),
+                    policy,
+                    cancel,
+                )
+                .await?;
+            let range = match answer {
+                RangeAnswer::Series(samples) => GroupRange {
+                    spec,
+                    samples,
+                    error: None,
+                },
+                RangeAnswer::Rejected { error_type, error } => GroupRange {
+                    spec,
+                    samples: BTreeMap::new(),
+                    error: Some(format!(
+                        "Prometheus rejected the range query ({error_type}): {error}"
+                    )),
+                },
+            };
+            Ok((group.clone(), range))
+        })
+        .buffered(QUERY_CONCURRENCY)
+        .collect()
+        .await;
+    queried.into_iter().collect()
 }
 
 /// What a group's two queries said, by VM name.
@@ -397,6 +461,8 @@ impl GroupAnswer {
             observed: self.values.get(name).copied(),
             facts: Some(self.facts.get(name).copied().unwrap_or_default()),
             error: self.error.clone(),
+            vm_name: String::new(),
+            vmi_created: None,
         }
     }
 }
@@ -444,6 +510,8 @@ async fn answer_single(
             observed: None,
             facts: None,
             error: None,
+            vm_name: String::new(),
+            vmi_created: None,
         });
     }
     let (observed, error) = match api.query(&check.query, policy, cancel).await? {
@@ -464,5 +532,7 @@ async fn answer_single(
         observed,
         facts: None,
         error,
+        vm_name: String::new(),
+        vmi_created: None,
     })
 }

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::promql::{Matchers, render_template};
+use crate::loadprofile::LoadProfile;
 use crate::model::{Window, parse_int};
 
 /// Annotation on each VirtualMachine with the params the contract needs (a JSON object),
@@ -153,6 +154,8 @@ pub struct VmFacts {
     pub params: BTreeMap<String, String>,
     /// The local catalog entry's signals (never a query read from the cluster).
     pub custom: Vec<CustomSignal>,
+    /// The load profile the run recorded in the params (None: steady).
+    pub profile: Option<LoadProfile>,
 }
 
 /// One expected signal of one VM, ready to query.
@@ -179,6 +182,58 @@ pub struct Check {
     /// with the same signal and mount shares one query.
     #[serde(skip)]
     pub group: Option<SignalGroup>,
+    /// The signal follows the VM's load profile: judged phase by phase over time instead of
+    /// against one threshold.
+    #[serde(skip)]
+    pub profile: Option<ProfiledCheck>,
+}
+
+/// How a profiled signal's value relates to the profile's level.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LevelMapping {
+    /// The signal reads `idle + per_level * level` at full effect (a cap, such as an IOPS or
+    /// bitrate limit, may be reached only in part, which the floor allows for).
+    Absolute { idle: f64, per_level: f64 },
+    /// No fixed factor between level and signal (pgbench's transactions per second and the
+    /// disk operations they cause): the factor is measured from the phases at the highest
+    /// level and the other phases are judged against it.
+    Relative,
+}
+
+/// A signal judged by the load profile: the profile, how levels map to values, and the
+/// longest pause the payload takes inside a phase (its loop keeps pausing between runs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProfiledCheck {
+    pub profile: LoadProfile,
+    pub mapping: LevelMapping,
+    pub quiet_gap_secs: f64,
+}
+
+impl ProfiledCheck {
+    /// The value at `level` at full effect (in the Relative mapping, with `factor` per level).
+    pub fn nominal(&self, level: u32, factor: f64) -> f64 {
+        match self.mapping {
+            LevelMapping::Absolute { idle, per_level } => idle + per_level * f64::from(level),
+            LevelMapping::Relative => factor * f64::from(level),
+        }
+    }
+
+    /// The least a phase at `level` must average when `active` of its judged seconds are
+    /// guaranteed to carry load: half of the level's share above idle, as the steady floors
+    /// are (None: level 0, where no load runs and nothing is owed).
+    pub fn floor(&self, level: u32, factor: f64, active: f64) -> Option<f64> {
+        let idle = self.nominal(0, factor);
+        (level > 0)
+            .then(|| idle + 0.5 * (self.nominal(level, factor) - idle) * active.clamp(0.0, 1.0))
+    }
+
+    /// The most a phase at `level` may average: its value at full effect plus half the
+    /// profile's amplitude, so a phase stuck at a higher level fails.
+    pub fn ceiling(&self, level: u32, factor: f64) -> f64 {
+        let levels = self.profile.levels();
+        let amplitude = self.nominal(levels.high, factor) - self.nominal(levels.low, factor);
+        self.nominal(level, factor) + 0.5 * amplitude
+    }
 }
 
 /// Built-in checks that one query answers for every VM at once (one value per VM name).
@@ -213,6 +268,31 @@ pub fn group_queries(group: &SignalGroup, window: Window) -> GroupQueries {
         series: primary_series(def, &m, &group.mount),
         relabelled: primary_series(def, &moved, &group.mount),
     }
+}
+
+/// Longest list of VM names a profile range query selects by name (the names joined);
+/// beyond it the query reads the whole namespace and the answer is filtered by name.
+const NAME_SELECTOR_MAX_CHARS: usize = 4_000;
+
+/// The range query of a profiled group: the signal's expression with each sample covering
+/// `rate_window`, over the `names` of the namespace (VM names are DNS names: only `.` is a
+/// regex metacharacter, and it is escaped).
+pub fn profile_range_query(group: &SignalGroup, names: &[&str], rate_window: Window) -> String {
+    let def = WORKLOADS
+        .iter()
+        .flat_map(|w| builtin_signals(w).iter())
+        .find(|d| d.name == group.signal)
+        .expect("groups are made of built-in signals");
+    let alternatives = names
+        .iter()
+        .map(|n| n.replace('.', "\\."))
+        .collect::<Vec<_>>()
+        .join("|");
+    let mut m = Matchers::default().with("namespace", &group.namespace);
+    if alternatives.len() <= NAME_SELECTOR_MAX_CHARS {
+        m = m.with_op("name", "=~", &alternatives);
+    }
+    expression(def, &m, rate_window, &group.mount)
 }
 
 /// One built-in signal: name, what it shows, and how to write its query.
@@ -373,10 +453,19 @@ pub fn signal_params<'a>(
     workload: &str,
     resolved: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> BTreeMap<String, String> {
+    use crate::workloads::load_profile::{PROFILE, RECORDED_KEYS};
     let wanted = signal_param_defaults(workload);
+    let resolved: Vec<(&str, &str)> = resolved.into_iter().collect();
+    // A steady VM records nothing of profiles, so its annotation stays as it was.
+    let profiled = profiled_signal_name(workload).is_some()
+        && resolved
+            .iter()
+            .any(|(k, v)| *k == PROFILE && *v != "steady");
     resolved
         .into_iter()
-        .filter(|(k, _)| wanted.iter().any(|(w, _)| w == k))
+        .filter(|(k, _)| {
+            wanted.iter().any(|(w, _)| w == k) || (profiled && RECORDED_KEYS.contains(k))
+        })
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
@@ -614,6 +703,90 @@ fn database_threshold(name: &str, facts: &VmFacts, window: Window) -> Threshold 
     )
 }
 
+/// Bytes per second of one Mbit/s, the network profile's level unit.
+const BYTES_PER_MBIT: f64 = 125_000.0;
+
+/// The signal of a profiled VM that follows its level (the one its level script drives
+/// directly), with how level maps to value and the payload's quiet gap inside a phase.
+/// None for the workload's other signals (and for roles the profile does not drive).
+fn profiled_signal(
+    workload: &str,
+    role: Option<&str>,
+    signal: &str,
+) -> Option<(LevelMapping, f64)> {
+    let absolute = |idle, per_level| LevelMapping::Absolute { idle, per_level };
+    match (workload, role, signal) {
+        ("cpu", _, "vcpu-busy") => Some((absolute(0.0, 0.01), 0.0)),
+        ("memory", _, "memory-used") => Some((
+            absolute(IDLE_MEMORY_RATIO, (1.0 - IDLE_MEMORY_RATIO) / 100.0),
+            0.0,
+        )),
+        ("disk", _, "disk-iops") => Some((absolute(0.0, 1.0), 2.0 * f64::from(FIO_PAUSE_SECS))),
+        ("network", Some("client"), "net-rx" | "net-tx") => {
+            Some((absolute(0.0, BYTES_PER_MBIT), f64::from(IPERF_PAUSE_SECS)))
+        }
+        ("database", _, "disk-write-iops") => {
+            Some((LevelMapping::Relative, f64::from(PGBENCH_PAUSE_SECS)))
+        }
+        _ => None,
+    }
+}
+
+/// The workloads whose profiles verify judges, and the signal it judges them by.
+pub fn profiled_signal_name(workload: &str) -> Option<&'static str> {
+    match workload {
+        "cpu" => Some("vcpu-busy"),
+        "memory" => Some("memory-used"),
+        "disk" => Some("disk-iops"),
+        "network" => Some("net-rx and net-tx (clients)"),
+        "database" => Some("disk-write-iops"),
+        _ => None,
+    }
+}
+
+/// A check of a profiled VM: the driven signal judged by the profile; the network server's
+/// traffic (the sum of its clients' profiles, not in step with any one) held to the floor of
+/// the low level; the workload's other signals not expected, since the profile drives them
+/// too but without a fixed relation to its level.
+fn profiled(mut check: Check, facts: &VmFacts, profile: LoadProfile, window: Window) -> Check {
+    if let Some((mapping, quiet_gap_secs)) =
+        profiled_signal(&facts.workload, facts.role.as_deref(), &check.signal)
+    {
+        check.threshold = Some(0.0);
+        check.note = Some(format!(
+            "judged by its load profile ({})",
+            profile.describe()
+        ));
+        check.profile = Some(ProfiledCheck {
+            profile,
+            mapping,
+            quiet_gap_secs,
+        });
+        return check;
+    }
+    let low = profile.levels().low;
+    (check.threshold, check.note) = match check.signal.as_str() {
+        "net-rx" | "net-tx" if low == 0 => (
+            None,
+            Some("the clients' load profile goes down to level 0: no traffic is owed".into()),
+        ),
+        "net-rx" | "net-tx" => averaged_or_too_short(
+            (0.5 * f64::from(low) * BYTES_PER_MBIT).min(NET_BYTES_FLOOR),
+            window,
+            f64::from(IPERF_PAUSE_SECS),
+            "the iperf3 clients pause between tests",
+        ),
+        _ => (
+            None,
+            Some(format!(
+                "follows the load profile without a fixed relation to its level: the profile is judged by {}",
+                profiled_signal_name(&facts.workload).unwrap_or("another signal")
+            )),
+        ),
+    };
+    check
+}
+
 /// Every expected signal of one VM over `window`, built-ins first, then catalog signals.
 pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
     let m = Matchers::vmi(&facts.namespace, &facts.name);
@@ -639,7 +812,12 @@ pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
                     signal: def.name,
                     mount: mount.to_string(),
                 }),
+                profile: None,
             }
+        })
+        .map(|check| match facts.profile {
+            Some(profile) => profiled(check, facts, profile, window),
+            None => check,
         })
         .collect();
     out.extend(facts.custom.iter().map(|custom| {
@@ -656,6 +834,7 @@ pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
             series: None,
             relabelled: None,
             group: None,
+            profile: None,
         }
     }));
     out
@@ -768,6 +947,7 @@ mod tests {
             memory_bytes: Some(2 << 30),
             params: BTreeMap::new(),
             custom: Vec::new(),
+            profile: None,
         }
     }
 
@@ -1020,6 +1200,65 @@ mod tests {
             BTreeMap::from([("cpu-load-percent".to_string(), "60".to_string())])
         );
         assert!(signal_params("my-entry", [("password", "hunter2")]).is_empty());
+    }
+
+    #[test]
+    fn a_profiled_vm_records_its_profile_and_is_judged_by_its_driven_signal() {
+        let steady = [
+            ("rwmixread", "70"),
+            ("profile", "steady"),
+            ("profile-low", "100"),
+        ];
+        assert!(!signal_params("disk", steady.iter().copied()).contains_key("profile-low"));
+        let stepped = [
+            ("rwmixread", "70"),
+            ("runtime", "300"),
+            ("profile", "step"),
+            ("profile-low", "100"),
+            ("profile-high", "2000"),
+            ("profile-period", "10m"),
+            ("profile-duty", "50"),
+            ("profile-duration", "10m"),
+            ("profile-burst", "30s"),
+            ("numjobs", "4"),
+        ];
+        let recorded = signal_params("disk", stepped.iter().copied());
+        assert_eq!(recorded.len(), 9, "{recorded:?}");
+        let profile = crate::workloads::load_profile::from_recorded(&recorded)
+            .unwrap()
+            .unwrap();
+        let f = VmFacts {
+            params: recorded,
+            profile: Some(profile),
+            ..facts("disk")
+        };
+        let all = checks(&f, window("10m"));
+        let iops = all.iter().find(|c| c.signal == "disk-iops").unwrap();
+        let driven = iops.profile.expect("disk-iops follows the profile");
+        assert_eq!(driven.nominal(2000, 0.0), 2000.0);
+        assert_eq!(driven.floor(2000, 0.0, 1.0), Some(1000.0));
+        assert_eq!(driven.floor(0, 0.0, 1.0), None);
+        assert_eq!(driven.ceiling(100, 0.0), 100.0 + 950.0);
+        for other in all.iter().filter(|c| c.signal != "disk-iops") {
+            assert_eq!(other.threshold, None, "{other:?}");
+            assert!(
+                other
+                    .note
+                    .as_deref()
+                    .unwrap()
+                    .contains("judged by disk-iops")
+            );
+        }
+        // The network server carries every client's profile at once: held to the low
+        // level's floor, not judged phase by phase.
+        let server = VmFacts {
+            role: Some("server".into()),
+            profile: Some(profile),
+            ..facts("network")
+        };
+        for c in checks(&server, window("10m")) {
+            assert!(c.profile.is_none() && c.threshold.is_some(), "{c:?}");
+        }
     }
 
     #[test]

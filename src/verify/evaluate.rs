@@ -91,6 +91,77 @@ fn facts_of(data: &Value) -> Option<BTreeMap<String, f64>> {
         .collect()
 }
 
+/// What a range query returned: each VM's samples (time, value; NaN and ±Inf dropped) by
+/// its `name` label, or Prometheus' rejection.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RangeAnswer {
+    Series(BTreeMap<String, Vec<(f64, f64)>>),
+    Rejected { error_type: String, error: String },
+}
+
+#[derive(serde::Deserialize)]
+struct RangeDocument {
+    status: String,
+    #[serde(default)]
+    data: Option<RangeData>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct RangeData {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: Vec<RangeSeries>,
+}
+
+#[derive(serde::Deserialize)]
+struct RangeSeries {
+    #[serde(default)]
+    metric: BTreeMap<String, String>,
+    #[serde(default)]
+    values: Vec<(f64, String)>,
+}
+
+/// Parses a `/api/v1/query_range` response body (typed: a range answer holds many samples,
+/// so no JSON tree is built). Err: not a Prometheus matrix answer.
+pub fn parse_range_response(body: &str) -> Result<RangeAnswer, String> {
+    let doc: RangeDocument = serde_json::from_str(body)
+        .map_err(|e| format!("the answer is not a Prometheus range answer: {e}"))?;
+    match doc.status.as_str() {
+        "success" => {}
+        "error" => {
+            return Ok(RangeAnswer::Rejected {
+                error_type: doc.error_type.unwrap_or_default(),
+                error: doc.error.unwrap_or_default(),
+            });
+        }
+        other => return Err(format!("unexpected status {other:?}")),
+    }
+    let data = doc.data.ok_or("the answer has no data")?;
+    if data.result_type != "matrix" {
+        return Err(format!(
+            "unexpected result type {:?} (expected matrix)",
+            data.result_type
+        ));
+    }
+    let mut out: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for series in data.result {
+        let Some(name) = series.metric.get("name") else {
+            continue;
+        };
+        let samples = out.entry(name.clone()).or_default();
+        samples.extend(series.values.iter().filter_map(|(t, v)| {
+            let v = v.parse::<f64>().ok().filter(|v| v.is_finite())?;
+            Some((*t, v))
+        }));
+        samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    Ok(RangeAnswer::Series(out))
+}
+
 /// What Prometheus knows about a signal's series, besides its value.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SeriesFacts {
@@ -286,6 +357,9 @@ pub enum Verdict {
     NotRunning,
     /// Below the threshold, but the series began inside the window, so the rate reads low.
     TooYoung,
+    /// A profiled signal that does not follow its load profile (a phase off its level, or a
+    /// shape flatter than the profile's).
+    OffProfile,
 }
 
 impl Verdict {
@@ -300,6 +374,7 @@ impl Verdict {
                 | Verdict::Stale
                 | Verdict::NotRunning
                 | Verdict::TooYoung
+                | Verdict::OffProfile
         )
     }
 
@@ -314,6 +389,7 @@ impl Verdict {
             Verdict::Stale => "stale",
             Verdict::NotRunning => "not running",
             Verdict::TooYoung => "too young",
+            Verdict::OffProfile => "off profile",
         }
     }
 }
@@ -401,6 +477,7 @@ mod tests {
             series: None,
             relabelled: None,
             group: None,
+            profile: None,
         }
     }
 

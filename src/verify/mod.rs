@@ -9,6 +9,7 @@
 pub mod alerts;
 pub mod evaluate;
 pub mod kit;
+pub mod profile;
 pub mod prometheus;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,6 +38,9 @@ pub struct Target {
     pub run_id: Option<String>,
     /// The VMI's phase; None when the VM has no VMI.
     pub vmi_phase: Option<String>,
+    /// When the VMI was created (Unix seconds): nothing in the guest, a load profile's clock
+    /// included, started before it.
+    pub vmi_created: Option<f64>,
     /// Why the VM's recorded signal setup could not be used (absent: defaults apply).
     pub setup_note: Option<String>,
     /// Why the VM's catalog signals cannot be judged (no matching local entry): reported
@@ -146,11 +150,16 @@ pub fn targets(
             o.metadata.name.clone().unwrap_or_default(),
         )
     };
-    let phases: BTreeMap<(String, String), Option<String>> = vmis
+    let phases: BTreeMap<(String, String), (Option<String>, Option<f64>)> = vmis
         .iter()
         .map(|vmi| {
             let phase = vmi.data["status"]["phase"].as_str().map(String::from);
-            (key(vmi), phase)
+            let created = vmi
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_second() as f64);
+            (key(vmi), (phase, created))
         })
         .collect();
     let mut out: Vec<Target> = vms
@@ -159,8 +168,21 @@ pub fn targets(
             let (namespace, name) = key(vm);
             let mut notes = Vec::new();
             let workload = label(vm, labels::COMPONENT).unwrap_or_default();
+            let params = recorded_params(vm, &mut notes);
+            let mut profile = None;
             let (custom, unverifiable) = if is_builtin(&workload) {
-                (Vec::new(), None)
+                // A profile the record cannot give is not judged as steady: that could fail
+                // a healthy VM in its low phase, or pass one whose profile stopped.
+                match crate::workloads::load_profile::from_recorded(&params) {
+                    Ok(recorded) => {
+                        profile = recorded;
+                        (Vec::new(), None)
+                    }
+                    Err(why) => (
+                        Vec::new(),
+                        Some(format!("annotation {SIGNAL_PARAMS_ANNOTATION}: {why}")),
+                    ),
+                }
             } else {
                 match catalog_signals(
                     &workload,
@@ -171,16 +193,19 @@ pub fn targets(
                     Err(why) => (Vec::new(), Some(why)),
                 }
             };
+            let (vmi_phase, vmi_created) = phases
+                .get(&(namespace.clone(), name.clone()))
+                .cloned()
+                .unwrap_or_default();
             Target {
-                vmi_phase: phases
-                    .get(&(namespace.clone(), name.clone()))
-                    .cloned()
-                    .flatten(),
+                vmi_phase,
+                vmi_created,
                 run_id: label(vm, labels::RUN_ID),
                 facts: VmFacts {
                     role: label(vm, labels::ROLE),
                     memory_bytes: memory_request(vm),
-                    params: recorded_params(vm, &mut notes),
+                    params,
+                    profile,
                     custom,
                     workload,
                     namespace,
@@ -197,12 +222,18 @@ pub fn targets(
     out
 }
 
-/// The one result of a VM whose catalog signals cannot be trusted: a failure naming why.
-pub fn unverifiable_result(reason: &str) -> SignalResult {
+/// The one result of a VM whose expectations cannot be trusted (a catalog VM without a
+/// matching local entry, a built-in whose recorded load profile is unusable): a failure
+/// naming why.
+pub fn unverifiable_result(target: &Target, reason: &str) -> SignalResult {
+    let (signal, description) = match is_builtin(&target.facts.workload) {
+        true => ("load-profile", "the load profile its run recorded"),
+        false => ("catalog-signals", "the catalog entry's own signals"),
+    };
     SignalResult {
         check: Check {
-            signal: "catalog-signals".into(),
-            description: "the catalog entry's own signals".into(),
+            signal: signal.into(),
+            description: description.into(),
             query: String::new(),
             threshold: None,
             unit: Unit::Custom,
@@ -210,10 +241,12 @@ pub fn unverifiable_result(reason: &str) -> SignalResult {
             series: None,
             relabelled: None,
             group: None,
+            profile: None,
         },
         observed: None,
         status: Verdict::Unverifiable,
         error: Some(reason.to_string()),
+        profile: None,
     }
 }
 
@@ -226,7 +259,45 @@ pub struct Answered {
     pub facts: Option<SeriesFacts>,
     /// Prometheus rejected the query: its message.
     pub error: Option<String>,
+    /// The VM's name and when its VMI was created (a load profile's clock starts after it).
+    pub vm_name: String,
+    pub vmi_created: Option<f64>,
 }
+
+/// The samples of one profiled group's range query, by VM name, and how they were taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupRange {
+    pub spec: profile::RangeSpec,
+    pub samples: BTreeMap<String, Vec<(f64, f64)>>,
+    /// Prometheus rejected the range query: its message.
+    pub error: Option<String>,
+}
+
+/// The range answers of every profiled group.
+pub type ProfileRanges = BTreeMap<crate::signals::contract::SignalGroup, GroupRange>;
+
+/// Samples in a range and the seconds each covers, for judging the profiled signals of a
+/// group scraped every `interval` seconds over `window`, ending at `now` (Unix seconds): each
+/// sample's rate spans three scrapes (so it holds two samples whatever the jitter; 10 s when
+/// the interval is unknown), and at most [`RANGE_POINTS`] samples.
+pub fn range_spec(window: Window, interval: f64, now: f64) -> profile::RangeSpec {
+    let rate_window = match interval > 0.0 {
+        true => (3.0 * interval).ceil().max(2.0),
+        false => 10.0,
+    };
+    let span = (window.as_secs() as f64 - rate_window).max(0.0);
+    let step = (span / RANGE_POINTS as f64).max(interval).max(1.0).ceil();
+    let end = now.floor();
+    profile::RangeSpec {
+        start: end - span,
+        end,
+        step,
+        rate_window,
+    }
+}
+
+/// Most samples per VM a profile range query asks for.
+pub const RANGE_POINTS: usize = 240;
 
 /// Whether the VM's VMI is running; otherwise why not, for the report.
 pub fn not_running(target: &Target) -> Option<String> {
@@ -248,6 +319,7 @@ pub fn not_running_results(target: &Target, window: Window, why: &str) -> Vec<Si
                 observed: None,
                 status: Verdict::NotRunning,
                 error: None,
+                profile: None,
             }
         })
         .collect()
@@ -269,10 +341,12 @@ pub fn window_too_short(answers: &[(usize, Answered)], window: Window) -> Option
 }
 
 /// Judges every answer: vcpu-busy values in milliseconds (detected on any VM, since one
-/// KubeVirt release reports them all) are converted to seconds first.
+/// KubeVirt release reports them all) are converted to seconds first; a profiled signal
+/// whose series is present and current is judged by its profile over `ranges`.
 pub fn judge_answers(
     answers: Vec<(usize, Answered)>,
     window: Window,
+    ranges: &ProfileRanges,
 ) -> Vec<(usize, SignalResult)> {
     let millis = answers.iter().any(|(_, a)| {
         a.check.signal == "vcpu-busy" && evaluate::vcpu_counter_in_millis(a.observed)
@@ -281,20 +355,45 @@ pub fn judge_answers(
         .into_iter()
         .map(|(i, mut a)| {
             let mut unit_note = None;
-            if millis && a.check.signal == "vcpu-busy" {
+            let in_millis = millis && a.check.signal == "vcpu-busy";
+            if in_millis {
                 a.observed = a.observed.map(|v| v / 1000.0);
                 unit_note = Some(
                     "kubevirt_vmi_vcpu_seconds_total counts milliseconds on this cluster (KubeVirt before the fix of kubevirt/kubevirt#13898): values divided by 1000".to_string(),
                 );
             }
-            let (status, note) = match (&a.error, &a.facts) {
+            let (mut status, mut note) = match (&a.error, &a.facts) {
                 (Some(_), _) => (Verdict::Error, None),
                 (None, Some(facts)) => evaluate::judge_series(&a.check, a.observed, facts, window),
                 (None, None) => (evaluate::judge(&a.check, a.observed), None),
             };
+            let mut report = None;
+            // Absent, stale and failed series keep their verdict: a profile cannot mend them.
+            if let (Some(profiled), Some(group)) = (a.check.profile, a.check.group.as_ref())
+                && matches!(status, Verdict::Pass | Verdict::Below | Verdict::TooYoung)
+                && let Some(range) = ranges.get(group)
+            {
+                match &range.error {
+                    Some(error) => {
+                        status = Verdict::Error;
+                        a.error = Some(error.clone());
+                    }
+                    None => {
+                        let mut samples =
+                            range.samples.get(&a.vm_name).cloned().unwrap_or_default();
+                        if in_millis {
+                            samples.iter_mut().for_each(|(_, v)| *v /= 1000.0);
+                        }
+                        let judged = profile::judge_profile(&profiled, &samples, &range.spec, a.vmi_created);
+                        status = judged.status;
+                        note = Some(judged.summary.clone());
+                        report = Some(judged);
+                    }
+                }
+            }
             let notes: Vec<String> = [a.check.note.take(), unit_note, note].into_iter().flatten().collect();
             a.check.note = (!notes.is_empty()).then(|| notes.join("; "));
-            (i, SignalResult { check: a.check, observed: a.observed, status, error: a.error })
+            (i, SignalResult { check: a.check, observed: a.observed, status, error: a.error, profile: report })
         })
         .collect()
 }
@@ -333,6 +432,9 @@ pub struct SignalResult {
     /// Prometheus' message when it rejected the query.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How a profiled signal followed its load profile, phase by phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<profile::ProfileReport>,
 }
 
 /// One VM's outcome.
@@ -369,6 +471,9 @@ pub fn tally(results: &[VmResult]) -> (usize, usize, usize, usize) {
 }
 
 fn threshold_text(s: &SignalResult) -> String {
+    if let Some(profiled) = &s.check.profile {
+        return format!("{} profile", profiled.profile.shape());
+    }
     match s.check.threshold {
         Some(t) => format!(">= {}", s.check.unit.format(t)),
         None => "-".into(),
@@ -466,7 +571,52 @@ fn vm_rows(r: &VmResult, rows: &mut Vec<[String; 7]>, notes: &mut Vec<String>) {
         if let Some(error) = &s.error {
             notes.push(format!("{vm} {}: {}", s.check.signal, untrusted(error)));
         }
+        if let Some(report) = &s.profile {
+            notes.extend(profile_notes(&vm, s, report));
+        }
     }
+}
+
+/// The phases a profiled signal missed (the first few), for the notes under the table.
+fn profile_notes(vm: &str, s: &SignalResult, report: &profile::ProfileReport) -> Vec<String> {
+    const SHOWN: usize = 3;
+    let off: Vec<&profile::PhaseReport> = report
+        .phases
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.status,
+                profile::PhaseStatus::Below | profile::PhaseStatus::Above
+            )
+        })
+        .collect();
+    let unit = s.check.unit;
+    let mut out: Vec<String> = off
+        .iter()
+        .take(SHOWN)
+        .map(|p| {
+            let bound = match p.status {
+                profile::PhaseStatus::Below => format!(">= {}", unit.format(p.min.unwrap_or(0.0))),
+                _ => format!("<= {}", unit.format(p.max)),
+            };
+            format!(
+                "{vm} {}: phase {} to {} at level {}: observed {}, expected {bound}",
+                s.check.signal,
+                p.start,
+                p.end,
+                p.level,
+                p.observed.map_or("-".into(), |v| unit.format(v)),
+            )
+        })
+        .collect();
+    if off.len() > SHOWN {
+        out.push(format!(
+            "{vm} {}: {} more phase(s) off the profile (see --output json)",
+            s.check.signal,
+            off.len() - SHOWN
+        ));
+    }
+    out
 }
 
 /// The JSON document (`--output json`, see docs/output-json.md).
@@ -550,6 +700,10 @@ pub fn missing_message(results: &[VmResult]) -> Option<String> {
             threshold_text(s)
         ),
         Verdict::Error => format!("query failed: {}", s.error.as_deref().unwrap_or("error")),
+        Verdict::OffProfile => format!(
+            "off its load profile: {}",
+            s.profile.as_ref().map_or("", |p| p.summary.as_str())
+        ),
         _ => format!(
             "observed {}, expected {}",
             observed_text(s),
@@ -640,6 +794,20 @@ mod tests {
     }
 
     #[test]
+    fn a_recorded_profile_is_parsed_once_and_an_unusable_one_is_reported() {
+        let stepped = json!({"virtwork/signal-params": r#"{"profile":"step","profile-low":"10","profile-high":"90","profile-period":"60s","profile-duty":"50"}"#});
+        let t = &targets(&[vm("cpu", stepped)], &[], &LocalCatalog::new())[0];
+        assert_eq!(t.facts.profile.unwrap().shape(), "step");
+        assert!(t.unverifiable.is_none());
+        // Edited on the cluster into something no run writes: reported, never judged as steady.
+        let broken = json!({"virtwork/signal-params": r#"{"profile":"step","profile-low":"90","profile-high":"10","profile-period":"60s","profile-duty":"50"}"#});
+        let t = &targets(&[vm("cpu", broken)], &[], &LocalCatalog::new())[0];
+        assert!(t.facts.profile.is_none());
+        let why = t.unverifiable.as_deref().unwrap();
+        assert!(why.contains("must be below the high level"), "{why}");
+    }
+
+    #[test]
     fn built_in_vms_ignore_any_signals_recorded_on_the_cluster() {
         let forged = vec![signal("vector(1)")];
         let patched = json!({
@@ -655,7 +823,9 @@ mod tests {
             catalog_names(&[vm("cpu", json!({})), vm("web", json!({}))]),
             BTreeSet::from(["web".to_string()])
         );
-        let unverifiable = unverifiable_result("why");
+        let t = &targets(&[vm("web", json!({}))], &[], &LocalCatalog::new())[0];
+        let unverifiable = unverifiable_result(t, "why");
+        assert_eq!(unverifiable.check.signal, "catalog-signals");
         assert!(unverifiable.status.is_missing());
     }
 
@@ -679,10 +849,13 @@ mod tests {
                     series: Some("s".into()),
                     relabelled: None,
                     group: None,
+                    profile: None,
                 },
                 observed: Some(observed),
                 facts: Some(facts),
                 error: None,
+                vm_name: "virtwork-cpu-0".into(),
+                vmi_created: None,
             },
         )
     }
@@ -691,7 +864,11 @@ mod tests {
     fn a_millisecond_vcpu_counter_is_judged_in_seconds() {
         let w = Window::from_secs(60).unwrap();
         // An idle VM (2% busy) reads 20 "seconds" per second on such a cluster.
-        let judged = judge_answers(vec![answered("vcpu-busy", 20.0, 30.0)], w);
+        let judged = judge_answers(
+            vec![answered("vcpu-busy", 20.0, 30.0)],
+            w,
+            &ProfileRanges::new(),
+        );
         let r = &judged[0].1;
         assert_eq!(r.status, Verdict::Below);
         assert!((r.observed.unwrap() - 0.02).abs() < 1e-9);
@@ -703,10 +880,15 @@ mod tests {
                 answered("vcpu-busy", 1.0, 30.0),
             ],
             w,
+            &ProfileRanges::new(),
         );
         assert_eq!(judged[0].1.status, Verdict::Pass);
         assert_eq!(judged[1].1.status, Verdict::Below, "1.0 ms/s is idle");
-        let judged = judge_answers(vec![answered("vcpu-busy", 0.9, 30.0)], w);
+        let judged = judge_answers(
+            vec![answered("vcpu-busy", 0.9, 30.0)],
+            w,
+            &ProfileRanges::new(),
+        );
         assert_eq!(
             (judged[0].1.status, judged[0].1.check.note.clone()),
             (Verdict::Pass, None)
@@ -770,6 +952,7 @@ mod tests {
                 check,
                 observed: None,
                 error: None,
+                profile: None,
             })
             .collect();
         let results = vec![VmResult { target: t, signals }];

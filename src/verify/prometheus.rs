@@ -20,7 +20,9 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::evaluate::{Probe, QueryAnswer, classify_probe, parse_query_response};
+use super::evaluate::{
+    Probe, QueryAnswer, RangeAnswer, classify_probe, parse_query_response, parse_range_response,
+};
 use crate::error::{Error, Result};
 use crate::k8s::client::{RateLimitLayer, RequestGate};
 use crate::k8s::proxy::{ProxyEnv, choose_proxy};
@@ -375,6 +377,32 @@ impl PrometheusApi {
             )));
         }
         parse_query_response(&raw.body)
+            .map_err(|e| Error::runtime(format!("{what}: HTTP {}: {e}", raw.code)))
+    }
+
+    /// One range query: `promql` evaluated every `step` seconds from `start` to `end` (Unix
+    /// seconds, whole).
+    pub async fn query_range(
+        &self,
+        promql: &str,
+        (start, end, step): (u64, u64, u64),
+        policy: &RetryPolicy,
+        cancel: &CancellationToken,
+    ) -> Result<RangeAnswer> {
+        let what = format!("querying Prometheus ({})", self.describe);
+        let path = format!(
+            "{}/api/v1/query_range?query={}&start={start}&end={end}&step={step}",
+            self.base_path,
+            url_encode(promql)
+        );
+        let raw = get_retried(&self.client, &path, policy, cancel, &what).await?;
+        if raw.code == 401 || raw.code == 403 {
+            return Err(Error::runtime(format!(
+                "{what}: HTTP {}: Prometheus refused the credentials",
+                raw.code
+            )));
+        }
+        parse_range_response(&raw.body)
             .map_err(|e| Error::runtime(format!("{what}: HTTP {}: {e}", raw.code)))
     }
 

@@ -161,6 +161,61 @@ pub fn from_params(
         .map_err(|why| invalid(format!("profile {shape:?}: {why}")))
 }
 
+/// The profile keys a profiled VM records for verify (with [`PROFILE`]): every key a shape
+/// may read, so the recorded set does not depend on the shape.
+pub const RECORDED_KEYS: [&str; 7] = [PROFILE, LOW, HIGH, PERIOD, DUTY, DURATION, BURST];
+
+/// The load profile a VM's run recorded (its resolved params, read back from the cluster):
+/// `None` for `steady` or no profile. Err: why the record is unusable, for the report; the
+/// values are checked again, since anyone who may edit the VM may edit what it records.
+pub fn from_recorded(
+    params: &BTreeMap<String, String>,
+) -> std::result::Result<Option<LoadProfile>, String> {
+    let shape = params.get(PROFILE).map_or("steady", String::as_str);
+    if shape == "steady" {
+        return Ok(None);
+    }
+    let get = |key: &str| {
+        params
+            .get(key)
+            .map(String::as_str)
+            .ok_or_else(|| format!("the recorded profile {shape:?} has no {key}"))
+    };
+    let number = |key: &str| -> std::result::Result<u32, String> {
+        get(key)?
+            .parse()
+            .map_err(|_| format!("recorded {key} is not a whole number"))
+    };
+    let seconds = |key: &str| -> std::result::Result<u64, String> {
+        let value = get(key)?;
+        loadprofile::parse_duration(value).ok_or_else(|| {
+            format!(
+                "recorded {key} {value:?} is not {}",
+                loadprofile::DURATION_FORM
+            )
+        })
+    };
+    let levels = Levels {
+        low: number(LOW)?,
+        high: number(HIGH)?,
+    };
+    let profile = match shape {
+        "step" => LoadProfile::step(levels, seconds(PERIOD)?, number(DUTY)?),
+        "ramp" => LoadProfile::ramp(levels, seconds(DURATION)?),
+        "sine" => LoadProfile::sine(levels, seconds(PERIOD)?),
+        "spike" => LoadProfile::spike(levels, seconds(PERIOD)?, seconds(BURST)?),
+        other => {
+            return Err(format!(
+                "recorded profile {other:?} is not one of {}",
+                loadprofile::SHAPES.join(", ")
+            ));
+        }
+    };
+    profile
+        .map(Some)
+        .map_err(|why| format!("recorded profile {shape:?}: {why}"))
+}
+
 /// Where a workload's schedule goes in the guest.
 pub fn schedule_path(workload: &str) -> String {
     format!("/etc/virtwork/{workload}.schedule")

@@ -7,7 +7,9 @@
 //! label, vCPU count, memory and the `virtwork/signal-params` annotation of the owning VM);
 //! a VMI marked flat (`FakeApiServer::set_metrics_flat`) shows an idle guest (2% vCPU, every
 //! other counter where it is, gauges at idle levels), as a VM whose load never started would
-//! look. tps follows its payload's schedule (rounds, round pauses, the cycle pause). Also as
+//! look. tps follows its payload's schedule (rounds, round pauses, the cycle pause); a VM with
+//! a load profile recorded in its params follows the profile's level from its first scrape
+//! (its clock), unless marked stuck at the high level (`set_profile_stuck_high`). Also as
 //! real clusters go wrong: a VMI whose series vanish while it runs
 //! (`set_metrics_hidden`), a vCPU counter in milliseconds as KubeVirt reported it before
 //! kubevirt/kubevirt#13898 (`set_vcpu_millis`), and a scrape that overwrote `namespace`
@@ -29,6 +31,8 @@ pub struct MetricsState {
     pub flat: BTreeSet<(String, String)>,
     /// VMIs left out of the endpoint although running.
     pub hidden: BTreeSet<(String, String)>,
+    /// Profiled VMIs that stay at their profile's high level.
+    pub stuck_high: BTreeSet<(String, String)>,
     /// The vCPU counter advances in milliseconds.
     pub vcpu_millis: bool,
     /// `namespace` holds virt-handler's namespace; the VMI's is in `exported_namespace`.
@@ -112,6 +116,39 @@ fn load_for(workload: &str, params: &BTreeMap<String, String>) -> Load {
                 .unwrap_or_else(|| "/mnt/data".into());
             let fill = param(params, "fill-percent", 90.0) / 100.0;
             load.fill = Some((mount, fill, 60.0, param(params, "release-sleep", 30.0)));
+        }
+        _ => {}
+    }
+    load
+}
+
+/// What a VM of `workload` shows at profile level `level` (the level's own unit: percent of
+/// each CPU or of memory, IOPS, Mbit/s, pgbench transactions per second).
+fn load_at_level(workload: &str, params: &BTreeMap<String, String>, level: f64) -> Load {
+    let mut load = idle();
+    match workload {
+        "cpu" => load.vcpu_busy = (0.97 * level / 100.0).max(0.02),
+        "memory" => {
+            load.mem_used = 0.12 + 0.85 * level / 100.0;
+            load.vcpu_busy = 0.6;
+        }
+        "disk" => {
+            // fio's rate limit reached, 4 KiB blocks.
+            let read = param(params, "rwmixread", 70.0) / 100.0;
+            let ops = 0.98 * level;
+            load.data_disk = [
+                ops * read * 4096.0,
+                ops * (1.0 - read) * 4096.0,
+                ops * read,
+                ops * (1.0 - read),
+            ];
+            load.vcpu_busy = 0.2;
+        }
+        // About three disk writes per transaction.
+        "database" => load.data_disk = [0.0, 3.0 * level * 8192.0, 0.0, 3.0 * level],
+        "network" => {
+            let bytes = 0.95 * level * 125_000.0;
+            load.net = [bytes, bytes, bytes / 1400.0, bytes / 1400.0];
         }
         _ => {}
     }
@@ -231,6 +268,9 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
         } else {
             load_for(workload, &params)
         };
+        let profile = virtwork::workloads::load_profile::from_recorded(&params)
+            .ok()
+            .flatten();
         let domain = &vmi["spec"]["domain"];
         let vcpus = domain["cpu"]["cores"].as_u64().unwrap_or(1).max(1) as usize;
         let memory = domain["resources"]["requests"]["memory"]
@@ -268,6 +308,13 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
             .as_secs_f64();
         if workload == "tps" && !flat && !tps_active(&params, age) {
             load.net = idle().net;
+        }
+        if let (Some(profile), false) = (profile, flat) {
+            let level = match state.stuck_high.contains(&key) {
+                true => profile.levels().high,
+                false => profile.schedule().level_at(age as u64),
+            };
+            load = load_at_level(workload, &params, f64::from(level));
         }
         let vcpu_unit = if state.vcpu_millis { 1000.0 } else { 1.0 };
         counters.vcpu_seconds.resize(vcpus, 0.0);

@@ -422,6 +422,19 @@ impl FakeApiServer {
 
     /// Makes the vCPU counter advance in milliseconds, as KubeVirt's did before
     /// kubevirt/kubevirt#13898.
+    /// Serves a profiled VM's load at its profile's high level throughout, as a guest whose
+    /// driver never changes levels would show.
+    pub fn set_profile_stuck_high(&self, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        self.shared
+            .proxy
+            .lock()
+            .unwrap()
+            .metrics
+            .stuck_high
+            .insert(key);
+    }
+
     pub fn set_vcpu_millis(&self, millis: bool) {
         self.shared.proxy.lock().unwrap().metrics.vcpu_millis = millis;
     }

@@ -1,0 +1,688 @@
+//! Judging a signal that follows a load profile: phase by phase over the window, instead of
+//! one average against one threshold.
+//!
+//! The profile's clock is the guest unit's first start, which nothing outside the guest
+//! records; it is found as the start (not before the VMI was created) whose expected shape
+//! best explains the series, by correlation, so a VM whose load does not move with its
+//! profile cannot be fitted into passing. Then every phase of the profile inside the window
+//! is judged on the samples wholly inside it (after the rate window and the driver's
+//! latency): at least its floor (half of its level's load above idle, less the payload's own
+//! pauses) and at most its ceiling (its level plus half the profile's amplitude), and the
+//! observed shape must move by at least half the expected amplitude.
+//!
+//! Pure: samples in, a [`ProfileReport`] out. Must not: query anything or know how a level
+//! maps to a value (the contract's [`ProfiledCheck`] does).
+
+use serde::Serialize;
+
+use super::evaluate::Verdict;
+use crate::loadprofile::{LoadProfile, Schedule};
+use crate::signals::contract::ProfiledCheck;
+
+/// Seconds a phase change may take to reach the load tool (the driver's tick and restart).
+pub const DRIVER_LATENCY_SECS: f64 = 2.0;
+/// Least correlation between the observed and the expected shape for the fit to count.
+pub const MIN_CORRELATION: f64 = 0.5;
+/// Least share of the expected amplitude the observed shape must show (before pauses).
+const MIN_AMPLITUDE_SHARE: f64 = 0.5;
+/// Most candidate clock starts tried in the coarse pass (then refined to a second).
+const COARSE_CANDIDATES: usize = 720;
+/// Points of each rate window averaged for the expected value of one sample.
+const RATE_POINTS: usize = 5;
+
+/// The samples a range query returned for one VM and how they were taken.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RangeSpec {
+    /// Time of the first and last sample asked for (Unix seconds).
+    pub start: f64,
+    pub end: f64,
+    /// Seconds between samples.
+    pub step: f64,
+    /// Seconds each sample's rate (or maximum) covers, ending at the sample.
+    pub rate_window: f64,
+}
+
+/// How one phase of the profile showed in the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseReport {
+    /// When the phase began and ended (RFC 3339, clipped to the window).
+    pub start: String,
+    pub end: String,
+    pub level: u32,
+    /// The signal at this level at full effect.
+    pub expected: f64,
+    /// The least and most the phase may average (no least at level 0).
+    pub min: Option<f64>,
+    pub max: f64,
+    /// The average of the samples judged; None when none was.
+    pub observed: Option<f64>,
+    pub samples: usize,
+    pub status: PhaseStatus,
+}
+
+/// The verdict on one phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhaseStatus {
+    Pass,
+    /// Averaged under the level's floor.
+    Below,
+    /// Averaged over the level's ceiling: the load did not come down.
+    Above,
+    /// Too short in the window to hold a sample past the rate window and the phase change.
+    NotJudged,
+}
+
+/// The verdict on a profiled signal and what it rests on (`--output json` carries it whole).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProfileReport {
+    /// The profile, as its run gave it.
+    pub shape: String,
+    pub status: Verdict,
+    /// One line saying what the verdict rests on.
+    pub summary: String,
+    /// The profile's clock start that best explains the series (RFC 3339).
+    pub clock_start: Option<String>,
+    /// Correlation of the observed with the expected shape at that start.
+    pub correlation: Option<f64>,
+    /// The factor between level and signal measured from the highest phases (profiles
+    /// whose level has no fixed relation to the signal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub factor_per_level: Option<f64>,
+    pub phases: Vec<PhaseReport>,
+}
+
+fn rfc3339(unix: f64) -> String {
+    jiff::Timestamp::from_second(unix.floor() as i64)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| format!("{unix:.0}"))
+}
+
+/// The profile's level at `t` with its clock started at `start` (0 before it: nothing runs).
+fn level_at(schedule: &Schedule, start: f64, t: f64) -> u32 {
+    if t < start {
+        0
+    } else {
+        schedule.level_at((t - start) as u64)
+    }
+}
+
+/// The level a sample at `t` reads on average (its rate window spans earlier levels too).
+fn expected_level(schedule: &Schedule, start: f64, t: f64, rate_window: f64) -> f64 {
+    let sum: f64 = (0..RATE_POINTS)
+        .map(|k| {
+            let back = rate_window * k as f64 / (RATE_POINTS - 1) as f64;
+            f64::from(level_at(schedule, start, t - back))
+        })
+        .sum();
+    sum / RATE_POINTS as f64
+}
+
+/// Pearson correlation of two equally long series; None when either is flat.
+fn correlation(a: &[f64], b: &[f64]) -> Option<f64> {
+    let n = a.len() as f64;
+    if a.len() < 3 {
+        return None;
+    }
+    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+    let (mut cov, mut va, mut vb) = (0.0, 0.0, 0.0);
+    for (x, y) in a.iter().zip(b) {
+        cov += (x - ma) * (y - mb);
+        va += (x - ma).powi(2);
+        vb += (y - mb).powi(2);
+    }
+    (va > 1e-12 && vb > 1e-12).then(|| cov / (va * vb).sqrt())
+}
+
+/// How far back a clock start can matter: one period (earlier starts repeat a later one) or,
+/// for a ramp, its duration (earlier starts all hold the high level).
+fn cycle_secs(profile: &LoadProfile, schedule: &Schedule) -> f64 {
+    profile
+        .period()
+        .unwrap_or_else(|| schedule.phases.last().map_or(0, |p| p.at)) as f64
+}
+
+/// The clock start that best explains `samples`, its correlation, and the spacing of the
+/// candidates it was chosen among (the fit's uncertainty, at least a second). When no start
+/// explains the series well but one puts the whole window in a single level (a ramp that
+/// reached its hold), that start is taken: a weak fit to noise must not invent phases.
+fn fit_start(
+    schedule: &Schedule,
+    cycle: f64,
+    samples: &[(f64, f64)],
+    range: &RangeSpec,
+    earliest: Option<f64>,
+) -> (f64, Option<f64>, f64) {
+    let mut lo = range.start - cycle;
+    if let Some(created) = earliest {
+        lo = lo.max(created);
+    }
+    let hi = range.end.max(lo);
+    let observed: Vec<f64> = samples.iter().map(|(_, v)| *v).collect();
+    let expected = |start: f64| -> Vec<f64> {
+        samples
+            .iter()
+            .map(|(t, _)| expected_level(schedule, start, *t, range.rate_window))
+            .collect()
+    };
+    let mut best = (lo, None::<f64>);
+    let mut flat: Option<f64> = None;
+    let mut consider = |start: f64, best: &mut (f64, Option<f64>)| {
+        let e = expected(start);
+        if flat.is_none()
+            && e.windows(2).all(|w| w[0] == w[1])
+            && e.first().is_some_and(|v| *v > 0.0)
+        {
+            flat = Some(start);
+        }
+        let s = correlation(&observed, &e);
+        if s.is_some_and(|s| best.1.is_none_or(|b| s > b)) {
+            *best = (start, s);
+        }
+    };
+    let count = COARSE_CANDIDATES.min((hi - lo).ceil() as usize + 1).max(1);
+    let spacing = if count > 1 {
+        (hi - lo) / (count - 1) as f64
+    } else {
+        0.0
+    };
+    for i in 0..count {
+        consider(lo + spacing * i as f64, &mut best);
+    }
+    // Refine around the coarse best to about a second.
+    let mut uncertainty = spacing.max(1.0);
+    if spacing > 1.0 && best.1.is_some() {
+        let center = best.0;
+        let fine = (2.0 * spacing / 120.0).max(1.0);
+        let mut t = (center - spacing).max(lo);
+        while t <= (center + spacing).min(hi) {
+            consider(t, &mut best);
+            t += fine;
+        }
+        uncertainty = fine;
+    }
+    match flat {
+        Some(start) if best.1.is_none_or(|c| c < MIN_CORRELATION) => (start, None, uncertainty),
+        _ => (best.0, best.1, uncertainty),
+    }
+}
+
+/// The phases of the profile inside [from, to] for a clock started at `start`: (begin, end,
+/// level), the time before the start left out.
+fn phases_in(schedule: &Schedule, start: f64, from: f64, to: f64) -> Vec<(f64, f64, u32)> {
+    let mut bounds: Vec<(f64, u32)> = Vec::new();
+    let begin = from.max(start);
+    if begin >= to {
+        return Vec::new();
+    }
+    match schedule.repeat_every {
+        Some(period) => {
+            let period = period as f64;
+            let first_cycle = ((begin - start) / period).floor();
+            let mut cycle = first_cycle;
+            while start + cycle * period < to {
+                for phase in &schedule.phases {
+                    let at = start + cycle * period + phase.at as f64;
+                    bounds.push((at, phase.level));
+                }
+                cycle += 1.0;
+            }
+        }
+        None => {
+            for phase in &schedule.phases {
+                bounds.push((start + phase.at as f64, phase.level));
+            }
+        }
+    }
+    let mut out: Vec<(f64, f64, u32)> = Vec::new();
+    for (i, (at, level)) in bounds.iter().enumerate() {
+        let end = bounds.get(i + 1).map_or(f64::INFINITY, |(next, _)| *next);
+        let (a, b) = (at.max(begin), end.min(to));
+        if a >= b {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.2 == *level && (last.1 - a).abs() < 1e-9 => last.1 = b,
+            _ => out.push((a, b, *level)),
+        }
+    }
+    out
+}
+
+/// Judges `samples` (one VM's, time-ordered) against the profile of `check`. `earliest` is
+/// when the VMI was created, before which the profile's clock cannot have started.
+pub fn judge_profile(
+    check: &ProfiledCheck,
+    samples: &[(f64, f64)],
+    range: &RangeSpec,
+    earliest: Option<f64>,
+) -> ProfileReport {
+    let profile = &check.profile;
+    let schedule = profile.schedule();
+    let mut report = ProfileReport {
+        shape: profile.describe(),
+        status: Verdict::NotExpected,
+        summary: String::new(),
+        clock_start: None,
+        correlation: None,
+        factor_per_level: None,
+        phases: Vec::new(),
+    };
+    let window = range.end - range.start + range.rate_window;
+    if let Some(period) = profile.period()
+        && window + 1.0 < period as f64
+    {
+        report.summary = format!(
+            "the {window:.0}s window is shorter than the profile's period ({period}s), so its phases cannot be told apart: use --window {period}s or longer"
+        );
+        return report;
+    }
+    if samples.is_empty() {
+        report.status = Verdict::NoData;
+        report.summary = "no samples in the window".into();
+        return report;
+    }
+    let cycle = cycle_secs(profile, &schedule);
+    let (start, fit, uncertainty) = fit_start(&schedule, cycle, samples, range, earliest);
+    report.clock_start = Some(rfc3339(start));
+    report.correlation = fit.map(|c| (c * 1000.0).round() / 1000.0);
+
+    // Each phase is judged on the samples whose rate window lies wholly inside it, once the
+    // driver has switched levels, allowing for the fit's uncertainty at both ends.
+    let settle = range.rate_window + DRIVER_LATENCY_SECS + uncertainty;
+    let mut judged: Vec<(f64, u32, f64, usize, f64, f64)> = Vec::new(); // (mean, level, active, n, from, to)
+    let mut skipped: Vec<(f64, f64, u32)> = Vec::new();
+    for (from, to, level) in phases_in(&schedule, start, range.start - range.rate_window, range.end)
+    {
+        let inside: Vec<f64> = samples
+            .iter()
+            .filter(|(t, _)| *t >= from + settle && *t <= to - uncertainty)
+            .map(|(_, v)| *v)
+            .collect();
+        if inside.is_empty() {
+            skipped.push((from, to, level));
+            continue;
+        }
+        // The span the judged samples' rates cover, of which the payload's own pause may
+        // take up to the quiet gap.
+        let covered = (to - uncertainty) - (from + settle) + range.rate_window;
+        let active = ((covered - check.quiet_gap_secs) / covered).clamp(0.0, 1.0);
+        let mean = inside.iter().sum::<f64>() / inside.len() as f64;
+        judged.push((mean, level, active, inside.len(), from, to));
+    }
+    let top = judged.iter().map(|j| j.1).max().unwrap_or(0);
+    let factor = match check.mapping {
+        crate::signals::contract::LevelMapping::Relative if top > 0 => {
+            let highest: Vec<f64> = judged.iter().filter(|j| j.1 == top).map(|j| j.0).collect();
+            let factor = highest.iter().sum::<f64>() / highest.len() as f64 / f64::from(top);
+            report.factor_per_level = Some(factor);
+            factor
+        }
+        _ => 0.0,
+    };
+    let mut failed = 0;
+    let mut phases: Vec<(f64, PhaseReport)> = judged
+        .iter()
+        .map(|&(mean, level, active, n, from, to)| {
+            let min = check.floor(level, factor, active);
+            let max = check.ceiling(level, factor);
+            let status = if min.is_some_and(|m| mean < m)
+                || (factor <= 0.0 && is_relative(check) && level > 0)
+            {
+                PhaseStatus::Below
+            } else if mean > max {
+                PhaseStatus::Above
+            } else {
+                PhaseStatus::Pass
+            };
+            if status != PhaseStatus::Pass {
+                failed += 1;
+            }
+            let report = PhaseReport {
+                start: rfc3339(from.max(range.start - range.rate_window)),
+                end: rfc3339(to),
+                level,
+                expected: check.nominal(level, factor),
+                min,
+                max,
+                observed: Some(mean),
+                samples: n,
+                status,
+            };
+            (from, report)
+        })
+        .collect();
+    phases.extend(skipped.iter().map(|&(from, to, level)| {
+        (
+            from,
+            PhaseReport {
+                start: rfc3339(from),
+                end: rfc3339(to),
+                level,
+                expected: check.nominal(level, factor),
+                min: None,
+                max: check.ceiling(level, factor),
+                observed: None,
+                samples: 0,
+                status: PhaseStatus::NotJudged,
+            },
+        )
+    }));
+    phases.sort_by(|a, b| a.0.total_cmp(&b.0));
+    report.phases = phases.into_iter().map(|(_, p)| p).collect();
+
+    let amplitude = shape_amplitude(check, &judged, factor);
+    let n = judged.len();
+    (report.status, report.summary) = if n == 0 {
+        (
+            Verdict::NotExpected,
+            format!(
+                "no phase in the window lasts past the {:.0}s rate window and the level change: use a longer --window",
+                settle
+            ),
+        )
+    } else if fit.is_none_or(|c| c < MIN_CORRELATION) && amplitude.is_some() {
+        (
+            Verdict::OffProfile,
+            format!(
+                "the series does not follow the profile's shape (best correlation {} at any clock start)",
+                fit.map_or("none".to_string(), |c| format!("{c:.2}"))
+            ),
+        )
+    } else if failed > 0 {
+        (
+            Verdict::OffProfile,
+            format!("{failed} of {n} judged phase(s) off the profile's level"),
+        )
+    } else if let Some((share, needed)) = amplitude.filter(|(share, needed)| share < needed) {
+        (
+            Verdict::OffProfile,
+            format!(
+                "the load moves by {:.0} % of the profile's amplitude, less than {:.0} %",
+                share * 100.0,
+                needed * 100.0
+            ),
+        )
+    } else {
+        (
+            Verdict::Pass,
+            format!(
+                "{n} of {n} judged phase(s) at the profile's level{}",
+                if amplitude.is_none() {
+                    " (the window holds one level only)"
+                } else {
+                    ""
+                }
+            ),
+        )
+    };
+    report
+}
+
+fn is_relative(check: &ProfiledCheck) -> bool {
+    matches!(
+        check.mapping,
+        crate::signals::contract::LevelMapping::Relative
+    )
+}
+
+/// How much of the expected amplitude the judged phases show (least-squares slope of the
+/// phases' averages on their expected values) and the share required (less where the
+/// payload's pauses may take part of a phase); None with fewer than two distinct levels.
+fn shape_amplitude(
+    check: &ProfiledCheck,
+    judged: &[(f64, u32, f64, usize, f64, f64)],
+    factor: f64,
+) -> Option<(f64, f64)> {
+    let first = judged.first()?.1;
+    judged.iter().any(|j| j.1 != first).then_some(())?;
+    let points: Vec<(f64, f64)> = judged
+        .iter()
+        .map(|j| (check.nominal(j.1, factor), j.0))
+        .collect();
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let least_active = judged.iter().map(|j| j.2).fold(1.0, f64::min);
+    Some((sxy / sxx, MIN_AMPLITUDE_SHARE * least_active))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loadprofile::Levels;
+    use crate::signals::contract::LevelMapping;
+
+    fn cpu_step(period: u64) -> ProfiledCheck {
+        ProfiledCheck {
+            profile: LoadProfile::step(Levels { low: 10, high: 90 }, period, 50).unwrap(),
+            mapping: LevelMapping::Absolute {
+                idle: 0.0,
+                per_level: 0.01,
+            },
+            quiet_gap_secs: 0.0,
+        }
+    }
+
+    const T0: f64 = 1_800_000_000.0;
+
+    /// Samples every `step` s over `window` s ending at T0 + window, of a guest whose busy
+    /// fraction is `busy(t)` (t in Unix seconds), each averaged over the rate window.
+    fn sampled(
+        window: f64,
+        step: f64,
+        rate: f64,
+        busy: impl Fn(f64) -> f64,
+    ) -> (Vec<(f64, f64)>, RangeSpec) {
+        let range = RangeSpec {
+            start: T0 + rate,
+            end: T0 + window,
+            step,
+            rate_window: rate,
+        };
+        let mut samples = Vec::new();
+        let mut t = range.start;
+        while t <= range.end {
+            let avg = (0..30)
+                .map(|k| busy(t - rate * k as f64 / 29.0))
+                .sum::<f64>()
+                / 30.0;
+            samples.push((t, avg));
+            t += step;
+        }
+        (samples, range)
+    }
+
+    /// A guest following a 10/90 step of `period` s whose clock started at `start`.
+    fn following(start: f64, period: f64) -> impl Fn(f64) -> f64 {
+        move |t: f64| {
+            let phase = (t - start).rem_euclid(period);
+            if phase < period / 2.0 { 0.88 } else { 0.11 }
+        }
+    }
+
+    #[test]
+    fn a_vm_following_its_step_passes_with_its_clock_found() {
+        let check = cpu_step(120);
+        let start = T0 - 1000.0 + 37.0;
+        let (samples, range) = sampled(600.0, 5.0, 15.0, following(start, 120.0));
+        let report = judge_profile(&check, &samples, &range, Some(T0 - 1200.0));
+        assert_eq!(report.status, Verdict::Pass, "{report:#?}");
+        assert!(report.correlation.unwrap() > 0.9);
+        // The clock is found modulo the period, within a few seconds.
+        let found = jiff::Timestamp::from_str_like(&report.clock_start.clone().unwrap());
+        let offset = (found - start).rem_euclid(120.0);
+        assert!(offset.min(120.0 - offset) <= 3.0, "{offset} {report:#?}");
+        let judged = report
+            .phases
+            .iter()
+            .filter(|p| p.status == PhaseStatus::Pass)
+            .count();
+        assert!(judged >= 8, "{report:#?}");
+        assert!(
+            report
+                .phases
+                .iter()
+                .all(|p| p.status != PhaseStatus::Below && p.status != PhaseStatus::Above)
+        );
+    }
+
+    trait FromStrLike {
+        fn from_str_like(text: &str) -> f64;
+    }
+    impl FromStrLike for jiff::Timestamp {
+        fn from_str_like(text: &str) -> f64 {
+            text.parse::<jiff::Timestamp>().unwrap().as_second() as f64
+        }
+    }
+
+    #[test]
+    fn a_flat_vm_fails_whatever_its_level() {
+        let check = cpu_step(120);
+        for level in [0.05, 0.47, 0.9] {
+            let (samples, range) = sampled(600.0, 5.0, 15.0, |_| level);
+            let report = judge_profile(&check, &samples, &range, None);
+            assert_eq!(report.status, Verdict::OffProfile, "{level}: {report:#?}");
+            assert!(report.status.is_missing());
+        }
+        // Noise around a middle level cannot be fitted into passing either.
+        let (samples, range) = sampled(600.0, 5.0, 15.0, |t| 0.47 + 0.03 * (t * 0.7).sin());
+        let report = judge_profile(&check, &samples, &range, None);
+        assert_eq!(report.status, Verdict::OffProfile, "{report:#?}");
+    }
+
+    #[test]
+    fn a_vm_stuck_high_in_its_low_phases_fails_above() {
+        let check = cpu_step(120);
+        let start = T0 - 500.0;
+        // High phases right, low phases only down to 70 %.
+        let busy = move |t: f64| {
+            if (t - start).rem_euclid(120.0) < 60.0 {
+                0.9
+            } else {
+                0.7
+            }
+        };
+        let (samples, range) = sampled(600.0, 5.0, 15.0, busy);
+        let report = judge_profile(&check, &samples, &range, None);
+        assert_eq!(report.status, Verdict::OffProfile, "{report:#?}");
+        assert!(
+            report.phases.iter().any(|p| p.status == PhaseStatus::Above),
+            "{report:#?}"
+        );
+        assert!(
+            report.summary.contains("off the profile's level"),
+            "{}",
+            report.summary
+        );
+    }
+
+    #[test]
+    fn a_window_shorter_than_the_period_is_not_judged() {
+        let check = cpu_step(600);
+        let (samples, range) = sampled(300.0, 5.0, 15.0, following(T0, 600.0));
+        let report = judge_profile(&check, &samples, &range, None);
+        assert_eq!(report.status, Verdict::NotExpected);
+        assert!(
+            report.summary.contains("--window 600s"),
+            "{}",
+            report.summary
+        );
+    }
+
+    #[test]
+    fn the_clock_does_not_start_before_the_vmi() {
+        // The VMI was created 100 s into the window; the guest idled while booting, then the
+        // profile began at 160 s.
+        let check = cpu_step(120);
+        let created = T0 + 100.0;
+        let start = T0 + 160.0;
+        let busy = move |t: f64| {
+            if t < start {
+                0.02
+            } else {
+                following(start, 120.0)(t)
+            }
+        };
+        let (samples, range) = sampled(720.0, 5.0, 15.0, busy);
+        let report = judge_profile(&check, &samples, &range, Some(created));
+        assert_eq!(report.status, Verdict::Pass, "{report:#?}");
+        let found = jiff::Timestamp::from_str_like(report.clock_start.as_deref().unwrap());
+        assert!(
+            found >= created && (found - start).abs() <= 3.0,
+            "{found} {report:#?}"
+        );
+    }
+
+    #[test]
+    fn a_relative_profile_is_judged_against_its_highest_phases() {
+        let check = ProfiledCheck {
+            profile: LoadProfile::step(Levels { low: 50, high: 500 }, 120, 50).unwrap(),
+            mapping: LevelMapping::Relative,
+            quiet_gap_secs: 10.0,
+        };
+        let start = T0 - 333.0;
+        let good = move |t: f64| {
+            if (t - start).rem_euclid(120.0) < 60.0 {
+                900.0
+            } else {
+                95.0
+            }
+        };
+        let (samples, range) = sampled(600.0, 5.0, 15.0, good);
+        let report = judge_profile(&check, &samples, &range, None);
+        assert_eq!(report.status, Verdict::Pass, "{report:#?}");
+        assert!(
+            (report.factor_per_level.unwrap() - 1.8).abs() < 0.1,
+            "{report:#?}"
+        );
+        let (samples, range) = sampled(600.0, 5.0, 15.0, |_| 0.0);
+        let report = judge_profile(&check, &samples, &range, None);
+        assert_eq!(report.status, Verdict::OffProfile, "{report:#?}");
+    }
+
+    #[test]
+    fn a_ramp_holding_its_high_level_is_judged_as_one_phase() {
+        let check = ProfiledCheck {
+            profile: LoadProfile::ramp(Levels { low: 10, high: 90 }, 300).unwrap(),
+            mapping: LevelMapping::Absolute {
+                idle: 0.0,
+                per_level: 0.01,
+            },
+            quiet_gap_secs: 0.0,
+        };
+        let (samples, range) = sampled(300.0, 5.0, 15.0, |_| 0.9);
+        let report = judge_profile(&check, &samples, &range, Some(T0 - 7200.0));
+        assert_eq!(report.status, Verdict::Pass, "{report:#?}");
+        assert!(
+            report.summary.contains("one level only"),
+            "{}",
+            report.summary
+        );
+        let (samples, range) = sampled(300.0, 5.0, 15.0, |_| 0.2);
+        let report = judge_profile(&check, &samples, &range, Some(T0 - 7200.0));
+        assert_eq!(report.status, Verdict::OffProfile, "{report:#?}");
+    }
+
+    #[test]
+    fn phases_are_cut_at_the_clock_and_merged_across_cycles() {
+        let schedule = LoadProfile::step(Levels { low: 1, high: 2 }, 100, 50)
+            .unwrap()
+            .schedule();
+        let phases = phases_in(&schedule, 1000.0, 900.0, 1160.0);
+        assert_eq!(
+            phases,
+            vec![
+                (1000.0, 1050.0, 2),
+                (1050.0, 1100.0, 1),
+                (1100.0, 1150.0, 2),
+                (1150.0, 1160.0, 1)
+            ]
+        );
+    }
+}
