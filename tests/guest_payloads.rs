@@ -123,6 +123,8 @@ fn payloads() -> Vec<Payload> {
         ("memory", &[("profile", "step")]),
         ("network", &[("profile", "spike")]),
         ("database", &[("profile", "sine")]),
+        // A catalog entry's profile: its level script and the drop-in on its own unit.
+        ("sysbench", &[("profile", "step")]),
     ];
     for family in GuestFamily::ALL {
         for ssh in [false, true] {
