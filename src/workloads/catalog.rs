@@ -407,6 +407,12 @@ impl CatalogEntry {
         self.manifest.profile.is_some()
     }
 
+    /// Whether `key` is a profile param the entry gained: virtwork reads it, the entry's files
+    /// need not.
+    fn is_read_by_virtwork(&self, key: &str) -> bool {
+        self.supports_profiles() && load_profile::is_profile_key(key)
+    }
+
     /// The manifest's storage as data disks.
     fn data_disks(&self) -> Result<Vec<DataDisk>> {
         self.manifest
@@ -480,11 +486,7 @@ impl CatalogEntry {
         let warnings = self
             .schema
             .defs()
-            // The profile params are read by virtwork, not by the entry's files.
-            .filter(|d| {
-                !used.contains(&d.key)
-                    && !(self.supports_profiles() && load_profile::is_profile_key(&d.key))
-            })
+            .filter(|d| !used.contains(&d.key) && !self.is_read_by_virtwork(&d.key))
             .map(|d| format!("declared param {:?} is not used in any service file", d.key))
             .collect();
         PlaceholderReport {
