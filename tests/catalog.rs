@@ -747,3 +747,387 @@ fn long_storage_names_make_valid_data_volume_names_over_63_characters() {
     assert_eq!(*dv, format!("{storage}-virtwork-longdisk-{tag}-0"));
     assert!(dv.len() > 63, "{dv}");
 }
+
+/// A copy of the shipped sysbench entry in `dir` without its `profile` section and level
+/// script: what the entry was before it opted in to load profiles.
+fn sysbench_without_profile(dir: &Path) {
+    let shipped_dir = shipped().join("sysbench");
+    let mut manifest: serde_yaml::Mapping =
+        serde_yaml::from_str(&fs::read_to_string(shipped_dir.join("workload.yaml")).unwrap())
+            .unwrap();
+    assert!(manifest.remove("profile").is_some());
+    entry(
+        dir,
+        "sysbench",
+        &[
+            (
+                "workload.service",
+                &fs::read_to_string(shipped_dir.join("workload.service")).unwrap(),
+            ),
+            ("workload.yaml", &serde_yaml::to_string(&manifest).unwrap()),
+        ],
+    );
+}
+
+/// Opting in changes nothing for a steady run: the user-data is byte for byte what the entry
+/// renders without a profile section (what the guest tier's sysbench case boots).
+#[test]
+fn sysbench_steady_user_data_is_unchanged_by_the_profile_section() {
+    let tmp = tempfile::tempdir().unwrap();
+    sysbench_without_profile(tmp.path());
+    for params in [
+        &[][..],
+        &[("profile", "steady")],
+        &[("profile", ""), ("threads", "8"), ("loop-delay", "5")],
+    ] {
+        // The entry without the section does not know the profile param.
+        let steady: Vec<(&str, &str)> = params
+            .iter()
+            .copied()
+            .filter(|(key, _)| *key != "profile")
+            .collect();
+        let before = build(tmp.path(), "sysbench", 1, &steady)
+            .userdata(None)
+            .unwrap();
+        let after = build(&shipped(), "sysbench", 1, params)
+            .userdata(None)
+            .unwrap();
+        assert_eq!(after, before, "{params:?}");
+        assert!(!after.contains("virtwork-load-driver"), "{after}");
+    }
+}
+
+#[test]
+fn a_sysbench_profile_drives_its_unit_with_the_level_script() {
+    let w = build(
+        &shipped(),
+        "sysbench",
+        2,
+        &[
+            ("profile", "step"),
+            ("profile-low", "200"),
+            ("profile-high", "3000"),
+            ("profile-period", "2m"),
+            ("threads", "8"),
+        ],
+    );
+    let ud = w.userdata(None).unwrap();
+    // The entry's unit is installed as written; a drop-in replaces its ExecStart.
+    let unit = unit_content(&ud, "/etc/systemd/system/workload.service");
+    assert!(
+        unit.contains("while true; do sysbench cpu --threads=8"),
+        "{unit}"
+    );
+    let drop_in = unit_content(
+        &ud,
+        "/etc/systemd/system/workload.service.d/virtwork-load-profile.conf",
+    );
+    assert!(
+        drop_in.contains(
+            "[Service]\nType=simple\nExecStart=\nExecStart=/usr/local/bin/virtwork-load-driver /etc/virtwork/sysbench.schedule /var/lib/virtwork/sysbench.profile-start /usr/local/bin/virtwork-sysbench-at-level\nRestart=always\nStateDirectory=virtwork\nKillMode=mixed\n"
+        ),
+        "{drop_in}"
+    );
+    let level = unit_content(&ud, "/usr/local/bin/virtwork-sysbench-at-level");
+    assert!(level.starts_with("#!/bin/bash\n"), "{level}");
+    assert!(
+        level.contains(
+            "\nexec sysbench cpu --threads=8 --cpu-max-prime=10000 --time=0 --rate=\"$1\" --report-interval=60 run\n"
+        ),
+        "{level}"
+    );
+    assert!(!level.contains("{{"), "{level}");
+    let schedule = unit_content(&ud, "/etc/virtwork/sysbench.schedule");
+    assert!(
+        schedule.ends_with("repeat 120\n0 3000\n60 200\n"),
+        "{schedule}"
+    );
+    assert!(unit_content(&ud, "/usr/local/bin/virtwork-load-driver").starts_with("#!/bin/bash"));
+    // Still one unit to enable and probe.
+    assert_eq!(w.workload_units(None), ["workload.service"]);
+    assert!(
+        ud.contains("- - systemctl\n  - enable\n  - --now\n  - --no-block\n  - workload.service\n")
+    );
+}
+
+#[test]
+fn sysbench_profile_params_are_checked_like_the_built_ins() {
+    let registry = Registry::with_catalog(&shipped(), &["sysbench".into()]).unwrap();
+    let create = |params: &[(&str, &str)]| {
+        input_err(registry.create("sysbench", &settings(1, params), &options(&shipped())))
+    };
+    assert_eq!(
+        create(&[("profile", "step"), ("test-duration", "30")]),
+        "invalid params for workload \"sysbench\": param \"test-duration\" sets the steady load; with profile \"step\" give the levels as profile-low and profile-high"
+    );
+    assert_eq!(
+        create(&[("profile-period", "5m")]),
+        "invalid params for workload \"sysbench\": param \"profile-period\" needs a load profile: add sysbench.profile=step (or ramp, sine, spike)"
+    );
+    assert_eq!(
+        create(&[("profile", "ramp"), ("profile-high", "1000001")]),
+        "invalid params for workload \"sysbench\": param \"profile-high\" value \"1000001\": must be an integer from 1 to 1000000"
+    );
+    assert_eq!(
+        create(&[("profile", "sine"), ("profile-low", "5000")]),
+        "invalid params for workload \"sysbench\": profile \"sine\": the low level (5000) must be below the high level (1000)"
+    );
+    let schema = registry.schema("sysbench").unwrap();
+    assert!(
+        schema
+            .get("profile-high")
+            .unwrap()
+            .description
+            .contains("sysbench cpu events per second (--rate)")
+    );
+}
+
+#[test]
+fn a_profile_key_on_an_entry_without_profiles_says_it_is_not_supported() {
+    let registry = Registry::with_catalog(&shipped(), &["redis-bench".into()]).unwrap();
+    let err = input_err(registry.create(
+        "redis-bench",
+        &settings(1, &[("profile", "step")]),
+        &options(&shipped()),
+    ));
+    assert_eq!(
+        err,
+        "invalid params for workload \"redis-bench\": param \"profile\" sets a load profile, and workload \"redis-bench\" does not support load profiles (see \"Load profiles\" in docs/workloads.md)"
+    );
+}
+
+const LEVEL_SCRIPT: &str = "#!/bin/bash\nexec /usr/bin/echo {{word}} \"$1\"\n";
+
+/// A single-role entry with a unit using `{{word}}`, a level script and this profile section.
+fn profiled_entry(dir: &Path, name: &str, profile: &str, level_script: Option<&str>) {
+    let manifest = format!(
+        "params:\n  - key: word\n    default: hi\n  - key: pause\n    type: int\n    default: 1\nprofile:\n{profile}"
+    );
+    let mut files = vec![("a.service", SIMPLE_UNIT), ("workload.yaml", &manifest)];
+    if let Some(text) = level_script {
+        files.push(("level.sh", text));
+    }
+    entry(dir, name, &files);
+}
+
+const GOOD_PROFILE: &str = "  unit: a.service\n  level-script: level.sh\n  meaning: echoes per second\n  max: 100\n  default-low: 1\n  default-high: 50\n";
+
+#[test]
+fn profile_section_errors_name_the_entry_the_field_and_the_form() {
+    let tmp = tempfile::tempdir().unwrap();
+    profiled_entry(tmp.path(), "good", GOOD_PROFILE, Some(LEVEL_SCRIPT));
+    Registry::with_catalog(tmp.path(), &["good".into()]).unwrap();
+    let replace = |field: &str, line: &str| {
+        GOOD_PROFILE
+            .lines()
+            .map(|l| {
+                if l.trim_start().starts_with(&format!("{field}:")) {
+                    line.to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .filter(|l| !l.is_empty())
+            .map(|l| l + "\n")
+            .collect::<String>()
+    };
+    let cases: Vec<(String, Option<&str>, &str)> = vec![
+        (
+            GOOD_PROFILE.to_string(),
+            None,
+            "profile level-script \"level.sh\": no such file in ",
+        ),
+        (
+            GOOD_PROFILE.to_string(),
+            Some("exec echo \"$1\"\n"),
+            "profile level-script \"level.sh\" must start with a #! line (e.g. #!/bin/bash)",
+        ),
+        (
+            replace("unit", "  unit: b.service"),
+            Some(LEVEL_SCRIPT),
+            "profile unit \"b.service\" is not a service file the entry installs (expected one of: a.service)",
+        ),
+        (
+            replace("unit", "  unit: \"-x.service\""),
+            Some(LEVEL_SCRIPT),
+            "profile unit \"-x.service\": not a usable unit file name",
+        ),
+        (
+            replace("level-script", "  level-script: ../level.sh"),
+            Some(LEVEL_SCRIPT),
+            "profile level-script \"../level.sh\" must be the name of a file in the entry directory",
+        ),
+        (
+            replace("level-script", "  level-script: a.service"),
+            Some(LEVEL_SCRIPT),
+            "not a .service/.timer file or workload.yaml (e.g. level.sh)",
+        ),
+        (
+            replace("max", "  max: 0"),
+            Some(LEVEL_SCRIPT),
+            "profile max 0 must be an integer from 1 to 1000000000 (the largest level)",
+        ),
+        (
+            replace("default-low", "  default-low: 100"),
+            Some(LEVEL_SCRIPT),
+            "profile default-low 100 must be an integer from 0 to 99 (below max)",
+        ),
+        (
+            replace("default-high", "  default-high: 1"),
+            Some(LEVEL_SCRIPT),
+            "profile default-high 1 must be an integer above default-low (1) and at most max (100)",
+        ),
+        (
+            replace("default-high", "  default-high: 101"),
+            Some(LEVEL_SCRIPT),
+            "profile default-high 101 must be an integer above default-low (1) and at most max (100)",
+        ),
+        (
+            replace("meaning", "  meaning: \"two\\nlines\""),
+            Some(LEVEL_SCRIPT),
+            "profile meaning \"two\\nlines\" must be one line of at most 120 characters",
+        ),
+        (
+            replace("meaning", ""),
+            Some(LEVEL_SCRIPT),
+            "missing field `meaning`",
+        ),
+        (
+            format!("{GOOD_PROFILE}  steady-params: [pause, nope]\n"),
+            Some(LEVEL_SCRIPT),
+            "profile steady-params: \"nope\" is not a declared param",
+        ),
+        (
+            format!("{GOOD_PROFILE}  levels: 3\n"),
+            Some(LEVEL_SCRIPT),
+            "unknown field `levels`",
+        ),
+    ];
+    for (i, (profile, level_script, expected)) in cases.into_iter().enumerate() {
+        let name = format!("bad-{i}");
+        profiled_entry(tmp.path(), &name, &profile, level_script);
+        let err = input_err(Registry::with_catalog(
+            tmp.path(),
+            std::slice::from_ref(&name),
+        ));
+        assert!(
+            err.starts_with(&format!("catalog entry \"{name}\": ")),
+            "{err}"
+        );
+        assert!(err.contains(expected), "{profile}: {err}");
+    }
+    // A declared param may not take a profile param's name once the entry opts in.
+    entry(
+        tmp.path(),
+        "reserved",
+        &[
+            ("a.service", SIMPLE_UNIT),
+            ("level.sh", LEVEL_SCRIPT),
+            (
+                "workload.yaml",
+                &format!(
+                    "params:\n  - key: word\n    default: hi\n  - key: profile-low\n    type: int\n    default: 1\nprofile:\n{GOOD_PROFILE}"
+                ),
+            ),
+        ],
+    );
+    let err = input_err(Registry::with_catalog(tmp.path(), &["reserved".into()]));
+    assert!(
+        err.contains("param \"profile-low\" takes the name of a load-profile param; rename it"),
+        "{err}"
+    );
+}
+
+#[test]
+fn level_script_placeholders_are_substituted_and_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    profiled_entry(tmp.path(), "good", GOOD_PROFILE, Some(LEVEL_SCRIPT));
+    let w = build(
+        tmp.path(),
+        "good",
+        1,
+        &[("profile", "spike"), ("word", "loud")],
+    );
+    let ud = w.userdata(None).unwrap();
+    assert_eq!(
+        unit_content(&ud, "/usr/local/bin/virtwork-good-at-level"),
+        "#!/bin/bash\nexec /usr/bin/echo loud \"$1\"\n"
+    );
+    // An unused manifest param warns; the profile params never do.
+    let entry_report = virtwork::workloads::catalog::CatalogEntry::load(tmp.path(), "good")
+        .unwrap()
+        .placeholder_report();
+    assert_eq!(
+        entry_report.warnings,
+        ["declared param \"pause\" is not used in any service file"]
+    );
+    assert!(entry_report.errors.is_empty());
+    profiled_entry(
+        tmp.path(),
+        "typo",
+        GOOD_PROFILE,
+        Some("#!/bin/bash\nexec /usr/bin/echo {{wrod}} \"$1\"\n"),
+    );
+    let err = input_err(Registry::with_catalog(tmp.path(), &["typo".into()]));
+    assert_eq!(
+        err,
+        "catalog entry \"typo\": placeholder {{wrod}} in level.sh does not match any declared param"
+    );
+    // A hostile value never reaches the level script.
+    let registry = Registry::with_catalog(tmp.path(), &["good".into()]).unwrap();
+    input_err(registry.create(
+        "good",
+        &settings(1, &[("profile", "step"), ("word", "$(reboot)")]),
+        &options(tmp.path()),
+    ));
+}
+
+#[test]
+fn a_multi_role_profile_drives_only_its_role() {
+    let tmp = tempfile::tempdir().unwrap();
+    let unit = "[Unit]\nDescription=x\n\n[Service]\nExecStart=/usr/bin/true\n\n[Install]\nWantedBy=multi-user.target\n";
+    let roles = "roles:\n  - name: server\n    vm-count: 1\n  - name: client\n";
+    let profile = "profile:\n  unit: client.service\n  level-script: level.sh\n  meaning: requests per second\n  max: 1000\n  default-low: 10\n  default-high: 100\n";
+    entry(
+        tmp.path(),
+        "pair",
+        &[
+            ("server.service", unit),
+            ("client.service", unit),
+            ("extra.service", unit),
+            ("level.sh", "#!/bin/bash\nexec /usr/bin/sleep \"$1\"\n"),
+            ("workload.yaml", &format!("{roles}{profile}")),
+        ],
+    );
+    let w = build(tmp.path(), "pair", 2, &[("profile", "sine")]);
+    let client = w.userdata(Some("client")).unwrap();
+    let server = w.userdata(Some("server")).unwrap();
+    assert!(
+        client.contains("/etc/systemd/system/client.service.d/virtwork-load-profile.conf"),
+        "{client}"
+    );
+    assert!(!server.contains("virtwork-load-driver"), "{server}");
+    // A unit no role installs cannot be driven.
+    entry(
+        tmp.path(),
+        "pair-extra",
+        &[
+            ("server.service", unit),
+            ("client.service", unit),
+            ("extra.service", unit),
+            ("level.sh", "#!/bin/bash\nexec /usr/bin/sleep \"$1\"\n"),
+            (
+                "workload.yaml",
+                &format!(
+                    "{roles}{}",
+                    profile.replace("client.service", "extra.service")
+                ),
+            ),
+        ],
+    );
+    let err = input_err(Registry::with_catalog(tmp.path(), &["pair-extra".into()]));
+    assert!(
+        err.contains("profile unit \"extra.service\" is not a service file the entry installs (expected one of: server.service, client.service)"),
+        "{err}"
+    );
+}

@@ -739,3 +739,83 @@ fn bad_load_profile_params_are_refused_with_one_line() {
         assert!(stderr.contains(reason), "{params}: {stderr}");
     }
 }
+
+/// A catalog entry that opts in to profiles: `--params sysbench.profile=step,...` shows the
+/// driver, the schedule, sysbench's level script and the drop-in that points the entry's unit
+/// at the driver.
+#[test]
+fn a_catalog_load_profile_shows_its_driver_in_the_user_data() {
+    let catalog = catalog_dir();
+    let (_, stdout, _) = dry_run(&[
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--from-catalog",
+        "sysbench",
+        "--params",
+        "sysbench.profile=step,sysbench.profile-low=100,sysbench.profile-high=2000,sysbench.profile-period=2m,sysbench.profile-duty=25",
+    ]);
+    for fragment in [
+        "path: /usr/local/bin/virtwork-load-driver",
+        "path: /etc/virtwork/sysbench.schedule",
+        "path: /usr/local/bin/virtwork-sysbench-at-level",
+        "exec sysbench cpu --threads=4 --cpu-max-prime=10000 --time=0 --rate=\"$1\" --report-interval=60 run",
+        "path: /etc/systemd/system/workload.service.d/virtwork-load-profile.conf",
+        "ExecStart=/usr/local/bin/virtwork-load-driver /etc/virtwork/sysbench.schedule /var/lib/virtwork/sysbench.profile-start /usr/local/bin/virtwork-sysbench-at-level",
+    ] {
+        assert!(stdout.contains(fragment), "{fragment:?} not in:\n{stdout}");
+    }
+    let lines: Vec<&str> = stdout.lines().map(str::trim).collect();
+    assert!(
+        lines
+            .windows(3)
+            .any(|w| w == ["repeat 120", "0 2000", "30 100"]),
+        "no schedule in:\n{stdout}"
+    );
+    // Steady (the default) runs the entry's own loop and no driver.
+    let (_, steady, _) = dry_run(&[
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--from-catalog",
+        "sysbench",
+    ]);
+    assert!(!steady.contains("virtwork-load-driver"), "{steady}");
+}
+
+/// Profile params on catalog entries: the built-ins' checks, and a clear refusal for an entry
+/// that does not support profiles.
+#[test]
+fn bad_catalog_profile_params_are_refused_with_one_line() {
+    let catalog = catalog_dir();
+    for (entry, params, reason) in [
+        (
+            "sysbench",
+            "sysbench.profile=step,sysbench.loop-delay=5",
+            "param \"loop-delay\" sets the steady load; with profile \"step\"",
+        ),
+        (
+            "sysbench",
+            "sysbench.profile=ramp,sysbench.profile-high=0",
+            "param \"profile-high\" value \"0\": must be an integer from 1 to 1000000",
+        ),
+        (
+            "redis-bench",
+            "redis-bench.profile=step",
+            "workload \"redis-bench\" does not support load profiles",
+        ),
+    ] {
+        let args = [
+            "run",
+            "--dry-run",
+            "--no-audit",
+            "--catalog-dir",
+            catalog.to_str().unwrap(),
+            "--from-catalog",
+            entry,
+            "--params",
+            params,
+        ];
+        assert_refused(&args, &[], params);
+        let stderr = String::from_utf8_lossy(&virtwork(&args, &[]).stderr).to_string();
+        assert!(stderr.contains(reason), "{params}: {stderr}");
+    }
+}

@@ -13,8 +13,8 @@
 //! - the cpu and memory stress-ng command lines, as rendered, run for 1 s and exit 0;
 //! - the load-profile driver, as rendered, follows a schedule with a recording level command,
 //!   resumes its clock from the start file and fails when the load process ends; the cpu level
-//!   script keeps stress-ng running and the disk level script writes rate-limited job files
-//!   that fio parses.
+//!   script keeps stress-ng running, the disk level script writes rate-limited job files
+//!   that fio parses, and the catalog sysbench level script runs sysbench at the rate.
 //!
 //! Each check prints a notice and skips when its tool is absent, and fails instead when
 //! `VIRTWORK_REQUIRE_GUEST_TOOLS=1`.
@@ -123,6 +123,8 @@ fn payloads() -> Vec<Payload> {
         ("memory", &[("profile", "step")]),
         ("network", &[("profile", "spike")]),
         ("database", &[("profile", "sine")]),
+        // A catalog entry's profile: its level script and the drop-in on its own unit.
+        ("sysbench", &[("profile", "step")]),
     ];
     for family in GuestFamily::ALL {
         for ssh in [false, true] {
@@ -1071,6 +1073,60 @@ fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// The catalog sysbench entry's level script, as rendered: sysbench 1.0 takes `--time=0` and
+/// `--rate`, keeps running at a level the threads can compute, and stops with an error at one
+/// they cannot (the driver then ends and the unit restarts, as docs/workloads.md says).
+#[test]
+fn profiled_sysbench_level_script_runs_sysbench_at_the_rate() {
+    if !have("sysbench") || !have("timeout") {
+        return;
+    }
+    let registry = Registry::with_catalog(&catalog_dir(), &["sysbench".into()]).unwrap();
+    let w = registry
+        .create(
+            "sysbench",
+            &settings(&[("profile", "step"), ("threads", "1")]),
+            &options(false),
+        )
+        .unwrap();
+    let script = files(&w.userdata(None).unwrap())
+        .into_iter()
+        .find(|f| f.path == "/usr/local/bin/virtwork-sysbench-at-level")
+        .expect("level script")
+        .content;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("level");
+    executable(&path, &script);
+    // A small rate: still running after 3 s (timeout's 124), throttled to the level.
+    let out = Command::new("timeout")
+        .arg("3")
+        .arg(&path)
+        .arg("20")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(124), "{stdout}");
+    assert!(
+        stdout.contains("Number of threads: 1")
+            && stdout.contains("Target transaction rate: 20/sec"),
+        "{stdout}"
+    );
+    // A rate no thread can compute: the event queue fills within a second and sysbench fails.
+    let out = Command::new("timeout")
+        .arg("30")
+        .arg(&path)
+        .arg("1000000")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("The event queue is full"), "{text}");
 }
 
 #[test]

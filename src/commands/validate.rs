@@ -163,20 +163,35 @@ fn check_entry(dir: &Path, name: &str, sample: &SampleBuild) -> EntryReport {
         guest_exec: true,
         run_tag: String::new(),
     };
-    // An entry must render for every guest family it may be run on.
-    for guest_family in GuestFamily::ALL {
-        let settings = WorkloadSettings {
-            vm_count: 1,
-            cpu_cores: sample.cpu_cores,
-            memory: sample.memory.clone(),
-            params: BTreeMap::new(),
-            guest_family,
-        };
-        if let Err(e) = entry.build(&settings, &options) {
-            report
-                .errors
-                .push(format!("{e} (guest family {guest_family})"));
-            return report;
+    // An entry must render for every guest family it may be run on, and one with a load
+    // profile section also with a profile (its level script and drop-in).
+    let mut param_sets = vec![BTreeMap::new()];
+    if entry.supports_profiles() {
+        param_sets.push(BTreeMap::from([(
+            crate::workloads::load_profile::PROFILE.to_string(),
+            "step".to_string(),
+        )]));
+    }
+    for params in param_sets {
+        for guest_family in GuestFamily::ALL {
+            let settings = WorkloadSettings {
+                vm_count: 1,
+                cpu_cores: sample.cpu_cores,
+                memory: sample.memory.clone(),
+                params: params.clone(),
+                guest_family,
+            };
+            if let Err(e) = entry.build(&settings, &options) {
+                let with_profile = if params.is_empty() {
+                    ""
+                } else {
+                    ", profile=step"
+                };
+                report
+                    .errors
+                    .push(format!("{e} (guest family {guest_family}{with_profile})"));
+                return report;
+            }
         }
     }
     report

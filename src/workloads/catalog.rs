@@ -8,12 +8,22 @@
 //! [`MAX_ENTRY_BYTES`]; unit file names must pass [`check_unit_file_name`]. `{{key}}` placeholders are
 //! replaced by validated param values in one pass (values are never re-scanned); list
 //! params are written comma-joined, dict params as `k=v` pairs comma-joined.
+//!
+//! An entry may opt in to load profiles with a `profile` section: one of its units, run by the
+//! load-profile driver ([`load_profile::driven`]) through a drop-in when the user picks a
+//! profile, and a level script from the entry directory that runs the load at the level given
+//! as `$1`. Without a profile the user-data is exactly what the entry renders without the
+//! section.
+//!
+//! Must not: run anything in the guest but the entry's files and the shared driver; let a
+//! value reach a guest file unvalidated.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema, ParamType, ResolvedParams, StrRule, check_value};
 use super::scripts::{DataMount, daemon_reload, enable_now};
 use super::{
@@ -23,6 +33,7 @@ use super::{
 };
 use crate::cloudinit::{CloudConfig, UserAccount, WriteFile};
 use crate::error::{Error, Result};
+use crate::loadprofile::LoadProfile;
 use crate::model::{DnsLabel, MIN_DISK_SIZE, Quantity};
 
 /// The manifest file name inside an entry directory.
@@ -49,6 +60,30 @@ struct Manifest {
     /// Expected signals for `virtwork verify` (PromQL templates over one VMI).
     #[serde(default)]
     signals: Vec<crate::signals::contract::CustomSignal>,
+    /// Opts the entry in to load profiles.
+    #[serde(default)]
+    profile: Option<ManifestProfile>,
+}
+
+/// The manifest's `profile` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestProfile {
+    /// The unit whose ExecStart the driver replaces.
+    unit: String,
+    /// File in the entry directory run with the level as `$1`.
+    #[serde(rename = "level-script", alias = "level_script")]
+    level_script: String,
+    /// What a level is, e.g. "sysbench events per second (--rate)".
+    meaning: String,
+    max: i64,
+    #[serde(rename = "default-low", alias = "default_low")]
+    default_low: i64,
+    #[serde(rename = "default-high", alias = "default_high")]
+    default_high: i64,
+    /// Params only the steady load reads: given next to a profile they are an error.
+    #[serde(default, rename = "steady-params", alias = "steady_params")]
+    steady_params: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -117,6 +152,8 @@ pub struct CatalogEntry {
     pub schema: ParamSchema,
     /// Service files keyed by file name (`x.service`), sorted.
     units: BTreeMap<String, String>,
+    /// The level script's text when the manifest opts in to load profiles.
+    level_script: Option<String>,
     manifest: Manifest,
 }
 
@@ -125,6 +162,21 @@ pub struct CatalogEntry {
 pub struct PlaceholderReport {
     pub errors: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+/// Largest level a catalog entry may declare (`profile.max`); levels are 32-bit in the
+/// schedule.
+pub const MAX_PROFILE_LEVEL: i64 = 1_000_000_000;
+
+/// Longest `profile.meaning`: it is shown in param descriptions.
+const MAX_MEANING_CHARS: usize = 120;
+
+/// Where a profile's drop-in goes for `unit`.
+fn profile_drop_in_path(unit: &str) -> String {
+    format!(
+        "{}/{unit}.d/virtwork-load-profile.conf",
+        super::scripts::UNIT_DIR
+    )
 }
 
 /// Largest single file of an entry (a unit file or the manifest). Units are a few KiB; the cap
@@ -333,13 +385,32 @@ impl CatalogEntry {
                 }
             }
         }
+        let level_script = match &manifest.profile {
+            None => None,
+            Some(profile) => {
+                check_profile_unit(&profile.unit, &manifest.roles, &units).map_err(&fail)?;
+                Some(read_level_script(&dir, &profile.level_script, &mut budget).map_err(&fail)?)
+            }
+        };
         Ok(CatalogEntry {
             name: name.to_string(),
             dir,
             schema,
             units,
+            level_script,
             manifest,
         })
+    }
+
+    /// Whether the manifest opts in to load profiles.
+    pub fn supports_profiles(&self) -> bool {
+        self.manifest.profile.is_some()
+    }
+
+    /// Whether `key` is a profile param the entry gained: virtwork reads it, the entry's files
+    /// need not.
+    fn is_read_by_virtwork(&self, key: &str) -> bool {
+        self.supports_profiles() && load_profile::is_profile_key(key)
     }
 
     /// The manifest's storage as data disks.
@@ -391,14 +462,23 @@ impl CatalogEntry {
     pub fn placeholder_report(&self) -> PlaceholderReport {
         let mut used = BTreeSet::new();
         let mut errors = BTreeSet::new();
-        for (file, content) in &self.units {
+        let units = self
+            .units
+            .iter()
+            .map(|(file, content)| (self.shown_file(file), content.as_str()));
+        let level_script = self
+            .manifest
+            .profile
+            .as_ref()
+            .zip(self.level_script.as_deref())
+            .map(|(profile, text)| (profile.level_script.as_str(), text));
+        for (file, content) in units.chain(level_script) {
             for key in placeholders(content) {
                 if self.schema.get(key).is_some() {
                     used.insert(key.to_string());
                 } else {
                     errors.insert(format!(
-                        "placeholder {{{{{key}}}}} in {} does not match any declared param",
-                        self.shown_file(file)
+                        "placeholder {{{{{key}}}}} in {file} does not match any declared param"
                     ));
                 }
             }
@@ -406,7 +486,7 @@ impl CatalogEntry {
         let warnings = self
             .schema
             .defs()
-            .filter(|d| !used.contains(&d.key))
+            .filter(|d| !used.contains(&d.key) && !self.is_read_by_virtwork(&d.key))
             .map(|d| format!("declared param {:?} is not used in any service file", d.key))
             .collect();
         PlaceholderReport {
@@ -443,6 +523,8 @@ impl CatalogEntry {
         options: &WorkloadOptions,
     ) -> Result<RenderedWorkload> {
         let params = self.schema.resolve(&settings.params)?;
+        let driven = self.driven_unit(&params, &settings.params)?;
+        let driven = driven.as_ref();
         let user = UserAccount::from_ssh(&options.ssh)?;
         let vm_count = settings.vm_count.max(1);
         let family = settings.guest_family;
@@ -457,6 +539,7 @@ impl CatalogEntry {
                 let config = self.cloud_config(
                     &[(file.as_str(), self.units[&file].as_str())],
                     &params,
+                    driven,
                     user.clone(),
                     family,
                     options.guest_exec,
@@ -477,7 +560,8 @@ impl CatalogEntry {
                 .iter()
                 .map(|(f, c)| (f.as_str(), c.as_str()))
                 .collect();
-            let config = self.cloud_config(&files, &params, user, family, options.guest_exec);
+            let config =
+                self.cloud_config(&files, &params, driven, user, family, options.guest_exec);
             let count = match self.manifest.roles.first().and_then(|r| r.vm_count) {
                 Some(n) if n >= 1 => n as u32,
                 _ => vm_count,
@@ -505,14 +589,40 @@ impl CatalogEntry {
         })
     }
 
+    /// The unit a load profile drives and the files that make it do so, or `None` when the
+    /// user picked no profile (or the entry has none). `given` are the user's params, for
+    /// [`load_profile::from_params`]'s checks of keys that would be ignored.
+    fn driven_unit(
+        &self,
+        params: &ResolvedParams,
+        given: &BTreeMap<String, String>,
+    ) -> Result<Option<DrivenUnit>> {
+        let (Some(profile), Some(level_script)) = (&self.manifest.profile, &self.level_script)
+        else {
+            return Ok(None);
+        };
+        let steady_keys: Vec<&str> = profile.steady_params.iter().map(String::as_str).collect();
+        let Some(shape) = load_profile::from_params(&self.name, params, given, &steady_keys)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(DrivenUnit::new(
+            &self.name,
+            &profile.unit,
+            &shape,
+            substitute(level_script, &self.schema, params),
+        )))
+    }
+
     /// One role's cloud-config: the entry's packages (plus xfsprogs when it has storage),
     /// a mount unit per storage disk that every service file requires (through a drop-in,
-    /// since the service files are the entry author's), the service files, and the guest
-    /// agent every payload gets.
+    /// since the service files are the entry author's), the service files, the load-profile
+    /// files when `driven` is one of them, and the guest agent every payload gets.
     fn cloud_config(
         &self,
         files: &[(&str, &str)],
         params: &ResolvedParams,
+        driven: Option<&DrivenUnit>,
         user: Option<UserAccount>,
         family: GuestFamily,
         guest_exec: bool,
@@ -562,6 +672,9 @@ impl CatalogEntry {
                     "0644",
                 ));
             }
+            if let Some(driven) = driven.filter(|d| d.unit == *file) {
+                config.write_files.extend(driven.files.iter().cloned());
+            }
             config.runcmd.push(enable_now(file));
         }
         with_guest_agent(config, family, guest_exec)
@@ -594,6 +707,30 @@ impl CatalogEntry {
                 })
                 .collect(),
         })
+    }
+}
+
+/// A catalog unit under a load profile: the driver, the schedule, the level script and the
+/// drop-in that points the unit's ExecStart at the driver.
+#[derive(Debug, Clone)]
+struct DrivenUnit {
+    unit: String,
+    files: Vec<WriteFile>,
+}
+
+impl DrivenUnit {
+    /// `unit` of entry `entry` following `shape`, with the substituted `level_script`.
+    fn new(entry: &str, unit: &str, shape: &LoadProfile, level_script: String) -> Self {
+        let (exec_start, mut files) = load_profile::driven(entry, shape, level_script);
+        files.push(WriteFile::new(
+            &profile_drop_in_path(unit),
+            load_profile::driver_drop_in(&exec_start, &shape.describe()),
+            "0644",
+        ));
+        DrivenUnit {
+            unit: unit.to_string(),
+            files,
+        }
     }
 }
 
@@ -649,14 +786,145 @@ fn render_value(kind: ParamType, value: &str) -> String {
 /// step; the first problem found is the error.
 fn validate_manifest(entry: &str, manifest: &Manifest) -> std::result::Result<ParamSchema, String> {
     validate_packages(&manifest.packages)?;
-    let defs = validate_params(&manifest.params)?;
+    let mut defs = validate_params(&manifest.params)?;
     let role_names = validate_roles(&manifest.roles)?;
     validate_storage(&manifest.storage)?;
     if let Some(service) = &manifest.service {
         validate_service(service, &role_names)?;
     }
     validate_signals(&manifest.signals)?;
+    if let Some(profile) = &manifest.profile {
+        defs.extend(validate_profile(profile, &defs)?);
+    }
     Ok(ParamSchema::new(entry, defs))
+}
+
+/// The `profile` section: file names of the closed unit-name character set, a one-line
+/// meaning, levels within `1..=`[`MAX_PROFILE_LEVEL`] with the low default below the high
+/// one, steady params that the manifest declares, and no declared param taking a profile
+/// param's name. Returns the profile params the entry gains.
+fn validate_profile(
+    profile: &ManifestProfile,
+    declared: &[ParamDef],
+) -> std::result::Result<Vec<ParamDef>, String> {
+    check_unit_file_name(&profile.unit)
+        .map_err(|msg| format!("profile unit {:?}: {msg}", profile.unit))?;
+    check_level_script_name(&profile.level_script)?;
+    let meaning = &profile.meaning;
+    if meaning.trim().is_empty()
+        || meaning.chars().count() > MAX_MEANING_CHARS
+        || meaning.chars().any(char::is_control)
+    {
+        return Err(format!(
+            "profile meaning {meaning:?} must be one line of at most {MAX_MEANING_CHARS} characters saying what a level is (e.g. \"sysbench events per second (--rate)\")"
+        ));
+    }
+    if !(1..=MAX_PROFILE_LEVEL).contains(&profile.max) {
+        return Err(format!(
+            "profile max {} must be an integer from 1 to {MAX_PROFILE_LEVEL} (the largest level)",
+            profile.max
+        ));
+    }
+    let max = profile.max;
+    if !(0..max).contains(&profile.default_low) {
+        return Err(format!(
+            "profile default-low {} must be an integer from 0 to {} (below max)",
+            profile.default_low,
+            max - 1
+        ));
+    }
+    if !(1..=max).contains(&profile.default_high) || profile.default_high <= profile.default_low {
+        return Err(format!(
+            "profile default-high {} must be an integer above default-low ({}) and at most max ({max})",
+            profile.default_high, profile.default_low
+        ));
+    }
+    if let Some(def) = declared
+        .iter()
+        .find(|d| load_profile::is_profile_key(&d.key))
+    {
+        return Err(format!(
+            "param {:?} takes the name of a load-profile param; rename it (an entry with a profile section gets profile and the profile-* params from virtwork)",
+            def.key
+        ));
+    }
+    for key in &profile.steady_params {
+        if !declared.iter().any(|d| &d.key == key) {
+            return Err(format!(
+                "profile steady-params: {key:?} is not a declared param (expected keys from params, e.g. [loop-delay])"
+            ));
+        }
+    }
+    Ok(load_profile::param_defs(LevelScale {
+        meaning,
+        max,
+        default_low: profile.default_low,
+        default_high: profile.default_high,
+    }))
+}
+
+/// A level script's file name: letters, digits, '.', '_' and '-', not starting with '.' or
+/// '-', and not a unit or the manifest (those are read as such).
+fn check_level_script_name(name: &str) -> std::result::Result<(), String> {
+    let chars_ok = !name.is_empty()
+        && name.len() <= 255
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    let is_other_file = name == MANIFEST || name.ends_with(".service") || name.ends_with(".timer");
+    if !chars_ok || name.starts_with(['.', '-']) || is_other_file {
+        return Err(format!(
+            "profile level-script {name:?} must be the name of a file in the entry directory: letters, digits, '.', '_' and '-', not starting with '.' or '-', not a .service/.timer file or {MANIFEST} (e.g. level.sh)"
+        ));
+    }
+    Ok(())
+}
+
+/// The profile's unit must be one the entry installs: any of its service files, or for a
+/// multi-role entry a role's `<role>.service` (no other file reaches a guest).
+fn check_profile_unit(
+    unit: &str,
+    roles: &[ManifestRole],
+    units: &BTreeMap<String, String>,
+) -> std::result::Result<(), String> {
+    let installed: Vec<String> = if roles.len() > 1 {
+        roles
+            .iter()
+            .map(|r| format!("{}.service", r.name))
+            .collect()
+    } else {
+        units.keys().cloned().collect()
+    };
+    if installed.iter().any(|u| u == unit) {
+        return Ok(());
+    }
+    Err(format!(
+        "profile unit {unit:?} is not a service file the entry installs (expected one of: {})",
+        installed.join(", ")
+    ))
+}
+
+/// The level script's text: a regular file of the entry starting with `#!`, since the driver
+/// executes it.
+fn read_level_script(
+    dir: &Path,
+    name: &str,
+    budget: &mut EntryBudget,
+) -> std::result::Result<String, String> {
+    let text = read_entry_file(dir, name, budget)
+        .ok_or_else(|| {
+            format!(
+                "profile level-script {name:?}: no such file in {} (expected a script that runs the load in the foreground at the level given as $1)",
+                dir.display()
+            )
+        })?
+        .map_err(|msg| format!("profile level-script {name:?}: {msg}"))?;
+    if !text.starts_with("#!") {
+        return Err(format!(
+            "profile level-script {name:?} must start with a #! line (e.g. #!/bin/bash): the load-profile driver executes it"
+        ));
+    }
+    Ok(text)
 }
 
 /// Package names are passed to the guest's package manager: a closed character set, and no

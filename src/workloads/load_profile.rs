@@ -34,18 +34,19 @@ const PROFILE_KEYS: [&str; 6] = [LOW, HIGH, PERIOD, DUTY, DURATION, BURST];
 /// The in-guest driver every profiled unit runs.
 pub const DRIVER: &str = "/usr/local/bin/virtwork-load-driver";
 
-/// What a level means for one workload, its largest value and the default levels.
+/// What a level means for one workload, its largest value and the default levels. Built-ins
+/// declare theirs as constants; a catalog entry's comes from its manifest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LevelScale {
+pub struct LevelScale<'a> {
     /// E.g. "percent load of each CPU"; shown in the param descriptions.
-    pub meaning: &'static str,
+    pub meaning: &'a str,
     pub max: i64,
     pub default_low: i64,
     pub default_high: i64,
 }
 
 /// The profile params of a workload whose levels follow `scale`.
-pub fn param_defs(scale: LevelScale) -> Vec<ParamDef> {
+pub fn param_defs(scale: LevelScale<'_>) -> Vec<ParamDef> {
     vec![
         ParamDef::string(
             PROFILE,
@@ -93,6 +94,12 @@ pub fn param_defs(scale: LevelScale) -> Vec<ParamDef> {
             "spike: length of the burst at the high level in each period",
         ),
     ]
+}
+
+/// Whether `key` is one of the params [`param_defs`] declares (a workload without profiles
+/// names them in its unknown-param error).
+pub fn is_profile_key(key: &str) -> bool {
+    key == PROFILE || PROFILE_KEYS.contains(&key)
 }
 
 /// The profile keys each shape reads.
@@ -259,8 +266,28 @@ pub fn driven(
 /// through the driver: SIGTERM to it only (it stops the load's process group itself and exits
 /// 0), then SIGKILL to whatever is left in the cgroup.
 pub fn with_driver_settings(unit: Unit) -> Unit {
-    unit.service("StateDirectory", "virtwork")
-        .service("KillMode", "mixed")
+    DRIVER_SERVICE_SETTINGS
+        .iter()
+        .fold(unit, |unit, (key, value)| unit.service(key, *value))
+}
+
+/// The `[Service]` lines of [`with_driver_settings`].
+const DRIVER_SERVICE_SETTINGS: [(&str, &str); 2] =
+    [("StateDirectory", "virtwork"), ("KillMode", "mixed")];
+
+/// A drop-in that makes a unit virtwork did not write (a catalog entry's) run the driver:
+/// its `ExecStart=` lines are cleared and replaced by `exec_start`, with the driver's settings,
+/// `Type=simple` (the driver stays in the foreground) and `Restart=always` (the driver ends
+/// only when the load process did, and the profile goes on after a restart).
+pub fn driver_drop_in(exec_start: &str, describe: &str) -> String {
+    let mut text = format!(
+        "# virtwork load profile ({describe}): this unit runs {DRIVER} instead of its own ExecStart.\n\
+         [Service]\nType=simple\nExecStart=\nExecStart={exec_start}\nRestart=always\n"
+    );
+    for (key, value) in DRIVER_SERVICE_SETTINGS {
+        text.push_str(&format!("{key}={value}\n"));
+    }
+    text
 }
 
 /// The text of [`DRIVER`].

@@ -210,6 +210,11 @@ pub fn validate_params(schema: &ParamSchema, params: &BTreeMap<String, String>) 
 
 fn unknown_param(schema: &ParamSchema, key: &str) -> Error {
     let workload = schema.workload();
+    if super::load_profile::is_profile_key(key) {
+        return Error::input(format!(
+            "invalid params for workload {workload:?}: param {key:?} sets a load profile, and workload {workload:?} does not support load profiles (see \"Load profiles\" in docs/workloads.md)"
+        ));
+    }
     if schema.is_empty() {
         return Error::input(format!(
             "invalid params for workload {workload:?}: unknown param {key:?}: workload {workload:?} takes no params"
