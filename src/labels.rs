@@ -13,6 +13,10 @@ pub const COMPONENT: &str = "app.kubernetes.io/component";
 pub const RUN_ID: &str = "virtwork/run-id";
 /// `virtwork/role`: the role of a VM in a multi-role workload.
 pub const ROLE: &str = "virtwork/role";
+/// `virtwork/load-profile`: the shape of the load profile a VM's load follows (absent on a
+/// steady VM). KubeVirt copies it onto the VMI's series, so an alert can tell a low phase from
+/// a load that stopped.
+pub const LOAD_PROFILE: &str = "virtwork/load-profile";
 /// `virtwork/churn-id`: the UUID of the `virtwork churn` execution that created the object
 /// (its live migrations), next to the run id of the VM it migrates.
 pub const CHURN_ID: &str = "virtwork/churn-id";

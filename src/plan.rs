@@ -535,11 +535,18 @@ fn role_template(
         .userdata(role)
         .map_err(|err| with_context(err, &cloud_init_context(name, role)))?;
     check_userdata_size(&userdata, &cloud_init_context(name, role))?;
+    let mut vm_labels = object_labels(&format!("virtwork-{name}"), name, run_id, role);
+    if let Some(shape) = workload
+        .signal_params()
+        .get(crate::workloads::load_profile::PROFILE)
+    {
+        vm_labels.insert(labels::LOAD_PROFILE.to_string(), shape.clone());
+    }
     Ok(Arc::new(RoleTemplate {
         namespace: fleet.namespace.to_string(),
         image: fleet.image.to_string(),
         userdata: Arc::from(userdata),
-        vm_labels: object_labels(&format!("virtwork-{name}"), name, run_id, role),
+        vm_labels,
         secret_labels: object_labels(&format!("virtwork-{name}"), name, run_id, None),
         cpu_cores: parts.resources.cpu_cores,
         memory: parts.resources.memory.clone(),

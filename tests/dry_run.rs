@@ -702,6 +702,23 @@ fn a_load_profile_shows_its_driver_and_schedule_in_the_user_data() {
             .any(|w| w == ["repeat 120", "0 80", "30 20"]),
         "no schedule in:\n{stdout}"
     );
+    // The VM and its VMI template carry the shape (KubeVirt copies it onto the VMI's series,
+    // where the shipped alert tells a low phase from a stopped load), and the run records the
+    // profile for verify.
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| **l == "virtwork/load-profile: step")
+            .count(),
+        2,
+        "{stdout}"
+    );
+    assert!(stdout.contains(r#""profile":"step""#), "{stdout}");
+    let (_, steady, _) = dry_run(&["--workloads", "cpu"]);
+    assert!(
+        !steady.contains("load-profile") && !steady.contains("profile-low"),
+        "{steady}"
+    );
 }
 
 /// Bad or contradictory profile params: exit 2, one line saying what is wrong, nothing printed.

@@ -139,9 +139,22 @@ fn vmi_series(
     info: &str,
     extra: &[(&str, &str)],
 ) -> Vec<(String, String)> {
+    vmi_series_labelled(name, workload, place, vcpu, info, extra, "")
+}
+
+/// [`vmi_series`] with more VMI labels on the per-VMI series (`,key="value"...`).
+fn vmi_series_labelled(
+    name: &str,
+    workload: &str,
+    place: Place,
+    vcpu: &str,
+    info: &str,
+    extra: &[(&str, &str)],
+    vmi_labels: &str,
+) -> Vec<(String, String)> {
     let own = place.labels();
     let labels = format!(
-        "{own},name=\"{name}\",kubernetes_vmi_label_app_kubernetes_io_managed_by=\"virtwork\",kubernetes_vmi_label_app_kubernetes_io_component=\"{workload}\",kubernetes_vmi_label_virtwork_run_id=\"{RUN}\""
+        "{own},name=\"{name}\",kubernetes_vmi_label_app_kubernetes_io_managed_by=\"virtwork\",kubernetes_vmi_label_app_kubernetes_io_component=\"{workload}\",kubernetes_vmi_label_virtwork_run_id=\"{RUN}\"{vmi_labels}"
     );
     let mut out = vec![(
         format!("kubevirt_vmi_info{{{own},name=\"{name}\",phase=\"running\",os=\"linux\"}}"),
@@ -351,6 +364,28 @@ fn promtool_proves_the_alert_fires_for_absent_stale_and_relabelled_running_vms_o
         "1x5 stale",
         &[],
     ));
+    // Following a load profile, in a long low phase: below the steady threshold by design,
+    // no alert while its series are current...
+    let profiled = ",kubernetes_vmi_label_virtwork_load_profile=\"step\"";
+    series.extend(vmi_series_labelled(
+        "virtwork-cpu-0b6c4a-6",
+        "cpu",
+        Place::Own,
+        "0+6x40",
+        running,
+        &[],
+        profiled,
+    ));
+    // ...but when they stop, it alerts like any VM.
+    series.extend(vmi_series_labelled(
+        "virtwork-cpu-0b6c4a-7",
+        "cpu",
+        Place::Own,
+        "0+6x10 stale",
+        running,
+        &[],
+        profiled,
+    ));
     // chaos-process only checks the VMI reports: stale series make it fire too.
     series.extend(vmi_series(
         "virtwork-chaos-process-0b6c4a-0",
@@ -365,6 +400,7 @@ fn promtool_proves_the_alert_fires_for_absent_stale_and_relabelled_running_vms_o
         ("virtwork-cpu-0b6c4a-1", false),
         ("virtwork-cpu-0b6c4a-2", true),
         ("virtwork-cpu-0b6c4a-3", true),
+        ("virtwork-cpu-0b6c4a-7", true),
     ] {
         fired.push_str(&expected_alert(name, "cpu", "vcpu-busy", VCPU, run));
     }
