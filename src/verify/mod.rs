@@ -351,6 +351,7 @@ pub fn judge_answers(
     let millis = answers.iter().any(|(_, a)| {
         a.check.signal == "vcpu-busy" && evaluate::vcpu_counter_in_millis(a.observed)
     });
+    let mut fits = profile::FitCache::default();
     answers
         .into_iter()
         .map(|(i, mut a)| {
@@ -384,7 +385,13 @@ pub fn judge_answers(
                         if in_millis {
                             samples.iter_mut().for_each(|(_, v)| *v /= 1000.0);
                         }
-                        let judged = profile::judge_profile(&profiled, &samples, &range.spec, a.vmi_created);
+                        let judged = profile::judge_profile(
+                            &profiled,
+                            &samples,
+                            &range.spec,
+                            a.vmi_created,
+                            &mut fits,
+                        );
                         status = judged.status;
                         note = Some(judged.summary.clone());
                         report = Some(judged);
