@@ -523,7 +523,8 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
     pub window: Option<crate::model::Window>,
 
-    /// Poll until every expected signal is present or --timeout passes
+    /// Poll until every expected signal is present (and every --expect-alert has fired) or
+    /// --timeout passes
     #[arg(long)]
     pub wait: bool,
 

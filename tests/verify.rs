@@ -1586,6 +1586,9 @@ const TEST_RULES: &str = "groups:
       - alert: VirtworkTestCpuIdle
         expr: sum by (namespace, name) (rate(kubevirt_vmi_vcpu_seconds_total[10s])) < 0.1
         for: 3s
+      - alert: VirtworkTestCpuBusyForAMinute
+        expr: sum by (namespace, name) (rate(kubevirt_vmi_vcpu_seconds_total[10s])) > 0.5
+        for: 60s
 ";
 
 #[test]
@@ -1598,6 +1601,33 @@ fn alert_rules_evaluated_by_prometheus_are_checked_against_the_load() {
     // Older than the 20 s window, so the signal itself is judged, not its youth.
     let vm = t(&env, "virtwork-cpu-0");
     wait_for_samples(&prometheus, &vm, 25);
+    // --wait waits out a rule's for: (60 s here, not over yet) for an expected alert.
+    let asked = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let (code, doc, stderr) = verify_json(
+        &env,
+        "20s",
+        &[
+            "--wait",
+            "--timeout",
+            "150",
+            "--expect-alert",
+            "VirtworkTestCpuBusyForAMinute",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}\n{doc:#}");
+    let fired = doc["alerts"]["fired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["alertname"] == "VirtworkTestCpuBusyForAMinute")
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert!(
+        fired["first_firing"].as_f64().unwrap() > asked,
+        "the alert fired after verify was asked, so verify waited for it: {doc:#}"
+    );
     assert!(
         prometheus.wait_for_series(
             "ALERTS{alertname=\"VirtworkTestCpuBusy\",alertstate=\"firing\"}",

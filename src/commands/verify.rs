@@ -27,7 +27,7 @@ use crate::model::{OutputFormat, Window};
 use crate::signals::contract::{Check, SignalGroup, checks, group_queries, profile_range_query};
 use crate::verify::alerts::{
     FiredAlert, alerts_query, expectation_failure, expectations, fired_alerts,
-    text_section as alerts_text,
+    text_section as alerts_text, worth_waiting,
 };
 use crate::verify::evaluate::{
     QueryAnswer, RangeAnswer, SeriesFacts, facts_by_name, group_facts_query, group_value_query,
@@ -92,14 +92,14 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     if results.is_empty() {
         return Err(nothing_to_verify(namespace, run_id));
     }
-    let alerts = match settings.alerts.wanted() {
-        true => Some(read_alerts(&api, &results, settings.window, &cancel).await?),
-        false => None,
+    let (alerts, expectations) = match settings.alerts.wanted() {
+        true => {
+            let (fired, expectations) =
+                poll_alerts(settings, &api, &results, deadline, &cancel).await?;
+            (Some(fired), expectations)
+        }
+        false => (None, Vec::new()),
     };
-    let expectations = alerts
-        .as_deref()
-        .map(|fired| expectations(&settings.alerts, fired))
-        .unwrap_or_default();
     let text = match settings.output {
         OutputFormat::Json | OutputFormat::Yaml => {
             let mut doc = json_report(
@@ -153,6 +153,37 @@ fn outcome(
     match failure {
         Some(message) => Err(Error::runtime(message)),
         None => Ok(()),
+    }
+}
+
+/// The alerts that fired for the VMs during the window and the expectations judged on them;
+/// with `--wait`, read again every poll interval while an expected alert has not fired (and
+/// no forbidden one has) until the deadline, so `--wait --expect-alert` waits out a rule's
+/// `for:`.
+async fn poll_alerts(
+    settings: &VerifySettings,
+    api: &PrometheusApi,
+    results: &[VmResult],
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<(Vec<FiredAlert>, Vec<crate::verify::alerts::Expectation>)> {
+    loop {
+        let fired = read_alerts(api, results, settings.window, cancel).await?;
+        let judged = expectations(&settings.alerts, &fired);
+        let now = Instant::now();
+        if settings.wait.is_none() || now >= deadline || !worth_waiting(&judged) {
+            return Ok((fired, judged));
+        }
+        tracing::info!(
+            missing = judged.iter().filter(|e| !e.met).count(),
+            "expected alerts have not fired yet; polling again"
+        );
+        let pause = poll_interval(settings.window).min(deadline - now);
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(Error::Interrupted),
+            () = tokio::time::sleep(pause) => {}
+        }
     }
 }
 

@@ -137,6 +137,16 @@ pub struct Expectation {
     pub fired_for: Vec<String>,
 }
 
+/// Whether polling again could change the expectations' outcome: an expected alert has not
+/// fired yet and no forbidden one has (which no wait can undo).
+pub fn worth_waiting(expectations: &[Expectation]) -> bool {
+    let forbidden_fired = expectations
+        .iter()
+        .any(|e| e.expected == "not_fire" && !e.met);
+    let expected_missing = expectations.iter().any(|e| e.expected == "fire" && !e.met);
+    expected_missing && !forbidden_fired
+}
+
 /// Judges the expectations against the alerts that fired.
 pub fn expectations(checks: &AlertChecks, fired: &[FiredAlert]) -> Vec<Expectation> {
     let fired_for = |alert: &str| -> Vec<String> {
@@ -235,6 +245,29 @@ pub fn text_section(fired: &[FiredAlert], expectations: &[Expectation], window: 
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn waiting_helps_only_while_an_expected_alert_is_missing_and_no_forbidden_one_fired() {
+        let e = |alert: &str, expected: &'static str, met: bool| Expectation {
+            alert: alert.into(),
+            expected,
+            met,
+            fired_for: Vec::new(),
+        };
+        assert!(worth_waiting(&[
+            e("A", "fire", false),
+            e("B", "not_fire", true)
+        ]));
+        assert!(!worth_waiting(&[
+            e("A", "fire", true),
+            e("B", "not_fire", true)
+        ]));
+        assert!(!worth_waiting(&[
+            e("A", "fire", false),
+            e("B", "not_fire", false)
+        ]));
+        assert!(!worth_waiting(&[]));
+    }
     use super::*;
 
     fn window() -> Window {
