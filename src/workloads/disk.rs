@@ -107,8 +107,10 @@ done
 }
 
 /// The level script of a profiled disk unit: the load loop on copies of the job files that
-/// cap each job's processes at their share of the IOPS given as `$1`.
-pub fn level_script(disk: &DataMount, numjobs: &str) -> String {
+/// cap each job's processes at their share of the IOPS given as `$1`. The mixed job's cap is
+/// split into reads and writes by `rwmixread`: fio applies a single `rate_iops` value to reads
+/// and to writes each, so one value would let a randrw job issue twice the level, half reads.
+pub fn level_script(disk: &DataMount, numjobs: &str, rwmixread: &str) -> String {
     format!(
         r#"#!/bin/bash
 # virtwork disk at one level of its load profile: $1 is the IOPS the fio runs may issue.
@@ -120,9 +122,12 @@ rate_per_process() {{
   if [ "$rate" -lt 1 ]; then rate=1; fi
   echo "$rate"
 }}
+READ_IOPS=$((LEVEL * {rwmixread} / 100))
+WRITE_IOPS=$((LEVEL - READ_IOPS))
 mkdir -p {RATED_JOB_DIR}
 # Each job file ends with its one job's section, so an appended option applies to that job.
-{{ cat {MIXED_JOB}; echo "rate_iops=$(rate_per_process "$LEVEL" {numjobs})"; }} > {RATED_JOB_DIR}/mixed-rw.fio
+# rate_iops=<reads>,<writes>: fio caps each direction on its own.
+{{ cat {MIXED_JOB}; echo "rate_iops=$(rate_per_process "$READ_IOPS" {numjobs}),$(rate_per_process "$WRITE_IOPS" {numjobs})"; }} > {RATED_JOB_DIR}/mixed-rw.fio
 {{ cat {SEQ_JOB}; echo "rate_iops=$(rate_per_process "$LEVEL" 2)"; }} > {RATED_JOB_DIR}/seq-write.fio
 
 {loop}"#,
@@ -163,7 +168,11 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         }
         Some(shape) => {
             let (exec, files) =
-                load_profile::driven(NAME, shape, level_script(&disk, p.str("numjobs")));
+                load_profile::driven(
+                NAME,
+                shape,
+                level_script(&disk, p.str("numjobs"), p.str("rwmixread")),
+            );
             write_files.extend(files);
             exec
         }
