@@ -2,7 +2,8 @@
 //! (`virtwork-disk.service`, disk serial `virtwork-disk` mounted at `/mnt/data` by
 //! `mnt-data.mount`). The unit requires that mount and checks it before every fio run, so a
 //! missing or unmountable disk fails the unit instead of loading the root disk. Under a load
-//! profile the levels are IOPS, applied as fio's `rate_iops`.
+//! profile the levels are IOPS, applied as fio's `rate_iops`, and the unit lays out fio's files
+//! before its driver starts, so restarting fio at a phase change never restarts the layout.
 
 use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema, StrRule};
@@ -139,6 +140,15 @@ mkdir -p {RATED_JOB_DIR}
     )
 }
 
+/// Lays out the mixed job's files (fio `create_only`) before a profiled unit's driver starts.
+/// The driver restarts fio at every phase change, and fio deletes a half-written file and lays
+/// it out again from the start: left to the level script, a layout longer than a phase (1 GiB
+/// per process took about 25 s in a TCG guest) never finished and no phase ever ran its I/O.
+/// Files already laid out are kept, so a restarted unit passes this at once.
+pub fn layout_command() -> String {
+    format!("/usr/bin/fio --create_only=1 {MIXED_JOB}")
+}
+
 /// What the disk payload needs on each guest family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Profile {
@@ -181,7 +191,10 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         .unit("RequiresMountsFor", MOUNT)
         .service("ExecStartPre", disk.require_command());
     if load.is_some() {
-        unit = load_profile::with_driver_settings(unit);
+        unit = load_profile::with_driver_settings(unit)
+            .service("ExecStartPre", layout_command())
+            // Laying out 1 GiB per process takes minutes on a slow disk.
+            .service("TimeoutStartSec", "infinity");
     }
     write_files.extend([
         WriteFile::new(
