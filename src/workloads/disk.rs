@@ -177,8 +177,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             LOAD_SCRIPT.to_string()
         }
         Some(shape) => {
-            let (exec, files) =
-                load_profile::driven(
+            let (exec, files) = load_profile::driven(
                 NAME,
                 shape,
                 level_script(&disk, p.str("numjobs"), p.str("rwmixread")),
