@@ -16,6 +16,7 @@
 #[path = "support/guest/mod.rs"]
 mod guest;
 
+use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
 use guest::{Failure, Guest, VmSpec};
@@ -125,47 +126,89 @@ fn cpu_signal_named(vm: &mut Guest, process: &str) -> Result<String, Failure> {
 const CPU_STEP_PARAMS: &str =
     "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=60s";
 
-/// (epoch seconds, busy jiffies, total jiffies) per line of `<epoch> <first line of /proc/stat>`.
-fn stat_samples(out: &str) -> Vec<(u64, u64, u64)> {
+/// The disk step profile the guest suite boots: 30 s at 200 IOPS, then 30 s at 40, repeating.
+/// Both split exactly over the mixed job's 4 processes and its 70/30 read/write mix (35 + 15
+/// and 7 + 3 per process); the same job unthrottled did about 2,100 IOPS in a TCG guest.
+const DISK_STEP_PARAMS: &str =
+    "disk.profile=step,disk.profile-low=40,disk.profile-high=200,disk.profile-period=60s";
+
+/// What a step-profile case samples in the guest and how it judges the windows between
+/// samples.
+struct StepCase {
+    workload: &'static str,
+    levels: Levels,
+    /// Shell run once before sampling, e.g. to find a device.
+    setup: String,
+    /// Shell printing one sample's counters on one line.
+    sample: &'static str,
+    /// A window's figure and its text, from the counters at its ends and its length in ms.
+    measure: fn(&str, &str, u64) -> Option<(f64, String)>,
+    /// The unit of the levels and of the figure (`%`, `IOPS`).
+    unit: &'static str,
+    /// Seconds after a phase begins before a window counts as inside it: the driver restarts
+    /// the level process at the phase change, and the new one needs a moment to get going.
+    settle: u64,
+    /// Where every judged window's figure must lie, in high and in low phases.
+    high: RangeInclusive<f64>,
+    low: RangeInclusive<f64>,
+}
+
+/// (epoch milliseconds, counters) per line of `<epoch ms> <counters>`.
+fn timed_samples(out: &str) -> Vec<(u64, &str)> {
     out.lines()
         .filter_map(|line| {
-            let (epoch, stat) = line.split_once(' ')?;
-            let (busy, total) = cpu_jiffies(stat);
-            Some((epoch.parse().ok()?, busy, total))
+            let (millis, counters) = line.split_once(' ')?;
+            Some((millis.parse().ok()?, counters))
         })
         .collect()
 }
 
-/// The guest's CPU follows the step profile over two full periods: every 5 s window wholly
-/// inside a phase (from 2 s after its start) is >= 60 % busy in high phases and <= 40 % in low
-/// ones, with the expected level taken from the profile's schedule and the unit's own clock
-/// (its start file); the unit stayed active, never restarted, and logged its level changes.
-fn cpu_step_signal(vm: &mut Guest) -> Result<String, Failure> {
-    let step = "signal: cpu follows the step profile";
-    let levels = Levels { low: 10, high: 90 };
+/// The workload follows its step profile over two full periods: every 5 s window wholly
+/// inside a phase (from `settle` s after its start) is within the case's bounds for the level
+/// the profile's schedule gives at that time by the unit's own clock (its start file); windows
+/// straddling a phase change are not judged. The unit stayed active, never restarted, and
+/// logged its level changes.
+fn step_signal(vm: &mut Guest, case: &StepCase) -> Result<String, Failure> {
+    let step = "signal: the load follows the step profile";
+    let levels = case.levels;
     let schedule = LoadProfile::step(levels, 60, 50).unwrap().schedule();
-    let start_text = vm.check(step, "cat /var/lib/virtwork/cpu.profile-start")?;
+    let start_text = vm.check(
+        step,
+        &format!("cat /var/lib/virtwork/{}.profile-start", case.workload),
+    )?;
     let start: u64 = start_text
         .trim()
         .parse()
         .map_err(|_| vm.fail(step, format!("start file holds {start_text:?}")))?;
     let trace = vm
         .sh(
-            "for i in $(seq 0 25); do echo \"$(date +%s) $(head -n1 /proc/stat)\"; sleep 5; done",
+            &format!(
+                "{}; for i in $(seq 0 25); do echo \"$(date +%s%3N) $({})\"; sleep 5; done",
+                case.setup, case.sample
+            ),
             Duration::from_secs(300),
         )
         .map_err(|e| vm.fail(step, e))?;
     let mut lines = Vec::new();
     let (mut highs, mut lows) = (Vec::new(), Vec::new());
-    for pair in stat_samples(&trace.stdout).windows(2) {
-        let ((t0, busy0, total0), (t1, busy1, total1)) = (pair[0], pair[1]);
-        let (e0, e1) = (t0.saturating_sub(start), t1.saturating_sub(start));
+    for pair in timed_samples(&trace.stdout).windows(2) {
+        let ((t0, counters0), (t1, counters1)) = (pair[0], pair[1]);
+        let (e0, e1) = (
+            (t0 / 1000).saturating_sub(start),
+            (t1 / 1000).saturating_sub(start),
+        );
         let expected = schedule.level_at(e0);
-        let busy = (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64 * 100.0;
-        let whole = schedule.level_at(e0.saturating_sub(2)) == expected
+        let Some((figure, text)) = (case.measure)(counters0, counters1, t1 - t0) else {
+            return Err(vm.fail(
+                step,
+                format!("unreadable samples {counters0:?} {counters1:?}"),
+            ));
+        };
+        let whole = schedule.level_at(e0.saturating_sub(case.settle)) == expected
             && schedule.level_at(e1) == expected;
         lines.push(format!(
-            "{e0}-{e1} s: expected {expected} %, measured {busy:.0} %{}",
+            "{e0}-{e1} s: expected {expected} {}, measured {text}{}",
+            case.unit,
             if whole {
                 ""
             } else {
@@ -178,45 +221,132 @@ fn cpu_step_signal(vm: &mut Guest) -> Result<String, Failure> {
             } else {
                 &mut lows
             }
-            .push(busy);
+            .push(figure);
         }
     }
     guest::record(&format!(
-        "cpu step profile trace:\n  {}",
+        "{} step profile trace:\n  {}",
+        case.workload,
         lines.join("\n  ")
     ));
-    let min_high = highs.iter().copied().fold(f64::INFINITY, f64::min);
-    let max_low = lows.iter().copied().fold(0.0, f64::max);
-    if highs.len() < 4 || lows.len() < 4 || min_high < 60.0 || max_low > 40.0 {
+    let span = |figures: &[f64]| {
+        (
+            figures.iter().copied().fold(f64::INFINITY, f64::min),
+            figures.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        )
+    };
+    let ((min_high, max_high), (min_low, max_low)) = (span(&highs), span(&lows));
+    let unit = case.unit;
+    let within = |figures: &[f64], range: &RangeInclusive<f64>| {
+        figures.len() >= 4 && figures.iter().all(|f| range.contains(f))
+    };
+    if !within(&highs, &case.high) || !within(&lows, &case.low) {
         return Err(vm.fail(
             step,
             format!(
-                "{} high and {} low windows judged, lowest high {min_high:.0} %, highest low {max_low:.0} %:\n{}",
+                "{} high windows judged at {min_high:.0}-{max_high:.0} {unit} (expected {:?}), {} low ones at {min_low:.0}-{max_low:.0} {unit} (expected {:?}; at least 4 of each):\n{}",
                 highs.len(),
+                case.high,
                 lows.len(),
+                case.low,
                 lines.join("\n")
             ),
         ));
     }
-    let unit = vm.check(
+    let service = format!("virtwork-{}.service", case.workload);
+    let unit_state = vm.check(
         step,
-        "systemctl show -p ActiveState -p NRestarts virtwork-cpu.service; journalctl -u virtwork-cpu.service -o cat | grep -c '^level '",
+        &format!(
+            "systemctl show -p ActiveState -p NRestarts {service}; journalctl -u {service} -o cat | grep -c '^level '"
+        ),
     )?;
-    let changes: u32 = unit
+    let changes: u32 = unit_state
         .lines()
         .last()
         .unwrap_or("0")
         .trim()
         .parse()
         .unwrap_or(0);
-    if !unit.contains("ActiveState=active") || !unit.contains("NRestarts=0") || changes < 4 {
-        return Err(vm.fail(step, format!("unit state and level changes logged: {unit}")));
+    if !unit_state.contains("ActiveState=active")
+        || !unit_state.contains("NRestarts=0")
+        || changes < 4
+    {
+        return Err(vm.fail(
+            step,
+            format!("unit state and level changes logged: {unit_state}"),
+        ));
     }
     Ok(format!(
-        "{} high windows >= {min_high:.0} % busy, {} low windows <= {max_low:.0} %, {changes} level changes logged, no restart",
+        "{} high windows at {min_high:.0}-{max_high:.0} {unit}, {} low windows at {min_low:.0}-{max_low:.0} {unit}, {changes} level changes logged, no restart",
         highs.len(),
         lows.len()
     ))
+}
+
+/// The guest's CPU busy share over a window, from two first lines of /proc/stat.
+fn cpu_busy_percent(stat0: &str, stat1: &str, _millis: u64) -> Option<(f64, String)> {
+    let ((busy0, total0), (busy1, total1)) = (cpu_jiffies(stat0), cpu_jiffies(stat1));
+    let busy = (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64 * 100.0;
+    Some((busy, format!("{busy:.0} %")))
+}
+
+/// The cpu case: 5 s windows >= 60 % busy in high phases and <= 40 % in low ones.
+fn cpu_step_signal(vm: &mut Guest) -> Result<String, Failure> {
+    step_signal(
+        vm,
+        &StepCase {
+            workload: "cpu",
+            levels: Levels { low: 10, high: 90 },
+            setup: "true".into(),
+            sample: "head -n1 /proc/stat",
+            measure: cpu_busy_percent,
+            unit: "%",
+            settle: 2,
+            high: 60.0..=100.0,
+            low: 0.0..=40.0,
+        },
+    )
+}
+
+/// Requests the data disk completed per second over a window, from two `<reads> <writes>`
+/// samples of /proc/diskstats (completed requests: fio's direct 4 KiB I/O is one each).
+fn disk_iops(counts0: &str, counts1: &str, millis: u64) -> Option<(f64, String)> {
+    let parse = |counts: &str| -> Option<(u64, u64)> {
+        let mut words = counts.split_whitespace().map(|w| w.parse::<u64>().ok());
+        Some((words.next()??, words.next()??))
+    };
+    let ((reads0, writes0), (reads1, writes1)) = (parse(counts0)?, parse(counts1)?);
+    let seconds = millis.max(1) as f64 / 1000.0;
+    let reads = reads1.checked_sub(reads0)? as f64 / seconds;
+    let writes = writes1.checked_sub(writes0)? as f64 / seconds;
+    Some((
+        reads + writes,
+        format!(
+            "{:.0} IOPS ({reads:.0} reads + {writes:.0} writes)",
+            reads + writes
+        ),
+    ))
+}
+
+/// The disk case, read at the data disk's device: 5 s windows at 150-250 IOPS in the 200 IOPS
+/// phases and 20-60 in the 40 IOPS ones (fio's rate limit holds each level within a few IOPS;
+/// one `rate_iops` for both directions of the randrw job doubled it, to 400 and 80).
+fn disk_step_signal(vm: &mut Guest) -> Result<String, Failure> {
+    let serial = check_data_mount(vm, "/mnt/data")?;
+    step_signal(
+        vm,
+        &StepCase {
+            workload: "disk",
+            levels: Levels { low: 40, high: 200 },
+            setup: format!("dev=$(basename $(readlink -f /dev/disk/by-id/virtio-{serial}))"),
+            sample: "awk -v d=$dev '$3 == d {print $4, $8}' /proc/diskstats",
+            measure: disk_iops,
+            unit: "IOPS",
+            settle: 3,
+            high: 150.0..=250.0,
+            low: 20.0..=60.0,
+        },
+    )
 }
 
 /// The memory workload asks stress-ng for `memory-percent` (80) of the memory available when
@@ -1016,6 +1146,16 @@ mod single {
             &["--workloads", "cpu", "--params", CPU_STEP_PARAMS],
             "cpu",
             cpu_step_signal,
+        );
+    }
+
+    #[test]
+    fn disk_step_profile_follows_its_schedule() {
+        run_single(
+            "disk_step_profile_follows_its_schedule",
+            &["--workloads", "disk", "--params", DISK_STEP_PARAMS],
+            "disk",
+            disk_step_signal,
         );
     }
 

@@ -1158,8 +1158,10 @@ fn profiled_disk_level_script_writes_rate_limited_job_files() {
     executable(&path, &script);
     let (ok, out) = run(Command::new(&path).arg("1000"));
     assert!(!ok && out.contains("no-such-guard"), "{out}");
+    // The mixed job's share, split 70/30 (rwmixread's default) into reads and writes: fio
+    // would apply one value to each direction.
     for (job, rate) in [
-        ("mixed-rw.fio", "rate_iops=333"),
+        ("mixed-rw.fio", "rate_iops=233,100"),
         ("seq-write.fio", "rate_iops=500"),
     ] {
         let file = dir.path().join("rated").join(job);
@@ -1171,7 +1173,7 @@ fn profiled_disk_level_script_writes_rate_limited_job_files() {
     // A level below the number of processes still lets each one do I/O.
     let (_, _) = run(Command::new(&path).arg("2"));
     let text = fs::read_to_string(dir.path().join("rated/mixed-rw.fio")).unwrap();
-    assert!(text.ends_with("rate_iops=1\n"), "{text}");
+    assert!(text.ends_with("rate_iops=1,1\n"), "{text}");
 }
 
 /// The driver's first level line says the profile's clock has just started (0 or 1 s).

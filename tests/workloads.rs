@@ -514,6 +514,38 @@ fn disk_payload_fio_jobs_and_data_disk() {
     assert!(seq.contains("bs=1m\nnumjobs=2\nruntime=60\n"));
 }
 
+/// Under a load profile the unit lays out fio's files once, after the mount check and before
+/// the driver starts its clock: the driver restarts fio at every phase change, and a layout
+/// left to fio's rated runs starts over each time.
+#[test]
+fn profiled_disk_lays_out_its_files_before_the_driver_starts() {
+    let ud = userdata("disk", None, &[("profile", "step")]);
+    let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-disk.service");
+    let pre: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("ExecStartPre="))
+        .collect();
+    assert_eq!(
+        pre,
+        [
+            "/usr/local/bin/virtwork-require-mount /mnt/data /dev/disk/by-id/virtio-virtwork-disk",
+            "/usr/bin/fio --create_only=1 /etc/fio/mixed-rw.fio",
+        ],
+        "{unit}"
+    );
+    assert!(unit.contains("\nTimeoutStartSec=infinity\n"), "{unit}");
+    assert!(
+        exec_start(&unit).starts_with("/usr/local/bin/virtwork-load-driver "),
+        "{unit}"
+    );
+    // Without a profile fio's own run lays the files out; nothing runs before the loop.
+    let (steady, _) = file(
+        &userdata("disk", None, &[]),
+        "/etc/systemd/system/virtwork-disk.service",
+    );
+    assert!(!steady.contains("create_only"), "{steady}");
+}
+
 #[test]
 fn data_disk_size_follows_the_option() {
     let mut opts = options();

@@ -2,7 +2,8 @@
 //! (`virtwork-disk.service`, disk serial `virtwork-disk` mounted at `/mnt/data` by
 //! `mnt-data.mount`). The unit requires that mount and checks it before every fio run, so a
 //! missing or unmountable disk fails the unit instead of loading the root disk. Under a load
-//! profile the levels are IOPS, applied as fio's `rate_iops`.
+//! profile the levels are IOPS, applied as fio's `rate_iops`, and the unit lays out fio's files
+//! before its driver starts, so restarting fio at a phase change never restarts the layout.
 
 use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema, StrRule};
@@ -107,8 +108,10 @@ done
 }
 
 /// The level script of a profiled disk unit: the load loop on copies of the job files that
-/// cap each job's processes at their share of the IOPS given as `$1`.
-pub fn level_script(disk: &DataMount, numjobs: &str) -> String {
+/// cap each job's processes at their share of the IOPS given as `$1`. The mixed job's cap is
+/// split into reads and writes by `rwmixread`: fio applies a single `rate_iops` value to reads
+/// and to writes each, so one value would let a randrw job issue twice the level, half reads.
+pub fn level_script(disk: &DataMount, numjobs: &str, rwmixread: &str) -> String {
     format!(
         r#"#!/bin/bash
 # virtwork disk at one level of its load profile: $1 is the IOPS the fio runs may issue.
@@ -120,9 +123,12 @@ rate_per_process() {{
   if [ "$rate" -lt 1 ]; then rate=1; fi
   echo "$rate"
 }}
+READ_IOPS=$((LEVEL * {rwmixread} / 100))
+WRITE_IOPS=$((LEVEL - READ_IOPS))
 mkdir -p {RATED_JOB_DIR}
 # Each job file ends with its one job's section, so an appended option applies to that job.
-{{ cat {MIXED_JOB}; echo "rate_iops=$(rate_per_process "$LEVEL" {numjobs})"; }} > {RATED_JOB_DIR}/mixed-rw.fio
+# rate_iops=<reads>,<writes>: fio caps each direction on its own.
+{{ cat {MIXED_JOB}; echo "rate_iops=$(rate_per_process "$READ_IOPS" {numjobs}),$(rate_per_process "$WRITE_IOPS" {numjobs})"; }} > {RATED_JOB_DIR}/mixed-rw.fio
 {{ cat {SEQ_JOB}; echo "rate_iops=$(rate_per_process "$LEVEL" 2)"; }} > {RATED_JOB_DIR}/seq-write.fio
 
 {loop}"#,
@@ -132,6 +138,15 @@ mkdir -p {RATED_JOB_DIR}
             &format!("{RATED_JOB_DIR}/seq-write.fio")
         ),
     )
+}
+
+/// Lays out the mixed job's files (fio `create_only`) before a profiled unit's driver starts.
+/// The driver restarts fio at every phase change, and fio deletes a half-written file and lays
+/// it out again from the start: left to the level script, a layout longer than a phase (1 GiB
+/// per process took about 25 s in a TCG guest) never finished and no phase ever ran its I/O.
+/// Files already laid out are kept, so a restarted unit passes this at once.
+pub fn layout_command() -> String {
+    format!("/usr/bin/fio --create_only=1 {MIXED_JOB}")
 }
 
 /// What the disk payload needs on each guest family.
@@ -162,8 +177,11 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             LOAD_SCRIPT.to_string()
         }
         Some(shape) => {
-            let (exec, files) =
-                load_profile::driven(NAME, shape, level_script(&disk, p.str("numjobs")));
+            let (exec, files) = load_profile::driven(
+                NAME,
+                shape,
+                level_script(&disk, p.str("numjobs"), p.str("rwmixread")),
+            );
             write_files.extend(files);
             exec
         }
@@ -172,7 +190,10 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         .unit("RequiresMountsFor", MOUNT)
         .service("ExecStartPre", disk.require_command());
     if load.is_some() {
-        unit = load_profile::with_driver_settings(unit);
+        unit = load_profile::with_driver_settings(unit)
+            .service("ExecStartPre", layout_command())
+            // Laying out 1 GiB per process takes minutes on a slow disk.
+            .service("TimeoutStartSec", "infinity");
     }
     write_files.extend([
         WriteFile::new(
