@@ -624,12 +624,29 @@ mod tests {
         (samples, range)
     }
 
+    /// A guest at `high` for the first half of every `period` s from `start`, then `low`.
+    fn stepping(start: f64, period: f64, high: f64, low: f64) -> impl Fn(f64) -> f64 {
+        move |t: f64| {
+            if (t - start).rem_euclid(period) < period / 2.0 {
+                high
+            } else {
+                low
+            }
+        }
+    }
+
     /// A guest following a 10/90 step of `period` s whose clock started at `start`.
     fn following(start: f64, period: f64) -> impl Fn(f64) -> f64 {
-        move |t: f64| {
-            let phase = (t - start).rem_euclid(period);
-            if phase < period / 2.0 { 0.88 } else { 0.11 }
-        }
+        stepping(start, period, 0.88, 0.11)
+    }
+
+    /// Judges with a fresh cache.
+    fn judge(
+        check: &ProfiledCheck,
+        (samples, range): (Vec<(f64, f64)>, RangeSpec),
+        earliest: Option<f64>,
+    ) -> ProfileReport {
+        judge_profile(check, &samples, &range, earliest, &mut FitCache::default())
     }
 
     #[test]
@@ -693,15 +710,11 @@ mod tests {
         let check = cpu_step(120);
         let start = T0 - 500.0;
         // High phases right, low phases only down to 70 %.
-        let busy = move |t: f64| {
-            if (t - start).rem_euclid(120.0) < 60.0 {
-                0.9
-            } else {
-                0.7
-            }
-        };
-        let (samples, range) = sampled(600.0, 5.0, 15.0, busy);
-        let report = judge_profile(&check, &samples, &range, None, &mut FitCache::default());
+        let report = judge(
+            &check,
+            sampled(600.0, 5.0, 15.0, stepping(start, 120.0, 0.9, 0.7)),
+            None,
+        );
         assert_eq!(report.status, Verdict::OffProfile, "{report:#?}");
         assert!(
             report.phases.iter().any(|p| p.status == PhaseStatus::Above),
@@ -765,15 +778,8 @@ mod tests {
             quiet_gap_secs: 10.0,
         };
         let start = T0 - 333.0;
-        let good = move |t: f64| {
-            if (t - start).rem_euclid(120.0) < 60.0 {
-                900.0
-            } else {
-                95.0
-            }
-        };
-        let (samples, range) = sampled(600.0, 5.0, 15.0, good);
-        let report = judge_profile(&check, &samples, &range, None, &mut FitCache::default());
+        let good = stepping(start, 120.0, 900.0, 95.0);
+        let report = judge(&check, sampled(600.0, 5.0, 15.0, good), None);
         assert_eq!(report.status, Verdict::Pass, "{report:#?}");
         assert!(
             (report.factor_per_level.unwrap() - 1.8).abs() < 0.1,
