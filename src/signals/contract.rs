@@ -453,19 +453,10 @@ pub fn signal_params<'a>(
     workload: &str,
     resolved: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> BTreeMap<String, String> {
-    use crate::workloads::load_profile::{PROFILE, RECORDED_KEYS};
     let wanted = signal_param_defaults(workload);
-    let resolved: Vec<(&str, &str)> = resolved.into_iter().collect();
-    // A steady VM records nothing of profiles, so its annotation stays as it was.
-    let profiled = profiled_signal_name(workload).is_some()
-        && resolved
-            .iter()
-            .any(|(k, v)| *k == PROFILE && *v != "steady");
     resolved
         .into_iter()
-        .filter(|(k, _)| {
-            wanted.iter().any(|(w, _)| w == k) || (profiled && RECORDED_KEYS.contains(k))
-        })
+        .filter(|(k, _)| wanted.iter().any(|(w, _)| w == k))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
@@ -1213,32 +1204,17 @@ mod tests {
     }
 
     #[test]
-    fn a_profiled_vm_records_its_profile_and_is_judged_by_its_driven_signal() {
-        let steady = [
-            ("rwmixread", "70"),
-            ("profile", "steady"),
-            ("profile-low", "100"),
-        ];
-        assert!(!signal_params("disk", steady.iter().copied()).contains_key("profile-low"));
-        let stepped = [
-            ("rwmixread", "70"),
-            ("runtime", "300"),
-            ("profile", "step"),
-            ("profile-low", "100"),
-            ("profile-high", "2000"),
-            ("profile-period", "10m"),
-            ("profile-duty", "50"),
-            ("profile-duration", "10m"),
-            ("profile-burst", "30s"),
-            ("numjobs", "4"),
-        ];
-        let recorded = signal_params("disk", stepped.iter().copied());
-        assert_eq!(recorded.len(), 9, "{recorded:?}");
-        let profile = crate::workloads::load_profile::from_recorded(&recorded)
-            .unwrap()
-            .unwrap();
+    fn a_profiled_vm_is_judged_by_its_driven_signal() {
+        let profile = LoadProfile::step(
+            crate::loadprofile::Levels {
+                low: 100,
+                high: 2000,
+            },
+            600,
+            50,
+        )
+        .unwrap();
         let f = VmFacts {
-            params: recorded,
             profile: Some(profile),
             ..facts("disk")
         };

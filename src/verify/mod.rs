@@ -169,30 +169,7 @@ pub fn targets(
             let mut notes = Vec::new();
             let workload = label(vm, labels::COMPONENT).unwrap_or_default();
             let params = recorded_params(vm, &mut notes);
-            let mut profile = None;
-            let (custom, unverifiable) = if is_builtin(&workload) {
-                // A profile the record cannot give is not judged as steady: that could fail
-                // a healthy VM in its low phase, or pass one whose profile stopped.
-                match crate::workloads::load_profile::from_recorded(&params) {
-                    Ok(recorded) => {
-                        profile = recorded;
-                        (Vec::new(), None)
-                    }
-                    Err(why) => (
-                        Vec::new(),
-                        Some(format!("annotation {SIGNAL_PARAMS_ANNOTATION}: {why}")),
-                    ),
-                }
-            } else {
-                match catalog_signals(
-                    &workload,
-                    annotation(vm, SIGNALS_DIGEST_ANNOTATION),
-                    catalog,
-                ) {
-                    Ok(signals) => (signals, None),
-                    Err(why) => (Vec::new(), Some(why)),
-                }
-            };
+            let (custom, profile, unverifiable) = expectations_of(vm, &workload, &params, catalog);
             let (vmi_phase, vmi_created) = phases
                 .get(&(namespace.clone(), name.clone()))
                 .cloned()
@@ -220,6 +197,36 @@ pub fn targets(
         (&a.facts.namespace, &a.facts.name).cmp(&(&b.facts.namespace, &b.facts.name))
     });
     out
+}
+
+/// What a VM is judged by beyond the built-in contract: a catalog VM's signals (the local
+/// entry's), a built-in VM's load profile; or why neither can be trusted.
+fn expectations_of(
+    vm: &DynamicObject,
+    workload: &str,
+    params: &BTreeMap<String, String>,
+    catalog: &LocalCatalog,
+) -> (
+    Vec<CustomSignal>,
+    Option<crate::loadprofile::LoadProfile>,
+    Option<String>,
+) {
+    if !is_builtin(workload) {
+        return match catalog_signals(workload, annotation(vm, SIGNALS_DIGEST_ANNOTATION), catalog) {
+            Ok(signals) => (signals, None, None),
+            Err(why) => (Vec::new(), None, Some(why)),
+        };
+    }
+    // A profile the record cannot give is not judged as steady: that could fail a healthy VM
+    // in its low phase, or pass one whose profile stopped.
+    match crate::workloads::load_profile::from_recorded(params) {
+        Ok(profile) => (Vec::new(), profile, None),
+        Err(why) => (
+            Vec::new(),
+            None,
+            Some(format!("annotation {SIGNAL_PARAMS_ANNOTATION}: {why}")),
+        ),
+    }
 }
 
 /// The one result of a VM whose expectations cannot be trusted (a catalog VM without a

@@ -412,17 +412,57 @@ pub fn judge_profile(
     let (start, fit, uncertainty) = fit_start(*profile, &schedule, samples, range, earliest, cache);
     report.clock_start = Some(rfc3339(start));
     report.correlation = fit.map(|c| (c * 1000.0).round() / 1000.0);
+    let fitted = Fitted {
+        start,
+        uncertainty,
+        settle: range.rate_window + DRIVER_LATENCY_SECS + uncertainty,
+    };
+    let (judged, skipped) = measure_phases(check, &schedule, &fitted, samples, range);
+    let factor = level_factor(check, &judged);
+    report.factor_per_level = is_relative(check).then_some(factor).filter(|f| *f > 0.0);
+    let (phases, failed) = phase_reports(check, &judged, &skipped, factor, range);
+    report.phases = phases;
+    let amplitude = shape_amplitude(check, &judged, factor);
+    (report.status, report.summary) = verdict(judged.len(), failed, fit, amplitude, fitted.settle);
+    report
+}
 
-    // Each phase is judged on the samples whose rate window lies wholly inside it, once the
-    // driver has switched levels, allowing for the fit's uncertainty at both ends.
-    let settle = range.rate_window + DRIVER_LATENCY_SECS + uncertainty;
-    let mut judged: Vec<(f64, u32, f64, usize, f64, f64)> = Vec::new(); // (mean, level, active, n, from, to)
-    let mut skipped: Vec<(f64, f64, u32)> = Vec::new();
-    for (from, to, level) in phases_in(&schedule, start, range.start - range.rate_window, range.end)
-    {
+/// The fitted clock: its start, how far off it may be, and how long after a phase change
+/// samples still carry the previous level (the rate window, the driver's latency and that
+/// uncertainty).
+struct Fitted {
+    start: f64,
+    uncertainty: f64,
+    settle: f64,
+}
+
+/// One phase with samples to judge: their average, how many, the phase's level and bounds
+/// in time, and the share of the judged span guaranteed to carry load.
+struct Measured {
+    mean: f64,
+    samples: usize,
+    level: u32,
+    from: f64,
+    to: f64,
+    active: f64,
+}
+
+/// The phases inside the window with the samples wholly inside each (past the settling
+/// time), and the phases too short to hold any: (from, to, level).
+fn measure_phases(
+    check: &ProfiledCheck,
+    schedule: &Schedule,
+    fitted: &Fitted,
+    samples: &[(f64, f64)],
+    range: &RangeSpec,
+) -> (Vec<Measured>, Vec<(f64, f64, u32)>) {
+    let (mut judged, mut skipped) = (Vec::new(), Vec::new());
+    let window_start = range.start - range.rate_window;
+    for (from, to, level) in phases_in(schedule, fitted.start, window_start, range.end) {
+        let (first, last) = (from + fitted.settle, to - fitted.uncertainty);
         let inside: Vec<f64> = samples
             .iter()
-            .filter(|(t, _)| *t >= from + settle && *t <= to - uncertainty)
+            .filter(|(t, _)| *t >= first && *t <= last)
             .map(|(_, v)| *v)
             .collect();
         if inside.is_empty() {
@@ -431,118 +471,140 @@ pub fn judge_profile(
         }
         // The span the judged samples' rates cover, of which the payload's own pause may
         // take up to the quiet gap.
-        let covered = (to - uncertainty) - (from + settle) + range.rate_window;
-        let active = ((covered - check.quiet_gap_secs) / covered).clamp(0.0, 1.0);
-        let mean = inside.iter().sum::<f64>() / inside.len() as f64;
-        judged.push((mean, level, active, inside.len(), from, to));
+        let covered = last - first + range.rate_window;
+        judged.push(Measured {
+            mean: inside.iter().sum::<f64>() / inside.len() as f64,
+            samples: inside.len(),
+            level,
+            from,
+            to,
+            active: ((covered - check.quiet_gap_secs) / covered).clamp(0.0, 1.0),
+        });
     }
-    let top = judged.iter().map(|j| j.1).max().unwrap_or(0);
-    let factor = match check.mapping {
-        crate::signals::contract::LevelMapping::Relative if top > 0 => {
-            let highest: Vec<f64> = judged.iter().filter(|j| j.1 == top).map(|j| j.0).collect();
-            let factor = highest.iter().sum::<f64>() / highest.len() as f64 / f64::from(top);
-            report.factor_per_level = Some(factor);
-            factor
-        }
-        _ => 0.0,
-    };
+    (judged, skipped)
+}
+
+/// The value per level of a profile without a fixed one (measured from the phases at the
+/// highest level judged); 0 otherwise, where the mapping's own factor applies.
+fn level_factor(check: &ProfiledCheck, judged: &[Measured]) -> f64 {
+    let top = judged.iter().map(|m| m.level).max().unwrap_or(0);
+    if !is_relative(check) || top == 0 {
+        return 0.0;
+    }
+    let highest: Vec<f64> = judged
+        .iter()
+        .filter(|m| m.level == top)
+        .map(|m| m.mean)
+        .collect();
+    highest.iter().sum::<f64>() / highest.len() as f64 / f64::from(top)
+}
+
+/// Every phase's report, in time order, and how many judged phases are off their level.
+fn phase_reports(
+    check: &ProfiledCheck,
+    judged: &[Measured],
+    skipped: &[(f64, f64, u32)],
+    factor: f64,
+    range: &RangeSpec,
+) -> (Vec<PhaseReport>, usize) {
     let mut failed = 0;
     let mut phases: Vec<(f64, PhaseReport)> = judged
         .iter()
-        .map(|&(mean, level, active, n, from, to)| {
-            let min = check.floor(level, factor, active);
-            let max = check.ceiling(level, factor);
-            let status = if min.is_some_and(|m| mean < m)
-                || (factor <= 0.0 && is_relative(check) && level > 0)
-            {
+        .map(|m| {
+            let min = check.floor(m.level, factor, m.active);
+            let max = check.ceiling(m.level, factor);
+            // A relative profile whose highest phases show nothing has no load at all.
+            let no_load = is_relative(check) && factor <= 0.0 && m.level > 0;
+            let status = if no_load || min.is_some_and(|least| m.mean < least) {
                 PhaseStatus::Below
-            } else if mean > max {
+            } else if m.mean > max {
                 PhaseStatus::Above
             } else {
                 PhaseStatus::Pass
             };
-            if status != PhaseStatus::Pass {
-                failed += 1;
-            }
+            failed += usize::from(status != PhaseStatus::Pass);
             let report = PhaseReport {
-                start: rfc3339(from.max(range.start - range.rate_window)),
-                end: rfc3339(to),
-                level,
-                expected: check.nominal(level, factor),
+                start: rfc3339(m.from.max(range.start - range.rate_window)),
+                end: rfc3339(m.to),
+                level: m.level,
+                expected: check.nominal(m.level, factor),
                 min,
                 max,
-                observed: Some(mean),
-                samples: n,
+                observed: Some(m.mean),
+                samples: m.samples,
                 status,
             };
-            (from, report)
+            (m.from, report)
         })
         .collect();
     phases.extend(skipped.iter().map(|&(from, to, level)| {
-        (
-            from,
-            PhaseReport {
-                start: rfc3339(from),
-                end: rfc3339(to),
-                level,
-                expected: check.nominal(level, factor),
-                min: None,
-                max: check.ceiling(level, factor),
-                observed: None,
-                samples: 0,
-                status: PhaseStatus::NotJudged,
-            },
-        )
+        let report = PhaseReport {
+            start: rfc3339(from),
+            end: rfc3339(to),
+            level,
+            expected: check.nominal(level, factor),
+            min: None,
+            max: check.ceiling(level, factor),
+            observed: None,
+            samples: 0,
+            status: PhaseStatus::NotJudged,
+        };
+        (from, report)
     }));
     phases.sort_by(|a, b| a.0.total_cmp(&b.0));
-    report.phases = phases.into_iter().map(|(_, p)| p).collect();
+    (phases.into_iter().map(|(_, p)| p).collect(), failed)
+}
 
-    let amplitude = shape_amplitude(check, &judged, factor);
-    let n = judged.len();
-    (report.status, report.summary) = if n == 0 {
-        (
+/// The verdict and its one-line summary from `n` judged phases, `failed` of them off their
+/// level, the fit's correlation and the shape's amplitude (share shown, share needed).
+fn verdict(
+    n: usize,
+    failed: usize,
+    fit: Option<f64>,
+    amplitude: Option<(f64, f64)>,
+    settle: f64,
+) -> (Verdict, String) {
+    if n == 0 {
+        return (
             Verdict::NotExpected,
             format!(
-                "no phase in the window lasts past the {:.0}s rate window and the level change: use a longer --window",
-                settle
+                "no phase in the window lasts past the {settle:.0}s rate window and the level change: use a longer --window"
             ),
-        )
-    } else if fit.is_none_or(|c| c < MIN_CORRELATION) && amplitude.is_some() {
-        (
+        );
+    }
+    if fit.is_none_or(|c| c < MIN_CORRELATION) && amplitude.is_some() {
+        return (
             Verdict::OffProfile,
             format!(
                 "the series does not follow the profile's shape (best correlation {} at any clock start)",
                 fit.map_or("none".to_string(), |c| format!("{c:.2}"))
             ),
-        )
-    } else if failed > 0 {
-        (
+        );
+    }
+    if failed > 0 {
+        return (
             Verdict::OffProfile,
             format!("{failed} of {n} judged phase(s) off the profile's level"),
-        )
-    } else if let Some((share, needed)) = amplitude.filter(|(share, needed)| share < needed) {
-        (
+        );
+    }
+    if let Some((share, needed)) = amplitude.filter(|(share, needed)| share < needed) {
+        return (
             Verdict::OffProfile,
             format!(
                 "the load moves by {:.0} % of the profile's amplitude, less than {:.0} %",
                 share * 100.0,
                 needed * 100.0
             ),
-        )
-    } else {
-        (
-            Verdict::Pass,
-            format!(
-                "{n} of {n} judged phase(s) at the profile's level{}",
-                if amplitude.is_none() {
-                    " (the window holds one level only)"
-                } else {
-                    ""
-                }
-            ),
-        )
+        );
+    }
+    let one_level = match amplitude {
+        None => " (the window holds one level only)",
+        Some(_) => "",
     };
-    report
+    (
+        Verdict::Pass,
+        format!("{n} of {n} judged phase(s) at the profile's level{one_level}"),
+    )
 }
 
 fn is_relative(check: &ProfiledCheck) -> bool {
@@ -555,16 +617,12 @@ fn is_relative(check: &ProfiledCheck) -> bool {
 /// How much of the expected amplitude the judged phases show (least-squares slope of the
 /// phases' averages on their expected values) and the share required (less where the
 /// payload's pauses may take part of a phase); None with fewer than two distinct levels.
-fn shape_amplitude(
-    check: &ProfiledCheck,
-    judged: &[(f64, u32, f64, usize, f64, f64)],
-    factor: f64,
-) -> Option<(f64, f64)> {
-    let first = judged.first()?.1;
-    judged.iter().any(|j| j.1 != first).then_some(())?;
+fn shape_amplitude(check: &ProfiledCheck, judged: &[Measured], factor: f64) -> Option<(f64, f64)> {
+    let first = judged.first()?.level;
+    judged.iter().any(|m| m.level != first).then_some(())?;
     let points: Vec<(f64, f64)> = judged
         .iter()
-        .map(|j| (check.nominal(j.1, factor), j.0))
+        .map(|m| (check.nominal(m.level, factor), m.mean))
         .collect();
     let n = points.len() as f64;
     let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
@@ -574,7 +632,7 @@ fn shape_amplitude(
     if sxx <= 0.0 {
         return None;
     }
-    let least_active = judged.iter().map(|j| j.2).fold(1.0, f64::min);
+    let least_active = judged.iter().map(|m| m.active).fold(1.0, f64::min);
     Some((sxy / sxx, MIN_AMPLITUDE_SHARE * least_active))
 }
 

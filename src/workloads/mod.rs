@@ -534,7 +534,21 @@ pub(crate) fn with_guest_agent(
 impl BuildContext {
     /// The resolved params the signal contract reads.
     fn signal_params(&self) -> BTreeMap<String, String> {
-        crate::signals::contract::signal_params(self.name, self.params.iter())
+        use crate::signals::contract::{profiled_signal_name, signal_params};
+        let mut recorded = signal_params(self.name, self.params.iter());
+        // A profiled VM records its whole profile for verify; a steady one nothing of it, so
+        // its annotation stays as it was.
+        let profiled = profiled_signal_name(self.name).is_some()
+            && self.params.str(load_profile::PROFILE) != "steady";
+        if profiled {
+            recorded.extend(
+                self.params
+                    .iter()
+                    .filter(|(k, _)| load_profile::RECORDED_KEYS.contains(k))
+                    .map(|(k, v)| (k.to_string(), v.to_string())),
+            );
+        }
+        recorded
     }
 
     pub(crate) fn new(
