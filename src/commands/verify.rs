@@ -30,7 +30,8 @@ use crate::verify::alerts::{
     text_section as alerts_text,
 };
 use crate::verify::evaluate::{
-    QueryAnswer, SeriesFacts, facts_by_name, group_facts_query, group_value_query, values_by_name,
+    QueryAnswer, SeriesFacts, facts_by_name, first_steps, group_facts_query,
+    group_oldest_fallback_query, group_oldest_query, group_value_query, set_spans, values_by_name,
 };
 use crate::verify::listed::{ListedVm, ListedVmi};
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
@@ -405,7 +406,8 @@ impl GroupAnswer {
     }
 }
 
-/// A group's value and facts queries, sent together.
+/// A group's value and facts queries, sent together, then the query for its series'
+/// oldest samples, which needs the facts' answer.
 async fn answer_group(
     api: &PrometheusApi,
     group: &SignalGroup,
@@ -427,9 +429,20 @@ async fn answer_group(
         )),
         _ => None,
     };
+    let mut facts_by_vm = facts_by_name(&facts);
+    if let Some((now, firsts)) = first_steps(&facts)
+        && let Some(oldest_query) = group_oldest_query(&q.series, &firsts)
+    {
+        let mut oldest = api.query(&oldest_query, policy, cancel).await?;
+        if let QueryAnswer::Rejected { .. } = oldest {
+            let fallback = group_oldest_fallback_query(&q.series, window);
+            oldest = api.query(&fallback, policy, cancel).await?;
+        }
+        set_spans(&mut facts_by_vm, now, &values_by_name(&oldest));
+    }
     Ok(GroupAnswer {
         values: values_by_name(&value),
-        facts: facts_by_name(&facts),
+        facts: facts_by_vm,
         error,
     })
 }

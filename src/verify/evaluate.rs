@@ -114,8 +114,13 @@ pub fn fact_window(window: Window) -> Window {
 }
 
 /// The query that gathers the [`SeriesFacts`] of every VM of a signal group at once (by VM
-/// `name`,
-/// each sample named `part|name`): one query per namespace and signal, not per VM.
+/// `name`, each sample named `part|name`): one query per namespace and signal, not per VM.
+///
+/// The oldest sample's age (`span`) takes a second query, [`group_oldest_query`]: this one
+/// finds, per VM, the first step of the fact window's subquery at which its series
+/// existed (`first`, from `time()`, cheap) and when it was evaluated (`now|`). Asking for
+/// `timestamp()` at every step instead is what Prometheus answers slowly (seconds per
+/// thousand series at a 1 s evaluation interval, growing with the series' samples).
 pub fn group_facts_query(series: &str, relabelled: &str, window: Window) -> String {
     let f = fact_window(window);
     let part = |expr: String, name: &str| {
@@ -133,12 +138,88 @@ pub fn group_facts_query(series: &str, relabelled: &str, window: Window) -> Stri
             "samples",
         ),
         part(
-            format!("time() - min by (name) (min_over_time(timestamp({series})[{f}:]))"),
-            "span",
+            format!("min_over_time((time() + 0 * count by (name) ({series}))[{f}:])"),
+            FIRST_PART,
         ),
         part(format!("count by (name) ({relabelled})"), "relabelled"),
+        part("vector(time())".to_string(), NOW_PART),
     ]
     .join(" or ")
+}
+
+/// The facts part naming, per VM, the first subquery step at which its series existed.
+const FIRST_PART: &str = "first";
+/// The facts part carrying the time the facts query was evaluated at (no VM name).
+const NOW_PART: &str = "now";
+
+/// From a [`group_facts_query`]'s answer: when it was evaluated, and each VM's first step
+/// (both in seconds since the epoch). None when it names no evaluation time.
+pub fn first_steps(answer: &QueryAnswer) -> Option<(f64, BTreeMap<String, f64>)> {
+    let QueryAnswer::Facts(facts) = answer else {
+        return None;
+    };
+    let now = facts
+        .get(&format!("{NOW_PART}|"))
+        .copied()
+        .filter(|v| v.is_finite())?;
+    let firsts = facts
+        .iter()
+        .filter(|(_, v)| v.is_finite())
+        .filter_map(|(key, v)| {
+            let name = key.strip_prefix(FIRST_PART)?.strip_prefix('|')?;
+            Some((name.to_string(), *v))
+        })
+        .collect();
+    Some((now, firsts))
+}
+
+/// The query for the timestamp of each VM's oldest sample in the fact window, exactly as
+/// `min_over_time(timestamp(series)[fact window:])` would find it, but asking for
+/// `timestamp()` only at the steps where some VM's series first existed (`firsts`, from
+/// [`first_steps`]): a timestamp only grows from one step to the next, so each VM's
+/// minimum is the one at its first step. The earliest of those steps (every VM older than
+/// the window shares it) is read alone; the later ones from one subquery spanning just
+/// them. None when no VM has a first step.
+pub fn group_oldest_query(series: &str, firsts: &BTreeMap<String, f64>) -> Option<String> {
+    let mut steps: Vec<i64> = firsts
+        .values()
+        .map(|t| (t * 1000.0).round() as i64)
+        .collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let at = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
+    let (&earliest, later) = steps.split_first()?;
+    let mut expression = format!("min by (name) (timestamp({series} @ {}))", at(earliest));
+    if let (Some(&from), Some(&to)) = (later.first(), later.last()) {
+        // The subquery's steps are the evaluation interval's multiples in [to - range, to]:
+        // `from` and `to` are such multiples, the earliest step is not in it.
+        expression = format!(
+            "{expression} or min by (name) (min_over_time(timestamp({series})[{}ms:] @ {}))",
+            to - from,
+            at(to)
+        );
+    }
+    Some(group_value_query(&expression))
+}
+
+/// [`group_oldest_query`] for a server that refuses the `@` modifier: the slow subquery.
+pub fn group_oldest_fallback_query(series: &str, window: Window) -> String {
+    let f = fact_window(window);
+    group_value_query(&format!(
+        "min by (name) (min_over_time(timestamp({series})[{f}:]))"
+    ))
+}
+
+/// Sets each VM's `span` from its oldest sample's timestamp (an oldest-query's answer,
+/// by name) and the time the facts were gathered at.
+pub fn set_spans(
+    facts: &mut BTreeMap<String, SeriesFacts>,
+    now: f64,
+    oldest: &BTreeMap<String, f64>,
+) {
+    for (name, timestamp) in oldest {
+        facts.entry(name.clone()).or_default().span = Some(now - timestamp);
+    }
 }
 
 /// A group's signal query made to name each VM's value by [`FACT_LABEL`].
@@ -168,11 +249,13 @@ pub fn facts_by_name(answer: &QueryAnswer) -> BTreeMap<String, SeriesFacts> {
         let Some((part, name)) = key.split_once('|') else {
             continue;
         };
+        if part == NOW_PART {
+            continue;
+        }
         let f = out.entry(name.to_string()).or_default();
         match part {
             "age" => f.age = Some(*value),
             "samples" => f.samples = Some(*value),
-            "span" => f.span = Some(*value),
             "relabelled" => f.relabelled = Some(*value),
             _ => {}
         }
@@ -476,10 +559,21 @@ mod tests {
         let body = r#"{"status":"success","data":{"resultType":"vector","result":[
             {"metric":{"virtwork_fact":"age|vm-a"},"value":[1,"0.4"]},
             {"metric":{"virtwork_fact":"samples|vm-a"},"value":[1,"301"]},
-            {"metric":{"virtwork_fact":"span|vm-a"},"value":[1,"330"]},
+            {"metric":{"virtwork_fact":"first|vm-a"},"value":[1,"1700000000"]},
+            {"metric":{"virtwork_fact":"now|"},"value":[1,"1700000300.5"]},
             {"metric":{"virtwork_fact":"samples|vm-b"},"value":[1,"20"]},
             {"metric":{"virtwork_fact":"relabelled|vm-c"},"value":[1,"2"]}]}}"#;
-        let by_name = facts_by_name(&parse_query_response(body).unwrap());
+        let answer = parse_query_response(body).unwrap();
+        let mut by_name = facts_by_name(&answer);
+        assert!(!by_name.contains_key(""), "the evaluation time names no VM");
+        let (now, firsts) = first_steps(&answer).unwrap();
+        assert_eq!(now, 1700000300.5);
+        assert_eq!(firsts, BTreeMap::from([("vm-a".to_string(), 1700000000.0)]));
+        set_spans(
+            &mut by_name,
+            now,
+            &BTreeMap::from([("vm-a".to_string(), 1699999970.5)]),
+        );
         let a = by_name["vm-a"];
         assert_eq!(a, facts(Some(0.4), 301.0, 330.0));
         let interval = a.scrape_interval(secs(30)).unwrap();
@@ -506,9 +600,10 @@ mod tests {
             "{q}"
         );
         assert!(
-            q.contains(r#"min_over_time(timestamp(m{namespace="ns"})[5m:])"#),
+            q.contains(r#"min_over_time((time() + 0 * count by (name) (m{namespace="ns"}))[5m:])"#),
             "{q}"
         );
+        assert!(!q.contains("timestamp(m{namespace=\"ns\"})["), "{q}");
         assert!(
             q.contains(r#"count by (name) (m{exported_namespace="ns"})"#),
             "{q}"
@@ -516,6 +611,37 @@ mod tests {
         assert_eq!(
             group_value_query("sum by (namespace, name) (x)"),
             r#"label_join(sum by (namespace, name) (x), "virtwork_fact", "|", "name")"#
+        );
+    }
+
+    #[test]
+    fn oldest_samples_are_read_only_at_each_vms_first_step() {
+        let series = r#"m{namespace="ns"}"#;
+        assert_eq!(group_oldest_query(series, &BTreeMap::new()), None);
+        // Every VM older than the window: one instant read at the first step.
+        let old = BTreeMap::from([
+            ("a".to_string(), 1700000000.0),
+            ("b".to_string(), 1700000000.0),
+        ]);
+        assert_eq!(
+            group_oldest_query(series, &old).unwrap(),
+            r#"label_join(min by (name) (timestamp(m{namespace="ns"} @ 1700000000.000)), "virtwork_fact", "|", "name")"#
+        );
+        // Younger VMs: a subquery from the second first step to the last, at the last.
+        let mixed = BTreeMap::from([
+            ("a".to_string(), 1700000000.0),
+            ("b".to_string(), 1700000030.0),
+            ("c".to_string(), 1700000047.5),
+            ("d".to_string(), 1700000030.0),
+        ]);
+        let q = group_oldest_query(series, &mixed).unwrap();
+        assert!(
+            q.contains(r#"min by (name) (timestamp(m{namespace="ns"} @ 1700000000.000)) or min by (name) (min_over_time(timestamp(m{namespace="ns"})[17500ms:] @ 1700000047.500))"#),
+            "{q}"
+        );
+        assert_eq!(
+            group_oldest_fallback_query(series, secs(600)),
+            r#"label_join(min by (name) (min_over_time(timestamp(m{namespace="ns"})[10m:])), "virtwork_fact", "|", "name")"#
         );
     }
 
