@@ -29,6 +29,69 @@ pub enum QueryAnswer {
 /// Parses a `/api/v1/query` response body (any HTTP status: Prometheus sends its error
 /// document with 400/422/503). Err: not a Prometheus API answer at all.
 pub fn parse_query_response(body: &str) -> Result<QueryAnswer, String> {
+    match parse_vector_answer(body) {
+        Some(answer) => Ok(answer),
+        None => parse_any_answer(body),
+    }
+}
+
+/// The common answer, a successful instant vector, read into small structs that keep only
+/// each sample's [`FACT_LABEL`] and value (a grouped query's answer holds thousands of
+/// samples, whose full JSON tree would be several times the body). None for any other
+/// answer, which [`parse_any_answer`] reads alike.
+fn parse_vector_answer(body: &str) -> Option<QueryAnswer> {
+    #[derive(serde::Deserialize)]
+    struct Document {
+        status: Option<Value>,
+        data: Option<Data>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Data {
+        #[serde(rename = "resultType")]
+        result_type: Option<Value>,
+        result: Option<Vec<Sample>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Sample {
+        metric: Option<Labels>,
+        value: Option<Vec<Value>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Labels {
+        virtwork_fact: Option<Value>,
+    }
+    let doc: Document = serde_json::from_str(body).ok()?;
+    if doc.status?.as_str()? != "success" {
+        return None;
+    }
+    let data = doc.data?;
+    if data.result_type?.as_str()? != "vector" {
+        return None;
+    }
+    let result = data.result?;
+    let value_of =
+        |s: &Sample| -> Option<f64> { s.value.as_ref()?.get(1)?.as_str()?.parse::<f64>().ok() };
+    let fact_of = |s: &Sample| -> Option<(String, f64)> {
+        let name = s.metric.as_ref()?.virtwork_fact.as_ref()?.as_str()?;
+        Some((name.to_string(), value_of(s)?))
+    };
+    if !result.is_empty()
+        && let Some(facts) = result.iter().map(fact_of).collect::<Option<_>>()
+    {
+        return Some(QueryAnswer::Facts(facts));
+    }
+    let largest = result
+        .iter()
+        .filter_map(value_of)
+        .filter(|v| v.is_finite())
+        .fold(None, |acc: Option<f64>, v| {
+            Some(acc.map_or(v, |a| a.max(v)))
+        });
+    Some(QueryAnswer::Value(largest))
+}
+
+/// Any `/api/v1/query` answer, read as a JSON tree.
+fn parse_any_answer(body: &str) -> Result<QueryAnswer, String> {
     let doc: Value = serde_json::from_str(body).map_err(|_| {
         format!(
             "the answer is not Prometheus API JSON: {}",
@@ -508,6 +571,60 @@ mod tests {
         assert_eq!(
             parse_query_response(scalar).unwrap(),
             QueryAnswer::Value(Some(2.0))
+        );
+    }
+
+    #[test]
+    fn vector_answers_read_alike_in_small_structs_and_as_a_tree() {
+        let bodies = [
+            r#"{"status":"success","data":{"resultType":"vector","result":[
+                {"metric":{"name":"a"},"value":[1,"0.25"]},{"metric":{},"value":[1,"+Inf"]},
+                {"metric":{"name":"c"},"value":[1,"0.75"]},{"value":[1]},{"metric":{"name":"d"}}]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[
+                {"metric":{"virtwork_fact":"age|a","name":"a"},"value":[1,"0.5"]},
+                {"metric":{"virtwork_fact":"now|"},"value":[1,"17"]}]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[
+                {"metric":{"virtwork_fact":"age|a"},"value":[1,"0.5"]},
+                {"metric":{"name":"b"},"value":[1,"3"]}]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[
+                {"metric":{"virtwork_fact":7},"value":[1,"0.5"]}]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#,
+        ];
+        for body in bodies {
+            assert_eq!(
+                parse_vector_answer(body),
+                Some(parse_any_answer(body).unwrap()),
+                "{body}"
+            );
+        }
+        let facts = parse_query_response(bodies[1]).unwrap();
+        assert_eq!(
+            facts,
+            QueryAnswer::Facts(BTreeMap::from([
+                ("age|a".to_string(), 0.5),
+                ("now|".to_string(), 17.0)
+            ]))
+        );
+        assert_eq!(
+            parse_query_response(bodies[0]).unwrap(),
+            QueryAnswer::Value(Some(0.75))
+        );
+        // Anything else is left to the tree: errors, scalars, odd shapes.
+        for other in [
+            r#"{"status":"error","errorType":"bad_data","error":"x"}"#,
+            r#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":{"a":1}}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[1,2]}}"#,
+            r#"[1]"#,
+        ] {
+            assert_eq!(parse_vector_answer(other), None, "{other}");
+        }
+        assert!(
+            parse_query_response(
+                r#"{"status":"success","data":{"resultType":"vector","result":{"a":1}}}"#
+            )
+            .unwrap_err()
+            .contains("not a list")
         );
     }
 
