@@ -1672,7 +1672,22 @@ fn bench_verify_1000_vms() {
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
     let mut programs = vec![cmd.get_program().to_owned()];
     programs.extend(std::env::var_os("VIRTWORK_BENCH_BINARY"));
+    let mut first = true;
     for program in programs {
+        if !std::mem::take(&mut first) {
+            std::thread::sleep(Duration::from_secs(10));
+        }
+        // The previous verify's load on the test process can make a 1 s scrape time out,
+        // and Prometheus then marks every series stale: measure on current series only.
+        assert!(
+            prometheus.wait_for_series(
+                "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+                1000,
+                Duration::from_secs(120)
+            ),
+            "{}",
+            prometheus.log()
+        );
         env.server.clear_request_log();
         let started = std::time::Instant::now();
         let out = cmd_with_time(&env, &program, &args);
@@ -1703,8 +1718,21 @@ fn bench_verify_1000_vms() {
             .find(|l| l.starts_with("Error: "))
             .unwrap_or_default()
             .to_string();
+        // The test process serves the API, the proxy and the metrics: under load a scrape
+        // can time out, and Prometheus then marks every series stale (verify says so).
+        let range = wall.as_secs() + 2;
+        let failed_scrapes = prometheus
+            .get(&format!(
+                "/api/v1/query?query=count_over_time(up%5B{range}s%5D)-sum_over_time(up%5B{range}s%5D)"
+            ))
+            .and_then(|(_, body)| {
+                let doc: Value = serde_json::from_str(&body).ok()?;
+                doc["data"]["result"][0]["value"][1].as_str().map(String::from)
+            })
+            .unwrap_or_else(|| "?".into());
         eprintln!(
-            "BENCH verify 1000 VMs ({}): wall {wall:?}, queries {queries}, peak RSS {rss} KiB, exit {:?}\n{summary}\n{error}",
+            "BENCH verify 1000 VMs ({}): wall {wall:?}, queries {queries}, peak RSS {rss} KiB, exit {:?}, \
+             failed scrapes of the fake metrics meanwhile {failed_scrapes}\n{summary}\n{error}",
             Path::new(&program).display(),
             out.status.code()
         );
