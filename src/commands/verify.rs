@@ -30,9 +30,10 @@ use crate::verify::alerts::{
     text_section as alerts_text, worth_waiting,
 };
 use crate::verify::evaluate::{
-    QueryAnswer, RangeAnswer, SeriesFacts, facts_by_name, group_facts_query, group_value_query,
-    values_by_name,
+    QueryAnswer, RangeAnswer, SeriesFacts, facts_by_name, first_steps, group_facts_query,
+    group_oldest_fallback_query, group_oldest_query, group_value_query, set_spans, values_by_name,
 };
+use crate::verify::listed::{ListedVm, ListedVmi};
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
 use crate::verify::{
     Answered, GroupRange, LocalCatalog, ProfileRanges, Target, VmResult, catalog_names,
@@ -283,8 +284,11 @@ async fn poll_signals(
             cancel: ctx.cancel.clone(),
         };
         let ctx = &round;
-        let vms = list_in_scope(ctx, &settings.scope, ManagedKind::VirtualMachine).await?;
-        let vmis = list_in_scope(ctx, &settings.scope, ManagedKind::VirtualMachineInstance).await?;
+        // Both lists at once: on a large fleet each takes several pages.
+        let (vms, vmis) = futures::try_join!(
+            list_in_scope::<ListedVm>(ctx, &settings.scope, ManagedKind::VirtualMachine),
+            list_in_scope::<ListedVmi>(ctx, &settings.scope, ManagedKind::VirtualMachineInstance),
+        )?;
         let catalog = load_catalog(&settings.catalog_dir, &vms);
         let found = targets(&vms, &vmis, &catalog);
         let results = if found.is_empty() {
@@ -316,7 +320,7 @@ async fn poll_signals(
 
 /// The local catalog entries the VMs name, loaded (and validated, signal names included)
 /// from `dir`; an entry that cannot be loaded is kept with the reason, to be reported.
-fn load_catalog(dir: &std::path::Path, vms: &[kube::api::DynamicObject]) -> LocalCatalog {
+fn load_catalog(dir: &std::path::Path, vms: &[ListedVm]) -> LocalCatalog {
     catalog_names(vms)
         .into_iter()
         .map(|name| {
@@ -498,7 +502,8 @@ impl GroupAnswer {
     }
 }
 
-/// A group's value and facts queries, sent together.
+/// A group's value and facts queries, sent together, then the query for its series'
+/// oldest samples, which needs the facts' answer.
 async fn answer_group(
     api: &PrometheusApi,
     group: &SignalGroup,
@@ -520,9 +525,20 @@ async fn answer_group(
         )),
         _ => None,
     };
+    let mut facts_by_vm = facts_by_name(&facts);
+    if let Some((now, firsts)) = first_steps(&facts)
+        && let Some(oldest_query) = group_oldest_query(&q.series, &firsts)
+    {
+        let mut oldest = api.query(&oldest_query, policy, cancel).await?;
+        if let QueryAnswer::Rejected { .. } = oldest {
+            let fallback = group_oldest_fallback_query(&q.series, window);
+            oldest = api.query(&fallback, policy, cancel).await?;
+        }
+        set_spans(&mut facts_by_vm, now, &values_by_name(&oldest));
+    }
     Ok(GroupAnswer {
         values: values_by_name(&value),
-        facts: facts_by_name(&facts),
+        facts: facts_by_vm,
         error,
     })
 }

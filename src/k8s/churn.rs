@@ -47,8 +47,9 @@ pub struct Fleet {
 
 /// Lists the VMs and VMIs in `scope`; a VM is eligible when its VMI runs.
 pub async fn find_fleet(ctx: &ApiContext, scope: &Scope) -> Result<Fleet> {
-    let vms = list_in_scope(ctx, scope, ManagedKind::VirtualMachine).await?;
-    let vmis = list_in_scope(ctx, scope, ManagedKind::VirtualMachineInstance).await?;
+    let vms: Vec<DynamicObject> = list_in_scope(ctx, scope, ManagedKind::VirtualMachine).await?;
+    let vmis: Vec<DynamicObject> =
+        list_in_scope(ctx, scope, ManagedKind::VirtualMachineInstance).await?;
     let key = |o: &DynamicObject| (o.metadata.namespace.clone(), o.metadata.name.clone());
     let vmis: BTreeMap<_, &DynamicObject> = vmis.iter().map(|v| (key(v), v)).collect();
     let mut running: Vec<ChurnVm> = vms

@@ -23,7 +23,7 @@ use kube::Client;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, ObjectList, Preconditions, PropagationPolicy,
 };
-use kube::core::{ApiResource, PartialObjectMeta};
+use kube::core::{ApiResource, DynamicResourceScope, PartialObjectMeta};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::Serialize;
 
@@ -90,6 +90,15 @@ impl Scope {
 
     /// An `Api` for `kind` in this scope.
     pub fn api(&self, client: &Client, kind: ManagedKind) -> Api<DynamicObject> {
+        self.api_as(client, kind)
+    }
+
+    /// An `Api` for `kind` in this scope whose objects are read as `K` (a type that keeps
+    /// only the fields its caller reads, so a large list is never held whole).
+    pub fn api_as<K>(&self, client: &Client, kind: ManagedKind) -> Api<K>
+    where
+        K: kube::Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>,
+    {
         let resource = kind.api_resource();
         match &self.namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
@@ -682,15 +691,18 @@ where
     .await
 }
 
-/// Every object of `kind` in `scope`, whole (for callers that read spec or status), each
-/// once, within the bounds of [`list_pages`].
-pub async fn list_in_scope(
-    ctx: &ApiContext,
-    scope: &Scope,
-    kind: ManagedKind,
-) -> Result<Vec<DynamicObject>> {
-    let api = scope.api(&ctx.client, kind);
-    let mut found: BTreeMap<(String, String), DynamicObject> = BTreeMap::new();
+/// Every object of `kind` in `scope`, read as `K` (whole as a [`DynamicObject`], or only the
+/// fields a slimmer `K` keeps, for callers that read spec or status), each once, within
+/// the bounds of [`list_pages`]: one page of raw objects is held at a time.
+pub async fn list_in_scope<K>(ctx: &ApiContext, scope: &Scope, kind: ManagedKind) -> Result<Vec<K>>
+where
+    K: kube::Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = scope.api_as(&ctx.client, kind);
+    let mut found: BTreeMap<(String, String), K> = BTreeMap::new();
     for_each_in_scope(
         ctx,
         scope,
@@ -699,10 +711,10 @@ pub async fn list_in_scope(
             let api = &api;
             async move { api.list(&params).await }
         },
-        |object: DynamicObject| {
+        |object: K| {
             let key = (
-                object.metadata.namespace.clone().unwrap_or_default(),
-                object.metadata.name.clone().unwrap_or_default(),
+                object.meta().namespace.clone().unwrap_or_default(),
+                object.meta().name.clone().unwrap_or_default(),
             );
             found.insert(key, object);
         },

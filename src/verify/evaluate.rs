@@ -29,6 +29,69 @@ pub enum QueryAnswer {
 /// Parses a `/api/v1/query` response body (any HTTP status: Prometheus sends its error
 /// document with 400/422/503). Err: not a Prometheus API answer at all.
 pub fn parse_query_response(body: &str) -> Result<QueryAnswer, String> {
+    match parse_vector_answer(body) {
+        Some(answer) => Ok(answer),
+        None => parse_any_answer(body),
+    }
+}
+
+/// The common answer, a successful instant vector, read into small structs that keep only
+/// each sample's [`FACT_LABEL`] and value (a grouped query's answer holds thousands of
+/// samples, whose full JSON tree would be several times the body). None for any other
+/// answer, which [`parse_any_answer`] reads alike.
+fn parse_vector_answer(body: &str) -> Option<QueryAnswer> {
+    #[derive(serde::Deserialize)]
+    struct Document {
+        status: Option<Value>,
+        data: Option<Data>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Data {
+        #[serde(rename = "resultType")]
+        result_type: Option<Value>,
+        result: Option<Vec<Sample>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Sample {
+        metric: Option<Labels>,
+        value: Option<Vec<Value>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Labels {
+        virtwork_fact: Option<Value>,
+    }
+    let doc: Document = serde_json::from_str(body).ok()?;
+    if doc.status?.as_str()? != "success" {
+        return None;
+    }
+    let data = doc.data?;
+    if data.result_type?.as_str()? != "vector" {
+        return None;
+    }
+    let result = data.result?;
+    let value_of =
+        |s: &Sample| -> Option<f64> { s.value.as_ref()?.get(1)?.as_str()?.parse::<f64>().ok() };
+    let fact_of = |s: &Sample| -> Option<(String, f64)> {
+        let name = s.metric.as_ref()?.virtwork_fact.as_ref()?.as_str()?;
+        Some((name.to_string(), value_of(s)?))
+    };
+    if !result.is_empty()
+        && let Some(facts) = result.iter().map(fact_of).collect::<Option<_>>()
+    {
+        return Some(QueryAnswer::Facts(facts));
+    }
+    let largest = result
+        .iter()
+        .filter_map(value_of)
+        .filter(|v| v.is_finite())
+        .fold(None, |acc: Option<f64>, v| {
+            Some(acc.map_or(v, |a| a.max(v)))
+        });
+    Some(QueryAnswer::Value(largest))
+}
+
+/// Any `/api/v1/query` answer, read as a JSON tree.
+fn parse_any_answer(body: &str) -> Result<QueryAnswer, String> {
     let doc: Value = serde_json::from_str(body).map_err(|_| {
         format!(
             "the answer is not Prometheus API JSON: {}",
@@ -185,8 +248,13 @@ pub fn fact_window(window: Window) -> Window {
 }
 
 /// The query that gathers the [`SeriesFacts`] of every VM of a signal group at once (by VM
-/// `name`,
-/// each sample named `part|name`): one query per namespace and signal, not per VM.
+/// `name`, each sample named `part|name`): one query per namespace and signal, not per VM.
+///
+/// The oldest sample's age (`span`) takes a second query, [`group_oldest_query`]: this one
+/// finds, per VM, the first step of the fact window's subquery at which its series
+/// existed (`first`, from `time()`, cheap) and when it was evaluated (`now|`). Asking for
+/// `timestamp()` at every step instead is what Prometheus answers slowly (seconds per
+/// thousand series at a 1 s evaluation interval, growing with the series' samples).
 pub fn group_facts_query(series: &str, relabelled: &str, window: Window) -> String {
     let f = fact_window(window);
     let part = |expr: String, name: &str| {
@@ -204,12 +272,88 @@ pub fn group_facts_query(series: &str, relabelled: &str, window: Window) -> Stri
             "samples",
         ),
         part(
-            format!("time() - min by (name) (min_over_time(timestamp({series})[{f}:]))"),
-            "span",
+            format!("min_over_time((time() + 0 * count by (name) ({series}))[{f}:])"),
+            FIRST_PART,
         ),
         part(format!("count by (name) ({relabelled})"), "relabelled"),
+        part("vector(time())".to_string(), NOW_PART),
     ]
     .join(" or ")
+}
+
+/// The facts part naming, per VM, the first subquery step at which its series existed.
+const FIRST_PART: &str = "first";
+/// The facts part carrying the time the facts query was evaluated at (no VM name).
+const NOW_PART: &str = "now";
+
+/// From a [`group_facts_query`]'s answer: when it was evaluated, and each VM's first step
+/// (both in seconds since the epoch). None when it names no evaluation time.
+pub fn first_steps(answer: &QueryAnswer) -> Option<(f64, BTreeMap<String, f64>)> {
+    let QueryAnswer::Facts(facts) = answer else {
+        return None;
+    };
+    let now = facts
+        .get(&format!("{NOW_PART}|"))
+        .copied()
+        .filter(|v| v.is_finite())?;
+    let firsts = facts
+        .iter()
+        .filter(|(_, v)| v.is_finite())
+        .filter_map(|(key, v)| {
+            let name = key.strip_prefix(FIRST_PART)?.strip_prefix('|')?;
+            Some((name.to_string(), *v))
+        })
+        .collect();
+    Some((now, firsts))
+}
+
+/// The query for the timestamp of each VM's oldest sample in the fact window, exactly as
+/// `min_over_time(timestamp(series)[fact window:])` would find it, but asking for
+/// `timestamp()` only at the steps where some VM's series first existed (`firsts`, from
+/// [`first_steps`]): a timestamp only grows from one step to the next, so each VM's
+/// minimum is the one at its first step. The earliest of those steps (every VM older than
+/// the window shares it) is read alone; the later ones from one subquery spanning just
+/// them. None when no VM has a first step.
+pub fn group_oldest_query(series: &str, firsts: &BTreeMap<String, f64>) -> Option<String> {
+    let mut steps: Vec<i64> = firsts
+        .values()
+        .map(|t| (t * 1000.0).round() as i64)
+        .collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let at = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
+    let (&earliest, later) = steps.split_first()?;
+    let mut expression = format!("min by (name) (timestamp({series} @ {}))", at(earliest));
+    if let (Some(&from), Some(&to)) = (later.first(), later.last()) {
+        // The subquery's steps are the evaluation interval's multiples in [to - range, to]:
+        // `from` and `to` are such multiples, the earliest step is not in it.
+        expression = format!(
+            "{expression} or min by (name) (min_over_time(timestamp({series})[{}ms:] @ {}))",
+            to - from,
+            at(to)
+        );
+    }
+    Some(group_value_query(&expression))
+}
+
+/// [`group_oldest_query`] for a server that refuses the `@` modifier: the slow subquery.
+pub fn group_oldest_fallback_query(series: &str, window: Window) -> String {
+    let f = fact_window(window);
+    group_value_query(&format!(
+        "min by (name) (min_over_time(timestamp({series})[{f}:]))"
+    ))
+}
+
+/// Sets each VM's `span` from its oldest sample's timestamp (an oldest-query's answer,
+/// by name) and the time the facts were gathered at.
+pub fn set_spans(
+    facts: &mut BTreeMap<String, SeriesFacts>,
+    now: f64,
+    oldest: &BTreeMap<String, f64>,
+) {
+    for (name, timestamp) in oldest {
+        facts.entry(name.clone()).or_default().span = Some(now - timestamp);
+    }
 }
 
 /// A group's signal query made to name each VM's value by [`FACT_LABEL`].
@@ -239,11 +383,13 @@ pub fn facts_by_name(answer: &QueryAnswer) -> BTreeMap<String, SeriesFacts> {
         let Some((part, name)) = key.split_once('|') else {
             continue;
         };
+        if part == NOW_PART {
+            continue;
+        }
         let f = out.entry(name.to_string()).or_default();
         match part {
             "age" => f.age = Some(*value),
             "samples" => f.samples = Some(*value),
-            "span" => f.span = Some(*value),
             "relabelled" => f.relabelled = Some(*value),
             _ => {}
         }
@@ -506,6 +652,60 @@ mod tests {
     }
 
     #[test]
+    fn vector_answers_read_alike_in_small_structs_and_as_a_tree() {
+        let bodies = [
+            r#"{"status":"success","data":{"resultType":"vector","result":[
+                {"metric":{"name":"a"},"value":[1,"0.25"]},{"metric":{},"value":[1,"+Inf"]},
+                {"metric":{"name":"c"},"value":[1,"0.75"]},{"value":[1]},{"metric":{"name":"d"}}]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[
+                {"metric":{"virtwork_fact":"age|a","name":"a"},"value":[1,"0.5"]},
+                {"metric":{"virtwork_fact":"now|"},"value":[1,"17"]}]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[
+                {"metric":{"virtwork_fact":"age|a"},"value":[1,"0.5"]},
+                {"metric":{"name":"b"},"value":[1,"3"]}]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[
+                {"metric":{"virtwork_fact":7},"value":[1,"0.5"]}]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#,
+        ];
+        for body in bodies {
+            assert_eq!(
+                parse_vector_answer(body),
+                Some(parse_any_answer(body).unwrap()),
+                "{body}"
+            );
+        }
+        let facts = parse_query_response(bodies[1]).unwrap();
+        assert_eq!(
+            facts,
+            QueryAnswer::Facts(BTreeMap::from([
+                ("age|a".to_string(), 0.5),
+                ("now|".to_string(), 17.0)
+            ]))
+        );
+        assert_eq!(
+            parse_query_response(bodies[0]).unwrap(),
+            QueryAnswer::Value(Some(0.75))
+        );
+        // Anything else is left to the tree: errors, scalars, odd shapes.
+        for other in [
+            r#"{"status":"error","errorType":"bad_data","error":"x"}"#,
+            r#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":{"a":1}}}"#,
+            r#"{"status":"success","data":{"resultType":"vector","result":[1,2]}}"#,
+            r#"[1]"#,
+        ] {
+            assert_eq!(parse_vector_answer(other), None, "{other}");
+        }
+        assert!(
+            parse_query_response(
+                r#"{"status":"success","data":{"resultType":"vector","result":{"a":1}}}"#
+            )
+            .unwrap_err()
+            .contains("not a list")
+        );
+    }
+
+    #[test]
     fn errors_and_foreign_bodies_are_told_apart() {
         let rejected =
             r#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#;
@@ -553,10 +753,21 @@ mod tests {
         let body = r#"{"status":"success","data":{"resultType":"vector","result":[
             {"metric":{"virtwork_fact":"age|vm-a"},"value":[1,"0.4"]},
             {"metric":{"virtwork_fact":"samples|vm-a"},"value":[1,"301"]},
-            {"metric":{"virtwork_fact":"span|vm-a"},"value":[1,"330"]},
+            {"metric":{"virtwork_fact":"first|vm-a"},"value":[1,"1700000000"]},
+            {"metric":{"virtwork_fact":"now|"},"value":[1,"1700000300.5"]},
             {"metric":{"virtwork_fact":"samples|vm-b"},"value":[1,"20"]},
             {"metric":{"virtwork_fact":"relabelled|vm-c"},"value":[1,"2"]}]}}"#;
-        let by_name = facts_by_name(&parse_query_response(body).unwrap());
+        let answer = parse_query_response(body).unwrap();
+        let mut by_name = facts_by_name(&answer);
+        assert!(!by_name.contains_key(""), "the evaluation time names no VM");
+        let (now, firsts) = first_steps(&answer).unwrap();
+        assert_eq!(now, 1700000300.5);
+        assert_eq!(firsts, BTreeMap::from([("vm-a".to_string(), 1700000000.0)]));
+        set_spans(
+            &mut by_name,
+            now,
+            &BTreeMap::from([("vm-a".to_string(), 1699999970.5)]),
+        );
         let a = by_name["vm-a"];
         assert_eq!(a, facts(Some(0.4), 301.0, 330.0));
         let interval = a.scrape_interval(secs(30)).unwrap();
@@ -583,9 +794,10 @@ mod tests {
             "{q}"
         );
         assert!(
-            q.contains(r#"min_over_time(timestamp(m{namespace="ns"})[5m:])"#),
+            q.contains(r#"min_over_time((time() + 0 * count by (name) (m{namespace="ns"}))[5m:])"#),
             "{q}"
         );
+        assert!(!q.contains("timestamp(m{namespace=\"ns\"})["), "{q}");
         assert!(
             q.contains(r#"count by (name) (m{exported_namespace="ns"})"#),
             "{q}"
@@ -593,6 +805,37 @@ mod tests {
         assert_eq!(
             group_value_query("sum by (namespace, name) (x)"),
             r#"label_join(sum by (namespace, name) (x), "virtwork_fact", "|", "name")"#
+        );
+    }
+
+    #[test]
+    fn oldest_samples_are_read_only_at_each_vms_first_step() {
+        let series = r#"m{namespace="ns"}"#;
+        assert_eq!(group_oldest_query(series, &BTreeMap::new()), None);
+        // Every VM older than the window: one instant read at the first step.
+        let old = BTreeMap::from([
+            ("a".to_string(), 1700000000.0),
+            ("b".to_string(), 1700000000.0),
+        ]);
+        assert_eq!(
+            group_oldest_query(series, &old).unwrap(),
+            r#"label_join(min by (name) (timestamp(m{namespace="ns"} @ 1700000000.000)), "virtwork_fact", "|", "name")"#
+        );
+        // Younger VMs: a subquery from the second first step to the last, at the last.
+        let mixed = BTreeMap::from([
+            ("a".to_string(), 1700000000.0),
+            ("b".to_string(), 1700000030.0),
+            ("c".to_string(), 1700000047.5),
+            ("d".to_string(), 1700000030.0),
+        ]);
+        let q = group_oldest_query(series, &mixed).unwrap();
+        assert!(
+            q.contains(r#"min by (name) (timestamp(m{namespace="ns"} @ 1700000000.000)) or min by (name) (min_over_time(timestamp(m{namespace="ns"})[17500ms:] @ 1700000047.500))"#),
+            "{q}"
+        );
+        assert_eq!(
+            group_oldest_fallback_query(series, secs(600)),
+            r#"label_join(min by (name) (min_over_time(timestamp(m{namespace="ns"})[10m:])), "virtwork_fact", "|", "name")"#
         );
     }
 

@@ -9,12 +9,13 @@
 pub mod alerts;
 pub mod evaluate;
 pub mod kit;
+pub mod listed;
 pub mod profile;
 pub mod prometheus;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::DynamicObject;
+use kube::Resource;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -26,6 +27,7 @@ use crate::signals::contract::{
     WORKLOADS, signals_digest,
 };
 use evaluate::{SeriesFacts, Verdict};
+use listed::{ListedVm, ListedVmi};
 
 /// The local catalog entries the VMs name, as the command loaded them: entry name → its
 /// signals, or why it could not be loaded.
@@ -48,9 +50,9 @@ pub struct Target {
     pub unverifiable: Option<String>,
 }
 
-fn label(object: &DynamicObject, key: &str) -> Option<String> {
+fn label(object: &impl Resource, key: &str) -> Option<String> {
     object
-        .metadata
+        .meta()
         .labels
         .as_ref()?
         .get(key)
@@ -58,9 +60,9 @@ fn label(object: &DynamicObject, key: &str) -> Option<String> {
         .cloned()
 }
 
-fn annotation<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
+fn annotation<'a>(object: &'a impl Resource, key: &str) -> Option<&'a str> {
     object
-        .metadata
+        .meta()
         .annotations
         .as_ref()?
         .get(key)
@@ -74,7 +76,7 @@ pub fn is_builtin(workload: &str) -> bool {
 
 /// The catalog entries the VMs name (workload labels that are not built-ins and could be
 /// entry names), for the command to load from the local catalog.
-pub fn catalog_names(vms: &[DynamicObject]) -> BTreeSet<String> {
+pub fn catalog_names(vms: &[ListedVm]) -> BTreeSet<String> {
     vms.iter()
         .filter_map(|vm| label(vm, labels::COMPONENT))
         .filter(|w| !is_builtin(w) && DnsLabel::is_valid(w))
@@ -113,7 +115,7 @@ fn catalog_signals(
 }
 
 /// The params the VM's run recorded, or the defaults with a note when unreadable.
-fn recorded_params(vm: &DynamicObject, notes: &mut Vec<String>) -> BTreeMap<String, String> {
+fn recorded_params(vm: &ListedVm, notes: &mut Vec<String>) -> BTreeMap<String, String> {
     match annotation(vm, SIGNAL_PARAMS_ANNOTATION) {
         None => BTreeMap::new(),
         Some(text) => serde_json::from_str(text).unwrap_or_else(|e| {
@@ -125,11 +127,10 @@ fn recorded_params(vm: &DynamicObject, notes: &mut Vec<String>) -> BTreeMap<Stri
     }
 }
 
-fn memory_request(vm: &DynamicObject) -> Option<u64> {
-    let domain = &vm.data["spec"]["template"]["spec"]["domain"];
-    domain["resources"]["requests"]["memory"]
-        .as_str()
-        .or_else(|| domain["memory"]["guest"].as_str())
+fn memory_request(vm: &ListedVm) -> Option<u64> {
+    vm.spec
+        .as_ref()?
+        .memory_text()
         .and_then(|q| q.parse::<crate::model::Quantity>().ok())
         .map(|q| q.value())
         .filter(|b| *b > 0.0)
@@ -139,23 +140,23 @@ fn memory_request(vm: &DynamicObject) -> Option<u64> {
 /// Builds the targets from listed VMs and VMIs (joined by namespace and name), sorted by
 /// namespace and name. Built-in workloads get the built-in contract only; catalog workloads
 /// the local entry's signals (see [`catalog_signals`]).
-pub fn targets(
-    vms: &[DynamicObject],
-    vmis: &[DynamicObject],
-    catalog: &LocalCatalog,
-) -> Vec<Target> {
-    let key = |o: &DynamicObject| {
+pub fn targets(vms: &[ListedVm], vmis: &[ListedVmi], catalog: &LocalCatalog) -> Vec<Target> {
+    fn key(o: &impl Resource) -> (String, String) {
         (
-            o.metadata.namespace.clone().unwrap_or_default(),
-            o.metadata.name.clone().unwrap_or_default(),
+            o.meta().namespace.clone().unwrap_or_default(),
+            o.meta().name.clone().unwrap_or_default(),
         )
-    };
+    }
     let phases: BTreeMap<(String, String), (Option<String>, Option<f64>)> = vmis
         .iter()
         .map(|vmi| {
-            let phase = vmi.data["status"]["phase"].as_str().map(String::from);
+            let phase = vmi
+                .status
+                .as_ref()
+                .and_then(|s| s.phase())
+                .map(String::from);
             let created = vmi
-                .metadata
+                .meta()
                 .creation_timestamp
                 .as_ref()
                 .map(|t| t.0.as_second() as f64);
@@ -202,7 +203,7 @@ pub fn targets(
 /// What a VM is judged by beyond the built-in contract: a catalog VM's signals (the local
 /// entry's), a built-in VM's load profile; or why neither can be trusted.
 fn expectations_of(
-    vm: &DynamicObject,
+    vm: &ListedVm,
     workload: &str,
     params: &BTreeMap<String, String>,
     catalog: &LocalCatalog,
@@ -738,7 +739,7 @@ pub fn missing_message(results: &[VmResult]) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn vm(workload: &str, annotations: serde_json::Value) -> DynamicObject {
+    fn vm(workload: &str, annotations: serde_json::Value) -> ListedVm {
         serde_json::from_value(json!({
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
             "metadata": {
@@ -926,15 +927,19 @@ mod tests {
     #[test]
     fn vms_without_a_running_vmi_fail_as_not_running() {
         let catalog = LocalCatalog::new();
-        let vmi = |phase: &str| -> DynamicObject {
+        let vmi = |phase: &str| -> ListedVmi {
             serde_json::from_value(json!({
                 "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                "metadata": {"name": "virtwork-cpu-0", "namespace": "virtwork"},
+                "metadata": {"name": "virtwork-cpu-0", "namespace": "virtwork",
+                             "creationTimestamp": "2026-12-02T10:00:00Z"},
                 "status": {"phase": phase},
             }))
             .unwrap()
         };
         let vms = [vm("cpu", json!({}))];
+        // The VMI's creation bounds a load profile's clock: kept through the slim listing.
+        let running = &targets(&vms, &[vmi("Running")], &catalog)[0];
+        assert_eq!(running.vmi_created, Some(1_796_205_600.0));
         let stopped = &targets(&vms, &[], &catalog)[0];
         assert_eq!(
             not_running(stopped).as_deref(),

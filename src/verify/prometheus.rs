@@ -181,7 +181,9 @@ async fn get_raw(
         Ok(bytes) => bytes,
         Err(TooLarge) => return Ok(Err(TooLarge)),
     };
-    let body = String::from_utf8_lossy(&bytes).into_owned();
+    // Valid UTF-8 (the usual case) becomes the String without a copy.
+    let body = String::from_utf8(bytes)
+        .unwrap_or_else(|invalid| String::from_utf8_lossy(invalid.as_bytes()).into_owned());
     if code == 429 || code >= 500 {
         // As an Api error the shared classifier sees a transient code and retries.
         let mut status = Status::failure(&body, RAW_REASON);

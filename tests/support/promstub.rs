@@ -19,6 +19,12 @@ pub enum Answer {
     Json(String),
     /// 200 with a body that starts like a Prometheus answer and never ends.
     Endless,
+    /// 200 with the body of the first rule whose text occurs in the (percent-decoded)
+    /// request, else `otherwise`.
+    ByQuery {
+        rules: Vec<(String, String)>,
+        otherwise: String,
+    },
 }
 
 /// One request as the stub saw it.
@@ -40,9 +46,40 @@ pub const ONE_SAMPLE: &str = r#"{"status":"success","data":{"resultType":"vector
 
 type StubBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
-fn respond(answer: &Answer) -> Response<StubBody> {
+/// `text` with every `%XX` turned back into its byte.
+pub fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn respond(answer: &Answer, path_and_query: &str) -> Response<StubBody> {
+    let full = |text: &str| http_body_util::Full::new(Bytes::from(text.to_string())).boxed();
     let body = match answer {
-        Answer::Json(text) => http_body_util::Full::new(Bytes::from(text.clone())).boxed(),
+        Answer::Json(text) => full(text),
+        Answer::ByQuery { rules, otherwise } => {
+            let request = percent_decoded(path_and_query);
+            let rule = rules
+                .iter()
+                .find(|(needle, _)| request.contains(needle.as_str()));
+            full(rule.map_or(otherwise.as_str(), |(_, body)| body.as_str()))
+        }
         Answer::Endless => {
             let head = futures::stream::once(async {
                 Ok::<_, Infallible>(Frame::data(Bytes::from_static(
@@ -87,18 +124,19 @@ impl PromStub {
                 let (log, answer, acceptor) = (log.clone(), answer.clone(), acceptor.clone());
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req: Request<_>| {
+                        let path_and_query = req
+                            .uri()
+                            .path_and_query()
+                            .map(|p| p.to_string())
+                            .unwrap_or_default();
+                        let response = respond(&answer, &path_and_query);
                         log.lock().unwrap().push(Seen {
-                            path_and_query: req
-                                .uri()
-                                .path_and_query()
-                                .map(|p| p.to_string())
-                                .unwrap_or_default(),
+                            path_and_query,
                             authorization: req
                                 .headers()
                                 .get("authorization")
                                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
                         });
-                        let response = respond(&answer);
                         async move { Ok::<_, Infallible>(response) }
                     });
                     let http = hyper::server::conn::http1::Builder::new();
