@@ -1519,14 +1519,18 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     }
     let bad = signal(&stuck);
     assert_eq!(bad["status"], "off_profile", "{bad:#}");
-    assert!(
-        bad["profile"]["phases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["level"] == 10 && p["status"] == "above"),
-        "{bad:#}"
-    );
+    // Either no clock start explains its flat series, or the best one finds its low phases
+    // above their ceiling.
+    let low_above = bad["profile"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["level"] == 10 && p["status"] == "above");
+    let unexplained = bad["profile"]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("does not follow the profile's shape");
+    assert!(low_above || unexplained, "{bad:#}");
     assert!(
         stderr.contains(&format!(
             "VM {NS}/{stuck} signal vcpu-busy (off its load profile"
@@ -1538,7 +1542,10 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     let out = env.run(&["--namespace", NS, "verify", "--window", "90s"]);
     let stdout = text(&out.stdout);
     assert!(stdout.contains("step profile"), "{stdout}");
-    assert!(stdout.contains("at level 10: observed"), "{stdout}");
+    assert!(
+        stdout.contains("at level 10: observed") || stdout.contains("does not follow"),
+        "{stdout}"
+    );
 
     // A window shorter than the period cannot tell the phases apart: not expected, saying
     // which window would do.

@@ -171,6 +171,29 @@ fn cycle_secs(profile: &LoadProfile, schedule: &Schedule) -> f64 {
         .unwrap_or_else(|| schedule.phases.last().map_or(0, |p| p.at)) as f64
 }
 
+/// How the clock start was found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fit {
+    /// The start whose expected shape correlates best with the series (the correlation).
+    Correlated(f64),
+    /// No start explains the series, but one puts the whole window in a single level (a ramp
+    /// in its hold): the series is judged against that level.
+    OneLevel,
+    /// The series correlates with no start at all (flat against a moving profile).
+    Unexplained,
+}
+
+impl Fit {
+    /// Whether the fit is too weak to trust: the series does not follow the profile's shape.
+    fn is_weak(self) -> bool {
+        match self {
+            Fit::Correlated(c) => c < MIN_CORRELATION,
+            Fit::OneLevel => false,
+            Fit::Unexplained => true,
+        }
+    }
+}
+
 /// The expected level of every coarse candidate clock start at every point of a range's
 /// sample grid: computed once per profile and range, shared by every VM judged on them (a
 /// fleet of one profile costs one table, then a correlation per VM and candidate).
@@ -186,7 +209,8 @@ struct Grid {
 
 impl Grid {
     fn new(profile: LoadProfile, schedule: &Schedule, range: RangeSpec) -> Grid {
-        let lo = range.start - cycle_secs(&profile, schedule);
+        // From one cycle before the first sample's rate window: earlier starts repeat a later one.
+        let lo = range.start - range.rate_window - cycle_secs(&profile, schedule);
         let hi = range.end.max(lo);
         let count = COARSE_CANDIDATES.min((hi - lo).ceil() as usize + 1).max(1);
         let spacing = if count > 1 {
@@ -260,7 +284,7 @@ fn fit_start(
     range: &RangeSpec,
     earliest: Option<f64>,
     cache: &mut FitCache,
-) -> (f64, Option<f64>, f64) {
+) -> (f64, Fit, f64) {
     let grid = cache.grid(profile, schedule, range);
     let points = grid_points(range);
     // Each sample's grid point (Prometheus evaluates a range query exactly on the grid).
@@ -327,10 +351,29 @@ fn fit_start(
         }
         uncertainty = fine;
     }
-    match flat {
-        Some(start) if best.1.is_none_or(|c| c < MIN_CORRELATION) => (start, None, uncertainty),
-        _ => (best.0, best.1, uncertainty),
+    match (flat, best.1) {
+        (Some(start), c) if c.is_none_or(|c| c < MIN_CORRELATION) => {
+            (start, Fit::OneLevel, uncertainty)
+        }
+        (_, Some(c)) => (best.0, Fit::Correlated(c), uncertainty),
+        (_, None) => (best.0, Fit::Unexplained, uncertainty),
     }
+}
+
+/// The longest phase of the profile, in seconds (a ramp's hold counts as endless).
+fn longest_phase(schedule: &Schedule) -> f64 {
+    let phases = &schedule.phases;
+    let Some(period) = schedule.repeat_every else {
+        return f64::INFINITY;
+    };
+    phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let next = phases.get(i + 1).map_or(period, |n| n.at);
+            (next - p.at) as f64
+        })
+        .fold(0.0, f64::max)
 }
 
 /// The phases of the profile inside [from, to] for a clock started at `start`: (begin, end,
@@ -411,7 +454,9 @@ pub fn judge_profile(
     }
     let (start, fit, uncertainty) = fit_start(*profile, &schedule, samples, range, earliest, cache);
     report.clock_start = Some(rfc3339(start));
-    report.correlation = fit.map(|c| (c * 1000.0).round() / 1000.0);
+    if let Fit::Correlated(c) = fit {
+        report.correlation = Some((c * 1000.0).round() / 1000.0);
+    }
     let fitted = Fitted {
         start,
         uncertainty,
@@ -423,7 +468,17 @@ pub fn judge_profile(
     let (phases, failed) = phase_reports(check, &judged, &skipped, factor, range);
     report.phases = phases;
     let amplitude = shape_amplitude(check, &judged, factor);
-    (report.status, report.summary) = verdict(judged.len(), failed, fit, amplitude, fitted.settle);
+    let judgeable = longest_phase(&schedule) > fitted.settle + fitted.uncertainty + range.step;
+    (report.status, report.summary) = verdict(
+        Judged {
+            phases: judged.len(),
+            failed,
+            judgeable,
+        },
+        fit,
+        amplitude,
+        fitted.settle,
+    );
     report
 }
 
@@ -555,15 +610,44 @@ fn phase_reports(
     (phases.into_iter().map(|(_, p)| p).collect(), failed)
 }
 
-/// The verdict and its one-line summary from `n` judged phases, `failed` of them off their
-/// level, the fit's correlation and the shape's amplitude (share shown, share needed).
-fn verdict(
-    n: usize,
+/// What the phase judging found: phases judged, how many off their level, and whether the
+/// profile's longest phase can hold a sample past the settling time at all.
+struct Judged {
+    phases: usize,
     failed: usize,
-    fit: Option<f64>,
+    judgeable: bool,
+}
+
+/// The verdict and its one-line summary from the judged phases, the fit and the shape's
+/// amplitude (share shown, share needed). A weak fit fails before anything else: a series that
+/// follows no clock start must never pass, nor be excused as not expected.
+fn verdict(
+    judged: Judged,
+    fit: Fit,
     amplitude: Option<(f64, f64)>,
     settle: f64,
 ) -> (Verdict, String) {
+    let n = judged.phases;
+    if !judged.judgeable {
+        return (
+            Verdict::NotExpected,
+            format!(
+                "the profile's phases are too short to show through the {settle:.0}s rate window and level change: lengthen the profile's period (the rate window is three scrape intervals)"
+            ),
+        );
+    }
+    if fit.is_weak() {
+        let best = match fit {
+            Fit::Correlated(c) => format!("{c:.2}"),
+            _ => "none".to_string(),
+        };
+        return (
+            Verdict::OffProfile,
+            format!(
+                "the series does not follow the profile's shape (best correlation {best} at any clock start since the VMI began)"
+            ),
+        );
+    }
     if n == 0 {
         return (
             Verdict::NotExpected,
@@ -572,19 +656,13 @@ fn verdict(
             ),
         );
     }
-    if fit.is_none_or(|c| c < MIN_CORRELATION) && amplitude.is_some() {
+    if judged.failed > 0 {
         return (
             Verdict::OffProfile,
             format!(
-                "the series does not follow the profile's shape (best correlation {} at any clock start)",
-                fit.map_or("none".to_string(), |c| format!("{c:.2}"))
+                "{} of {n} judged phase(s) off the profile's level",
+                judged.failed
             ),
-        );
-    }
-    if failed > 0 {
-        return (
-            Verdict::OffProfile,
-            format!("{failed} of {n} judged phase(s) off the profile's level"),
         );
     }
     if let Some((share, needed)) = amplitude.filter(|(share, needed)| share < needed) {
@@ -761,6 +839,19 @@ mod tests {
         let (samples, range) = sampled(600.0, 5.0, 15.0, |t| 0.47 + 0.03 * (t * 0.7).sin());
         let report = judge_profile(&check, &samples, &range, None, &mut FitCache::default());
         assert_eq!(report.status, Verdict::OffProfile, "{report:#?}");
+    }
+
+    /// A young VM stuck at its high level: no clock start, however late, may excuse it (a
+    /// start at the window's end leaves no phase to judge, which must not read as "not
+    /// expected").
+    #[test]
+    fn a_young_vm_stuck_high_fails_whatever_clock_start_fits_its_noise() {
+        let check = cpu_step(30);
+        for seed in [0.3, 0.7, 1.1, 1.9] {
+            let noisy = move |t: f64| 0.87 + 0.01 * (t * seed).sin() + 0.005 * (t * 3.1).cos();
+            let report = judge(&check, sampled(90.0, 1.0, 3.0, noisy), Some(T0 - 10.0));
+            assert_eq!(report.status, Verdict::OffProfile, "{seed}: {report:#?}");
+        }
     }
 
     #[test]
