@@ -1541,6 +1541,7 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     // The text names the missed phases under the table.
     let out = env.run(&["--namespace", NS, "verify", "--window", "90s"]);
     let stdout = text(&out.stdout);
+    eprintln!("verify table of a profiled run:\n{stdout}");
     assert!(stdout.contains("step profile"), "{stdout}");
     assert!(
         stdout.contains("at level 10: observed") || stdout.contains("does not follow"),
