@@ -286,16 +286,7 @@ fn fit_start(
     cache: &mut FitCache,
 ) -> (f64, Fit, f64) {
     let grid = cache.grid(profile, schedule, range);
-    let points = grid_points(range);
-    // Each sample's grid point (Prometheus evaluates a range query exactly on the grid).
-    let indexed: Vec<(usize, f64)> = samples
-        .iter()
-        .filter_map(|(t, v)| {
-            let k = ((t - range.start) / range.step).round();
-            (k >= 0.0 && (k as usize) < points && (t - range.start - k * range.step).abs() < 0.5)
-                .then_some((k as usize, *v))
-        })
-        .collect();
+    let indexed = on_grid(samples, range);
     let observed = Observed::new(indexed.iter().map(|(_, v)| *v));
     let earliest = earliest.unwrap_or(f64::NEG_INFINITY);
     let mut best = (
@@ -358,6 +349,20 @@ fn fit_start(
         (_, Some(c)) => (best.0, Fit::Correlated(c), uncertainty),
         (_, None) => (best.0, Fit::Unexplained, uncertainty),
     }
+}
+
+/// Each sample with its point on the range's grid (Prometheus evaluates a range query exactly
+/// on it); samples off the grid are left out.
+fn on_grid(samples: &[(f64, f64)], range: &RangeSpec) -> Vec<(usize, f64)> {
+    let points = grid_points(range);
+    samples
+        .iter()
+        .filter_map(|(t, v)| {
+            let k = ((t - range.start) / range.step).round();
+            let on_point = (t - range.start - k * range.step).abs() < 0.5;
+            (k >= 0.0 && (k as usize) < points && on_point).then_some((k as usize, *v))
+        })
+        .collect()
 }
 
 /// The longest phase of the profile, in seconds (a ramp's hold counts as endless).
