@@ -1448,8 +1448,9 @@ fn a_tps_vm_in_its_pause_is_not_failed() {
     }
 }
 
-/// A 10/90 % cpu step of 30 s: with Prometheus scraping every second, each 15 s phase holds
-/// samples past the 3 s rate window and the level change.
+/// A 10/90 % cpu step of 30 s: with Prometheus scraping every second (up to two on a busy
+/// machine), each 15 s phase holds samples past the rate window of three scrapes and the
+/// level change.
 const CPU_STEP: &str =
     "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=30s";
 
@@ -1462,16 +1463,16 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     run(&env, "cpu", &["--vm-count", "2", "--params", CPU_STEP]);
     let (following, stuck) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
     env.server.set_profile_stuck_high(NS, &stuck);
-    // Three periods in Prometheus before judging a 90 s window.
+    // Two periods and a little more in Prometheus before judging a 60 s window.
     let promql = format!(
-        "count_over_time(kubevirt_vmi_vcpu_seconds_total{{name=\"{following}\",id=\"0\"}}[5m]) >= 95"
+        "count_over_time(kubevirt_vmi_vcpu_seconds_total{{name=\"{following}\",id=\"0\"}}[5m]) >= 65"
     );
     assert!(
         prometheus.wait_for_series(&promql, 1, Duration::from_secs(240)),
-        "Prometheus never held 95 samples:\n{}",
+        "Prometheus never held 65 samples:\n{}",
         prometheus.log()
     );
-    let (code, doc, stderr) = verify_json(&env, "90s", &[]);
+    let (code, doc, stderr) = verify_json(&env, "60s", &[]);
     assert_eq!(code, Some(1), "{stderr}\n{doc:#}");
     let signal = |vm: &str| -> Value {
         let vm_doc = doc["vms"]
@@ -1507,14 +1508,13 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
         .filter(|p| p["status"] != "not_judged")
         .map(|p| (p["level"].as_u64().unwrap(), p["status"].as_str().unwrap()))
         .collect();
+    // Two periods: each level's phases judged and passing (the one cut by the window's
+    // start may be too short to judge).
+    assert!(judged.len() >= 3, "{report:#}");
     for level in [10, 90] {
         assert!(
-            judged
-                .iter()
-                .filter(|(l, s)| *l == level && *s == "pass")
-                .count()
-                >= 2,
-            "two passing phases at level {level}: {report:#}"
+            judged.iter().any(|(l, s)| *l == level && *s == "pass"),
+            "a passing phase at level {level}: {report:#}"
         );
     }
     let bad = signal(&stuck);
@@ -1539,7 +1539,7 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     );
 
     // The text names the missed phases under the table.
-    let out = env.run(&["--namespace", NS, "verify", "--window", "90s"]);
+    let out = env.run(&["--namespace", NS, "verify", "--window", "60s"]);
     let stdout = text(&out.stdout);
     eprintln!("verify table of a profiled run:\n{stdout}");
     assert!(stdout.contains("step profile"), "{stdout}");
