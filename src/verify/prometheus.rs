@@ -353,15 +353,40 @@ impl PrometheusApi {
         policy: &RetryPolicy,
         cancel: &CancellationToken,
     ) -> Result<QueryAnswer> {
+        let path = self.query_path(promql);
+        self.get_answer(&path, policy, cancel, parse_query_response)
+            .await
+    }
+
+    /// One range query: `promql` evaluated every `step` seconds from `start` to `end` (Unix
+    /// seconds, whole).
+    pub async fn query_range(
+        &self,
+        promql: &str,
+        (start, end, step): (u64, u64, u64),
+        policy: &RetryPolicy,
+        cancel: &CancellationToken,
+    ) -> Result<RangeAnswer> {
+        let path = format!(
+            "{}/api/v1/query_range?query={}&start={start}&end={end}&step={step}",
+            self.base_path,
+            url_encode(promql)
+        );
+        self.get_answer(&path, policy, cancel, parse_range_response)
+            .await
+    }
+
+    /// GETs an API path under the retry policy and parses the answer with `parse`; refused
+    /// credentials are an error saying which ones to check.
+    async fn get_answer<T>(
+        &self,
+        path: &str,
+        policy: &RetryPolicy,
+        cancel: &CancellationToken,
+        parse: fn(&str) -> std::result::Result<T, String>,
+    ) -> Result<T> {
         let what = format!("querying Prometheus ({})", self.describe);
-        let raw = get_retried(
-            &self.client,
-            &self.query_path(promql),
-            policy,
-            cancel,
-            &what,
-        )
-        .await?;
+        let raw = get_retried(&self.client, path, policy, cancel, &what).await?;
         if raw.code == 401 || raw.code == 403 {
             let check = match self.via {
                 Via::Url => {
@@ -378,34 +403,7 @@ impl PrometheusApi {
                 raw.code
             )));
         }
-        parse_query_response(&raw.body)
-            .map_err(|e| Error::runtime(format!("{what}: HTTP {}: {e}", raw.code)))
-    }
-
-    /// One range query: `promql` evaluated every `step` seconds from `start` to `end` (Unix
-    /// seconds, whole).
-    pub async fn query_range(
-        &self,
-        promql: &str,
-        (start, end, step): (u64, u64, u64),
-        policy: &RetryPolicy,
-        cancel: &CancellationToken,
-    ) -> Result<RangeAnswer> {
-        let what = format!("querying Prometheus ({})", self.describe);
-        let path = format!(
-            "{}/api/v1/query_range?query={}&start={start}&end={end}&step={step}",
-            self.base_path,
-            url_encode(promql)
-        );
-        let raw = get_retried(&self.client, &path, policy, cancel, &what).await?;
-        if raw.code == 401 || raw.code == 403 {
-            return Err(Error::runtime(format!(
-                "{what}: HTTP {}: Prometheus refused the credentials",
-                raw.code
-            )));
-        }
-        parse_range_response(&raw.body)
-            .map_err(|e| Error::runtime(format!("{what}: HTTP {}: {e}", raw.code)))
+        parse(&raw.body).map_err(|e| Error::runtime(format!("{what}: HTTP {}: {e}", raw.code)))
     }
 
     /// Probes this endpoint with a trivial query.
