@@ -211,7 +211,10 @@ impl Grid {
     fn new(profile: LoadProfile, schedule: &Schedule, range: RangeSpec) -> Grid {
         // From one cycle before the first sample's rate window: earlier starts repeat a later one.
         let lo = range.start - range.rate_window - cycle_secs(&profile, schedule);
-        let hi = range.end.max(lo);
+        // A periodic profile is fitted with at least one whole period after its start inside
+        // the window: a later start would leave too little to tell a shape from noise.
+        let last = range.end - profile.period().unwrap_or(0) as f64;
+        let hi = last.max(lo);
         let count = COARSE_CANDIDATES.min((hi - lo).ceil() as usize + 1).max(1);
         let spacing = if count > 1 {
             (hi - lo) / (count - 1) as f64
@@ -455,6 +458,16 @@ pub fn judge_profile(
     if samples.is_empty() {
         report.status = Verdict::NoData;
         report.summary = "no samples in the window".into();
+        return report;
+    }
+    if let (Some(period), Some(created)) = (profile.period(), earliest)
+        && created + period as f64 > range.end
+    {
+        report.status = Verdict::TooYoung;
+        report.summary = format!(
+            "the VMI is {:.0}s old, less than one {period}s period of its profile: wait (--wait)",
+            (range.end - created).max(0.0)
+        );
         return report;
     }
     let (start, fit, uncertainty) = fit_start(*profile, &schedule, samples, range, earliest, cache);
@@ -844,6 +857,24 @@ mod tests {
         let (samples, range) = sampled(600.0, 5.0, 15.0, |t| 0.47 + 0.03 * (t * 0.7).sin());
         let report = judge_profile(&check, &samples, &range, None, &mut FitCache::default());
         assert_eq!(report.status, Verdict::OffProfile, "{report:#?}");
+    }
+
+    #[test]
+    fn a_vm_younger_than_one_period_is_too_young_not_judged() {
+        let check = cpu_step(120);
+        let range_end = T0 + 600.0;
+        let report = judge(
+            &check,
+            sampled(600.0, 5.0, 15.0, following(T0, 120.0)),
+            Some(range_end - 100.0),
+        );
+        assert_eq!(report.status, Verdict::TooYoung, "{report:#?}");
+        assert!(report.status.is_missing());
+        assert!(
+            report.summary.contains("less than one 120s period"),
+            "{}",
+            report.summary
+        );
     }
 
     /// A young VM stuck at its high level: no clock start, however late, may excuse it (a
