@@ -1547,7 +1547,11 @@ fn eight_concurrent_processes_share_one_database() {
     let children: Vec<_> = (0..8)
         .map(|_| {
             Command::new(&me)
-                .args(["--exact", "concurrent_writer_process", "--test-threads=1"])
+                .args([
+                    "--exact",
+                    "audit::concurrent_writer_process",
+                    "--test-threads=1",
+                ])
                 .env(WRITER_DB_ENV, &path)
                 .output_spawn()
         })

@@ -714,8 +714,7 @@ fn unit_file_names_that_could_break_a_guest_command_are_refused() {
     );
 }
 
-#[path = "support/test_config.rs"]
-mod test_config;
+use crate::test_config;
 
 /// A DataVolume is named `<storage name>-<vm>`: longer than a DNS label when both are long,
 /// which Kubernetes and CDI accept (a DNS-1123 subdomain of at most 253 characters).

@@ -3,8 +3,8 @@
 //! with their phases. Rates are checked by counting requests in the server's log (a band, not
 //! wall-clock limits).
 
-mod seed;
-mod support;
+use crate::seed;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 

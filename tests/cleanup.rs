@@ -5,8 +5,8 @@
 //! VMIs, DataVolumes and PVCs and garbage-collect them. Every assertion is about cluster
 //! state, exit codes and output, never about timing.
 
-mod seed;
-mod support;
+use crate::seed;
+use crate::support;
 
 use std::process::Output;
 use std::time::Duration;

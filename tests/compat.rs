@@ -4,7 +4,7 @@
 //! cleanup confirmation, the cloud-init users section and the dry-run audit events. Cluster
 //! behaviour is checked against the fake API server in tests/support.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! requests against a server that never answers, and credential plugins whose output must
 //! never be shown. Cluster-facing behaviour runs against the fake API server over real HTTP.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

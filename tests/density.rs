@@ -3,9 +3,8 @@
 //! server's ordered event log (every committed change, by resourceVersion) and its request
 //! log are the evidence.
 
-#[path = "support/binary.rs"]
-mod binary;
-mod support;
+use crate::binary;
+use crate::support;
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use serde::Deserialize;
 use serde_yaml::Value;
 
-mod support;
+use crate::support;
 
 use support::{AccessAttributes, Authorizer};
 

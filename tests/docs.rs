@@ -4,7 +4,7 @@
 //! definitions, every workload param from the registry's schemas) between
 //! `<!-- BEGIN GENERATED name -->` / `<!-- END GENERATED name -->` markers; this test regenerates
 //! them and fails on any difference. Regenerate with
-//! `VIRTWORK_UPDATE_DOCS=1 cargo test --test docs`. Also checked: every `VIRTWORK_*` variable the
+//! `VIRTWORK_UPDATE_DOCS=1 cargo test --test integration docs::`. Also checked: every `VIRTWORK_*` variable the
 //! configuration reads is documented, the documented YAML example is accepted by the real
 //! binary, and every relative link and `src/` path named in docs/ exists.
 
@@ -273,7 +273,7 @@ fn configuration_md_generated_sections_match_the_code() {
     assert!(
         problems.is_empty(),
         "docs/configuration.md is out of date ({}); regenerate with \
-         VIRTWORK_UPDATE_DOCS=1 cargo test --test docs",
+         VIRTWORK_UPDATE_DOCS=1 cargo test --test integration docs::",
         problems.join("; ")
     );
 }

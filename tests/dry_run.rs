@@ -3,7 +3,7 @@
 //! needed, that counts and labels are right for the default fleet and for per-workload
 //! settings, and that hostile param values are refused with exit 2 before any output.
 
-mod support;
+use crate::support;
 
 use support::names::tagged;
 

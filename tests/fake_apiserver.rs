@@ -2,7 +2,7 @@
 //! over real HTTP with the real kube-rs client and with kubectl, plus the simulated
 //! KubeVirt/CDI controllers, garbage collection and every fault knob.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! is generated the same way. Regenerate with `VIRTWORK_UPDATE_DOCS=1 cargo test --test
 //! monitoring`. promtool tests skip without it (fail under VIRTWORK_REQUIRE_PROMETHEUS=1).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,7 +34,7 @@ fn check_generated(relative: &str, wanted: &str) {
     assert!(
         current == wanted,
         "{relative} differs from what src/verify/kit.rs generates; regenerate with \
-         VIRTWORK_UPDATE_DOCS=1 cargo test --test monitoring"
+         VIRTWORK_UPDATE_DOCS=1 cargo test --test integration monitoring::"
     );
 }
 
@@ -69,7 +69,7 @@ fn workloads_md_lists_each_workloads_signals_from_the_contract() {
     }
     assert!(
         doc[start..start + len] == wanted,
-        "docs/workloads.md's signal section is stale; regenerate with VIRTWORK_UPDATE_DOCS=1 cargo test --test monitoring"
+        "docs/workloads.md's signal section is stale; regenerate with VIRTWORK_UPDATE_DOCS=1 cargo test --test integration monitoring::"
     );
 }
 

@@ -2,10 +2,8 @@
 //! object names, labels and shapes, deterministic order, and the whole-plan checks that turn
 //! bad input into exit-code-2 errors before anything is printed or created.
 
-#[path = "support/names.rs"]
-mod names;
-#[path = "support/test_config.rs"]
-mod test_config;
+use crate::support::names;
+use crate::test_config;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

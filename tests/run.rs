@@ -2,11 +2,9 @@
 //! server's object state and request log (creation, plan fidelity, faults, readiness through
 //! one watch, preflight refusals, the client rate limit, interrupts).
 
-#[path = "support/binary.rs"]
-mod binary;
-mod support;
-#[path = "support/test_config.rs"]
-mod test_config;
+use crate::binary;
+use crate::support;
+use crate::test_config;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -1,8 +1,7 @@
 //! Generated KubeVirt objects against KubeVirt's published OpenAPI schema, with unknown fields
 //! rejected, and the schema validator itself (it must catch the mistakes it exists for).
 
-#[path = "support/schema.rs"]
-mod schema;
+use crate::support::schema;
 
 use std::collections::BTreeMap;
 
@@ -372,8 +371,7 @@ fn quantity_grammar() {
     }
 }
 
-#[path = "support/test_config.rs"]
-mod test_config;
+use crate::test_config;
 
 /// Every VirtualMachine of a full plan — all nine built-ins at vm-count 2, SSH on, both
 /// shipped catalog entries — validates against `v1.VirtualMachine` with unknown fields

@@ -3,8 +3,8 @@
 //! named for what they are, and no panics. Each test runs `virtwork` against the fake API
 //! server (docs/fake-apiserver.md).
 
-mod seed;
-mod support;
+use crate::seed;
+use crate::support;
 
 use std::time::Duration;
 

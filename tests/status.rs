@@ -1,8 +1,8 @@
 //! `virtwork status` end to end: the real binary against the fake API server, with a
 //! running and a failed VM produced by the fixture's KubeVirt simulation.
 
-mod seed;
-mod support;
+use crate::seed;
+use crate::support;
 
 use seed::{Cluster, NS, RUN_A, RUN_B, SETTLE, json_doc, text};
 use serde_json::Value;

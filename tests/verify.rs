@@ -6,7 +6,7 @@
 //! under `VIRTWORK_REQUIRE_PROMETHEUS=1` (CI). The others check bad input, discovery and
 //! the request pattern without Prometheus.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

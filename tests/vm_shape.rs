@@ -3,9 +3,8 @@
 //! decision and live migration), Service endpoints under every `--ready-condition`, and the
 //! inputs a cluster would refuse, refused before the first request.
 
-#[path = "support/binary.rs"]
-mod binary;
-mod support;
+use crate::binary;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::process::Output;

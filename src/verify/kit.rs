@@ -6,7 +6,7 @@
 //! run id.
 //!
 //! Pure text generation; tests/monitoring.rs checks the shipped files equal this output
-//! (regenerate with `VIRTWORK_UPDATE_DOCS=1 cargo test --test monitoring`).
+//! (regenerate with `VIRTWORK_UPDATE_DOCS=1 cargo test --test integration monitoring::`).
 
 use serde_json::{Value, json};
 
@@ -89,7 +89,7 @@ pub fn prometheus_rule_yaml() -> String {
     let yaml = serde_yaml::to_string(&doc).expect("a JSON value serializes as YAML");
     format!(
         "# Generated from src/signals/contract.rs: the same expressions `virtwork verify` queries.\n\
-         # Regenerate with `VIRTWORK_UPDATE_DOCS=1 cargo test --test monitoring`; do not edit.\n{yaml}"
+         # Regenerate with `VIRTWORK_UPDATE_DOCS=1 cargo test --test integration monitoring::`; do not edit.\n{yaml}"
     )
 }
 
