@@ -109,6 +109,7 @@ impl Sandbox {
         for (key, value) in env {
             cmd.env(key, value);
         }
+        crate::support::process::default_signals(&mut cmd);
         cmd
     }
 

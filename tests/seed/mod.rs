@@ -243,6 +243,7 @@ impl Cluster {
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        crate::support::process::default_signals(&mut cmd);
         cmd
     }
 

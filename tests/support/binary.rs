@@ -71,6 +71,7 @@ impl Env {
                 cmd.env_remove(key);
             }
         }
+        crate::support::process::default_signals(&mut cmd);
         cmd
     }
 

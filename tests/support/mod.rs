@@ -25,6 +25,7 @@
 
 pub mod apiserver;
 pub mod names;
+pub mod process;
 pub mod prometheus;
 pub mod promstub;
 pub mod proxy;
