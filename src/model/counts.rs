@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::Invalid;
+use super::duration::parse_duration;
 
 /// Most VMs per workload (per role for client/server workloads).
 pub const MAX_VM_COUNT: u32 = 10_000;
@@ -98,7 +99,7 @@ impl FromStr for TimeoutSecs {
         let secs = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
             text.parse::<u64>().ok()
         } else {
-            super::pacing::parse_duration(text).map(|duration| duration.as_secs())
+            parse_duration(text).map(|duration| duration.as_secs())
         };
         secs.and_then(Self::new).ok_or_else(|| {
             Invalid::Expected(format!(

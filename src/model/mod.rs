@@ -15,6 +15,7 @@
 mod choices;
 mod churn;
 mod counts;
+mod duration;
 mod guest;
 mod names;
 mod objects;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::Invalid;
 use super::counts::{Count, MAX_TIMEOUT_SECS};
+use super::duration::parse_duration;
 
 /// Most VMs allowed to be starting (created, not yet ready) at once.
 pub const MAX_STARTING: u32 = 50_000;
@@ -105,36 +106,6 @@ impl fmt::Display for FailFast {
             None => f.write_str("off"),
         }
     }
-}
-
-/// `1h30m`, `10m`, `90s`: whole numbers each followed by h, m or s, largest unit first,
-/// each unit at most once.
-pub(super) fn parse_duration(text: &str) -> Option<Duration> {
-    let mut total: u64 = 0;
-    let mut number = String::new();
-    let mut last_unit = u64::MAX;
-    let mut any = false;
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return None,
-        };
-        if number.is_empty() || unit >= last_unit {
-            return None;
-        }
-        let n: u64 = number.parse().ok()?;
-        total = total.checked_add(n.checked_mul(unit)?)?;
-        number.clear();
-        last_unit = unit;
-        any = true;
-    }
-    (any && number.is_empty()).then(|| Duration::from_secs(total))
 }
 
 impl fmt::Display for Ramp {
