@@ -15,10 +15,10 @@ pub mod error;
 pub mod k8s;
 pub mod kubevirt;
 pub(crate) mod labels;
-pub mod loadprofile;
 pub(crate) mod logging;
 pub mod model;
 pub mod plan;
+pub mod profile_schedule;
 pub mod render;
 // Public for tests/docs.rs, which checks each document against docs/output-json.md.
 pub mod report;

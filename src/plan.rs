@@ -538,7 +538,7 @@ fn role_template(
     let mut vm_labels = object_labels(&format!("virtwork-{name}"), name, run_id, role);
     if let Some(shape) = workload
         .signal_params()
-        .get(crate::workloads::load_profile::PROFILE)
+        .get(crate::workloads::profile_keys::PROFILE)
     {
         vm_labels.insert(labels::LOAD_PROFILE.to_string(), shape.clone());
     }

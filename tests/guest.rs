@@ -20,7 +20,7 @@ use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
 use guest::{Failure, Guest, VmSpec};
-use virtwork::loadprofile::{Levels, LoadProfile};
+use virtwork::profile_schedule::{Levels, LoadProfile};
 
 /// Boot-to-active budget of one guest under TCG (package installation included).
 const READY_TIMEOUT: Duration = Duration::from_secs(30 * 60);

@@ -168,7 +168,7 @@ fn check_entry(dir: &Path, name: &str, sample: &SampleBuild) -> EntryReport {
     let mut param_sets = vec![BTreeMap::new()];
     if entry.supports_profiles() {
         param_sets.push(BTreeMap::from([(
-            crate::workloads::load_profile::PROFILE.to_string(),
+            crate::workloads::profile_keys::PROFILE.to_string(),
             "step".to_string(),
         )]));
     }

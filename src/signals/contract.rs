@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::promql::{Matchers, render_template};
-use crate::loadprofile::LoadProfile;
 use crate::model::{Window, parse_int};
+use crate::profile_schedule::LoadProfile;
 
 /// Annotation on each VirtualMachine with the params the contract needs (a JSON object),
 /// so verify derives the same thresholds as the run that created the VM.
@@ -1206,7 +1206,7 @@ mod tests {
     #[test]
     fn a_profiled_vm_is_judged_by_its_driven_signal() {
         let profile = LoadProfile::step(
-            crate::loadprofile::Levels {
+            crate::profile_schedule::Levels {
                 low: 100,
                 high: 2000,
             },

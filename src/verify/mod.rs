@@ -209,7 +209,7 @@ fn expectations_of(
     catalog: &LocalCatalog,
 ) -> (
     Vec<CustomSignal>,
-    Option<crate::loadprofile::LoadProfile>,
+    Option<crate::profile_schedule::LoadProfile>,
     Option<String>,
 ) {
     if !is_builtin(workload) {
@@ -220,7 +220,7 @@ fn expectations_of(
     }
     // A profile the record cannot give is not judged as steady: that could fail a healthy VM
     // in its low phase, or pass one whose profile stopped.
-    match crate::workloads::load_profile::from_recorded(params) {
+    match crate::workloads::profile_driver::from_recorded(params) {
         Ok(profile) => (Vec::new(), profile, None),
         Err(why) => (
             Vec::new(),

@@ -16,7 +16,7 @@
 use serde::Serialize;
 
 use super::evaluate::Verdict;
-use crate::loadprofile::{LoadProfile, Schedule};
+use crate::profile_schedule::{LoadProfile, Schedule};
 use crate::signals::contract::ProfiledCheck;
 
 /// Seconds a phase change may take to reach the load tool (the driver's tick and restart).
@@ -735,7 +735,7 @@ fn shape_amplitude(check: &ProfiledCheck, judged: &[Measured], factor: f64) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loadprofile::Levels;
+    use crate::profile_schedule::Levels;
     use crate::signals::contract::LevelMapping;
 
     fn cpu_step(period: u64) -> ProfiledCheck {

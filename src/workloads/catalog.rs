@@ -10,7 +10,7 @@
 //! params are written comma-joined, dict params as `k=v` pairs comma-joined.
 //!
 //! An entry may opt in to load profiles with a `profile` section: one of its units, run by the
-//! load-profile driver ([`load_profile::driven`]) through a drop-in when the user picks a
+//! load-profile driver ([`profile_driver::driven`]) through a drop-in when the user picks a
 //! profile, and a level script from the entry directory that runs the load at the level given
 //! as `$1`. Without a profile the user-data is exactly what the entry renders without the
 //! section.
@@ -23,8 +23,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema, ParamType, ResolvedParams, StrRule, check_value};
+use super::profile_driver::{self, LevelScale};
+use super::profile_keys;
 use super::scripts::{DataMount, daemon_reload, enable_now};
 use super::{
     DataDisk, GuestFamily, RenderedRole, RenderedWorkload, RoleSpec, ServicePortSpec, ServiceSpec,
@@ -33,8 +34,8 @@ use super::{
 };
 use crate::cloudinit::{CloudConfig, UserAccount, WriteFile};
 use crate::error::{Error, Result};
-use crate::loadprofile::LoadProfile;
 use crate::model::{DnsLabel, MIN_DISK_SIZE, Quantity};
+use crate::profile_schedule::LoadProfile;
 
 /// The manifest file name inside an entry directory.
 pub const MANIFEST: &str = "workload.yaml";
@@ -410,7 +411,7 @@ impl CatalogEntry {
     /// Whether `key` is a profile param the entry gained: virtwork reads it, the entry's files
     /// need not.
     fn is_read_by_virtwork(&self, key: &str) -> bool {
-        self.supports_profiles() && load_profile::is_profile_key(key)
+        self.supports_profiles() && profile_keys::is_profile_key(key)
     }
 
     /// The manifest's storage as data disks.
@@ -591,7 +592,7 @@ impl CatalogEntry {
 
     /// The unit a load profile drives and the files that make it do so, or `None` when the
     /// user picked no profile (or the entry has none). `given` are the user's params, for
-    /// [`load_profile::from_params`]'s checks of keys that would be ignored.
+    /// [`profile_driver::from_params`]'s checks of keys that would be ignored.
     fn driven_unit(
         &self,
         params: &ResolvedParams,
@@ -602,7 +603,7 @@ impl CatalogEntry {
             return Ok(None);
         };
         let steady_keys: Vec<&str> = profile.steady_params.iter().map(String::as_str).collect();
-        let Some(shape) = load_profile::from_params(&self.name, params, given, &steady_keys)?
+        let Some(shape) = profile_driver::from_params(&self.name, params, given, &steady_keys)?
         else {
             return Ok(None);
         };
@@ -721,10 +722,10 @@ struct DrivenUnit {
 impl DrivenUnit {
     /// `unit` of entry `entry` following `shape`, with the substituted `level_script`.
     fn new(entry: &str, unit: &str, shape: &LoadProfile, level_script: String) -> Self {
-        let (exec_start, mut files) = load_profile::driven(entry, shape, level_script);
+        let (exec_start, mut files) = profile_driver::driven(entry, shape, level_script);
         files.push(WriteFile::new(
             &profile_drop_in_path(unit),
-            load_profile::driver_drop_in(&exec_start, &shape.describe()),
+            profile_driver::driver_drop_in(&exec_start, &shape.describe()),
             "0644",
         ));
         DrivenUnit {
@@ -841,7 +842,7 @@ fn validate_profile(
     }
     if let Some(def) = declared
         .iter()
-        .find(|d| load_profile::is_profile_key(&d.key))
+        .find(|d| profile_keys::is_profile_key(&d.key))
     {
         return Err(format!(
             "param {:?} takes the name of a load-profile param; rename it (an entry with a profile section gets profile and the profile-* params from virtwork)",
@@ -855,7 +856,7 @@ fn validate_profile(
             ));
         }
     }
-    Ok(load_profile::param_defs(LevelScale {
+    Ok(profile_driver::param_defs(LevelScale {
         meaning,
         max,
         default_low: profile.default_low,

@@ -1,8 +1,8 @@
 //! `cpu`: stress-ng CPU load on every VM, forever (`virtwork-cpu.service`), constant or
 //! following a load profile (levels are stress-ng's `--cpu-load` percent).
 
-use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema, StrRule};
+use super::profile_driver::{self, LevelScale};
 use super::scripts::{daemon_reload, enable_now, simple_service, strings};
 use super::{BuildContext, GuestFamily, RolePayload, Workload, WorkloadOptions, WorkloadSettings};
 use crate::cloudinit::CloudConfig;
@@ -126,7 +126,7 @@ pub fn schema() -> ParamSchema {
             "stress-ng --cpu-method",
         ),
     ];
-    defs.extend(load_profile::param_defs(LEVELS));
+    defs.extend(profile_driver::param_defs(LEVELS));
     ParamSchema::new(NAME, defs)
 }
 
@@ -164,18 +164,18 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     let ctx = BuildContext::new(NAME, &schema(), settings, options)?;
     let profile = profile(ctx.family);
     let method = ctx.params.str("cpu-method");
-    let load = load_profile::from_params(NAME, &ctx.params, &settings.params, STEADY_KEYS)?;
+    let load = profile_driver::from_params(NAME, &ctx.params, &settings.params, STEADY_KEYS)?;
     let (exec, mut write_files) = match &load {
         None => (
             command_line(ctx.params.str("cpu-load-percent"), method),
             Vec::new(),
         ),
-        Some(shape) => load_profile::driven(NAME, shape, level_script(method)),
+        Some(shape) => profile_driver::driven(NAME, shape, level_script(method)),
     };
     // No network needed: ordered after basic system start-up only (the default).
     let mut unit = simple_service("Virtwork CPU stress workload", &exec, 10);
     if load.is_some() {
-        unit = load_profile::with_driver_settings(unit);
+        unit = profile_driver::with_driver_settings(unit);
     }
     write_files.push(unit.write_file(UNIT));
     let config = CloudConfig {

@@ -9,15 +9,15 @@
 //! difference lives in [`profile`]. Under a load profile the levels are pgbench's target
 //! transactions per second (`--rate`).
 
-use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema};
+use super::profile_driver::{self, LevelScale};
 use super::scripts::{DataMount, Unit, argv, daemon_reload, enable_now, simple_service, strings};
 use super::{
     BuildContext, GuestFamily, RolePayload, Workload, WorkloadOptions, WorkloadSettings, data_disk,
 };
 use crate::cloudinit::{CloudConfig, WriteFile};
 use crate::error::Result;
-use crate::loadprofile::LoadProfile;
+use crate::profile_schedule::LoadProfile;
 
 pub const NAME: &str = "database";
 pub const UNIT: &str = "virtwork-database.service";
@@ -44,7 +44,7 @@ pub fn schema() -> ParamSchema {
         ParamDef::int("clients", 10, 1, 1000, "pgbench -c concurrent clients"),
         ParamDef::int("duration", 300, 1, 86_400, "pgbench -T seconds per run"),
     ];
-    defs.extend(load_profile::param_defs(LEVELS));
+    defs.extend(profile_driver::param_defs(LEVELS));
     ParamSchema::new(NAME, defs)
 }
 
@@ -219,7 +219,7 @@ fn bench_exec(
                 "0755",
             )],
         ),
-        Some(shape) => load_profile::driven(NAME, shape, level_script(clients, duration)),
+        Some(shape) => profile_driver::driven(NAME, shape, level_script(clients, duration)),
     }
 }
 
@@ -243,7 +243,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         .service("RemainAfterExit", "yes")
         .service("ExecStart", SETUP_SCRIPT)
         .service("TimeoutStartSec", "600");
-    let load = load_profile::from_params(NAME, p, &settings.params, &[])?;
+    let load = profile_driver::from_params(NAME, p, &settings.params, &[])?;
     let (bench, bench_files) = bench_exec(load.as_ref(), p.str("clients"), p.str("duration"));
     let mut bench_unit = simple_service("Virtwork database benchmark workload", &bench, 10)
         .unit("Requires", format!("{} {SETUP_UNIT}", profile.server_unit))
@@ -255,7 +255,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         // pgbench -i of a large scale factor takes minutes.
         .service("TimeoutStartSec", "infinity");
     if load.is_some() {
-        bench_unit = load_profile::with_driver_settings(bench_unit);
+        bench_unit = profile_driver::with_driver_settings(bench_unit);
     }
     let mut write_files = disk.files();
     write_files.extend([

@@ -5,8 +5,8 @@
 //! profile the levels are IOPS, applied as fio's `rate_iops`, and the unit lays out fio's files
 //! before its driver starts, so restarting fio at a phase change never restarts the layout.
 
-use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema, StrRule};
+use super::profile_driver::{self, LevelScale};
 use super::scripts::{DataMount, daemon_reload, enable_now, simple_service, strings};
 use super::{
     BuildContext, GuestFamily, RolePayload, Workload, WorkloadOptions, WorkloadSettings, data_disk,
@@ -53,7 +53,7 @@ pub fn schema() -> ParamSchema {
         ParamDef::int("numjobs", 4, 1, 256, "fio numjobs of the mixed job"),
         ParamDef::int("runtime", 300, 1, 604_800, "seconds per fio job run"),
     ];
-    defs.extend(load_profile::param_defs(LEVELS));
+    defs.extend(profile_driver::param_defs(LEVELS));
     ParamSchema::new(NAME, defs)
 }
 
@@ -169,7 +169,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     let profile = profile(ctx.family);
     let p = &ctx.params;
     let disk = DataMount::new(SERIAL, MOUNT);
-    let load = load_profile::from_params(NAME, p, &settings.params, &[])?;
+    let load = profile_driver::from_params(NAME, p, &settings.params, &[])?;
     let mut write_files = disk.files();
     let exec = match &load {
         None => {
@@ -177,7 +177,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             LOAD_SCRIPT.to_string()
         }
         Some(shape) => {
-            let (exec, files) = load_profile::driven(
+            let (exec, files) = profile_driver::driven(
                 NAME,
                 shape,
                 level_script(&disk, p.str("numjobs"), p.str("rwmixread")),
@@ -190,7 +190,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         .unit("RequiresMountsFor", MOUNT)
         .service("ExecStartPre", disk.require_command());
     if load.is_some() {
-        unit = load_profile::with_driver_settings(unit)
+        unit = profile_driver::with_driver_settings(unit)
             .service("ExecStartPre", layout_command())
             // Laying out 1 GiB per process takes minutes on a slow disk.
             .service("TimeoutStartSec", "infinity");

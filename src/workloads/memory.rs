@@ -1,7 +1,7 @@
 //! `memory`: stress-ng virtual-memory stressors on every VM (`virtwork-memory.service`).
 
-use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema, StrRule};
+use super::profile_driver::{self, LevelScale};
 use super::scripts::{daemon_reload, enable_now, simple_service, strings};
 use super::{BuildContext, GuestFamily, RolePayload, Workload, WorkloadOptions, WorkloadSettings};
 use crate::cloudinit::CloudConfig;
@@ -84,7 +84,7 @@ pub fn schema() -> ParamSchema {
             "stress-ng --vm-method",
         ),
     ];
-    defs.extend(load_profile::param_defs(LEVELS));
+    defs.extend(profile_driver::param_defs(LEVELS));
     ParamSchema::new(NAME, defs)
 }
 
@@ -123,18 +123,18 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     let profile = profile(ctx.family);
     let p = &ctx.params;
     let (stressors, method) = (p.str("vm-stressors"), p.str("vm-method"));
-    let load = load_profile::from_params(NAME, p, &settings.params, STEADY_KEYS)?;
+    let load = profile_driver::from_params(NAME, p, &settings.params, STEADY_KEYS)?;
     let (exec, mut write_files) = match &load {
         // `%` is a systemd specifier: the unit needs `%%` for stress-ng to see one `%`.
         None => (
             command_line(stressors, p.str("memory-percent"), method).replace('%', "%%"),
             Vec::new(),
         ),
-        Some(shape) => load_profile::driven(NAME, shape, level_script(stressors, method)),
+        Some(shape) => profile_driver::driven(NAME, shape, level_script(stressors, method)),
     };
     let mut unit = simple_service("Virtwork memory stress workload", &exec, 10);
     if load.is_some() {
-        unit = load_profile::with_driver_settings(unit);
+        unit = profile_driver::with_driver_settings(unit);
     }
     write_files.push(unit.write_file(UNIT));
     let config = CloudConfig {

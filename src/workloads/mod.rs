@@ -154,10 +154,11 @@ pub mod cpu;
 pub mod database;
 pub mod disk;
 pub mod family;
-pub mod load_profile;
 pub mod memory;
 pub mod network;
 pub mod params;
+pub mod profile_driver;
+pub mod profile_keys;
 pub mod scripts;
 pub mod tps;
 
@@ -539,12 +540,12 @@ impl BuildContext {
         // A profiled VM records its whole profile for verify; a steady one nothing of it, so
         // its annotation stays as it was.
         let profiled = profiled_signal_name(self.name).is_some()
-            && self.params.str(load_profile::PROFILE) != "steady";
+            && self.params.str(profile_keys::PROFILE) != "steady";
         if profiled {
             recorded.extend(
                 self.params
                     .iter()
-                    .filter(|(k, _)| load_profile::RECORDED_KEYS.contains(k))
+                    .filter(|(k, _)| profile_driver::RECORDED_KEYS.contains(k))
                     .map(|(k, v)| (k.to_string(), v.to_string())),
             );
         }

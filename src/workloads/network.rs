@@ -7,8 +7,8 @@
 //! row, so a client that cannot reach any server shows as failed rather than running idle.
 //! Under a load profile the clients' levels are bitrates (iperf3 `-b`); servers are unchanged.
 
-use super::load_profile::{self, LevelScale};
 use super::params::{ParamDef, ParamSchema};
+use super::profile_driver::{self, LevelScale};
 use super::scripts::{
     WAIT_TCP, after_network_online, daemon_reload, enable_now, simple_service, strings,
     wait_tcp_script,
@@ -47,7 +47,7 @@ pub fn schema() -> ParamSchema {
         ),
         ParamDef::int("test-duration", 60, 1, 86_400, "iperf3 -t seconds per test"),
     ];
-    defs.extend(load_profile::param_defs(LEVELS));
+    defs.extend(profile_driver::param_defs(LEVELS));
     ParamSchema::new(NAME, defs)
 }
 
@@ -135,7 +135,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     let server_unit = simple_service("Virtwork iperf3 server", "/usr/bin/iperf3 -s", 10)
         .unit("After", "network.target");
     let (duration, streams) = (p.str("test-duration"), p.str("parallel-streams"));
-    let load = load_profile::from_params(NAME, p, &settings.params, &[])?;
+    let load = profile_driver::from_params(NAME, p, &settings.params, &[])?;
     let (client_exec, mut client_files) = match &load {
         None => (
             CLIENT_SCRIPT.to_string(),
@@ -145,7 +145,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
                 "0755",
             )],
         ),
-        Some(shape) => load_profile::driven(
+        Some(shape) => profile_driver::driven(
             NAME,
             shape,
             level_script(&server_host(options), duration, streams),
@@ -159,7 +159,7 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
             )
             .service("TimeoutStartSec", "infinity");
     if load.is_some() {
-        client_unit = load_profile::with_driver_settings(client_unit);
+        client_unit = profile_driver::with_driver_settings(client_unit);
     }
     client_files.insert(0, WriteFile::new(WAIT_TCP, wait_tcp_script(), "0755"));
     client_files.push(client_unit.write_file(UNIT));

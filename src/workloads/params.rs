@@ -169,7 +169,7 @@ impl ResolvedParams {
     /// # Panics
     /// When `key` is undeclared or not a duration (validation guarantees it is).
     pub fn seconds(&self, key: &str) -> u64 {
-        crate::loadprofile::parse_duration(self.str(key))
+        crate::profile_schedule::parse_duration(self.str(key))
             .unwrap_or_else(|| panic!("param {key:?} is not a duration"))
     }
 
@@ -210,7 +210,7 @@ pub fn validate_params(schema: &ParamSchema, params: &BTreeMap<String, String>) 
 
 fn unknown_param(schema: &ParamSchema, key: &str) -> Error {
     let workload = schema.workload();
-    if super::load_profile::is_profile_key(key) {
+    if super::profile_keys::is_profile_key(key) {
         return Error::input(format!(
             "invalid params for workload {workload:?}: param {key:?} sets a load profile, and workload {workload:?} does not support load profiles (see \"Load profiles\" in docs/workloads.md)"
         ));
@@ -300,7 +300,7 @@ impl StrRule {
             StrRule::MountPath => "an absolute path of letters, digits, '.', '_', '-' and '/' (e.g. /mnt/data) that is not a system directory".to_string(),
             StrRule::Percent => "a decimal percentage from 0 to 100 with at most 4 decimals (e.g. 5 or 0.5)".to_string(),
             StrRule::Token => "a non-empty value of letters, digits and . _ : / + , = @ - (no spaces, quotes or shell characters), not starting with '-'".to_string(),
-            StrRule::Duration => crate::loadprofile::DURATION_FORM.to_string(),
+            StrRule::Duration => crate::profile_schedule::DURATION_FORM.to_string(),
             StrRule::ProbeTarget => "\"auto\" or <host>:<port> with an IPv4 address or a DNS name and a port from 1 to 65535 (e.g. 10.0.0.5:5201 or my-svc.my-ns.svc.cluster.local:80)".to_string(),
         }
     }
@@ -333,7 +333,7 @@ fn check_str(rule: StrRule, value: &str) -> std::result::Result<(), String> {
         StrRule::Percent => is_percent(value),
         StrRule::Token => is_token(value),
         StrRule::ProbeTarget => value == "auto" || parse_probe_target(value).is_some(),
-        StrRule::Duration => crate::loadprofile::parse_duration(value).is_some(),
+        StrRule::Duration => crate::profile_schedule::parse_duration(value).is_some(),
     };
     if ok { Ok(()) } else { Err(rule.describe()) }
 }

@@ -2,34 +2,24 @@
 //! between them, and the payload parts that drive the shape.
 //!
 //! A profiled unit runs [`DRIVER`] instead of its load tool. The driver reads the schedule
-//! (rendered by [`crate::loadprofile`]) and runs the workload's level script with the level of
+//! (rendered by [`crate::profile_schedule`]) and runs the workload's level script with the level of
 //! the moment; when a phase begins it stops that process group and starts the script again at
 //! the new level, inside the same service, so the unit stays `active` throughout and
 //! `systemctl` never shows a failure that is not one. The profile's clock is the time of the
 //! unit's first start, written once to a file under `/var/lib/virtwork`, so a restarted unit or
 //! a rebooted guest resumes the profile where the wall clock says it is.
 //!
-//! Must not: compute shapes (crate::loadprofile does); know a workload's load tool (each
+//! Must not: compute shapes (crate::profile_schedule does); know a workload's load tool (each
 //! workload writes its own level script).
 
 use std::collections::BTreeMap;
 
 use super::params::{ParamDef, ResolvedParams, StrRule};
+use super::profile_keys::{BURST, DURATION, DUTY, HIGH, LOW, PERIOD, PROFILE, PROFILE_KEYS};
 use super::scripts::Unit;
 use crate::cloudinit::WriteFile;
 use crate::error::{Error, Result};
-use crate::loadprofile::{self, Levels, LoadProfile};
-
-/// The shape: `steady` (no profile, the default), `step`, `ramp`, `sine`, `spike`.
-pub const PROFILE: &str = "profile";
-pub const LOW: &str = "profile-low";
-pub const HIGH: &str = "profile-high";
-pub const PERIOD: &str = "profile-period";
-pub const DUTY: &str = "profile-duty";
-pub const DURATION: &str = "profile-duration";
-pub const BURST: &str = "profile-burst";
-/// Every key a profile reads, in the order the docs list them.
-const PROFILE_KEYS: [&str; 6] = [LOW, HIGH, PERIOD, DUTY, DURATION, BURST];
+use crate::profile_schedule::{self, Levels, LoadProfile};
 
 /// The in-guest driver every profiled unit runs.
 pub const DRIVER: &str = "/usr/local/bin/virtwork-load-driver";
@@ -51,7 +41,7 @@ pub fn param_defs(scale: LevelScale<'_>) -> Vec<ParamDef> {
         ParamDef::string(
             PROFILE,
             "steady",
-            StrRule::OneOf(loadprofile::SHAPES),
+            StrRule::OneOf(profile_schedule::SHAPES),
             "load profile: steady (constant, the other params), step, ramp, sine or spike (see docs/workloads.md)",
         ),
         ParamDef::int(
@@ -94,12 +84,6 @@ pub fn param_defs(scale: LevelScale<'_>) -> Vec<ParamDef> {
             "spike: length of the burst at the high level in each period",
         ),
     ]
-}
-
-/// Whether `key` is one of the params [`param_defs`] declares (a workload without profiles
-/// names them in its unknown-param error).
-pub fn is_profile_key(key: &str) -> bool {
-    key == PROFILE || PROFILE_KEYS.contains(&key)
 }
 
 /// The profile keys each shape reads.
@@ -195,10 +179,10 @@ pub fn from_recorded(
     };
     let seconds = |key: &str| -> std::result::Result<u64, String> {
         let value = get(key)?;
-        loadprofile::parse_duration(value).ok_or_else(|| {
+        profile_schedule::parse_duration(value).ok_or_else(|| {
             format!(
                 "recorded {key} {value:?} is not {}",
-                loadprofile::DURATION_FORM
+                profile_schedule::DURATION_FORM
             )
         })
     };
@@ -214,7 +198,7 @@ pub fn from_recorded(
         other => {
             return Err(format!(
                 "recorded profile {other:?} is not one of {}",
-                loadprofile::SHAPES.join(", ")
+                profile_schedule::SHAPES.join(", ")
             ));
         }
     };

@@ -268,7 +268,7 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
         } else {
             load_for(workload, &params)
         };
-        let profile = virtwork::workloads::load_profile::from_recorded(&params)
+        let profile = virtwork::workloads::profile_driver::from_recorded(&params)
             .ok()
             .flatten();
         let domain = &vmi["spec"]["domain"];
