@@ -20,9 +20,9 @@ use crate::churn::{ChurnSpec, ChurnTally, Schedule};
 use crate::config::ChurnSettings;
 use crate::error::{Error, Result};
 use crate::k8s::churn::{ChurnEvent, Fleet, SETTLE_TIMEOUT, drive, find_fleet};
-use crate::k8s::cleanup::ApiContext;
 use crate::k8s::client::{Cluster, connect_from_env};
 use crate::k8s::retry::RetryPolicy;
+use crate::k8s::scope::ApiContext;
 use crate::model::OutputFormat;
 use crate::report::churn::{ChurnStatus, ChurnSummary, churn_json, schedule_text, summary_text};
 

@@ -24,13 +24,13 @@ use crate::audit::recorder::{
 use crate::config::CleanupSettings;
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::{
-    ApiContext, CleanupOutcome, Discovery, GoneTracker, ManagedKind, NamespaceOutcome, Scope,
-    WaitResult, discover, execute, wait_until_gone,
+    CleanupOutcome, Discovery, GoneTracker, WaitResult, discover, execute, wait_until_gone,
 };
 use crate::k8s::client::{Cluster, RateLimit, connect_from_env};
 use crate::k8s::namespace::TOOL_NAMESPACE;
 use crate::k8s::retry::RetryPolicy;
-use crate::model::{LogFormat, OutputFormat};
+use crate::k8s::scope::{ApiContext, Scope};
+use crate::model::{LogFormat, ManagedKind, NamespaceOutcome, OutputFormat};
 use crate::report::cleanup::{
     CleanupStatus, CleanupSummary, Found, WaitReport, preview_with_kept, summary_json, summary_text,
 };

@@ -10,9 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::StatusSettings;
 use crate::error::Result;
-use crate::k8s::cleanup::{ApiContext, Scope};
 use crate::k8s::client::connect_from_env;
 use crate::k8s::retry::RetryPolicy;
+use crate::k8s::scope::{ApiContext, Scope};
 use crate::k8s::status::collect;
 use crate::model::OutputFormat;
 use crate::report::status::{status_json, status_text};

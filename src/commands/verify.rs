@@ -20,9 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{PrometheusCredential, PrometheusTarget, VerifySettings};
 use crate::error::{Error, Result};
-use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
 use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
+use crate::k8s::scope::{ApiContext, list_in_scope};
+use crate::model::ManagedKind;
 use crate::model::{OutputFormat, Window};
 use crate::signals::contract::{Check, SignalGroup, checks, group_queries, profile_range_query};
 use crate::verify::alerts::{

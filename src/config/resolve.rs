@@ -24,8 +24,8 @@ use crate::cli::{
     AuditCommand, ChurnArgs, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs,
 };
 use crate::error::{Error, Result};
-use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
+use crate::k8s::scope::Scope;
 use crate::model::Window;
 use crate::model::{
     DnsLabel, MIN_DISK_SIZE, MIN_VM_MEMORY, OutputFormat, ReadyCondition, SshAccess, TimeoutSecs,

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::AuditCommand;
-use crate::k8s::cleanup::Scope;
 use crate::k8s::client::RateLimit;
+use crate::k8s::scope::Scope;
 use crate::model::Window;
 use crate::model::{
     DnsLabel, DryRunMode, LogFormat, OutputFormat, Quantity, ReadyCondition, RunId, Secret,

@@ -27,11 +27,13 @@ use crate::churn::{
     ActionResult, ChurnTally, ChurnVm, MigrationProgress, Schedule, Tracker, running_again,
 };
 use crate::error::Result;
-use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, list_in_scope, one_line};
+use crate::k8s::error_line::one_line;
 use crate::k8s::retry::{RetryError, retry};
+use crate::k8s::scope::{ApiContext, Scope, list_in_scope};
 use crate::kubevirt::{VirtualMachineInstanceMigration, VirtualMachineInstanceMigrationSpec};
 use crate::labels;
 use crate::model::ChurnAction;
+use crate::model::ManagedKind;
 
 /// How often an action under way is checked.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);

@@ -11,8 +11,9 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::k8s::cleanup::{ApiContext, ManagedKind, Scope, for_each_in_scope};
+use crate::k8s::scope::{ApiContext, Scope, for_each_in_scope};
 use crate::labels;
+use crate::model::ManagedKind;
 
 /// One VM of a run as the cluster reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
