@@ -5,7 +5,7 @@
 //!
 //! Only objects carrying `app.kubernetes.io/managed-by=virtwork` (and, with `--run-id`, that
 //! run's id) are ever listed, deleted or waited on: the label selector does the filtering on
-//! the server and [`ManagedObject::from_meta`] checks it again on every returned object, so a
+//! the server and [`crate::k8s::scope::Scope::matches`] checks it again on every returned object, so a
 //! server that ignored the selector still cannot make us delete a foreign object. Deletes carry
 //! a uid precondition, so an object replaced between listing and deleting is not touched either.
 //!
