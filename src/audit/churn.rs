@@ -6,7 +6,8 @@
 use crate::churn::{ActionResult, ChurnVm};
 use crate::model::ChurnAction;
 
-use super::recorder::{CommandKind, Event, EventType, ExecutionParams};
+use super::event::{Event, EventType};
+use super::records::{CommandKind, ExecutionParams};
 
 /// The `audit_log` row of a churn: the namespace it looked in (`*` for all) and, in
 /// `linked_run_ids` (set by the command), the runs whose VMs it touched.

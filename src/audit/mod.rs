@@ -1,5 +1,7 @@
-//! The SQLite audit database: schema and migrations ([`schema`]), the recorder used by
-//! commands ([`recorder`]), and the read-only queries behind `virtwork audit` ([`query`]).
+//! The SQLite audit database: schema and migrations ([`schema`]), the file opened privately
+//! ([`file`]), what is recorded ([`records`], [`event`]), the recorder used by commands
+//! ([`recorder`]) and its writer thread ([`writer`]), and the read-only queries behind
+//! `virtwork audit` ([`query`]).
 //!
 //! Commands use it like this (run):
 //!
@@ -19,12 +21,17 @@
 //! Audit failures after the database is open only warn; see [`recorder`].
 
 pub mod churn;
+pub mod event;
+pub mod file;
 pub mod query;
 pub mod recorder;
+pub mod records;
 pub mod schema;
+pub mod writer;
 
-pub use recorder::{
-    Auditor, CleanupMode, CommandKind, Event, EventType, Execution, ExecutionParams,
-    ExecutionStatus, ResourceKind, SUMMARY_DECLINED, SUMMARY_INTERRUPTED, VmRecord, WorkloadRecord,
-    WorkloadStatus, format_timestamp, timestamp_now,
+pub use event::{Event, EventType};
+pub use recorder::{Auditor, Execution};
+pub use records::{
+    CleanupMode, CommandKind, ExecutionParams, ExecutionStatus, ResourceKind, SUMMARY_DECLINED,
+    SUMMARY_INTERRUPTED, VmRecord, WorkloadRecord, WorkloadStatus, format_timestamp, timestamp_now,
 };

@@ -10,7 +10,8 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde::Serialize;
 
-use crate::audit::recorder::{ExecutionStatus, open_connection};
+use crate::audit::file::open_connection;
+use crate::audit::records::ExecutionStatus;
 use crate::error::{Error, Result};
 use crate::model::KindCounts;
 

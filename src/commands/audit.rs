@@ -8,8 +8,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::audit::ExecutionStatus;
 use crate::audit::query::{self, ExecutionDetail, ExecutionRecord, ListFilter};
-use crate::audit::recorder::ExecutionStatus;
 use crate::cli::AuditCommand;
 use crate::config::AuditSettings;
 use crate::error::{Error, Result};

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::recorder::{
+use crate::audit::{
     Auditor, CleanupMode, CommandKind, Event, Execution, ExecutionParams, ExecutionStatus,
     ResourceKind,
 };

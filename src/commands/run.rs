@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::recorder::{
+use crate::audit::{
     Auditor, CommandKind, Event, Execution, ExecutionParams, ResourceKind, VmRecord, WorkloadStatus,
 };
 use crate::config::RunSettings;
