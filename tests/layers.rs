@@ -3,6 +3,9 @@
 //!
 //! The order is read from the document itself, so the documentation and the check cannot
 //! drift: moving a module means editing the documented order, in review, next to the code.
+//!
+//! Inside a room too, no two modules (files) may import each other, directly or around a loop;
+//! and no function outside tests may grow past a screen without a stated reason.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -467,6 +470,304 @@ fn the_scanner_measures_bodies_and_ignores_tests_comments_and_literals() {
                 Some("one flat table of every flag, a line each".to_string())
             ),
             ("long".to_string(), 88, None),
+        ]
+    );
+}
+
+// --- No two modules in a loop ----------------------------------------------------------------
+//
+// Modules that import each other, directly or around a loop, can be neither read, tested nor
+// moved apart: each is half of the other. Edges run file to file: every `crate::`, `super::`
+// and `self::` path in the code (comments, literals and test modules excepted, `use` groups
+// expanded) names the deepest module file it reaches. A parent declaring and re-exporting its
+// children is no edge: that is what a parent is for; a child using its parent's items is one.
+
+/// The module path of a file under `src` (`src/k8s/cleanup/mod.rs` -> `k8s::cleanup`; the
+/// crate root is the empty path).
+fn module_of(path: &Path) -> Vec<String> {
+    let relative = path.strip_prefix("src").unwrap_or(path);
+    let mut segments: Vec<String> = relative
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .collect();
+    if matches!(segments.last().map(String::as_str), Some("mod" | "lib")) {
+        segments.pop();
+    }
+    segments
+}
+
+/// Every path that starts with `crate::`, `super::` or `self::` in blanked `code`, as its
+/// segments (leading keyword included), with `use` groups expanded into one path each.
+fn written_paths(code: &str) -> Vec<Vec<String>> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut paths = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts = ["crate::", "super::", "self::"]
+            .iter()
+            .any(|k| chars[i..].iter().take(k.len()).copied().eq(k.chars()));
+        let boundary = i == 0 || !(chars[i - 1].is_alphanumeric() || "_:".contains(chars[i - 1]));
+        if starts && boundary {
+            let (found, end) = path_tree(&chars, i);
+            paths.extend(found);
+            i = end.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    paths
+}
+
+/// The paths of the path tree starting at `i` (`a::b::{c, d::{e, self}}`), and where it ends.
+fn path_tree(chars: &[char], mut i: usize) -> (Vec<Vec<String>>, usize) {
+    let skip_ws = |mut i: usize| {
+        while i < chars.len() && chars[i].is_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let mut prefix = Vec::new();
+    loop {
+        i = skip_ws(i);
+        if chars.get(i) == Some(&'{') {
+            let mut all = Vec::new();
+            i += 1;
+            loop {
+                i = skip_ws(i);
+                match chars.get(i) {
+                    None => return (all, i),
+                    Some('}') => return (all, i + 1),
+                    Some(',') => i += 1,
+                    Some(_) => {
+                        let (inner, end) = path_tree(chars, i);
+                        all.extend(
+                            inner
+                                .into_iter()
+                                .map(|tail| prefix.iter().cloned().chain(tail).collect::<Vec<_>>()),
+                        );
+                        i = if end > i { end } else { i + 1 };
+                    }
+                }
+            }
+        }
+        let ident: String = chars[i..]
+            .iter()
+            .take_while(|c| c.is_alphanumeric() || **c == '_')
+            .collect();
+        if ident.is_empty() {
+            return (vec![prefix], i);
+        }
+        i += ident.chars().count();
+        prefix.push(ident);
+        let after = skip_ws(i);
+        if chars.get(after) == Some(&':') && chars.get(after + 1) == Some(&':') {
+            i = after + 2;
+        } else {
+            return (vec![prefix], i);
+        }
+    }
+}
+
+/// The module files `written` (from the file of module `here`) reaches, among `modules`.
+fn reached(
+    here: &[String],
+    written: &[String],
+    modules: &BTreeSet<Vec<String>>,
+) -> Option<Vec<String>> {
+    let (first, rest) = written.split_first()?;
+    let mut base: Vec<String> = match first.as_str() {
+        "crate" => Vec::new(),
+        "self" | "super" => here.to_vec(),
+        _ => return None,
+    };
+    let mut rest = rest.iter().peekable();
+    if first == "super" {
+        base.pop();
+        while rest.peek().is_some_and(|s| *s == "super") {
+            rest.next();
+            base.pop();
+        }
+    }
+    let mut deepest = modules.contains(&base).then(|| base.clone());
+    for segment in rest.filter(|s| *s != "self") {
+        base.push(segment.clone());
+        if modules.contains(&base) {
+            deepest = Some(base.clone());
+        } else {
+            break;
+        }
+    }
+    deepest
+}
+
+/// Module -> modules it imports, for `files` given as (path under src, source).
+fn module_graph(files: &[(PathBuf, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|(p, _)| module_of(p)).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, source) in files {
+        let here = module_of(path);
+        let mut code = code_only(source);
+        for (start, end) in test_items(&code.clone()) {
+            code.replace_range(start..end, &" ".repeat(end - start));
+        }
+        let edges = graph.entry(here.join("::")).or_default();
+        for written in written_paths(&code) {
+            let Some(target) = reached(&here, &written, &modules) else {
+                continue;
+            };
+            // Itself, or a parent naming its own children (declaring, re-exporting).
+            if target.starts_with(&here) {
+                continue;
+            }
+            edges.insert(target.join("::"));
+        }
+    }
+    graph
+}
+
+/// The loops of `graph`: every strongly connected set of more than one module, each sorted.
+fn loops(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    // Kosaraju: finish order on the graph, then components on the reversed graph.
+    fn finish<'a>(
+        node: &'a str,
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        seen: &mut BTreeSet<&'a str>,
+        order: &mut Vec<&'a str>,
+    ) {
+        if !seen.insert(node) {
+            return;
+        }
+        for next in graph.get(node).into_iter().flatten() {
+            finish(next, graph, seen, order);
+        }
+        order.push(node);
+    }
+    let mut seen = BTreeSet::new();
+    let mut order = Vec::new();
+    for node in graph.keys() {
+        finish(node, graph, &mut seen, &mut order);
+    }
+    let mut reversed: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (from, tos) in graph {
+        for to in tos {
+            reversed.entry(to.as_str()).or_default().push(from.as_str());
+        }
+    }
+    let mut assigned = BTreeSet::new();
+    let mut found = Vec::new();
+    for &root in order.iter().rev() {
+        if assigned.contains(root) {
+            continue;
+        }
+        let mut component = Vec::new();
+        let mut stack = vec![root];
+        assigned.insert(root);
+        while let Some(node) = stack.pop() {
+            component.push(node.to_string());
+            for &prev in reversed.get(node).into_iter().flatten() {
+                if assigned.insert(prev) {
+                    stack.push(prev);
+                }
+            }
+        }
+        if component.len() > 1 {
+            component.sort();
+            found.push(component);
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn no_two_modules_import_each_other_directly_or_in_a_loop() {
+    let mut paths = Vec::new();
+    rust_files(Path::new("src"), &mut paths);
+    paths.sort();
+    let files: Vec<(PathBuf, String)> = paths
+        .into_iter()
+        .filter(|p| p != Path::new("src/main.rs"))
+        .map(|p| {
+            let source = fs::read_to_string(&p).unwrap();
+            (p, source)
+        })
+        .collect();
+    let graph = module_graph(&files);
+    // Far fewer edges means the scanner broke (and would pass for want of anything to check).
+    let edges: usize = graph.values().map(BTreeSet::len).sum();
+    assert!(
+        edges > 300,
+        "found only {edges} imports in src/: the scanner is broken"
+    );
+    let described: Vec<String> = loops(&graph)
+        .iter()
+        .map(|members| {
+            let ties: Vec<String> = members
+                .iter()
+                .flat_map(|from| {
+                    graph[from]
+                        .iter()
+                        .filter(|to| members.contains(to))
+                        .map(move |to| format!("{from} -> {to}"))
+                })
+                .collect();
+            format!("{}: {}", members.join(", "), ties.join("; "))
+        })
+        .collect();
+    assert!(
+        described.is_empty(),
+        "modules that import each other (move what both need into a module of its own, or \
+         turn one import around):\n{}",
+        described.join("\n")
+    );
+}
+
+#[test]
+fn loops_are_found_through_inline_paths_use_groups_and_parents() {
+    let file = |path: &str, source: &str| (PathBuf::from(path), source.to_string());
+    let files = [
+        file(
+            "src/lib.rs",
+            "pub mod a;\npub mod b;\npub mod c;\npub mod d;",
+        ),
+        // a -> b by an inline path, b -> a inside a use group: a loop of two.
+        file("src/a/mod.rs", "pub mod x;\nfn f() { super::b::g(); }"),
+        file(
+            "src/a/x.rs",
+            "use crate::a::Y; // crate::d::z in a comment is no import",
+        ),
+        file("src/b.rs", "use crate::{c::K, a::{self, x::Z}};\nfn g() {}"),
+        // c -> d -> c through `super::super` from a child of d: a loop of three files.
+        file("src/c.rs", "use crate::d::w::Q;"),
+        file("src/d/mod.rs", "pub mod w;\npub use self::w::Q;"),
+        file(
+            "src/d/w.rs",
+            "pub struct Q; fn h() { let _ = \"crate::a\"; super::super::c::K; }\n\
+             #[cfg(test)]\nmod tests { use crate::b::g; }",
+        ),
+    ];
+    let graph = module_graph(&files);
+    assert_eq!(graph["a"], BTreeSet::from(["b".to_string()]));
+    assert_eq!(graph["a::x"], BTreeSet::from(["a".to_string()]));
+    assert_eq!(
+        graph["b"],
+        BTreeSet::from(["a".to_string(), "a::x".to_string(), "c".to_string()])
+    );
+    assert!(
+        graph["d"].is_empty(),
+        "a parent re-exporting its child is no edge"
+    );
+    assert_eq!(graph["d::w"], BTreeSet::from(["c".to_string()]));
+    assert_eq!(
+        loops(&graph),
+        [
+            vec!["a".to_string(), "a::x".to_string(), "b".to_string()],
+            vec!["c".to_string(), "d::w".to_string()],
         ]
     );
 }
