@@ -18,7 +18,7 @@
 //!   async runtime, VM creation or readiness tracking. Timestamps are taken when the method is
 //!   called, not when the write lands. [`Auditor::flush`] waits for what was queued (tests and
 //!   readers of the file); when the last handle is dropped, queued writes get at most
-//!   [`DRAIN_TIMEOUT`] to land, then the command exits anyway and says how many were lost.
+//!   [`super::writer::DRAIN_TIMEOUT`] to land, then the command exits anyway and says how many were lost.
 //!   After an interrupt, `complete_execution(Cancelled, ..)` still persists: nothing here
 //!   observes cancellation.
 //! - The database file is created `0600` (SQLite gives its `-wal` and `-shm` files the same
