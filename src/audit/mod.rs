@@ -1,5 +1,5 @@
 //! The SQLite audit database: schema and migrations ([`schema`]), the file opened privately
-//! ([`file`]), what is recorded ([`records`], [`event`]), the recorder used by commands
+//! ([`mod@file`]), what is recorded ([`records`], [`event`]), the recorder used by commands
 //! ([`recorder`]) and its writer thread ([`writer`]), and the read-only queries behind
 //! `virtwork audit` ([`query`]).
 //!

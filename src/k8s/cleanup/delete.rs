@@ -3,7 +3,7 @@
 //! namespace, checked once more right before. Outcomes are aggregated into a
 //! [`CleanupOutcome`] (deleted, already gone, failed, not attempted).
 //!
-//! Must not: discover (it deletes what [`super::discover`] found); delete after the command
+//! Must not: discover (it deletes what [`super::discover()`] found); delete after the command
 //! is cancelled.
 
 use std::fmt;

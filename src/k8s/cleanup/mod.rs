@@ -1,5 +1,5 @@
 //! Label-scoped discovery, deletion and `--wait` for `virtwork cleanup`: what is found
-//! ([`discover`]), whether `--delete-namespace` may take the namespace ([`namespace_check`]),
+//! ([`mod@discover`]), whether `--delete-namespace` may take the namespace ([`namespace_check`]),
 //! the deletes ([`delete`]) and the wait for everything to be gone ([`wait`]). Where and how
 //! objects are listed is [`crate::k8s::scope`].
 //!
