@@ -1090,7 +1090,8 @@ fn only_the_kinds_virtwork_creates_and_rolebindings_must_be_readable() {
         let c = Cluster::start();
         c.seed_run(NS, RUN_A, "cpu", 1);
         c.server.update_faults(|f| {
-            f.denials.push(Denial::new("list", required).in_namespace(NS));
+            f.denials
+                .push(Denial::new("list", required).in_namespace(NS));
         });
         let out = delete_namespace(&c, NS);
         let stderr = text(&out.stderr);
@@ -1122,7 +1123,8 @@ fn a_secret_counts_as_the_clusters_only_with_a_service_account_type() {
     let c = Cluster::start();
     c.seed_run(NS, RUN_A, "cpu", 1);
     c.server.insert(secret("db-password", "Opaque"));
-    c.server.insert(secret("default-dockercfg-x7k2p", "kubernetes.io/dockercfg"));
+    c.server
+        .insert(secret("default-dockercfg-x7k2p", "kubernetes.io/dockercfg"));
     let out = delete_namespace(&c, NS);
     assert_kept(
         &c,
@@ -1133,8 +1135,12 @@ fn a_secret_counts_as_the_clusters_only_with_a_service_account_type() {
 
     let c = Cluster::start();
     c.seed_run(NS, RUN_A, "cpu", 1);
-    c.server.insert(secret("default-token-x7k2p", "kubernetes.io/service-account-token"));
-    c.server.insert(secret("default-dockercfg-x7k2p", "kubernetes.io/dockercfg"));
+    c.server.insert(secret(
+        "default-token-x7k2p",
+        "kubernetes.io/service-account-token",
+    ));
+    c.server
+        .insert(secret("default-dockercfg-x7k2p", "kubernetes.io/dockercfg"));
     let out = delete_namespace(&c, NS);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(c.server.get("namespaces", "", NS).is_none());

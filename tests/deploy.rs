@@ -1363,7 +1363,13 @@ fn no_shipped_manifest_grants_a_wildcard() {
             );
             let rules = doc.get("rules").and_then(Value::as_sequence);
             for (index, rule) in rules.into_iter().flatten().enumerate() {
-                for field in ["apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"] {
+                for field in [
+                    "apiGroups",
+                    "resources",
+                    "verbs",
+                    "resourceNames",
+                    "nonResourceURLs",
+                ] {
                     let values = strings_at(rule, field);
                     assert!(
                         !values.iter().any(|v| v.contains('*')),
@@ -1375,7 +1381,11 @@ fn no_shipped_manifest_grants_a_wildcard() {
         }
     }
     // Both layouts and the monitoring kits were seen.
-    assert!(roles >= 4, "only {roles} roles found in {} manifests", manifests.len());
+    assert!(
+        roles >= 4,
+        "only {roles} roles found in {} manifests",
+        manifests.len()
+    );
 }
 
 /// What replaced list-on-everything: under exactly the overlay's rules, `cleanup

@@ -1180,3 +1180,74 @@ fn profiled_disk_level_script_writes_rate_limited_job_files() {
 fn fresh_clock(out: &str) -> bool {
     out.contains("level 40 at 0 s of the profile") || out.contains("level 40 at 1 s of the profile")
 }
+
+/// A value of `min..=max` with an 8 or a 9 in it (bad octal to bash), else the smallest.
+fn octal_trap(min: i64, max: i64) -> i64 {
+    [8, 9, 18, 80, 90, 800, 8_000]
+        .into_iter()
+        .find(|v| (min..=max).contains(v))
+        .unwrap_or(min)
+}
+
+/// Every integer param of every built-in and shipped catalog workload, given with leading
+/// zeros (`08`, `0080`), reaches the guest in canonical decimal: no rendered file holds the
+/// zero-padded spelling, where guest bash would read it as (bad) octal and the unit would
+/// restart for ever or, for `010`, silently run with 8. Profiled workloads are checked with a
+/// profile too, so their level scripts are covered.
+#[test]
+fn integer_params_reach_the_guest_in_canonical_decimal() {
+    use virtwork::workloads::params::ParamType;
+    let names: Vec<String> = fs::read_dir(catalog_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let registry = Registry::with_catalog(&catalog_dir(), &names).unwrap();
+    let mut checked = 0;
+    for workload in registry.names() {
+        let schema = registry.schema(workload).unwrap();
+        let shapes: &[&[(&str, &str)]] = if schema.get("profile").is_some() {
+            &[&[], &[("profile", "step")]]
+        } else {
+            &[&[]]
+        };
+        for shape in shapes {
+            for def in schema.defs() {
+                let ParamType::Int { min, max } = def.kind else {
+                    continue;
+                };
+                if def.key.starts_with("profile") && shape.is_empty() {
+                    continue;
+                }
+                let value = octal_trap(min.max(0), max);
+                let canonical = value.to_string();
+                let padded = format!("00{canonical}");
+                let with = |v: &str| {
+                    let mut params = shape.to_vec();
+                    params.push((def.key.as_str(), v));
+                    registry.create(workload, &settings(&params), &options(false))
+                };
+                // A value another param's rule forbids is not this test's business.
+                if with(&canonical).is_err() {
+                    continue;
+                }
+                let rendered = with(&padded)
+                    .unwrap_or_else(|e| panic!("{workload} {}={padded}: {e}", def.key))
+                    .userdata(None)
+                    .unwrap();
+                for file in files(&rendered) {
+                    let tokens = file
+                        .content
+                        .split(|c: char| !c.is_ascii_alphanumeric())
+                        .any(|t| t == padded);
+                    assert!(
+                        !tokens,
+                        "{workload} {shape:?}: {}={padded} reached {} as written:\n{}",
+                        def.key, file.path, file.content
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} integer params checked");
+}

@@ -86,8 +86,10 @@ pub fn must_read(group: &str, plural: &str) -> bool {
 
 /// The Secret types the cluster generates for a ServiceAccount (a token, and OpenShift's
 /// image-pull Secret); a Secret of any other type is somebody's, whatever its annotations.
-pub const SERVICE_ACCOUNT_SECRET_TYPES: [&str; 2] =
-    ["kubernetes.io/service-account-token", "kubernetes.io/dockercfg"];
+pub const SERVICE_ACCOUNT_SECRET_TYPES: [&str; 2] = [
+    "kubernetes.io/service-account-token",
+    "kubernetes.io/dockercfg",
+];
 
 /// Annotations naming the service account a generated token or pull Secret belongs to.
 const SERVICE_ACCOUNT_ANNOTATIONS: [&str; 2] = [
@@ -245,10 +247,13 @@ pub fn is_cluster_provided(object: &ContentObject) -> bool {
         "RoleBinding" => CLUSTER_ROLE_BINDINGS.contains(&object.name.as_str()),
         "ConfigMap" => CLUSTER_CONFIGMAPS.contains(&object.name.as_str()),
         "ServiceAccount" => CLUSTER_SERVICE_ACCOUNTS.contains(&object.name.as_str()),
-        "Secret" => object.service_account_type && object
-            .service_account
-            .as_deref()
-            .is_some_and(|sa| CLUSTER_SERVICE_ACCOUNTS.contains(&sa)),
+        "Secret" => {
+            object.service_account_type
+                && object
+                    .service_account
+                    .as_deref()
+                    .is_some_and(|sa| CLUSTER_SERVICE_ACCOUNTS.contains(&sa))
+        }
         _ => false,
     }
 }

@@ -131,7 +131,9 @@ impl ParamSchema {
                     _ => def.default.clone(),
                 };
                 let value = match def.kind {
-                    // One canonical spelling reaches the guest.
+                    // One canonical spelling reaches the guest. An integer in decimal without
+                    // leading zeros: guest bash reads `08` as bad octal and `010` as 8.
+                    ParamType::Int { .. } => parse_int(&value).map_or(value, |n| n.to_string()),
                     ParamType::Bool => value.to_ascii_lowercase(),
                     ParamType::Str(StrRule::Signal(names)) => {
                         canonical_signal(names, &value).map_or(value, str::to_string)
