@@ -18,8 +18,8 @@ use crate::k8s::error_line::one_line;
 use crate::k8s::list::list_pages;
 use crate::k8s::namespace::{
     ContentObject, ContentsCheck, DiscoveredResource, NamespaceFacts, NamespaceVerdict,
-    SERVICE_ACCOUNT_SECRET_TYPES, classify_contents, content_resources, is_view_group,
-    must_read, namespace_delete_decision, protected_reason,
+    SERVICE_ACCOUNT_SECRET_TYPES, classify_contents, content_resources, is_view_group, must_read,
+    namespace_delete_decision, protected_reason,
 };
 use crate::k8s::retry::RetryError;
 use crate::k8s::scope::ApiContext;
