@@ -1086,25 +1086,24 @@ fn only_the_kinds_virtwork_creates_and_rolebindings_must_be_readable() {
     assert!(c.server.get("namespaces", "", NS).is_none());
 
     // (A refused list of a kind virtwork creates already fails cleanup's own listing.)
-    for required in ["rolebindings"] {
-        let c = Cluster::start();
-        c.seed_run(NS, RUN_A, "cpu", 1);
-        c.server.update_faults(|f| {
-            f.denials
-                .push(Denial::new("list", required).in_namespace(NS));
-        });
-        let out = delete_namespace(&c, NS);
-        let stderr = text(&out.stderr);
-        let last = stderr.lines().last().unwrap_or_default();
-        assert_eq!(out.status.code(), Some(1), "{required}: {stderr}");
-        assert!(
-            last.starts_with(&format!("Error: kept namespace {NS}: "))
-                && last.contains("could not check it for objects virtwork does not manage")
-                && last.contains(required),
-            "{required}: {last}"
-        );
-        assert!(c.server.get("namespaces", "", NS).is_some(), "{required}");
-    }
+    let required = "rolebindings";
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server.update_faults(|f| {
+        f.denials
+            .push(Denial::new("list", required).in_namespace(NS));
+    });
+    let out = delete_namespace(&c, NS);
+    let stderr = text(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert_eq!(out.status.code(), Some(1), "{required}: {stderr}");
+    assert!(
+        last.starts_with(&format!("Error: kept namespace {NS}: "))
+            && last.contains("could not check it for objects virtwork does not manage")
+            && last.contains(required),
+        "{required}: {last}"
+    );
+    assert!(c.server.get("namespaces", "", NS).is_some(), "{required}");
 }
 
 /// A Secret is the cluster's only when its type is a service account's: an Opaque Secret

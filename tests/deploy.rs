@@ -1483,7 +1483,21 @@ fn cluster_wide_overlay_keeps_a_namespace_someone_was_given_rights_in() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(cluster.server.get("namespaces", "", "fresh").is_none());
+    // Deleted (the server may still be finalizing it).
+    let gone = cluster.server.get("namespaces", "", "fresh");
+    assert!(
+        gone.is_none() || gone.as_ref().unwrap()["metadata"]["deletionTimestamp"].is_string(),
+        "{gone:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        cluster
+            .server
+            .request_log()
+            .iter()
+            .any(|r| r.verb == "delete" && r.resource == "namespaces"),
+        "no namespace delete was sent"
+    );
 }
 
 /// The default layout confines virtwork: across all namespaces, or in any namespace but its
