@@ -47,6 +47,14 @@ pub fn safe(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// Characters a terminal would act on or hide, beyond what JSON escapes anyway (C0 controls
+/// but line breaks and tabs are [`needs_escape`]'s too): DEL, C1 controls, bidirectional
+/// embeddings, overrides and isolates, zero-width characters and the BOM. The `-o json` and
+/// `-o yaml` writers escape these.
+pub fn hides(c: char) -> bool {
+    needs_escape(c) && !matches!(c, '\n' | '\r' | '\t')
+}
+
 /// Characters a terminal would act on or hide instead of showing: controls (C0, DEL, C1),
 /// bidirectional embeddings, overrides and isolates, zero-width characters and the BOM.
 fn needs_escape(c: char) -> bool {

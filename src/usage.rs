@@ -234,6 +234,64 @@ pub fn without_secrets(message: &str, args: &[OsString], env: &[(String, String)
     for secret in secrets.iter().filter(|s| s.chars().count() >= 6) {
         out = out.replace(secret.as_str(), REDACTED);
     }
+    without_pem_blocks(&without_quoted_secrets(&out))
+}
+
+/// `message` with every double-quoted span (Rust's escaped quoting, which errors use for what
+/// a user gave) that looks like a credential replaced by `<redacted>`: values from files (the
+/// `--config` YAML, a catalog entry) are in no argument or variable to match against.
+fn without_quoted_secrets(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(open) = rest.find('"') {
+        out.push_str(&rest[..open]);
+        let body = &rest[open + 1..];
+        let mut end = None;
+        let mut escaped = false;
+        for (i, c) in body.char_indices() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => {
+                    end = Some(i);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(end) = end else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        let span = &body[..end];
+        if looks_secret(span) {
+            out.push_str(REDACTED);
+        } else {
+            out.push('"');
+            out.push_str(span);
+            out.push('"');
+        }
+        rest = &body[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `message` with any PEM armour left unquoted cut out, from `-----BEGIN` to the end of its
+/// `-----END …-----` line (or to the end of the message).
+fn without_pem_blocks(message: &str) -> String {
+    let mut out = message.to_string();
+    while let Some(begin) = out.find("-----BEGIN") {
+        let after = &out[begin..];
+        let end = after
+            .find("-----END")
+            .and_then(|e| {
+                let tail = &after[e + 8..];
+                tail.find("-----").map(|t| e + 8 + t + 5)
+            })
+            .unwrap_or(after.len());
+        out.replace_range(begin..begin + end, REDACTED);
+    }
     out
 }
 
@@ -282,6 +340,24 @@ fn redact(message: &str, credentials: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoted_and_armoured_secrets_from_files_are_cut_from_any_message() {
+        let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n-----END OPENSSH PRIVATE KEY-----\n";
+        let message = format!(
+            "f.yaml: param \"x\" value {key:?}: must be an integer; token \"eyJh.eyJz.c2ln\"; raw {key} end"
+        );
+        let out = without_secrets(&message, &[], &[]);
+        assert_eq!(
+            out,
+            "f.yaml: param \"x\" value <redacted>: must be an integer; token <redacted>; raw <redacted>\n end"
+        );
+        // An escaped quote inside a span does not end it.
+        assert_eq!(
+            without_secrets(r#"a "b\"PRIVATE KEY\"c" d"#, &[], &[]),
+            "a <redacted> d"
+        );
+    }
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()

@@ -2049,6 +2049,46 @@ fn a_linked_audit_database_is_refused_and_nothing_is_created_at_its_target() {
     );
 }
 
+/// Only the last component refuses links: a database in a directory reached through one
+/// (Fedora Atomic's `/home -> var/home`) is created, recorded into and read back, in the
+/// real directory, with a fresh directory made through the link.
+#[test]
+fn an_audit_database_through_a_linked_directory_works() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("var-home")).unwrap();
+    std::os::unix::fs::symlink("var-home", dir.path().join("home")).unwrap();
+    let path = dir.path().join("home/user/.virtwork/audit.db");
+    let auditor = Auditor::open_path(&path).unwrap_or_else(|e| panic!("{e}"));
+    drop(auditor);
+    let real = dir.path().join("var-home/user/.virtwork/audit.db");
+    assert!(real.is_file(), "the database is in the real directory");
+    let out = virtwork(&path, &["--output", "json", "audit", "list"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // And through a relative link in the path of an existing database.
+    std::os::unix::fs::symlink(dir.path().join("var-home/user"), dir.path().join("me")).unwrap();
+    drop(Auditor::open_path(&dir.path().join("me/.virtwork/audit.db")).unwrap());
+}
+
+/// A database file this attempt created is removed when SQLite then cannot use it, so a
+/// failure leaves no empty file behind; an existing file is never removed.
+#[test]
+fn a_failed_open_leaves_no_empty_database_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.db");
+    // SQLite cannot make its write-ahead log where a directory has that name.
+    std::fs::create_dir(dir.path().join("audit.db-wal")).unwrap();
+    assert!(Auditor::open_path(&path).is_err(), "opened without a WAL");
+    assert!(!path.exists(), "an empty database file was left behind");
+    std::fs::write(&path, b"").unwrap();
+    assert!(Auditor::open_path(&path).is_err());
+    assert!(path.exists(), "an existing file was removed");
+}
+
 /// A database every user may write could hold any history: refused, as OpenSSH refuses a key
 /// file others can write.
 #[test]

@@ -1062,28 +1062,87 @@ fn events_about_our_objects_cluster_role_bindings_and_metrics_do_not_keep_the_na
     assert!(c.server.get("namespaces", "", NS).is_none());
 }
 
-/// A kind the account may not list could hold anything: the namespace is kept, saying which.
+/// No shipped role may list every kind (that would let virtwork's token read the whole
+/// cluster). A kind the account may not list is not read: in a namespace virtwork created
+/// with no RoleBinding beyond the cluster's, only a cluster-wide writer could have put
+/// anything there. The kinds virtwork creates and RoleBindings must be readable: a refusal of
+/// one of those keeps the namespace, naming it.
 #[test]
-fn a_kind_that_cannot_be_listed_keeps_the_namespace() {
+fn only_the_kinds_virtwork_creates_and_rolebindings_must_be_readable() {
     let c = Cluster::start();
     c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server.insert(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": { "name": "blue", "namespace": NS }, "spec": { "size": 3 },
+    }));
+    c.server.update_faults(|f| {
+        for kind in ["widgets", "deployments", "configmaps", "pods", "events"] {
+            f.denials.push(Denial::new("list", kind));
+        }
+    });
+    let out = delete_namespace(&c, NS);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(json_doc(&out)["namespace_deleted"], true);
+    assert!(c.server.get("namespaces", "", NS).is_none());
+
+    // (A refused list of a kind virtwork creates already fails cleanup's own listing.)
+    let required = "rolebindings";
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server.update_faults(|f| {
+        f.denials
+            .push(Denial::new("list", required).in_namespace(NS));
+    });
+    let out = delete_namespace(&c, NS);
+    let stderr = text(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert_eq!(out.status.code(), Some(1), "{required}: {stderr}");
+    assert!(
+        last.starts_with(&format!("Error: kept namespace {NS}: "))
+            && last.contains("could not check it for objects virtwork does not manage")
+            && last.contains(required),
+        "{required}: {last}"
+    );
+    assert!(c.server.get("namespaces", "", NS).is_some(), "{required}");
+}
+
+/// A Secret is the cluster's only when its type is a service account's: an Opaque Secret
+/// annotated as `default`'s token is somebody's and keeps the namespace; a real token of
+/// `default` does not.
+#[test]
+fn a_secret_counts_as_the_clusters_only_with_a_service_account_type() {
+    let secret = |name: &str, ty: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": ty,
+            "metadata": { "name": name, "namespace": NS,
+                          "annotations": { "kubernetes.io/service-account.name": "default" } },
+            "data": { "token": "c2VjcmV0" },
+        })
+    };
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server.insert(secret("db-password", "Opaque"));
     c.server
-        .update_faults(|f| f.denials.push(Denial::new("list", "widgets")));
+        .insert(secret("default-dockercfg-x7k2p", "kubernetes.io/dockercfg"));
     let out = delete_namespace(&c, NS);
     assert_kept(
         &c,
         NS,
         &out,
-        "could not check it for objects virtwork does not manage",
+        "it holds 1 object(s) virtwork does not manage: Secret db-password",
     );
-    assert!(
-        json_doc(&out)["namespace_kept"]
-            .as_str()
-            .unwrap()
-            .contains("widgets"),
-        "{}",
-        text(&out.stdout)
-    );
+
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server.insert(secret(
+        "default-token-x7k2p",
+        "kubernetes.io/service-account-token",
+    ));
+    c.server
+        .insert(secret("default-dockercfg-x7k2p", "kubernetes.io/dockercfg"));
+    let out = delete_namespace(&c, NS);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(c.server.get("namespaces", "", NS).is_none());
 }
 
 /// An API group whose discovery fails could serve anything: the namespace is kept, naming

@@ -469,6 +469,9 @@ fn shows_key_material(text: &str) -> bool {
     }) || text.contains("BEGIN OPENSSH")
 }
 
+/// The shipped catalog.
+const CATALOG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog");
+
 #[test]
 fn a_pasted_private_key_is_never_echoed_from_any_source() {
     let unquoted: Vec<&str> = PRIVATE_KEY.split_whitespace().collect();
@@ -558,6 +561,70 @@ fn a_pasted_private_key_is_never_echoed_from_any_source() {
         yaml(
             format!("memory: |\n{indented}"),
             &["invalid value <redacted> for memory in virtwork.yaml"],
+        ),
+        // A YAML key that is itself the key, at the top and inside a workload.
+        yaml(format!("? |\n{indented}: 1\n"), &["virtwork.yaml"]),
+        yaml(
+            format!(
+                "workloads:\n  cpu:\n    ? |\n  {}    : 1\n",
+                indented.replace('\n', "\n  ")
+            ),
+            &["virtwork.yaml"],
+        ),
+        // A workload param in the YAML: an integer, a string with a rule, a param name.
+        yaml(
+            format!(
+                "workloads:\n  disk:\n    params:\n      runtime: |\n{}",
+                indented.replace("  ", "        ")
+            ),
+            &[
+                "invalid params for workload \"disk\"",
+                "\"runtime\"",
+                "<redacted>",
+            ],
+        ),
+        yaml(
+            format!(
+                "workloads:\n  chaos-network:\n    params:\n      target: |\n{}",
+                indented.replace("  ", "        ")
+            ),
+            &[
+                "invalid params for workload \"chaos-network\"",
+                "<redacted>",
+            ],
+        ),
+        yaml(
+            format!(
+                "workloads:\n  cpu:\n    params:\n      ? |\n{}      : 1\n",
+                indented.replace("  ", "        ")
+            ),
+            &["invalid params for workload \"cpu\"", "<redacted>"],
+        ),
+        // A catalog entry's param, from the YAML and from --params.
+        Bad {
+            files: vec![(
+                "virtwork.yaml",
+                format!(
+                    "from-catalog: [sysbench]\nworkloads:\n  sysbench:\n    params:\n      threads: |\n{}",
+                    indented.replace("  ", "        ")
+                ),
+            )],
+            ..bad(
+                &["run", "--config", "virtwork.yaml", "--catalog-dir", CATALOG],
+                &["invalid params for workload \"sysbench\"", "<redacted>"],
+            )
+        },
+        bad(
+            &[
+                "run",
+                "--catalog-dir",
+                CATALOG,
+                "--from-catalog",
+                "sysbench",
+                "--params",
+                &format!("sysbench.threads={}", PRIVATE_KEY.replace('\n', " ")),
+            ],
+            &["<redacted>"],
         ),
     ];
     let mut failures = Vec::new();

@@ -12,7 +12,8 @@
 //! - `python3 -m py_compile` accepts each Python script;
 //! - the cpu and memory stress-ng command lines, as rendered, run for 1 s and exit 0;
 //! - the load-profile driver, as rendered, follows a schedule with a recording level command,
-//!   resumes its clock from the start file and fails when the load process ends; the cpu level
+//!   resumes its clock from the start file (read as decimal; an impossible start replaced) and
+//!   fails when the load process ends, also with bash 4.4/5.0's `wait`; the cpu level
 //!   script keeps stress-ng running, the disk level script writes rate-limited job files
 //!   that fio parses, and the catalog sysbench level script runs sysbench at the rate.
 //!
@@ -1179,4 +1180,306 @@ fn profiled_disk_level_script_writes_rate_limited_job_files() {
 /// The driver's first level line says the profile's clock has just started (0 or 1 s).
 fn fresh_clock(out: &str) -> bool {
     out.contains("level 40 at 0 s of the profile") || out.contains("level 40 at 1 s of the profile")
+}
+
+/// A value of `min..=max` with an 8 or a 9 in it (bad octal to bash), else the smallest.
+fn octal_trap(min: i64, max: i64) -> i64 {
+    [8, 9, 18, 80, 90, 800, 8_000]
+        .into_iter()
+        .find(|v| (min..=max).contains(v))
+        .unwrap_or(min)
+}
+
+/// Every integer param of every built-in and shipped catalog workload, given with leading
+/// zeros (`08`, `0080`), reaches the guest in canonical decimal: no rendered file holds the
+/// zero-padded spelling, where guest bash would read it as (bad) octal and the unit would
+/// restart for ever or, for `010`, silently run with 8. Profiled workloads are checked with a
+/// profile too, so their level scripts are covered.
+#[test]
+fn integer_params_reach_the_guest_in_canonical_decimal() {
+    use virtwork::workloads::params::ParamType;
+    let names: Vec<String> = fs::read_dir(catalog_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let registry = Registry::with_catalog(&catalog_dir(), &names).unwrap();
+    let mut checked = 0;
+    for workload in registry.names() {
+        let schema = registry.schema(workload).unwrap();
+        let shapes: &[&[(&str, &str)]] = if schema.get("profile").is_some() {
+            &[&[], &[("profile", "step")]]
+        } else {
+            &[&[]]
+        };
+        for shape in shapes {
+            for def in schema.defs() {
+                let ParamType::Int { min, max } = def.kind else {
+                    continue;
+                };
+                if def.key.starts_with("profile") && shape.is_empty() {
+                    continue;
+                }
+                let value = octal_trap(min.max(0), max);
+                let canonical = value.to_string();
+                let padded = format!("00{canonical}");
+                let with = |v: &str| {
+                    let mut params = shape.to_vec();
+                    params.push((def.key.as_str(), v));
+                    registry.create(workload, &settings(&params), &options(false))
+                };
+                // A value another param's rule forbids is not this test's business.
+                if with(&canonical).is_err() {
+                    continue;
+                }
+                let rendered = with(&padded)
+                    .unwrap_or_else(|e| panic!("{workload} {}={padded}: {e}", def.key))
+                    .userdata(None)
+                    .unwrap();
+                for file in files(&rendered) {
+                    let tokens = file
+                        .content
+                        .split(|c: char| !c.is_ascii_alphanumeric())
+                        .any(|t| t == padded);
+                    assert!(
+                        !tokens,
+                        "{workload} {shape:?}: {}={padded} reached {} as written:\n{}",
+                        def.key, file.path, file.content
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} integer params checked");
+}
+
+/// `wait` as bash 4.4 (RHEL 8 family) and 5.0 (Debian 10, Ubuntu 20.04) have it, loaded into
+/// the driver through BASH_ENV: `-n` without `-p` (5.1+), which is an invalid option there,
+/// and `wait -n` waits for any job, ignoring the ids it is given (5.1 added waiting for one
+/// of the given ids).
+const BASH_44_WAIT: &str = r#"wait() {
+  local arg
+  case "${1:-}" in
+    -n)
+      shift
+      for arg in "$@"; do
+        case "$arg" in
+          -*) echo "bash: wait: ${arg}: invalid option" >&2
+              echo "wait: usage: wait [-n] [id ...]" >&2
+              return 2 ;;
+        esac
+      done
+      builtin wait -n ;;
+    -*) echo "bash: wait: ${1}: invalid option" >&2
+        echo "wait: usage: wait [-n] [id ...]" >&2
+        return 2 ;;
+    *) builtin wait "$@" ;;
+  esac
+}
+"#;
+
+/// The driver as rendered, in `dir`, run with bash 4.4/5.0's `wait` when `old_bash`.
+fn driver_in(dir: &Path, old_bash: bool) -> Command {
+    let rendered = rendered_files("cpu", &[("profile", "step")]);
+    let driver = dir.join("driver");
+    executable(
+        &driver,
+        &rendered["/usr/local/bin/virtwork-load-driver"].content,
+    );
+    let mut cmd = Command::new(driver);
+    if old_bash {
+        let shim = dir.join("bash44-wait.sh");
+        fs::write(&shim, BASH_44_WAIT).unwrap();
+        cmd.env("BASH_ENV", shim);
+    }
+    cmd
+}
+
+/// Pids whose parent is `pid` (from /proc).
+fn children_of(pid: u32) -> usize {
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let stat = fs::read_to_string(e.ok()?.path().join("stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+        })
+        .filter(|&ppid| ppid == pid)
+        .count()
+}
+
+/// With bash 4.4/5.0's `wait` the driver still follows the schedule (7, 3, 7) with a nap and
+/// one load process at a time, instead of looping on a refused `wait -p` and forking a
+/// `sleep` each round (1,213 processes in 2 s), and it still ends with the load's status when
+/// the load ends. The same checks run with this machine's bash.
+#[test]
+fn load_driver_works_with_the_wait_of_bash_4_4_and_5_0() {
+    if !have("bash") || !have("setsid") || !have("timeout") {
+        return;
+    }
+    for old_bash in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let level = dir.path().join("level");
+        executable(&level, RECORDING_LEVEL);
+        let schedule = dir.path().join("schedule");
+        fs::write(&schedule, "repeat 3\n0 7\n2 3\n").unwrap();
+        let start_file = dir.path().join("start");
+        let mut child = driver_in(dir.path(), old_bash)
+            .args([&schedule, &start_file, &level])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut most_children = 0;
+        while level_log(dir.path())
+            .iter()
+            .filter(|l| l.starts_with("start"))
+            .count()
+            < 3
+            && std::time::Instant::now() < deadline
+            && child.try_wait().unwrap().is_none()
+        {
+            most_children = most_children.max(children_of(child.id()));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let events: Vec<String> = level_log(dir.path())
+            .iter()
+            .map(|l| l.split(' ').take(2).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert!(
+            events.len() >= 5
+                && events[..5] == ["start 7", "stop 7", "start 3", "stop 3", "start 7"],
+            "old bash {old_bash}: {events:?}\n{stderr}"
+        );
+        // The nap, the load, and a `kill`/`date` in passing.
+        assert!(
+            most_children <= 4,
+            "old bash {old_bash}: {most_children} children at once\n{stderr}"
+        );
+        assert!(!stderr.contains("invalid option"), "{stderr}");
+
+        // The load ending by itself ends the driver with its status.
+        let failing = dir.path().join("failing");
+        executable(&failing, "#!/bin/bash\nsleep 0.5\nexit 3\n");
+        let once = dir.path().join("once");
+        fs::write(&once, "repeat 0\n0 40\n").unwrap();
+        let (ok, out) = run(Command::new("timeout")
+            .arg("20")
+            .arg(dir.path().join("driver"))
+            .args([&once, &start_file, &failing])
+            .envs(old_bash.then(|| ("BASH_ENV", dir.path().join("bash44-wait.sh")))));
+        assert!(!ok, "{out}");
+        assert!(
+            out.contains("ERROR: the load process (level 40) exited with status 3"),
+            "old bash {old_bash}: {out}"
+        );
+    }
+}
+
+/// The profile clock's start file is read as decimal (`0<digits>` with an 8 in it resumes
+/// where it says instead of failing as bad octal); a start in the future, one before the
+/// guest's first boot and one bash cannot hold are replaced by a fresh start, each with a
+/// log line; a new start is synced before it is renamed into place.
+#[test]
+fn load_driver_reads_its_clock_as_decimal_and_replaces_an_impossible_start() {
+    if !have("bash") || !have("setsid") || !have("timeout") || !have("sync") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let failing = dir.path().join("failing");
+    executable(&failing, "#!/bin/bash\nsleep 0.3\nexit 3\n");
+    let schedule = dir.path().join("schedule");
+    fs::write(&schedule, "repeat 0\n0 40\n").unwrap();
+    let start_file = dir.path().join("state/start");
+    fs::create_dir_all(start_file.parent().unwrap()).unwrap();
+    // `sync` and `mv` that log their arguments, then do the real thing.
+    let bin = dir.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let calls = dir.path().join("calls.log");
+    for tool in ["sync", "mv"] {
+        let real = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+            .unwrap();
+        executable(
+            &bin.join(tool),
+            &format!(
+                "#!/bin/sh\necho \"{tool} $*\" >> '{}'\nexec '{}' \"$@\"\n",
+                calls.display(),
+                real.display()
+            ),
+        );
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let drive = || {
+        run(Command::new("timeout")
+            .arg("20")
+            .arg(dir.path().join("driver"))
+            .args([&schedule, &start_file, &failing])
+            .env("PATH", &path))
+    };
+    driver_in(dir.path(), false);
+
+    // Leading zeros, and a digit octal does not have: still 5 s into the profile.
+    let mut five_ago = now_secs() - 5;
+    while !five_ago.to_string().contains(['8', '9']) {
+        five_ago -= 1;
+    }
+    let spelled = format!("00{five_ago}\n");
+    fs::write(&start_file, &spelled).unwrap();
+    let elapsed = now_secs() - five_ago;
+    let (_, out) = drive();
+    assert!(
+        (elapsed..=elapsed + 2).any(|s| out.contains(&format!("level 40 at {s} s of the profile"))),
+        "{elapsed}: {out}"
+    );
+    assert!(!out.contains("profile clock:"), "{out}");
+    assert_eq!(fs::read_to_string(&start_file).unwrap(), spelled, "kept");
+
+    for (start, says) in [
+        ((now_secs() + 3_600).to_string(), "is in the future"),
+        ("0000000042".to_string(), "is before the guest's first boot"),
+        ("9".repeat(40), "is not a time"),
+    ] {
+        fs::write(&start_file, format!("{start}\n")).unwrap();
+        let _ = fs::remove_file(&calls);
+        let before = now_secs();
+        let (_, out) = drive();
+        assert!(
+            out.contains(&format!(
+                "profile clock: start {}",
+                &start[..start.len().min(24)]
+            )) && out.contains(says)
+                && out.contains("starting the clock again"),
+            "{start}: {out}"
+        );
+        assert!(fresh_clock(&out), "{start}: {out}");
+        let written: u64 = fs::read_to_string(&start_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            (before..=now_secs()).contains(&written),
+            "{start}: {written}"
+        );
+        let log = fs::read_to_string(&calls).unwrap();
+        let new = format!("{}.new", start_file.display());
+        let sync = log.find(&format!("sync {new}"));
+        let mv = log.find(&format!("mv {new} {}", start_file.display()));
+        assert!(
+            matches!((sync, mv), (Some(s), Some(m)) if s < m),
+            "the new start must be synced before the rename:\n{log}"
+        );
+    }
 }

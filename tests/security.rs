@@ -271,3 +271,75 @@ fn hostile_status_fields_are_escaped_in_the_status_table() {
     assert!(stdout.contains("node\\u{1b}[8m-hidden"), "{stdout}");
     assert!(!drives_the_terminal(&stdout), "{stdout:?}");
 }
+
+/// A webhook's message, as an audit record holds it, in `audit show --output json` and
+/// `--output yaml`: the documents keep it exactly (a reader gets the server's text back), but
+/// the bidi override, C1 control and zero-width characters are written as `\u` escapes, so a
+/// document shown on a terminal cannot reorder or hide what follows, as the text renderer
+/// does.
+#[test]
+fn hidden_characters_in_a_hostile_message_are_escaped_in_json_and_yaml() {
+    const HIDING: &str = "denied\u{202e}gnp.exe\u{200b}\u{85}\u{2066}by policy";
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    c.server.update_faults(|f| {
+        f.scripted.push(
+            ScriptedFault::new(
+                "delete",
+                "virtualmachines",
+                FaultAction::Deny {
+                    code: 400,
+                    message: HIDING,
+                    times: 1,
+                },
+            )
+            .times(20),
+        )
+    });
+    let out = c.run(&["--namespace", NS, "cleanup", "--yes"], None, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let conn = rusqlite::Connection::open(c.db()).unwrap();
+    let run_id: String = conn
+        .query_row(
+            "SELECT run_id FROM audit_log WHERE command LIKE 'cleanup%' ORDER BY id DESC",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the cleanup was recorded");
+    // The recorder stores what the terminal renderer made of the message; a database others
+    // may write (used with a warning) or an older version's holds it raw.
+    conn.execute(
+        "UPDATE audit_log SET error_summary = ?1 WHERE run_id = ?2",
+        rusqlite::params![HIDING, run_id],
+    )
+    .unwrap();
+    for output in ["json", "yaml"] {
+        let out = c.run(&["--output", output, "audit", "show", &run_id], None, &[]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{output}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            !stdout
+                .chars()
+                .any(|c| matches!(c, '\u{202e}' | '\u{200b}' | '\u{85}' | '\u{2066}')),
+            "{output}: {stdout:?}"
+        );
+        assert!(
+            stdout.contains("denied\\u202egnp.exe\\u200b\\u0085\\u2066by policy"),
+            "{output}: {stdout}"
+        );
+        let doc: serde_json::Value = if output == "json" {
+            serde_json::from_str(&stdout).unwrap()
+        } else {
+            serde_yaml::from_str(&stdout).unwrap()
+        };
+        assert!(
+            doc.to_string().contains(HIDING),
+            "{output}: the message does not read back: {doc}"
+        );
+    }
+}

@@ -27,10 +27,40 @@ pub(crate) fn open_connection(path: &Path) -> Result<Connection> {
     {
         create_private_dir(parent).map_err(|e| fail("creating the directory of", &e))?;
     }
-    if !in_memory {
-        create_private_file(path).map_err(|e| fail("opening", &e))?;
+    if in_memory {
+        return configured(path, &fail);
     }
-    // Checked above without following a link; SQLite must not follow one swapped in since.
+    let real = real_parent(path).map_err(|e| fail("resolving the directory of", &e))?;
+    let created = create_private_file(&real).map_err(|e| fail("opening", &e))?;
+    let opened = configured(&real, &fail);
+    // A file this call created and could not make a database of is removed again, so a
+    // failed attempt leaves nothing behind (an existing file is never removed).
+    if opened.is_err()
+        && created
+        && std::fs::symlink_metadata(&real).is_ok_and(|m| m.is_file() && m.len() == 0)
+    {
+        let _ = std::fs::remove_file(&real);
+    }
+    opened
+}
+
+/// `path` with its directory resolved to the real one: SQLite's `SQLITE_OPEN_NOFOLLOW` refuses
+/// a link in any component, and a directory reached through one (Fedora Atomic's
+/// `/home -> var/home`) is fine; only the last component must not be a link.
+pub(crate) fn real_parent(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    let Some(name) = path.file_name() else {
+        return Ok(path.to_path_buf());
+    };
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok(std::fs::canonicalize(parent)?.join(name))
+}
+
+/// Opens `path` with SQLite and brings its schema up to date.
+fn configured(path: &Path, fail: &dyn Fn(&str, &dyn fmt::Display) -> Error) -> Result<Connection> {
+    // Checked without following a link; SQLite must not follow one swapped in since.
     let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let mut conn = Connection::open_with_flags(path, flags).map_err(|e| fail("opening", &e))?;
     schema::configure(&conn).map_err(|e| fail("configuring", &e))?;
@@ -58,17 +88,24 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 /// refused, as is anything but a regular file, and a database every user may write (anyone
 /// could rewrite the audit trail). One owned by another user, or writable by its group, is
 /// used with a warning, the way OpenSSH judges key files.
-fn create_private_file(path: &Path) -> std::io::Result<()> {
+/// Returns whether it created the file.
+fn create_private_file(path: &Path) -> std::io::Result<bool> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let refuse = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
     let mut options = std::fs::OpenOptions::new();
     options
         .read(true)
         .write(true)
-        .create(true)
+        .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    let file = match options.open(path) {
+    let mut created = true;
+    let mut opened = options.open(path);
+    if matches!(&opened, Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists) {
+        created = false;
+        opened = options.create_new(false).create(false).open(path);
+    }
+    let file = match opened {
         Ok(file) => file,
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
             return Err(refuse(
@@ -105,5 +142,5 @@ fn create_private_file(path: &Path) -> std::io::Result<()> {
             "the audit database is writable by its group, whose members can rewrite what it records"
         );
     }
-    Ok(())
+    Ok(created)
 }

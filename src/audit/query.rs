@@ -164,11 +164,16 @@ pub struct ExecutionDetail {
 pub fn open_existing(path: &Path) -> Result<Connection> {
     match open_connection(path) {
         Ok(conn) => Ok(conn),
-        Err(upgrade_error) => Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-        )
-        .map_err(|_| upgrade_error),
+        Err(upgrade_error) => {
+            let Ok(real) = super::file::real_parent(path) else {
+                return Err(upgrade_error);
+            };
+            Connection::open_with_flags(
+                real,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+            )
+            .map_err(|_| upgrade_error)
+        }
     }
 }
 

@@ -140,12 +140,19 @@ pub(crate) fn write_stdout(text: &str) -> Result<()> {
 
 /// A command's result document as written to stdout: `json` (one JSON document) as is, or
 /// the same document as YAML for `--output yaml` (YAML reads JSON, keeping the field order).
+/// Either way a character a terminal would act on or hide (DEL, C1 controls, bidirectional
+/// overrides, zero-width characters; [`crate::terminal::hides`]) is written as a `\u` escape,
+/// which every JSON and YAML reader turns back into the same character: a name from the
+/// cluster cannot reorder what `virtwork status -o json` shows on a terminal.
 pub(crate) fn document_text(format: OutputFormat, json: &str) -> Result<String> {
     let mut text = match format {
-        OutputFormat::Yaml => serde_yaml::from_str::<serde_yaml::Value>(json)
+        // Read from the escaped JSON: YAML refuses DEL and C1 controls written raw.
+        OutputFormat::Yaml => serde_yaml::from_str::<serde_yaml::Value>(&escaped_json(json))
+            .map(marked_yaml)
             .and_then(|doc| serde_yaml::to_string(&doc))
+            .map(|yaml| unmarked_yaml(&yaml))
             .map_err(|e| Error::runtime(format!("rendering the result as YAML: {e}")))?,
-        OutputFormat::Json | OutputFormat::Text => json.trim_end().to_string(),
+        OutputFormat::Json | OutputFormat::Text => escaped_json(json.trim_end()),
     };
     if !text.ends_with('\n') {
         text.push('\n');
@@ -159,5 +166,119 @@ pub(crate) fn write_failed(err: std::io::Error) -> Error {
         context: "writing to",
         path: "stdout".into(),
         source: err,
+    }
+}
+
+/// JSON text with every character [`crate::terminal::hides`] written as `\uXXXX`. Outside
+/// strings JSON is ASCII, so each such character is inside a string, where the escape means
+/// the same character.
+fn escaped_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if crate::terminal::hides(c) {
+            // Every such character is in the Basic Multilingual Plane.
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Start and end of the stand-in for a hidden character in YAML: control characters, so the
+/// emitter double-quotes the string and writes them as `\x01`/`\x02`, where
+/// [`unmarked_yaml`] finds them.
+const MARK_OPEN: char = '\u{1}';
+const MARK_CLOSE: char = '\u{2}';
+
+/// `doc` with every hidden character of its strings and keys (and the marker characters
+/// themselves) replaced by `MARK_OPEN hex MARK_CLOSE`.
+fn marked_yaml(doc: serde_yaml::Value) -> serde_yaml::Value {
+    use serde_yaml::Value;
+    let mark = |s: String| -> String {
+        if !s
+            .chars()
+            .any(|c| crate::terminal::hides(c) || c == MARK_OPEN || c == MARK_CLOSE)
+        {
+            return s;
+        }
+        s.chars()
+            .map(|c| {
+                if crate::terminal::hides(c) || c == MARK_OPEN || c == MARK_CLOSE {
+                    format!("{MARK_OPEN}{:04x}{MARK_CLOSE}", c as u32)
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    };
+    match doc {
+        Value::String(s) => Value::String(mark(s)),
+        Value::Sequence(items) => Value::Sequence(items.into_iter().map(marked_yaml).collect()),
+        Value::Mapping(map) => Value::Mapping(
+            map.into_iter()
+                .map(|(k, v)| (marked_yaml(k), marked_yaml(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The emitted YAML with each marked character written as the `\uXXXX` escape of a
+/// double-quoted scalar (where the emitter put it).
+fn unmarked_yaml(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len());
+    let mut rest = yaml;
+    while let Some(at) = rest.find("\\x01") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 4..];
+        let hex = after
+            .get(..4)
+            .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+        match hex {
+            Some(hex) if after[4..].starts_with("\\x02") => {
+                out.push_str("\\u");
+                out.push_str(hex);
+                rest = &after[8..];
+            }
+            _ => {
+                out.push_str("\\x01");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod document_tests {
+    use super::*;
+
+    /// Hidden characters leave as escapes and read back as themselves, in JSON and YAML.
+    #[test]
+    fn hidden_characters_are_escaped_and_read_back_unchanged() {
+        let value = serde_json::json!({
+            "name": "evil\u{202e}txt.exe",
+            "zero\u{200b}width": ["a\u{2066}b", "c\u{feff}", "d\u{85}e\u{7f}", "x\u{1}y\u{2}z"],
+            "plain": "vm-0",
+        });
+        let json = value.to_string();
+        let out = document_text(OutputFormat::Json, &json).unwrap();
+        assert!(out.contains("evil\\u202etxt.exe"), "{out}");
+        assert!(!out.chars().any(crate::terminal::hides), "{out}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+            value
+        );
+
+        let out = document_text(OutputFormat::Yaml, &json).unwrap();
+        assert!(out.contains("\"evil\\u202etxt.exe\""), "{out}");
+        assert!(out.contains("plain: vm-0"), "{out}");
+        assert!(!out.chars().any(crate::terminal::hides), "{out}");
+        assert_eq!(
+            serde_yaml::from_str::<serde_json::Value>(&out).unwrap(),
+            value
+        );
     }
 }

@@ -195,8 +195,9 @@ fn unknown_key(spelled: &str, file: &str, section: &str, accepted: &[&str]) -> E
         Some(s) => format!(" (did you mean \"{s}\"?)"),
         None => String::new(),
     };
+    let key = crate::model::shown(&format!("{section}{spelled}"));
     Error::input(format!(
-        "{file}: unknown key \"{section}{spelled}\"{hint}; accepted keys: {}",
+        "{file}: unknown key {key}{hint}; accepted keys: {}",
         accepted.join(", ")
     ))
 }

@@ -15,10 +15,16 @@
 //! that KubeVirt and CDI create for our VMs and DataVolumes — or is an Event about one, or is
 //! something the cluster itself puts in every namespace (see [`is_cluster_provided`]).
 //!
-//! The contents are read from every namespaced resource the server lists in discovery and
-//! allows listing ([`content_resources`]): Deployments, CronJobs, RoleBindings, snapshots and
-//! any custom resource count. A kind that cannot be listed, or a discovery that fails, keeps
-//! the namespace.
+//! The contents are read from every namespaced resource the server lists in discovery
+//! ([`content_resources`]) that the account may list: Deployments, CronJobs, snapshots and any
+//! custom resource count when readable. Reading every kind needs `list` on `*`, which would let
+//! virtwork's token read the whole cluster, so no shipped role grants it; instead the kinds of
+//! [`REQUIRED_CONTENT`] must be readable (a refusal keeps the namespace): the kinds virtwork
+//! creates, and RoleBindings. virtwork never creates a RoleBinding, so in a namespace it
+//! created, one beyond the cluster's own ([`is_cluster_provided`]) means someone was given
+//! rights there and keeps the namespace; without one, only a cluster-wide writer can have put
+//! an unreadable kind there (the residual docs/security.md states). A kind refused for any
+//! other reason than RBAC, or a discovery that fails, keeps the namespace.
 //!
 //! Everything here is pure: [`namespace_delete_decision`] and [`classify_contents`] are tested
 //! without a cluster; cleanup.rs does the reading and deleting. Must not: decide anything from
@@ -57,6 +63,34 @@ const VIEW_GROUPS: [&str; 4] = [
     "packages.operators.coreos.com",
     "quota.openshift.io",
 ];
+/// Kinds (group, plural) that must be readable for a namespace to be deleted: the kinds
+/// virtwork creates (a foreign one of those is what a virtwork account could have made) and
+/// RoleBindings (the only way anyone but a cluster-wide writer gets rights in a namespace
+/// virtwork created). Any other kind the account may not list is not read.
+pub const REQUIRED_CONTENT: [(&str, &str); 8] = [
+    ("kubevirt.io", "virtualmachines"),
+    ("kubevirt.io", "virtualmachineinstances"),
+    ("kubevirt.io", "virtualmachineinstancemigrations"),
+    ("", "services"),
+    ("", "secrets"),
+    ("", "persistentvolumeclaims"),
+    ("cdi.kubevirt.io", "datavolumes"),
+    ("rbac.authorization.k8s.io", "rolebindings"),
+];
+
+/// Whether the namespace's objects of `group`/`plural` must be read to delete it
+/// ([`REQUIRED_CONTENT`]).
+pub fn must_read(group: &str, plural: &str) -> bool {
+    REQUIRED_CONTENT.contains(&(group, plural))
+}
+
+/// The Secret types the cluster generates for a ServiceAccount (a token, and OpenShift's
+/// image-pull Secret); a Secret of any other type is somebody's, whatever its annotations.
+pub const SERVICE_ACCOUNT_SECRET_TYPES: [&str; 2] = [
+    "kubernetes.io/service-account-token",
+    "kubernetes.io/dockercfg",
+];
+
 /// Annotations naming the service account a generated token or pull Secret belongs to.
 const SERVICE_ACCOUNT_ANNOTATIONS: [&str; 2] = [
     "kubernetes.io/service-account.name",
@@ -166,6 +200,9 @@ pub struct ContentObject {
     pub owners: Vec<String>,
     /// The service account a token or pull Secret was generated for.
     pub service_account: Option<String>,
+    /// A Secret of one of [`SERVICE_ACCOUNT_SECRET_TYPES`] (the caller knows the type; the
+    /// metadata does not carry it). False for every other kind.
+    pub service_account_type: bool,
 }
 
 impl ContentObject {
@@ -188,6 +225,7 @@ impl ContentObject {
                     .iter()
                     .find_map(|k| a.get(*k).cloned())
             }),
+            service_account_type: false,
         }
     }
 
@@ -202,16 +240,20 @@ impl ContentObject {
 /// Whether the cluster itself puts `object` in every namespace, so it says nothing about who
 /// else uses the namespace: the CA ConfigMaps, the per-namespace ServiceAccounts, and the
 /// token and image-pull Secrets generated for those ServiceAccounts (which only work while
-/// their ServiceAccount exists, and it goes with the namespace).
+/// their ServiceAccount exists, and it goes with the namespace). A Secret counts only with a
+/// service-account type: anyone may annotate an Opaque Secret with `default`'s name.
 pub fn is_cluster_provided(object: &ContentObject) -> bool {
     match object.kind.as_str() {
         "RoleBinding" => CLUSTER_ROLE_BINDINGS.contains(&object.name.as_str()),
         "ConfigMap" => CLUSTER_CONFIGMAPS.contains(&object.name.as_str()),
         "ServiceAccount" => CLUSTER_SERVICE_ACCOUNTS.contains(&object.name.as_str()),
-        "Secret" => object
-            .service_account
-            .as_deref()
-            .is_some_and(|sa| CLUSTER_SERVICE_ACCOUNTS.contains(&sa)),
+        "Secret" => {
+            object.service_account_type
+                && object
+                    .service_account
+                    .as_deref()
+                    .is_some_and(|sa| CLUSTER_SERVICE_ACCOUNTS.contains(&sa))
+        }
         _ => false,
     }
 }
@@ -451,6 +493,7 @@ mod tests {
             run: managed.then(|| RUN.to_string()),
             owners: owners.iter().map(|o| o.to_string()).collect(),
             service_account: None,
+            service_account_type: false,
         }
     }
 
@@ -458,8 +501,13 @@ mod tests {
     fn dependents_of_ours_and_what_the_cluster_provides_are_not_foreign() {
         let mut token = object("Secret", "default-dockercfg-x7k2p", false, &[]);
         token.service_account = Some("default".into());
+        token.service_account_type = true;
         let mut app_token = object("Secret", "app-token", false, &[]);
         app_token.service_account = Some("app".into());
+        app_token.service_account_type = true;
+        // Annotated for `default`, but Opaque: anyone's.
+        let mut posing = object("Secret", "db-password", false, &[]);
+        posing.service_account = Some("default".into());
         let objects = vec![
             object("VirtualMachine", "vm-0", true, &[]),
             object("VirtualMachineInstance", "vm-0", true, &["uid-vm-0"]),
@@ -478,6 +526,7 @@ mod tests {
             object("ConfigMap", "app-config", false, &[]),
             object("ServiceAccount", "app", false, &[]),
             app_token,
+            posing,
             object("Pod", "web-0", false, &["uid-statefulset"]),
         ];
         let contents = classify_contents(&objects, &BTreeSet::new(), None);
@@ -487,6 +536,7 @@ mod tests {
                 "ConfigMap app-config",
                 "Pod web-0",
                 "Secret app-token",
+                "Secret db-password",
                 "ServiceAccount app"
             ]
         );

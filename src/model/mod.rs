@@ -81,6 +81,17 @@ impl Invalid {
 /// Shown instead of a value that looks like a secret.
 pub const SECRET_SHOWN: &str = "<redacted>";
 
+/// `text` as an error message quotes it (`"..."`, escaped), or [`SECRET_SHOWN`] when it looks
+/// like a credential ([`looks_secret`]): every message that echoes what a user gave (a YAML
+/// key, a workload param, a catalog param) quotes it through here.
+pub fn shown(text: &str) -> String {
+    if looks_secret(text) {
+        SECRET_SHOWN.to_string()
+    } else {
+        format!("{text:?}")
+    }
+}
+
 /// Whether `text` looks like a credential pasted into the wrong place, whatever the input: a
 /// PEM block or part of one (a private key, `$(cat key)`), a JSON Web Token (Kubernetes
 /// service-account tokens), an OpenShift `sha256~` token, or a multi-line value of some

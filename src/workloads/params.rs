@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::error::{Error, Result};
-use crate::model::{parse_int, suggest};
+use crate::model::{parse_int, shown, suggest};
 
 /// How a string (or list/dict element) value must look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,7 +131,9 @@ impl ParamSchema {
                     _ => def.default.clone(),
                 };
                 let value = match def.kind {
-                    // One canonical spelling reaches the guest.
+                    // One canonical spelling reaches the guest. An integer in decimal without
+                    // leading zeros: guest bash reads `08` as bad octal and `010` as 8.
+                    ParamType::Int { .. } => parse_int(&value).map_or(value, |n| n.to_string()),
                     ParamType::Bool => value.to_ascii_lowercase(),
                     ParamType::Str(StrRule::Signal(names)) => {
                         canonical_signal(names, &value).map_or(value, str::to_string)
@@ -200,8 +202,9 @@ pub fn validate_params(schema: &ParamSchema, params: &BTreeMap<String, String>) 
             continue;
         }
         if let Err(accepted) = check_value(def.kind, value) {
+            let value = shown(value);
             return Err(Error::input(format!(
-                "invalid params for workload {workload:?}: param {key:?} value {value:?}: {accepted}"
+                "invalid params for workload {workload:?}: param {key:?} value {value}: {accepted}"
             )));
         }
     }
@@ -210,14 +213,15 @@ pub fn validate_params(schema: &ParamSchema, params: &BTreeMap<String, String>) 
 
 fn unknown_param(schema: &ParamSchema, key: &str) -> Error {
     let workload = schema.workload();
+    let shown_key = shown(key);
     if super::profile_keys::is_profile_key(key) {
         return Error::input(format!(
-            "invalid params for workload {workload:?}: param {key:?} sets a load profile, and workload {workload:?} does not support load profiles (see \"Load profiles\" in docs/workloads.md)"
+            "invalid params for workload {workload:?}: param {shown_key} sets a load profile, and workload {workload:?} does not support load profiles (see \"Load profiles\" in docs/workloads.md)"
         ));
     }
     if schema.is_empty() {
         return Error::input(format!(
-            "invalid params for workload {workload:?}: unknown param {key:?}: workload {workload:?} takes no params"
+            "invalid params for workload {workload:?}: unknown param {shown_key}: workload {workload:?} takes no params"
         ));
     }
     let known: Vec<&str> = schema.defs.keys().map(String::as_str).collect();
@@ -226,7 +230,7 @@ fn unknown_param(schema: &ParamSchema, key: &str) -> Error {
         None => String::new(),
     };
     Error::input(format!(
-        "invalid params for workload {workload:?}: unknown param {key:?}{hint}; known params: {}",
+        "invalid params for workload {workload:?}: unknown param {shown_key}{hint}; known params: {}",
         known.join(", ")
     ))
 }
@@ -257,7 +261,7 @@ pub fn check_value(kind: ParamType, value: &str) -> std::result::Result<(), Stri
                     ));
                 }
                 check_str(rule, element)
-                    .map_err(|accepted| format!("element {element:?}: {accepted}"))?;
+                    .map_err(|accepted| format!("element {}: {accepted}", shown(element)))?;
             }
             Ok(())
         }
@@ -270,12 +274,13 @@ pub fn check_value(kind: ParamType, value: &str) -> std::result::Result<(), Stri
                 }
                 let Some((k, v)) = entry.split_once('=') else {
                     return Err(format!(
-                        "entry {entry:?} must contain \"=\"; expected ';'-separated key=value entries"
+                        "entry {} must contain \"=\"; expected ';'-separated key=value entries",
+                        shown(entry)
                     ));
                 };
                 for part in [k, v] {
                     check_str(rule, part)
-                        .map_err(|accepted| format!("entry {entry:?}: {accepted}"))?;
+                        .map_err(|accepted| format!("entry {}: {accepted}", shown(entry)))?;
                 }
             }
             Ok(())
@@ -439,10 +444,10 @@ pub fn parse_file_size(raw: &str) -> std::result::Result<FileSize, String> {
             .into_iter()
             .rev()
             .collect();
-        return Err(format!(" (unrecognized suffix {suffix:?})"));
+        return Err(format!(" (unrecognized suffix {})", shown(&suffix)));
     }
     let Some(count) = parse_int(digits) else {
-        return Err(format!(" ({digits:?} is not a valid integer)"));
+        return Err(format!(" ({} is not a valid integer)", shown(digits)));
     };
     if count <= 0 {
         return Err(" (value must be positive)".to_string());

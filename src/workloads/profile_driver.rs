@@ -284,7 +284,14 @@ pub fn driver_script() -> String {
 # runs). The unit running this stays active throughout. The profile's clock starts at the
 # first start, kept in START_FILE, so a restart or a reboot resumes the profile where it is.
 # Ends with an error when the load process exits by itself (the unit then restarts).
+# Works with bash 4.3 and later: RHEL 8's 4.4 and Debian 10's 5.0 have no `wait -p` and
+# ignore the ids given to `wait -n`, so the load's end is told by whether it still runs.
 set -uo pipefail
+
+if [ "${BASH_VERSINFO[0]}" -lt 4 ] || { [ "${BASH_VERSINFO[0]}" -eq 4 ] && [ "${BASH_VERSINFO[1]}" -lt 3 ]; }; then
+  echo "ERROR: virtwork-load-driver needs bash 4.3 or later (wait -n); this is ${BASH_VERSION}" >&2
+  exit 1
+fi
 
 SCHEDULE="$1"
 START_FILE="$2"
@@ -308,14 +315,36 @@ if [ "${#OFFSETS[@]}" -eq 0 ]; then
   exit 1
 fi
 
-# The first start writes the clock's start; a missing or unreadable file starts it again.
-START=$(cat "$START_FILE" 2>/dev/null)
+# The first start writes the clock's start; a missing or unreadable file starts it again, and
+# so does a start bash arithmetic cannot hold, one in the future (the profile would stay in
+# its first phase) or one before the guest's first boot (taken as the time cloud-init wrote
+# SCHEDULE, less a day for clock corrections; a start before the current boot is what a
+# reboot leaves, and resumes). Read as decimal: `08` is bad octal to bash.
+start_clock() {
+  START=$(date +%s)
+  mkdir -p "$(dirname "$START_FILE")"
+  echo "$START" > "${START_FILE}.new"
+  sync "${START_FILE}.new" 2>/dev/null || sync
+  mv "${START_FILE}.new" "$START_FILE"
+}
+START=$(head -c 64 "$START_FILE" 2>/dev/null | head -n 1)
+NOW=$(date +%s)
+WRITTEN=$(stat -c %Y "$SCHEDULE" 2>/dev/null || echo "$NOW")
 case "$START" in
-  '' | *[!0-9]*)
-    START=$(date +%s)
-    mkdir -p "$(dirname "$START_FILE")"
-    echo "$START" > "${START_FILE}.new"
-    mv "${START_FILE}.new" "$START_FILE"
+  '' | *[!0-9]*) start_clock ;;
+  *)
+    if [ "${#START}" -gt 18 ]; then
+      echo "profile clock: start ${START:0:24} in ${START_FILE} is not a time; starting the clock again" >&2
+      start_clock
+    elif [ $((10#$START)) -gt "$NOW" ]; then
+      echo "profile clock: start ${START} in ${START_FILE} is in the future (now ${NOW}); starting the clock again" >&2
+      start_clock
+    elif [ $((10#$START)) -lt $((WRITTEN - 86400)) ]; then
+      echo "profile clock: start ${START} in ${START_FILE} is before the guest's first boot; starting the clock again" >&2
+      start_clock
+    else
+      START=$((10#$START))
+    fi
     ;;
 esac
 
@@ -374,14 +403,18 @@ while true; do
   sleep "$SECONDS_TO_SLEEP" &
   NAP=$!
   if [ -n "$LOAD" ]; then
-    ENDED=""
-    wait -n -p ENDED "$NAP" "$LOAD"
-    STATUS=$?
-    if [ "$ENDED" = "$LOAD" ]; then
+    # The nap and the load are the only jobs: wait for either, then ask which one ended.
+    wait -n
+    if ! kill -0 "$LOAD" 2>/dev/null; then
+      wait "$LOAD"
+      STATUS=$?
       kill "$NAP" 2>/dev/null
       echo "ERROR: the load process (level ${LEVEL}) exited with status ${STATUS}" >&2
       exit 1
     fi
+    # The nap ended; if it was killed rather than done, reap it so the next `wait -n`
+    # cannot return for it.
+    kill "$NAP" 2>/dev/null && wait "$NAP" 2>/dev/null
   else
     wait "$NAP"
   fi

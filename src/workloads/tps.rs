@@ -233,7 +233,8 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     let raw = p.str("file-size");
     let size = parse_file_size(raw).map_err(|detail| {
         Error::input(format!(
-            "tps: invalid file-size format: must be a positive integer followed by K, M, or G (e.g. '10M'): {raw:?}{detail}"
+            "tps: invalid file-size format: must be a positive integer followed by K, M, or G (e.g. '10M'): {}{detail}",
+            crate::model::shown(raw)
         ))
     })?;
     let server_unit = simple_service("Virtwork TPS server (netperf + HTTP)", SERVER_SCRIPT, 10)

@@ -1,9 +1,11 @@
 //! Whether `--delete-namespace` may take the namespace: reads it and, when virtwork created it,
-//! everything in it (every kind the server's discovery lists, metadata only), then lets
+//! everything in it the account may list (every kind the server's discovery lists, metadata
+//! only; a kind RBAC refuses is skipped unless [`must_read`] says it may not be), then lets
 //! [`namespace_delete_decision`] decide. Run at discovery and again right before the delete.
 //!
 //! Must not: delete anything; decide by itself (the decision is a plain function in
-//! [`crate::k8s::namespace`]); treat a failed read as "empty" (it keeps the namespace).
+//! [`crate::k8s::namespace`]); treat a failed read of a required kind as "empty" (it keeps
+//! the namespace).
 
 use std::collections::BTreeSet;
 
@@ -16,8 +18,8 @@ use crate::k8s::error_line::one_line;
 use crate::k8s::list::list_pages;
 use crate::k8s::namespace::{
     ContentObject, ContentsCheck, DiscoveredResource, NamespaceFacts, NamespaceVerdict,
-    classify_contents, content_resources, is_view_group, namespace_delete_decision,
-    protected_reason,
+    SERVICE_ACCOUNT_SECRET_TYPES, classify_contents, content_resources, is_view_group, must_read,
+    namespace_delete_decision, protected_reason,
 };
 use crate::k8s::retry::RetryError;
 use crate::k8s::scope::ApiContext;
@@ -100,53 +102,124 @@ async fn discover_resources(
         .collect())
 }
 
-/// Every object in namespace `ns` of every [`content_resources`] kind, metadata only (Events
-/// in full, for the object each is about). A kind gone since discovery has no objects; one
-/// that cannot be listed is an error, which keeps the namespace.
-async fn list_namespace_contents(ctx: &ApiContext, ns: &str) -> Result<Vec<ContentObject>> {
+/// Every object in namespace `ns` of every [`content_resources`] kind the account may list,
+/// metadata only (Events in full, for the object each is about), and the kinds it may not
+/// list (`group/plural`; never one of [`must_read`]'s). A kind gone since discovery has no
+/// objects; one refused other than by RBAC, or a required one refused at all, is an error,
+/// which keeps the namespace.
+async fn list_namespace_contents(
+    ctx: &ApiContext,
+    ns: &str,
+) -> Result<(Vec<ContentObject>, Vec<String>)> {
     let discovered = match discover_resources(ctx).await {
         Ok(found) => found,
         Err(_) if ctx.cancel.is_cancelled() => return Err(crate::error::Error::Interrupted),
         Err(reason) => return Err(crate::error::Error::runtime(reason)),
     };
-    let mut objects = list_events(ctx, ns).await?;
+    let mut unread = Vec::new();
+    let mut objects = match list_events(ctx, ns).await {
+        Ok(events) => events,
+        Err(error) if is_forbidden(&error) => {
+            unread.push("events".to_string());
+            Vec::new()
+        }
+        Err(error) => return Err(error),
+    };
     for found in content_resources(&discovered) {
         if found.group.is_empty() && found.name == "events" {
             continue;
         }
-        let api_version = if found.group.is_empty() {
-            found.version.clone()
-        } else {
-            format!("{}/{}", found.group, found.version)
-        };
-        let resource = ApiResource {
-            group: found.group.clone(),
-            version: found.version.clone(),
-            api_version,
-            kind: found.kind.clone(),
-            plural: found.name.clone(),
-        };
-        let api: Api<PartialObjectMeta<DynamicObject>> =
-            Api::namespaced_with(ctx.client.clone(), ns, &resource);
-        let what = format!("listing {} in {ns}", resource.plural);
-        list_pages(
-            &ctx.policy,
-            &ctx.cancel,
-            &what,
-            "",
-            |params| {
-                let api = &api;
-                async move { not_found_is_empty(api.list(&params).await) }
-            },
-            |items| {
-                objects.extend(
-                    items
-                        .iter()
-                        .map(|item| ContentObject::from_meta(&found.kind, &item.metadata)),
-                );
-            },
+        match list_kind_in(ctx, ns, &found).await {
+            Ok(listed) => objects.extend(listed),
+            Err(error) if is_forbidden(&error) && !must_read(&found.group, &found.name) => {
+                unread.push(format!("{}/{}", found.group, found.name));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok((objects, unread))
+}
+
+/// Whether a list failed because RBAC refused it (403): the account may not read that kind.
+fn is_forbidden(error: &crate::error::Error) -> bool {
+    matches!(
+        error,
+        crate::error::Error::Kube { source, .. }
+            if matches!(source.as_ref(), kube::Error::Api(status) if status.code == 403)
+    )
+}
+
+/// The objects of one discovered kind in `ns`, metadata only. Secrets are read twice (the
+/// second time only those whose type is not a service account's, by field selector): the
+/// type is not in the metadata, and only a service-account-typed Secret can be the cluster's.
+/// A server that ignored the selector would make every Secret "not a service account's",
+/// which keeps the namespace rather than deleting one.
+async fn list_kind_in(
+    ctx: &ApiContext,
+    ns: &str,
+    found: &DiscoveredResource,
+) -> Result<Vec<ContentObject>> {
+    let api_version = if found.group.is_empty() {
+        found.version.clone()
+    } else {
+        format!("{}/{}", found.group, found.version)
+    };
+    let resource = ApiResource {
+        group: found.group.clone(),
+        version: found.version.clone(),
+        api_version,
+        kind: found.kind.clone(),
+        plural: found.name.clone(),
+    };
+    let api: Api<PartialObjectMeta<DynamicObject>> =
+        Api::namespaced_with(ctx.client.clone(), ns, &resource);
+    let list = |fields: Option<String>, what: String| {
+        let api = &api;
+        let kind = &found.kind;
+        async move {
+            let mut objects = Vec::new();
+            list_pages(
+                &ctx.policy,
+                &ctx.cancel,
+                &what,
+                "",
+                |params| {
+                    let params = match &fields {
+                        Some(fields) => params.fields(fields),
+                        None => params,
+                    };
+                    async move { not_found_is_empty(api.list(&params).await) }
+                },
+                |items| {
+                    objects.extend(
+                        items
+                            .iter()
+                            .map(|item| ContentObject::from_meta(kind, &item.metadata)),
+                    );
+                },
+            )
+            .await
+            .map(|()| objects)
+        }
+    };
+    let mut objects = list(None, format!("listing {} in {ns}", resource.plural)).await?;
+    if found.group.is_empty() && found.name == "secrets" {
+        let other_types: String = SERVICE_ACCOUNT_SECRET_TYPES
+            .iter()
+            .map(|t| format!("type!={t}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let others: BTreeSet<String> = list(
+            Some(other_types),
+            format!("listing secrets by type in {ns}"),
         )
-        .await?;
+        .await?
+        .into_iter()
+        .map(|o| o.uid)
+        .collect();
+        for object in &mut objects {
+            object.service_account_type = !others.contains(&object.uid);
+        }
     }
     Ok(objects)
 }
@@ -223,7 +296,15 @@ pub async fn namespace_verdict(
         return Ok((verdict, known_ours.clone()));
     }
     let (check, ours) = match list_namespace_contents(ctx, name).await {
-        Ok(objects) => {
+        Ok((objects, unread)) => {
+            if !unread.is_empty() {
+                tracing::info!(
+                    namespace = name,
+                    unread = unread.join(", "),
+                    "not allowed to list these kinds; judging the namespace by what virtwork \
+                     creates and its RoleBindings"
+                );
+            }
             let contents = classify_contents(&objects, known_ours, check.run_id.as_deref());
             (ContentsCheck::Foreign(contents.foreign), contents.ours)
         }
@@ -231,4 +312,22 @@ pub async fn namespace_verdict(
         Err(error) => (ContentsCheck::Failed(error.to_string()), known_ours.clone()),
     };
     Ok((decide(facts.as_ref(), &check), ours))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ManagedKind;
+
+    /// A foreign object of a kind virtwork creates is what its own account could have made:
+    /// those kinds may never be skipped as unreadable.
+    #[test]
+    fn every_kind_virtwork_creates_must_be_read_before_a_namespace_goes() {
+        for kind in ManagedKind::ALL {
+            let resource = kind.api_resource();
+            assert!(must_read(&resource.group, &resource.plural), "{kind}");
+        }
+        assert!(must_read("rbac.authorization.k8s.io", "rolebindings"));
+        assert!(!must_read("apps", "deployments"));
+    }
 }

@@ -245,9 +245,12 @@ impl FieldSelector {
                 ));
             };
             let field = field.trim();
+            // `type` is a Secret's selectable field (kubernetes pkg/registry/core/secret/
+            // strategy.go, SelectableFields); other kinds do not have it, which the
+            // store does not check (no test selects other kinds by it).
             if !matches!(
                 field,
-                "metadata.name" | "metadata.namespace" | "spec.nodeName"
+                "metadata.name" | "metadata.namespace" | "spec.nodeName" | "type"
             ) {
                 return Err(format!("field label not supported: {field}"));
             }
@@ -261,6 +264,7 @@ impl FieldSelector {
             let ptr = match field.as_str() {
                 "metadata.name" => "/metadata/name",
                 "spec.nodeName" => "/spec/nodeName",
+                "type" => "/type",
                 _ => "/metadata/namespace",
             };
             let actual = obj.pointer(ptr).and_then(Value::as_str).unwrap_or("");
