@@ -2257,7 +2257,18 @@ async fn lifecycle_subresources_and_migrations_behave_like_kubevirt() {
         .filter(|e| e.name == name)
         .map(|e| phase_of(&e.object))
         .collect();
-    assert_eq!(phases, ["", "Scheduling", "Running", "Succeeded"]);
+    assert_eq!(
+        phases,
+        [
+            "",
+            "Scheduling",
+            "Scheduled",
+            "PreparingTarget",
+            "TargetReady",
+            "Running",
+            "Succeeded"
+        ]
+    );
     let vmi = server.get("vmi", "vw", "life").unwrap();
     let state = &vmi["status"]["migrationState"];
     assert_eq!(state["completed"], true);
