@@ -59,6 +59,8 @@ pub const RESOLVE_WINDOW: Duration = Duration::from_secs(10);
 pub const MIGRATION_PENDING_LIMIT: Duration = Duration::from_secs(15 * 60);
 pub const MIGRATION_COMPLETION_PER_GIB: Duration = Duration::from_secs(150);
 const MIGRATION_MARGIN: Duration = Duration::from_secs(60);
+/// How long the discovery of KubeVirt's subresource API is retried.
+const DISCOVERY_RETRY: Duration = Duration::from_secs(15);
 
 /// The VMs found in scope: how many there are, and those running now (sorted).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -189,7 +191,10 @@ pub async fn check_permissions(
                 .expect("a GET without a body is a valid request");
             ctx.client.request::<serde_json::Value>(request)
         };
-        let served = match retry(&ctx.policy, &ctx.cancel, what, request).await {
+        // A cluster without the aggregated API answers 404 or 503 at once; a few retries
+        // are enough for a virt-api that is restarting.
+        let policy = ctx.policy.retrying_until(Instant::now() + DISCOVERY_RETRY);
+        let served = match retry(&policy, &ctx.cancel, what, request).await {
             Ok(doc) => doc,
             Err(RetryError::Cancelled) => return Err(Error::Interrupted),
             Err(error) => {
