@@ -116,8 +116,9 @@ impl Latencies {
 }
 
 /// From a migration's creation time and its `(phase, timestamp)` transitions (RFC 3339), the
-/// time to each measured phase it reached; phases missing or stamped before the creation
-/// (clock skew) are left out.
+/// time to each measured phase it reached; phases missing or unreadable are left out. Both
+/// times are whole seconds on a real cluster (metav1.Time), written by different clocks (the
+/// API server's and virt-controller's), so a phase stamped before the creation counts as 0.
 pub fn phase_offsets(
     created: &str,
     transitions: &[(String, String)],
@@ -131,7 +132,7 @@ pub fn phase_offsets(
             let (_, at) = transitions.iter().find(|(p, _)| p == phase)?;
             let at = at.parse::<jiff::Timestamp>().ok()?;
             let offset = at.duration_since(created);
-            let offset = Duration::try_from(offset).ok()?;
+            let offset = Duration::try_from(offset).unwrap_or(Duration::ZERO);
             Some((*key, offset))
         })
         .collect()
@@ -187,7 +188,14 @@ mod tests {
             ]
         );
         assert!(phase_offsets("garbage", &transitions).is_empty());
-        // Stamped before the creation: left out.
-        assert!(phase_offsets("2026-01-01T00:00:10Z", &transitions).is_empty());
+        // Stamped before the creation (another clock): zero.
+        assert_eq!(
+            phase_offsets("2026-01-01T00:00:05Z", &transitions),
+            vec![
+                ("scheduling", Duration::ZERO),
+                ("target_ready", Duration::ZERO),
+                ("succeeded", Duration::from_secs(4)),
+            ]
+        );
     }
 }

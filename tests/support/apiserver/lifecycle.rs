@@ -289,7 +289,10 @@ fn advance_migration(store: &mut Store, key: &Key, uid: &str, phase: &str) -> bo
         }
         _ => {}
     }
-    let now = jiff::Timestamp::now().to_string();
+    // metav1.Time: whole seconds on the wire.
+    let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_default();
     let created = meta_str(&migration, "creationTimestamp").to_string();
     if !migration["status"].is_object() {
         migration["status"] = json!({});
