@@ -63,16 +63,7 @@ pub async fn churn(settings: &ChurnSettings) -> Result<()> {
     let cancel = CancellationToken::new();
     super::install_interrupt_handler(cancel.clone());
     let ctx = api_context(&cluster, Instant::now() + LIST_TIMEOUT, cancel.clone());
-    // Like run, status and cleanup: nothing listening fails at once.
-    let reached = crate::k8s::reach::reach(&cluster, &ctx.policy, &cancel).await;
-    let fleet = match reached {
-        Ok(()) => match find_fleet(&ctx, &settings.scope).await {
-            Ok(fleet) if fleet.running.is_empty() => Err(no_running_vms(settings, &fleet)),
-            other => other,
-        },
-        Err(error) => Err(error),
-    };
-    let fleet = match fleet {
+    let fleet = match reach_and_list(settings, &cluster, &ctx).await {
         Ok(fleet) => fleet,
         Err(error) => return fail(&execution, error),
     };
@@ -112,17 +103,7 @@ pub async fn churn(settings: &ChurnSettings) -> Result<()> {
         write_dry_run(settings, &summary)?;
         return conclude(&execution, ChurnStatus::DryRun, &ChurnTally::default());
     }
-    if let Err(error) = confirm(settings, &selected, &run_ids, &cancel).await {
-        return fail(&execution, error);
-    }
-    let namespaces: BTreeSet<String> = selected.iter().map(|vm| vm.namespace.clone()).collect();
-    let kinds: Vec<ChurnAction> = settings
-        .actions
-        .weighted()
-        .iter()
-        .map(|(a, _)| *a)
-        .collect();
-    if let Err(error) = check_permissions(&ctx, &kinds, &namespaces).await {
+    if let Err(error) = cleared(settings, &ctx, &selected, &run_ids).await {
         return fail(&execution, error);
     }
     let tally = churn_fleet(
@@ -138,6 +119,39 @@ pub async fn churn(settings: &ChurnSettings) -> Result<()> {
     summary.tally = &tally;
     report(settings, &summary)?;
     conclude(&execution, status, &tally)
+}
+
+/// Reaches the server (like run, status and cleanup, nothing listening fails at once) and
+/// lists the fleet; no running VM in scope is an error.
+async fn reach_and_list(
+    settings: &ChurnSettings,
+    cluster: &Cluster,
+    ctx: &ApiContext,
+) -> Result<Fleet> {
+    crate::k8s::reach::reach(cluster, &ctx.policy, &ctx.cancel).await?;
+    match find_fleet(ctx, &settings.scope).await {
+        Ok(fleet) if fleet.running.is_empty() => Err(no_running_vms(settings, &fleet)),
+        other => other,
+    }
+}
+
+/// Everything that must hold before the first action: the user's confirmation when no
+/// `--run-id` narrows churn, and the permissions the chosen actions need where they act.
+async fn cleared(
+    settings: &ChurnSettings,
+    ctx: &ApiContext,
+    selected: &[&ChurnVm],
+    run_ids: &[&str],
+) -> Result<()> {
+    confirm(settings, selected, run_ids, &ctx.cancel).await?;
+    let namespaces: BTreeSet<String> = selected.iter().map(|vm| vm.namespace.clone()).collect();
+    let kinds: Vec<ChurnAction> = settings
+        .actions
+        .weighted()
+        .iter()
+        .map(|(a, _)| *a)
+        .collect();
+    check_permissions(ctx, &kinds, &namespaces).await
 }
 
 /// Ends the audit record with `error` and returns it.
@@ -262,6 +276,57 @@ fn no_running_vms(settings: &ChurnSettings, fleet: &Fleet) -> Error {
     ))
 }
 
+/// Where churn's progress goes: a live line on a terminal, else a log line every
+/// [`PROGRESS_LOG_EVERY`].
+struct Shown {
+    live: bool,
+    last_logged: Option<Instant>,
+}
+
+impl Shown {
+    /// Shows `event` and records it in the audit database.
+    fn event(&mut self, event: &ChurnEvent, execution: &Execution) {
+        match event {
+            ChurnEvent::Progress(progress) => {
+                let line =
+                    crate::terminal::safe(&progress_line(progress), crate::terminal::LINE_CHARS);
+                if self.live {
+                    let mut stderr = std::io::stderr().lock();
+                    let _ = write!(stderr, "\r\x1b[2K{line}");
+                    let _ = stderr.flush();
+                } else if self
+                    .last_logged
+                    .is_none_or(|at| at.elapsed() >= PROGRESS_LOG_EVERY)
+                {
+                    self.last_logged = Some(Instant::now());
+                    tracing::info!("{line}");
+                }
+            }
+            ChurnEvent::Ended { vm, action, result } => {
+                if let Some(row) = action_ended(vm, *action, result) {
+                    execution.record_event(&row);
+                }
+            }
+            ChurnEvent::Stopping { reason } => {
+                tracing::warn!("stopping churn: {reason}; starting again every VM it stopped");
+            }
+            ChurnEvent::RestoreSkipped { vm, why } => {
+                tracing::warn!(vm = %vm.display_name(), "not started again: {why}");
+                execution.record_event(&restore_skipped(vm, why));
+            }
+            ChurnEvent::Restored { vm, result } => {
+                match result {
+                    Ok(()) => tracing::info!(vm = %vm.display_name(), "started again"),
+                    Err(error) => {
+                        tracing::warn!(vm = %vm.display_name(), %error, "could not start again")
+                    }
+                }
+                execution.record_event(&restored(vm, result));
+            }
+        }
+    }
+}
+
 /// Drives the schedule, recording each ended action and each restore as it happens, and
 /// showing progress: a live line on a terminal, an INFO line every [`PROGRESS_LOG_EVERY`]
 /// otherwise.
@@ -293,7 +358,10 @@ async fn churn_fleet(
     );
     let churn_id = churn_id.to_string();
     let live = std::io::stderr().is_terminal() && settings.global.log_format == LogFormat::Text;
-    let mut last_logged: Option<Instant> = None;
+    let mut shown = Shown {
+        live,
+        last_logged: None,
+    };
     let options = DriveOptions {
         churn_id: &churn_id,
         max_failure_streak: settings.max_failures,
@@ -304,41 +372,7 @@ async fn churn_fleet(
         &fleet.running,
         schedule,
         &options,
-        |event| match event {
-            ChurnEvent::Progress(progress) => {
-                let line =
-                    crate::terminal::safe(&progress_line(progress), crate::terminal::LINE_CHARS);
-                if live {
-                    let mut stderr = std::io::stderr().lock();
-                    let _ = write!(stderr, "\r\x1b[2K{line}");
-                    let _ = stderr.flush();
-                } else if last_logged.is_none_or(|at| at.elapsed() >= PROGRESS_LOG_EVERY) {
-                    last_logged = Some(Instant::now());
-                    tracing::info!("{line}");
-                }
-            }
-            ChurnEvent::Ended { vm, action, result } => {
-                if let Some(row) = action_ended(vm, *action, result) {
-                    execution.record_event(&row);
-                }
-            }
-            ChurnEvent::Stopping { reason } => {
-                tracing::warn!("stopping churn: {reason}; starting again every VM it stopped");
-            }
-            ChurnEvent::RestoreSkipped { vm, why } => {
-                tracing::warn!(vm = %vm.display_name(), "not started again: {why}");
-                execution.record_event(&restore_skipped(vm, why));
-            }
-            ChurnEvent::Restored { vm, result } => {
-                match result {
-                    Ok(()) => tracing::info!(vm = %vm.display_name(), "started again"),
-                    Err(error) => {
-                        tracing::warn!(vm = %vm.display_name(), %error, "could not start again")
-                    }
-                }
-                execution.record_event(&restored(vm, result));
-            }
-        },
+        |event| shown.event(event, execution),
     )
     .await;
     if live {

@@ -122,9 +122,7 @@ fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a str> {
 }
 
 /// The subresources and objects `actions` need, as (verb, group, resource, subresource).
-fn needed_permissions(
-    actions: &[ChurnAction],
-) -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+fn needed_permissions(actions: &[ChurnAction]) -> Vec<Permission> {
     let mut needs = vec![
         ("get", "kubevirt.io", "virtualmachines", ""),
         ("get", "kubevirt.io", "virtualmachineinstances", ""),
@@ -183,6 +181,18 @@ pub async fn check_permissions(
         .filter(|(_, group, _, _)| *group == "subresources.kubevirt.io")
         .map(|(_, _, _, sub)| *sub)
         .collect();
+    check_subresource_api(ctx, &subresources).await?;
+    for namespace in namespaces {
+        for need in &needs {
+            check_access(ctx, need, namespace).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Discovery of `subresources.kubevirt.io/v1` lists `virtualmachines/<sub>` for every
+/// subresource the actions use.
+async fn check_subresource_api(ctx: &ApiContext, subresources: &[&str]) -> Result<()> {
     if !subresources.is_empty() {
         let what = "reading the discovery of subresources.kubevirt.io/v1";
         let request = || {
@@ -211,7 +221,7 @@ pub async fn check_permissions(
             .flatten()
             .filter_map(|r| r["name"].as_str())
             .collect();
-        for sub in subresources {
+        for sub in subresources.iter() {
             let wanted = format!("virtualmachines/{sub}");
             if !names.contains(&wanted.as_str()) {
                 return Err(Error::runtime(format!(
@@ -221,55 +231,60 @@ pub async fn check_permissions(
             }
         }
     }
+    Ok(())
+}
+
+/// One SelfSubjectAccessReview: may the user do `need` in `namespace`?
+async fn check_access(ctx: &ApiContext, need: &Permission, namespace: &str) -> Result<()> {
+    let (verb, group, resource, subresource) = need;
     let reviews: Api<SelfSubjectAccessReview> = Api::all(ctx.client.clone());
-    for namespace in namespaces {
-        for (verb, group, resource, subresource) in &needs {
-            let review = SelfSubjectAccessReview {
-                spec: SelfSubjectAccessReviewSpec {
-                    resource_attributes: Some(ResourceAttributes {
-                        verb: Some((*verb).to_string()),
-                        group: Some((*group).to_string()),
-                        resource: Some((*resource).to_string()),
-                        subresource: (!subresource.is_empty()).then(|| (*subresource).to_string()),
-                        namespace: Some(namespace.clone()),
-                        ..ResourceAttributes::default()
-                    }),
-                    ..SelfSubjectAccessReviewSpec::default()
-                },
-                ..SelfSubjectAccessReview::default()
-            };
-            let what = "checking permissions (SelfSubjectAccessReview)";
-            let params = PostParams::default();
-            let answer = retry(&ctx.policy, &ctx.cancel, what, || {
-                reviews.create(&params, &review)
-            })
-            .await;
-            let allowed = match answer {
-                Ok(review) => review.status.is_some_and(|s| s.allowed),
-                Err(RetryError::Cancelled) => return Err(Error::Interrupted),
-                Err(error) => {
-                    return Err(Error::runtime(format!(
-                        "{what} failed: {}; nothing was touched",
-                        error_text(&error)
-                    )));
-                }
-            };
-            if !allowed {
-                let resource = if subresource.is_empty() {
-                    (*resource).to_string()
-                } else {
-                    format!("{resource}/{subresource}")
-                };
-                return Err(Error::runtime(format!(
-                    "churn needs permission to {verb} {resource} (API group {group}) in \
-                     namespace {namespace}, which the current user lacks; nothing was touched \
-                     (see docs/churn.md#permissions)"
-                )));
-            }
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some((*verb).to_string()),
+                group: Some((*group).to_string()),
+                resource: Some((*resource).to_string()),
+                subresource: (!subresource.is_empty()).then(|| (*subresource).to_string()),
+                namespace: Some(namespace.to_string()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let what = "checking permissions (SelfSubjectAccessReview)";
+    let params = PostParams::default();
+    let answer = retry(&ctx.policy, &ctx.cancel, what, || {
+        reviews.create(&params, &review)
+    })
+    .await;
+    let allowed = match answer {
+        Ok(review) => review.status.is_some_and(|s| s.allowed),
+        Err(RetryError::Cancelled) => return Err(Error::Interrupted),
+        Err(error) => {
+            return Err(Error::runtime(format!(
+                "{what} failed: {}; nothing was touched",
+                error_text(&error)
+            )));
         }
+    };
+    if !allowed {
+        let resource = if subresource.is_empty() {
+            (*resource).to_string()
+        } else {
+            format!("{resource}/{subresource}")
+        };
+        return Err(Error::runtime(format!(
+            "churn needs permission to {verb} {resource} (API group {group}) in \
+             namespace {namespace}, which the current user lacks; nothing was touched \
+             (see docs/churn.md#permissions)"
+        )));
     }
     Ok(())
 }
+
+/// (verb, group, resource, subresource) of one permission churn needs.
+type Permission = (&'static str, &'static str, &'static str, &'static str);
 
 fn error_text(error: &RetryError) -> String {
     match error {
@@ -931,6 +946,18 @@ async fn migrate(
     let gib = memory_gib(vmi.as_ref());
     let completion = MIGRATION_COMPLETION_PER_GIB * u32::try_from(gib).unwrap_or(u32::MAX);
     let deadline = Instant::now() + MIGRATION_PENDING_LIMIT + completion + MIGRATION_MARGIN;
+    let name = create_migration(ctx, vm, observed, churn_id, slot).await?;
+    follow_migration(ctx, vm, churn_id, &name, gib, deadline).await
+}
+
+/// Creates the migration of `vm` for `slot`; its name.
+async fn create_migration(
+    ctx: &ApiContext,
+    vm: &ChurnVm,
+    observed: &Observed,
+    churn_id: &str,
+    slot: u64,
+) -> std::result::Result<String, Step> {
     let api: Api<VirtualMachineInstanceMigration> =
         Api::namespaced(ctx.client.clone(), &vm.namespace);
     let what = format!("migrating VM {}", vm.display_name());
@@ -956,6 +983,19 @@ async fn migrate(
         }) if attempts > 1 && status.is_already_exists() => {}
         Err(error) => return Err(Step::of(error, &what)),
     }
+    Ok(name)
+}
+
+/// Follows migration `name` until it succeeds (its phase offsets), fails, disappears, its VM
+/// is deleted or replaced, or KubeVirt's limits for `gib` GiB have passed (`deadline`).
+async fn follow_migration(
+    ctx: &ApiContext,
+    vm: &ChurnVm,
+    churn_id: &str,
+    name: &str,
+    gib: u64,
+    deadline: Instant,
+) -> std::result::Result<Vec<(&'static str, Duration)>, Step> {
     let migrations = Api::<DynamicObject>::namespaced_with(
         ctx.client.clone(),
         &vm.namespace,
@@ -963,11 +1003,9 @@ async fn migrate(
     );
     let what = format!("reading migration {}/{name}", vm.namespace);
     loop {
-        let seen = retry(&ctx.policy, &ctx.cancel, &what, || {
-            migrations.get_opt(&name)
-        })
-        .await
-        .map_err(|e| Step::of(e, &what))?;
+        let seen = retry(&ctx.policy, &ctx.cancel, &what, || migrations.get_opt(name))
+            .await
+            .map_err(|e| Step::of(e, &what))?;
         let Some(seen) = seen else {
             return Err(Step::Failed(format!("migration {name} disappeared")));
         };
