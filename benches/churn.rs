@@ -8,8 +8,9 @@
 //!   is the fraction of the QPS bound reached: the time the token bucket alone needs for the
 //!   requests sent ((requests - burst) / qps) divided by the wall time.
 //!
-//! Also the binary's peak RSS and CPU time (sampled from `/proc`). No assertions — the figures
-//! go to docs/performance.md ("Churn").
+//! Also the binary's peak RSS and CPU time (sampled from `/proc`), and the latency percentiles
+//! churn reports (request to running again per action; migration creation to each phase). No
+//! assertions — the figures go to docs/performance.md ("Churn").
 //!
 //! Run: `cargo bench --bench churn` (env `BENCH_VMS`, default 1000; `BENCH_QPS`, default 50;
 //! `BENCH_SECS`, the churn duration, default 30; `BENCH_RATE`, default `5/s`). Under `cargo test
@@ -128,6 +129,34 @@ fn churn(server: &FakeApiServer, kubeconfig: &str, qps: &str, args: &[&str]) -> 
     }
 }
 
+/// The latency percentiles of a churn's document, one line per action kind and per
+/// migration phase that has samples.
+fn latency_lines(doc: &serde_json::Value) -> String {
+    let mut out = String::new();
+    let line = |what: &str, stats: &serde_json::Value| {
+        format!(
+            "  {what:<24} n={:<5} p50 {:.3} s  p90 {:.3} s  p99 {:.3} s  max {:.3} s\n",
+            stats["count"],
+            stats["p50_seconds"].as_f64().unwrap_or_default(),
+            stats["p90_seconds"].as_f64().unwrap_or_default(),
+            stats["p99_seconds"].as_f64().unwrap_or_default(),
+            stats["max_seconds"].as_f64().unwrap_or_default(),
+        )
+    };
+    for action in ["restart", "stop_start", "migrate"] {
+        let stats = &doc["latency"]["actions"][action];
+        if !stats.is_null() {
+            out.push_str(&line(action, stats));
+        }
+    }
+    if let Some(phases) = doc["latency"]["migration_phases"].as_object() {
+        for (phase, stats) in phases {
+            out.push_str(&line(&format!("migration to {phase}"), stats));
+        }
+    }
+    out
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --all-targets` runs this without it, where a
     // small, short round proves the benchmark still works (the full one takes minutes).
@@ -191,6 +220,7 @@ fn main() {
         at_rate.peak_kib as f64 / 1024.0,
         at_rate.cpu_s,
     );
+    print!("{}", latency_lines(&at_rate.doc));
 
     let bound = churn(
         &server,
@@ -214,4 +244,5 @@ fn main() {
         bound.cpu_s,
         bound.cpu_s * 1000.0 / bound.requests.max(1) as f64,
     );
+    print!("{}", latency_lines(&bound.doc));
 }

@@ -10,7 +10,15 @@
 //! shuffled order, skipping busy ones: a dry run shows the order assuming every action ends
 //! before its VM's next turn.
 //!
+//! A schedule is bounded ([`MAX_CHURN_ACTIONS`], checked when the flags are resolved) and
+//! its slot times are exact at any index. What a read of a VM means is [`observe`]; the
+//! latencies are [`latency`]; a run of identical failures that should stop churn is
+//! [`FailureStreak`].
+//!
 //! Must not: do I/O, sleep or read the clock (the shell in `k8s/churn.rs` does).
+
+pub mod latency;
+pub mod observe;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -18,6 +26,16 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::model::{ChurnAction, ChurnActions, ChurnRate, Share};
+
+use self::latency::Latencies;
+use self::observe::{CutShort, SkipCause};
+
+/// Most actions one churn may plan: a week at 100/min is about a million. Beyond it a
+/// schedule is a mistake (100000/s for a week is 60 billion), refused before anything runs.
+pub const MAX_CHURN_ACTIONS: u64 = 1_000_000;
+
+/// Consecutive identical failures that stop a churn unless told otherwise.
+pub const DEFAULT_MAX_FAILURE_STREAK: u32 = 5;
 
 /// What churn is asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +52,9 @@ pub struct ChurnSpec {
 pub struct ChurnVm {
     pub namespace: String,
     pub name: String,
+    /// The VM's uid when churn listed it: an object under that name with another uid is
+    /// somebody else's.
+    pub uid: String,
     /// The VM's `virtwork/run-id` label (labels the migrations churn creates for it).
     pub run_id: String,
     /// The VMI's `LiveMigratable` condition is not False.
@@ -116,12 +137,19 @@ impl Schedule {
                 .map_or(ChurnAction::Restart, |(a, _)| *a);
             Slot {
                 index,
-                at: self
-                    .interval
-                    .saturating_mul(u32::try_from(index).unwrap_or(u32::MAX)),
+                at: nanos(self.interval.as_nanos().saturating_mul(u128::from(index))),
                 action,
             }
         })
+    }
+
+    /// When the last slot starts (zero without slots).
+    pub fn last_at(&self) -> Duration {
+        nanos(
+            self.interval
+                .as_nanos()
+                .saturating_mul(u128::from(self.count.saturating_sub(1))),
+        )
     }
 
     /// The dry-run view: each slot with the VM it would go to when every action ends before
@@ -132,12 +160,29 @@ impl Schedule {
     ) -> impl Iterator<Item = (Slot, Option<usize>)> + 'a {
         let mut tracker = Tracker::new(self, vms);
         self.slots().map(move |slot| {
-            let vm = tracker.assign(slot.action);
+            let vm = tracker.assign(slot.action).ok();
             if let Some(vm) = vm {
                 tracker.finish(vm, false);
             }
             (slot, vm)
         })
+    }
+}
+
+/// A duration of `n` nanoseconds, saturating far past any schedule's end.
+fn nanos(n: u128) -> Duration {
+    let secs = u64::try_from(n / 1_000_000_000).unwrap_or(u64::MAX);
+    Duration::new(secs, (n % 1_000_000_000) as u32)
+}
+
+/// Whether `rate` for `duration` stays within [`MAX_CHURN_ACTIONS`]; the error says how
+/// many actions that is.
+pub fn check_bounds(rate: ChurnRate, duration: Duration) -> Result<u64, u64> {
+    let actions = rate.actions_in(duration);
+    if actions > MAX_CHURN_ACTIONS {
+        Err(actions)
+    } else {
+        Ok(actions)
     }
 }
 
@@ -150,6 +195,8 @@ pub struct Tracker {
     /// VMs a stop-start may have left stopped (its start did not run through): owed a start
     /// at the end, and given no other action meanwhile.
     owed: BTreeSet<usize>,
+    /// VMs deleted or replaced since churn listed them: never given anything again.
+    retired: BTreeSet<usize>,
     cursor: usize,
 }
 
@@ -160,25 +207,55 @@ impl Tracker {
             migratable: vms.iter().map(|vm| vm.migratable).collect(),
             busy: BTreeMap::new(),
             owed: BTreeSet::new(),
+            retired: BTreeSet::new(),
             cursor: 0,
         }
     }
 
-    /// The next idle selected VM that can take `action` (round-robin), now busy with it;
-    /// `None` when every candidate is busy or none can take it.
-    pub fn assign(&mut self, action: ChurnAction) -> Option<usize> {
+    /// The next idle selected VM that can take `action` (round-robin), now busy with it; or
+    /// why none can: every candidate busy, none LiveMigratable (for a migration), or the idle
+    /// ones owed a start.
+    pub fn assign(&mut self, action: ChurnAction) -> Result<usize, SkipCause> {
         let n = self.order.len();
+        let (mut any_migratable, mut any_owed) = (false, false);
         for step in 0..n {
             let position = (self.cursor + step) % n;
             let vm = self.order[position];
-            let can = action != ChurnAction::Migrate || self.migratable[vm];
-            if can && !self.busy.contains_key(&vm) && !self.owed.contains(&vm) {
-                self.cursor = (position + 1) % n;
-                self.busy.insert(vm, action);
-                return Some(vm);
+            if self.retired.contains(&vm) {
+                continue;
             }
+            let can = action != ChurnAction::Migrate || self.migratable[vm];
+            any_migratable |= can;
+            if !can || self.busy.contains_key(&vm) {
+                continue;
+            }
+            if self.owed.contains(&vm) {
+                any_owed = true;
+                continue;
+            }
+            self.cursor = (position + 1) % n;
+            self.busy.insert(vm, action);
+            return Ok(vm);
         }
-        None
+        Err(if !any_migratable && action == ChurnAction::Migrate {
+            SkipCause::NoMigratableVm
+        } else if any_owed {
+            SkipCause::OwedStart
+        } else {
+            SkipCause::AllBusy
+        })
+    }
+
+    /// `vm` is gone or somebody else's: it gets no action and no start from now on.
+    pub fn retire(&mut self, vm: usize) {
+        self.busy.remove(&vm);
+        self.owed.remove(&vm);
+        self.retired.insert(vm);
+    }
+
+    /// VMs with an action under way.
+    pub fn busy_count(&self) -> usize {
+        self.busy.len()
     }
 
     /// `vm`'s action is over (done, failed or cut short). `left_stopped`: a stop may have
@@ -203,7 +280,13 @@ impl Tracker {
             .busy()
             .filter(|(_, action)| *action == ChurnAction::StopStart)
             .map(|(vm, _)| vm);
-        let all: BTreeSet<usize> = self.owed.iter().copied().chain(under_way).collect();
+        let all: BTreeSet<usize> = self
+            .owed
+            .iter()
+            .copied()
+            .chain(under_way)
+            .filter(|vm| !self.retired.contains(vm))
+            .collect();
         all.into_iter().collect()
     }
 }
@@ -216,15 +299,22 @@ pub enum ActionResult {
     Failed(String),
     /// Cut short by an interrupt: neither success nor failure (stopped VMs are restored).
     Abandoned,
+    /// Never sent: a fresh read of the VM said it could not take it.
+    Skipped(SkipCause),
+    /// The VM was deleted or replaced while its action was under way: the action ended at
+    /// once, neither success nor failure.
+    CutShort(CutShort),
 }
 
 /// Per-action counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ActionCounts {
-    /// Actions begun at their slot (their requests then wait for the client's rate limit).
+    /// Actions whose first request was sent (skips not counted).
     pub started: u64,
     pub succeeded: u64,
     pub failed: u64,
+    /// Ended because the VM was deleted or replaced meanwhile.
+    pub cut_short: u64,
 }
 
 /// One failed action, for the report.
@@ -240,25 +330,34 @@ pub struct ChurnFailure {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChurnTally {
     pub counts: BTreeMap<ChurnAction, ActionCounts>,
-    /// Slots no VM could take (all busy, or none can migrate).
-    pub skipped: u64,
-    /// Slots never reached because of an interrupt.
+    /// Slots that took no action, by cause.
+    pub skips: BTreeMap<SkipCause, u64>,
+    /// Slots never reached because of an interrupt or a stop.
     pub not_started: u64,
     pub failures: Vec<ChurnFailure>,
+    /// Actions ended because their VM was deleted or replaced: (VM, action, why).
+    pub cut_short: Vec<(String, ChurnAction, &'static str)>,
     /// VMs stopped by churn and started again after an interrupt or at the end.
     pub restored: Vec<String>,
     /// VMs churn stopped and could not start again: (VM, error).
     pub not_restored: Vec<(String, String)>,
+    /// VMs owed a start that churn left alone because they are no longer the VM it stopped
+    /// (deleted, replaced or relabelled): (VM, why).
+    pub restore_skipped: Vec<(String, &'static str)>,
+    /// Why churn stopped before its schedule ended (a streak of identical failures).
+    pub stopped_early: Option<String>,
+    pub latencies: Latencies,
 }
 
 impl ChurnTally {
-    pub fn started(&mut self, action: ChurnAction) {
-        self.counts.entry(action).or_default().started += 1;
-    }
-
     /// Records how `action` on `vm` ended.
     pub fn ended(&mut self, vm: &ChurnVm, action: ChurnAction, result: &ActionResult) {
+        if let ActionResult::Skipped(cause) = result {
+            *self.skips.entry(*cause).or_default() += 1;
+            return;
+        }
         let counts = self.counts.entry(action).or_default();
+        counts.started += 1;
         match result {
             ActionResult::Succeeded => counts.succeeded += 1,
             ActionResult::Failed(error) => {
@@ -269,8 +368,18 @@ impl ChurnTally {
                     error: error.clone(),
                 });
             }
-            ActionResult::Abandoned => {}
+            ActionResult::CutShort(why) => {
+                counts.cut_short += 1;
+                self.cut_short
+                    .push((vm.display_name(), action, why.describe()));
+            }
+            ActionResult::Abandoned | ActionResult::Skipped(_) => {}
         }
+    }
+
+    /// A slot no VM could take.
+    pub fn skipped(&mut self, cause: SkipCause) {
+        *self.skips.entry(cause).or_default() += 1;
     }
 
     /// The counts of `action` (zero when never taken).
@@ -283,9 +392,83 @@ impl ChurnTally {
         self.counts.values().map(|c| c.started).sum()
     }
 
+    /// Skipped slots over all causes.
+    pub fn total_skipped(&self) -> u64 {
+        self.skips.values().sum()
+    }
+
     /// Whether anything failed (exit 1).
     pub fn has_failures(&self) -> bool {
-        !self.failures.is_empty() || !self.not_restored.is_empty()
+        !self.failures.is_empty() || !self.not_restored.is_empty() || self.stopped_early.is_some()
+    }
+}
+
+/// Where the actions stand, for the live progress line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Per action kind: (ended, under way, failed).
+    pub by_action: BTreeMap<ChurnAction, (u64, u64, u64)>,
+    pub skipped: u64,
+    /// The next slot: its action and how long until it starts.
+    pub next: Option<(ChurnAction, Duration)>,
+    /// VMs churn may have down now: stop-starts under way and VMs owed a start.
+    pub down: usize,
+    pub elapsed: Duration,
+}
+
+/// Consecutive identical failures: after `limit` of them in a row (the same action failing
+/// the same way on whichever VM), churn stops, restores and says why. A success resets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureStreak {
+    limit: u32,
+    last: Option<(ChurnAction, String)>,
+    count: u32,
+}
+
+impl FailureStreak {
+    pub fn new(limit: u32) -> Self {
+        FailureStreak {
+            limit,
+            last: None,
+            count: 0,
+        }
+    }
+
+    /// Books one ended action; `Some(reason)` when the streak reached the limit.
+    pub fn record(
+        &mut self,
+        vm: &ChurnVm,
+        action: ChurnAction,
+        result: &ActionResult,
+    ) -> Option<String> {
+        match result {
+            ActionResult::Succeeded => {
+                self.last = None;
+                self.count = 0;
+                None
+            }
+            ActionResult::Failed(error) => {
+                // The same failure on another VM reads the same once the VM's name is out.
+                let kind = error
+                    .replace(&vm.display_name(), "<vm>")
+                    .replace(&vm.name, "<vm>");
+                let key = (action, kind);
+                if self.last.as_ref() == Some(&key) {
+                    self.count += 1;
+                } else {
+                    self.last = Some(key);
+                    self.count = 1;
+                }
+                (self.limit > 0 && self.count >= self.limit).then(|| {
+                    format!(
+                        "{} consecutive {action} actions failed the same way (the last on {}: {error})",
+                        self.count,
+                        vm.display_name()
+                    )
+                })
+            }
+            _ => None,
+        }
     }
 }
 
@@ -307,12 +490,6 @@ impl MigrationProgress {
     }
 }
 
-/// Whether a VM's VMI, seen as (`uid`, `phase`), is a running instance other than
-/// `replaced` (the one a restart or stop removed).
-pub fn running_again(uid: Option<&str>, phase: Option<&str>, replaced: Option<&str>) -> bool {
-    phase == Some("Running") && uid.is_some() && uid != replaced
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,6 +499,7 @@ mod tests {
             .map(|i| ChurnVm {
                 namespace: "virtwork".into(),
                 name: format!("vm-{i:03}"),
+                uid: format!("uid-{i}"),
                 run_id: "run".into(),
                 migratable: migratable(i),
             })
@@ -407,7 +585,11 @@ mod tests {
                 .len(),
             3
         );
-        assert_eq!(tracker.assign(ChurnAction::Restart), None, "all busy");
+        assert_eq!(
+            tracker.assign(ChurnAction::Restart),
+            Err(SkipCause::AllBusy),
+            "all busy"
+        );
         tracker.finish(b, false);
         tracker.finish(c, false);
         let idle_migratable = [b, c].into_iter().filter(|vm| *vm != 1).collect::<Vec<_>>();
@@ -432,7 +614,7 @@ mod tests {
         tracker.finish(other, false);
         for _ in 0..4 {
             let vm = tracker.assign(ChurnAction::Restart);
-            assert_eq!(vm, Some(other), "the stopped VM is never chosen");
+            assert_eq!(vm, Ok(other), "the stopped VM is never chosen");
             tracker.finish(other, false);
         }
     }
@@ -445,50 +627,141 @@ mod tests {
     }
 
     #[test]
-    fn the_tally_counts_per_action_and_keeps_failures() {
+    fn the_tally_counts_per_action_skips_by_cause_and_keeps_failures() {
         let vm = &vms(1, |_| true)[0];
         let mut tally = ChurnTally::default();
-        tally.started(ChurnAction::Migrate);
         tally.ended(
             vm,
             ChurnAction::Migrate,
             &ActionResult::Failed("boom".into()),
         );
-        tally.started(ChurnAction::Restart);
         tally.ended(vm, ChurnAction::Restart, &ActionResult::Succeeded);
-        tally.started(ChurnAction::Restart);
         tally.ended(vm, ChurnAction::Restart, &ActionResult::Abandoned);
+        tally.ended(
+            vm,
+            ChurnAction::Restart,
+            &ActionResult::CutShort(CutShort::VmDeleted),
+        );
+        tally.ended(
+            vm,
+            ChurnAction::Restart,
+            &ActionResult::Skipped(SkipCause::VmReplaced),
+        );
+        tally.skipped(SkipCause::AllBusy);
         assert_eq!(
             tally.of(ChurnAction::Restart),
             ActionCounts {
-                started: 2,
+                started: 3,
                 succeeded: 1,
-                failed: 0
+                failed: 0,
+                cut_short: 1,
             }
         );
         assert_eq!(tally.of(ChurnAction::StopStart), ActionCounts::default());
         assert_eq!(tally.failures[0].vm, "virtwork/vm-000");
+        assert_eq!(tally.cut_short[0].2, "VM deleted");
+        assert_eq!(tally.skips[&SkipCause::VmReplaced], 1);
+        assert_eq!(tally.total_skipped(), 2);
         assert!(tally.has_failures());
-        assert_eq!(tally.total_started(), 3);
+        assert_eq!(tally.total_started(), 4);
     }
 
     #[test]
-    fn progress_reads_phases_and_instances() {
+    fn skips_say_why_no_vm_could_take_the_slot() {
+        let fleet = vms(2, |i| i == 0);
+        let schedule = Schedule::new(&fleet, &spec("1/s", 10, 100, "restart", 3));
+        let mut tracker = Tracker::new(&schedule, &fleet);
+        let first = tracker.assign(ChurnAction::StopStart).unwrap();
+        let second = tracker.assign(ChurnAction::StopStart).unwrap();
         assert_eq!(
-            MigrationProgress::of(Some("Scheduling")),
-            MigrationProgress::InProgress
+            tracker.assign(ChurnAction::Restart),
+            Err(SkipCause::AllBusy)
+        );
+        tracker.finish(first, true);
+        tracker.finish(second, true);
+        assert_eq!(
+            tracker.assign(ChurnAction::Restart),
+            Err(SkipCause::OwedStart)
+        );
+        tracker.retire(0);
+        assert_eq!(
+            tracker.assign(ChurnAction::Migrate),
+            Err(SkipCause::NoMigratableVm),
+            "the only migratable VM is gone"
         );
         assert_eq!(
-            MigrationProgress::of(Some("Succeeded")),
-            MigrationProgress::Succeeded
+            tracker.owed_starts(),
+            vec![1],
+            "a retired VM is owed nothing"
+        );
+    }
+
+    #[test]
+    fn slot_times_are_exact_at_any_index_and_schedules_are_bounded() {
+        let fleet = vms(1, |_| true);
+        let rate: ChurnRate = "100000/s".parse().unwrap();
+        let week = Duration::from_secs(168 * 3600);
+        assert_eq!(check_bounds(rate, week), Err(60_480_000_000));
+        assert_eq!(
+            check_bounds("6/m".parse().unwrap(), week),
+            Ok(60_480),
+            "a week at the default rate fits"
+        );
+        // Past 2^32 slots the times still grow (they used to saturate).
+        let spec = ChurnSpec {
+            rate,
+            duration: week,
+            share: Share::ALL,
+            actions: "restart".parse().unwrap(),
+            seed: 1,
+        };
+        let schedule = Schedule::new(&fleet, &spec);
+        assert_eq!(schedule.last_at(), week - Duration::from_micros(10));
+        let slot = schedule.slots().nth(3).unwrap();
+        assert_eq!(slot.at, Duration::from_micros(30));
+    }
+
+    #[test]
+    fn a_streak_of_identical_failures_stops_and_a_success_resets_it() {
+        let fleet = vms(3, |_| true);
+        let mut streak = FailureStreak::new(3);
+        let fail = |vm: &ChurnVm| {
+            ActionResult::Failed(format!("restart VM {}: forbidden", vm.display_name()))
+        };
+        assert_eq!(
+            streak.record(&fleet[0], ChurnAction::Restart, &fail(&fleet[0])),
+            None
         );
         assert_eq!(
-            MigrationProgress::of(Some("Failed")),
-            MigrationProgress::Failed
+            streak.record(&fleet[1], ChurnAction::Restart, &fail(&fleet[1])),
+            None
         );
-        assert!(running_again(Some("new"), Some("Running"), Some("old")));
-        assert!(!running_again(Some("old"), Some("Running"), Some("old")));
-        assert!(!running_again(Some("new"), Some("Scheduling"), Some("old")));
-        assert!(!running_again(None, None, None));
+        streak.record(&fleet[2], ChurnAction::Restart, &ActionResult::Succeeded);
+        assert_eq!(
+            streak.record(&fleet[0], ChurnAction::Restart, &fail(&fleet[0])),
+            None
+        );
+        assert_eq!(
+            streak.record(&fleet[1], ChurnAction::Restart, &fail(&fleet[1])),
+            None
+        );
+        let stop = streak
+            .record(&fleet[2], ChurnAction::Restart, &fail(&fleet[2]))
+            .unwrap();
+        assert!(
+            stop.starts_with("3 consecutive restart actions failed the same way"),
+            "{stop}"
+        );
+        // Another kind of failure starts a new streak.
+        let mut streak = FailureStreak::new(2);
+        streak.record(&fleet[0], ChurnAction::Restart, &fail(&fleet[0]));
+        assert_eq!(
+            streak.record(
+                &fleet[0],
+                ChurnAction::Migrate,
+                &ActionResult::Failed("x".into())
+            ),
+            None
+        );
     }
 }

@@ -278,7 +278,9 @@ monitoring/prometheus-k8s), unless --prometheus gives its URL (sent no token unl
         long_about = "For --duration, take lifecycle actions on a share of a run's running \
 VMs at --rate: restart (KubeVirt's restart subresource), stop-start (stop, then start once \
 the VMI is gone) and migrate (a VirtualMachineInstanceMigration labelled for cleanup). No VM \
-gets two actions at once. Ctrl-C starts nothing new, starts every VM churn stopped, reports \
+gets two actions at once; each VM is read again before every action and acted on only while \
+it is the VM churn listed. Without --run-id churn asks before acting on every run in scope \
+(--yes skips the question). Ctrl-C starts nothing new, starts every VM churn stopped, reports \
 and exits 130. --dry-run prints the schedule."
     )]
     Churn(ChurnArgs),
@@ -629,6 +631,16 @@ pub struct ChurnArgs {
     /// Print the schedule without acting
     #[arg(long)]
     pub dry_run: bool,
+
+    /// Churn every run in scope without asking (needed without --run-id when stdin is not a
+    /// terminal)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+
+    /// Stop (and start again every VM churn stopped) after this many consecutive actions
+    /// failed the same way; 0 never stops [default: 5]
+    #[arg(long, value_name = "N")]
+    pub max_failures: Option<u32>,
 }
 
 fn parse_window(text: &str) -> Result<crate::model::Window, String> {

@@ -2,6 +2,13 @@
 //! simulation serves the restart/stop/start subresources and VirtualMachineInstanceMigrations
 //! with their phases. Rates are checked by counting requests in the server's log (a band, not
 //! wall-clock limits).
+//!
+//! The fake's restart follows virt-api (pkg/virt-api/rest/lifecycle.go; before KubeVirt 1.5
+//! pkg/virt-api/rest/subresource.go): a restart adds `status.stateChangeRequests` (Stop with
+//! the VMI's uid, Start), the old VMI shuts down and the requests stay until it is gone, and
+//! a restart meanwhile is a 500 "unable to complete request: stop/start already underway"
+//! (getChangeRequestJson). Faults after commit (a dropped answer, a gateway's 504) apply to
+//! these requests as to any write; see tests/fake_apiserver.rs for the server on its own.
 
 use crate::seed;
 use crate::support;
@@ -130,6 +137,18 @@ fn restarts_run_at_the_requested_rate_on_the_requested_share() {
     assert_eq!(doc["counts"]["restart"]["succeeded"], restarts.len());
     assert_eq!(doc["counts"]["migrate"]["started"], 0);
     assert_eq!(doc["failures"], Value::Array(vec![]));
+    // The time from each restart to its VM running again, as percentiles.
+    let latency = &doc["latency"]["actions"]["restart"];
+    assert_eq!(latency["count"], restarts.len(), "{doc}");
+    let (p50, max) = (
+        latency["p50_seconds"].as_f64().unwrap(),
+        latency["max_seconds"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.0 && p50 <= max, "{latency}");
+    assert_eq!(doc["latency"]["actions"]["migrate"], Value::Null);
+    // Without a terminal, the progress goes to the log.
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("under way"), "{stderr}");
     // Each restarted VM runs a new instance.
     wait_all_running(&c, 10);
     // The audit record: one churn execution, one event per action.
@@ -149,6 +168,12 @@ fn restarts_run_at_the_requested_rate_on_the_requested_share() {
          WHERE a.command = 'churn' AND e.event_type = 'churn_action'",
     );
     assert_eq!(events.len(), restarts.len());
+    let measured = audit_rows(
+        &c,
+        "SELECT e.message FROM events e WHERE e.event_type = 'churn_latency'",
+    );
+    let measured: Value = serde_json::from_str(measured[0][0].as_deref().unwrap()).unwrap();
+    assert_eq!(measured, doc["latency"]);
     assert!(
         events[0][0]
             .as_deref()
@@ -230,6 +255,13 @@ fn stop_start_and_migrate_follow_kubevirt_and_cleanup_removes_the_migrations() {
         assert_eq!(labels["virtwork/run-id"], RUN_A);
         assert_eq!(labels["virtwork/churn-id"], doc["churn_id"]);
         assert_eq!(m["status"]["phase"], "Succeeded");
+        let stamped: Vec<&str> = m["status"]["phaseTransitionTimestamps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["phase"].as_str().unwrap())
+            .collect();
+        assert!(stamped.contains(&"TargetReady"), "{stamped:?}");
         let vmi = m["spec"]["vmiName"].as_str().unwrap();
         let state = c.server.get("virtualmachineinstances", NS, vmi).unwrap()["status"].clone();
         if state["migrationState"]["migrationUid"] == m["metadata"]["uid"] {
@@ -237,6 +269,20 @@ fn stop_start_and_migrate_follow_kubevirt_and_cleanup_removes_the_migrations() {
             assert_eq!(state["nodeName"], state["migrationState"]["targetNode"]);
         }
     }
+    // Each migration phase, from the migration's creation, as percentiles.
+    for phase in [
+        "scheduling",
+        "scheduled",
+        "target_ready",
+        "running",
+        "succeeded",
+    ] {
+        assert_eq!(
+            doc["latency"]["migration_phases"][phase]["count"], migrations,
+            "{phase}: {doc}"
+        );
+    }
+    assert_eq!(doc["latency"]["actions"]["stop_start"]["count"], stops);
     wait_all_running(&c, 4);
     // cleanup of the run removes its migrations with everything else.
     let out = c.run(
@@ -439,6 +485,7 @@ fn a_vm_somebody_else_is_stopping_is_left_alone() {
             "2/s",
             "--actions",
             "stop-start,restart",
+            "--yes",
         ],
         None,
         &[],
@@ -493,6 +540,7 @@ fn vms_that_cannot_live_migrate_get_no_migration() {
             "2/s",
             "--actions",
             "migrate",
+            "--yes",
         ],
         None,
         &[],
@@ -500,9 +548,540 @@ fn vms_that_cannot_live_migrate_get_no_migration() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let doc = json_doc(&out);
     assert_eq!(doc["skipped"], 4, "{doc}");
+    assert_eq!(doc["skipped_by_cause"]["no_migratable_vm"], 4, "{doc}");
     assert_eq!(doc["counts"]["migrate"]["started"], 0);
     assert_eq!(
         c.server.count("create", "virtualmachineinstancemigrations"),
         0
     );
+}
+
+/// Spawns churn with `args` (stdin closed).
+fn spawn(c: &Cluster, args: &[&str]) -> std::process::Child {
+    c.command(args)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Every request on VM `vm`'s lifecycle subresources, as (subresource, status), whatever the
+/// answer.
+fn lifecycle_attempts(c: &Cluster, vm: &str) -> Vec<(String, u16)> {
+    c.server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.resource.starts_with("virtualmachines/") && r.name == vm)
+        .map(|r| (r.resource["virtualmachines/".len()..].to_string(), r.status))
+        .collect()
+}
+
+/// A foreign VM under `name`: another object (new uid), not virtwork's, Halted.
+fn foreign_halted_vm(name: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": { "name": name, "namespace": NS, "labels": { "team": "someone-else" } },
+        "spec": {
+            "runStrategy": "Halted",
+            "template": { "spec": { "domain": { "devices": {} } } },
+        },
+    })
+}
+
+/// Security (issue 35, item 2): churn lists the fleet once, then acts on names for up to a
+/// week. A VM relabelled to another run, or deleted and replaced by a foreign VM under the
+/// same name, between the listing and the first action is never acted on.
+#[test]
+fn a_vm_relabelled_or_replaced_after_the_listing_is_never_acted_on() {
+    let c = fleet(3);
+    // The permission check sits between the listing and the first action: hold it so the
+    // fleet can change meanwhile.
+    c.server.update_faults(|f| {
+        f.scripted.push(support::ScriptedFault::new(
+            "create",
+            "selfsubjectaccessreviews",
+            support::FaultAction::Delay(std::time::Duration::from_secs(2)),
+        ));
+    });
+    let child = spawn(
+        &c,
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--duration",
+            "3s",
+            "--rate",
+            "4/s",
+            "--actions",
+            "restart,stop-start",
+        ],
+    );
+    let listed = c.server.wait_until(SETTLE, |s| {
+        s.count("create", "selfsubjectaccessreviews") >= 1
+    });
+    assert!(listed, "churn never checked its permissions");
+    // virtwork-cpu-0 now belongs to run B; virtwork-cpu-1 is somebody else's stopped VM.
+    let mut relabelled = c
+        .server
+        .get("virtualmachines", NS, "virtwork-cpu-0")
+        .unwrap();
+    relabelled["metadata"]["labels"]["virtwork/run-id"] = serde_json::json!(RUN_B);
+    c.server.insert(relabelled);
+    c.server.remove("virtualmachines", NS, "virtwork-cpu-1");
+    c.server.insert(foreign_halted_vm("virtwork-cpu-1"));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    for vm in ["virtwork-cpu-0", "virtwork-cpu-1"] {
+        assert_eq!(
+            lifecycle_attempts(&c, vm),
+            vec![],
+            "{vm} was acted on: {doc}"
+        );
+    }
+    assert!(
+        !lifecycle_attempts(&c, "virtwork-cpu-2").is_empty(),
+        "{doc}"
+    );
+    // Both are other objects now (the name's new VM has another uid): each skipped once,
+    // then never chosen again.
+    assert_eq!(doc["skipped_by_cause"]["vm_replaced"], 2, "{doc}");
+    let foreign = c
+        .server
+        .get("virtualmachines", NS, "virtwork-cpu-1")
+        .unwrap();
+    assert_eq!(foreign["spec"]["runStrategy"], "Halted");
+    let skipped = audit_rows(
+        &c,
+        "SELECT e.message FROM events e WHERE e.event_type = 'churn_skipped'",
+    );
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+}
+
+/// Security (issue 35, item 2): a VM churn stopped and that was replaced by a foreign,
+/// Halted VM under the same name before the restore is never started; the stop-start under
+/// way ends at once instead.
+#[test]
+fn the_restore_never_starts_a_foreign_vm_that_took_the_name() {
+    if std::process::Command::new("kill")
+        .arg("-l")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipping: kill(1) not found (install procps)");
+        return;
+    }
+    let c = fleet(2);
+    c.server.set_controllers(support::ControllerOptions {
+        stop_delay: std::time::Duration::from_secs(5),
+        ..Default::default()
+    });
+    let child = spawn(
+        &c,
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--duration",
+            "10m",
+            "--rate",
+            "1/s",
+            "--actions",
+            "stop-start",
+        ],
+    );
+    let stopped = c
+        .server
+        .wait_until(SETTLE, |s| s.count("update", "virtualmachines/stop") >= 1);
+    assert!(stopped, "churn never stopped a VM");
+    let victim = c
+        .server
+        .request_log()
+        .into_iter()
+        .find(|r| r.resource == "virtualmachines/stop")
+        .unwrap()
+        .name;
+    c.server.remove("virtualmachines", NS, &victim);
+    c.server.insert(foreign_halted_vm(&victim));
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    let starts: Vec<(String, u16)> = lifecycle_attempts(&c, &victim)
+        .into_iter()
+        .filter(|(action, _)| action == "start")
+        .collect();
+    assert_eq!(starts, vec![], "{doc}");
+    let foreign = c.server.get("virtualmachines", NS, &victim).unwrap();
+    assert_eq!(foreign["spec"]["runStrategy"], "Halted", "{doc}");
+    let cut: Vec<&Value> = doc["cut_short"].as_array().unwrap().iter().collect();
+    assert!(
+        cut.iter().any(|x| x["vm"] == format!("{NS}/{victim}")
+            && x["why"] == "VM replaced since churn started"),
+        "{doc}"
+    );
+    assert!(
+        !doc["restored"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == &format!("{NS}/{victim}")),
+        "{doc}"
+    );
+}
+
+/// Lost answers (a dropped connection or a gateway's 504 after the restart, stop or start
+/// went through) are resolved by reading the VM and VMI, never by sending again: one request
+/// per action, one new VMI per restart.
+#[test]
+fn lost_answers_are_resolved_by_reading_the_vm_never_by_resending() {
+    let c = fleet(4);
+    c.server.update_faults(|f| {
+        for (resource, action) in [
+            (
+                "virtualmachines/restart",
+                support::FaultAction::DropAfterCommit,
+            ),
+            (
+                "virtualmachines/restart",
+                support::FaultAction::FailAfterCommit(504),
+            ),
+            (
+                "virtualmachines/stop",
+                support::FaultAction::DropAfterCommit,
+            ),
+            (
+                "virtualmachines/start",
+                support::FaultAction::FailAfterCommit(504),
+            ),
+        ] {
+            f.scripted
+                .push(support::ScriptedFault::new("update", resource, action).times(2));
+        }
+    });
+    let vmis_before = c.server.events().len();
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--duration",
+            "4s",
+            "--rate",
+            "2/s",
+            "--actions",
+            "restart,stop-start",
+            "--seed",
+            "5",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    let restarts = doc["counts"]["restart"]["succeeded"].as_u64().unwrap();
+    let stop_starts = doc["counts"]["stop_start"]["succeeded"].as_u64().unwrap();
+    assert_eq!(restarts + stop_starts, 8, "{doc}");
+    assert_eq!(doc["failures"], Value::Array(vec![]), "{doc}");
+    let log = c.server.request_log();
+    let sent = |resource: &str| log.iter().filter(|r| r.resource == resource).count() as u64;
+    assert_eq!(
+        sent("virtualmachines/restart"),
+        restarts,
+        "a restart was sent twice"
+    );
+    assert_eq!(
+        sent("virtualmachines/stop"),
+        stop_starts,
+        "a stop was sent twice"
+    );
+    assert_eq!(
+        sent("virtualmachines/start"),
+        stop_starts,
+        "a start was sent twice"
+    );
+    assert!(
+        log.iter()
+            .any(|r| r.resource.starts_with("virtualmachines/") && r.status == 0),
+        "no answer was lost"
+    );
+    // One new VMI per action: no VM restarted twice.
+    let new_vmis = c.server.events()[vmis_before..]
+        .iter()
+        .filter(|e| {
+            e.event_type == support::EventType::Added
+                && e.object["kind"] == "VirtualMachineInstance"
+        })
+        .count() as u64;
+    assert_eq!(new_vmis, restarts + stop_starts, "{doc}");
+    wait_all_running(&c, 4);
+}
+
+/// A VM deleted while its action is under way ends that action at once ("VM deleted"),
+/// not after the per-action limit, and the report says so.
+#[test]
+fn a_vm_deleted_mid_action_ends_its_action_at_once() {
+    let c = fleet(1);
+    // Its guest takes a minute to shut down: without the check, churn would wait on it.
+    c.server.set_controllers(support::ControllerOptions {
+        stop_delay: std::time::Duration::from_secs(60),
+        ..Default::default()
+    });
+    let child = spawn(
+        &c,
+        &[
+            "--namespace",
+            NS,
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--duration",
+            "1s",
+            "--rate",
+            "1/s",
+            "--actions",
+            "stop-start",
+        ],
+    );
+    let stopped = c
+        .server
+        .wait_until(SETTLE, |s| s.count("update", "virtualmachines/stop") >= 1);
+    assert!(stopped);
+    c.server.remove("virtualmachines", NS, "virtwork-cpu-0");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let summary = text(&out.stdout);
+    assert!(
+        summary.contains(&format!(
+            "Ended early: stop-start {NS}/virtwork-cpu-0: VM deleted"
+        )),
+        "{summary}"
+    );
+    assert!(!summary.contains("NOT started again"), "{summary}");
+    assert_eq!(
+        c.server.count("update", "virtualmachines/start"),
+        0,
+        "nothing to start"
+    );
+}
+
+/// Permissions first: without the right to start VMs, a stop-start churn refuses before
+/// touching anything (it used to stop every VM it picked and leave them down), naming the
+/// missing permission in one line.
+#[test]
+fn a_missing_permission_refuses_before_anything_is_touched() {
+    let c = fleet(2);
+    c.server.update_faults(|f| {
+        f.authorizer = Some(support::Authorizer::new(|attributes, _| {
+            !(attributes.resource == "virtualmachines" && attributes.subresource == "start")
+        }));
+    });
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--duration",
+            "2s",
+            "--rate",
+            "2/s",
+            "--actions",
+            "restart,stop-start",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let last = stderr.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.contains("update virtualmachines/start")
+            && last.contains("subresources.kubevirt.io")
+            && last.contains("nothing was touched"),
+        "{stderr}"
+    );
+    assert!(
+        c.server
+            .request_log()
+            .iter()
+            .all(|r| !r.resource.starts_with("virtualmachines/")),
+        "a lifecycle request was sent"
+    );
+    // The restart-only churn the policy allows goes ahead.
+    let ok = c.run(
+        &[
+            "--namespace",
+            NS,
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--duration",
+            "1s",
+            "--rate",
+            "2/s",
+            "--actions",
+            "restart",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+}
+
+/// A 429 on a migration create is retried like any write (the migration's fixed name makes
+/// a retry after a lost answer meet AlreadyExists, never a second migration).
+#[test]
+fn migration_creates_are_retried_after_429_and_lost_answers_without_duplicates() {
+    let c = migratable_fleet(2);
+    c.server.update_faults(|f| {
+        f.scripted.push(
+            support::ScriptedFault::new(
+                "create",
+                "virtualmachineinstancemigrations",
+                support::FaultAction::Fail(429),
+            )
+            .times(2),
+        );
+        f.scripted.push(support::ScriptedFault::new(
+            "create",
+            "virtualmachineinstancemigrations",
+            support::FaultAction::DropAfterCommit,
+        ));
+    });
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--duration",
+            "2s",
+            "--rate",
+            "1/s",
+            "--actions",
+            "migrate",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    assert_eq!(doc["counts"]["migrate"]["succeeded"], 2, "{doc}");
+    let objects = c
+        .server
+        .objects("virtualmachineinstancemigrations", Some(NS));
+    assert_eq!(objects.len(), 2, "one migration per action");
+}
+
+/// After N consecutive identical failures churn stops, starts again what it stopped and
+/// says why (exit 1).
+#[test]
+fn a_streak_of_identical_failures_stops_churn() {
+    let c = fleet(4);
+    c.server.update_faults(|f| {
+        f.scripted.push(
+            support::ScriptedFault::new(
+                "update",
+                "virtualmachines/restart",
+                support::FaultAction::Fail(422),
+            )
+            .times(100),
+        );
+    });
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--duration",
+            "30s",
+            "--rate",
+            "4/s",
+            "--actions",
+            "restart",
+            "--max-failures",
+            "3",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let doc = json_doc(&out);
+    let reason = doc["stopped_early"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("3 consecutive restart actions failed the same way"),
+        "{doc}"
+    );
+    assert!(doc["not_started"].as_u64().unwrap() > 100, "{doc}");
+    assert!(doc["counts"]["restart"]["failed"].as_u64().unwrap() >= 3);
+}
+
+/// Without --run-id churn acts on every run in scope: it asks first, and a pipe that gives
+/// no answer refuses (exit 2) with nothing touched; `--yes` or a piped "yes" goes ahead.
+#[test]
+fn churn_without_a_run_id_asks_first() {
+    let c = fleet(1);
+    c.seed_run(NS, RUN_B, "memory", 1);
+    let args = [
+        "--namespace",
+        NS,
+        "churn",
+        "--duration",
+        "1s",
+        "--rate",
+        "1/s",
+        "--actions",
+        "restart",
+    ];
+    let out = c.run(&args, None, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--run-id") && stderr.contains("--yes"),
+        "{stderr}"
+    );
+    assert!(
+        c.server
+            .request_log()
+            .iter()
+            .all(|r| !r.resource.starts_with("virtualmachines/"))
+    );
+    let no = c.run(&args, Some("no\n"), &[]);
+    assert_eq!(no.status.code(), Some(1), "{}", text(&no.stderr));
+    assert!(text(&no.stderr).contains("nothing was touched"));
+    assert!(
+        c.server
+            .request_log()
+            .iter()
+            .all(|r| !r.resource.starts_with("virtualmachines/"))
+    );
+    let yes = c.run(&args, Some("yes\n"), &[]);
+    assert_eq!(yes.status.code(), Some(0), "{}", text(&yes.stderr));
+    assert_eq!(c.server.count("update", "virtualmachines/restart"), 1);
 }

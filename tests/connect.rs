@@ -591,6 +591,7 @@ fn every_cluster_command_stops_at_once_on_a_refused_connection_or_an_unknown_hos
             vec!["status", "--timeout", "300"],
             vec!["cleanup", "--yes", "--timeout", "300"],
             vec!["verify"],
+            vec!["churn", "--yes"],
         ] {
             let mut full = vec!["--kubeconfig", kubeconfig.as_str(), "--namespace", NS];
             full.extend(&args);

@@ -721,6 +721,7 @@ fn churn_document() -> serde_json::Value {
         .map(|i| ChurnVm {
             namespace: "virtwork".into(),
             name: format!("vm-{i}"),
+            uid: format!("u{i}"),
             run_id: "r".into(),
             migratable: true,
         })

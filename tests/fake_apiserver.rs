@@ -2200,6 +2200,41 @@ async fn lifecycle_subresources_and_migrations_behave_like_kubevirt() {
         "restart gives a new running VMI"
     );
 
+    // While a restart's requests are pending (its VMI still shutting down), another restart
+    // is virt-api's 500 (pkg/virt-api/rest/lifecycle.go, getChangeRequestJson; formerly
+    // subresource.go).
+    server.set_controllers(ControllerOptions {
+        stop_delay: Duration::from_millis(800),
+        ..Default::default()
+    });
+    let second = uid(&server).unwrap();
+    let (s, _, _) = put(sub("restart")).await;
+    assert_eq!(s, 202);
+    let pending = server.get("vm", "vw", "life").unwrap();
+    assert_eq!(
+        pending["status"]["stateChangeRequests"][0]["uid"], second,
+        "{pending}"
+    );
+    let (s, _, body) = put(sub("restart")).await;
+    assert_eq!(s, 500, "{body}");
+    assert_status(&body, 500, "InternalError");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("unable to complete request: stop/start already underway"),
+        "{body}"
+    );
+    assert!(
+        eventually(&server, |s| uid(s).is_some_and(|u| u != second)
+            && vmi_phase(s).as_deref() == Some("Running"))
+        .await,
+        "the pending restart gives a new running VMI"
+    );
+    let done = server.get("vm", "vw", "life").unwrap();
+    assert!(done["status"]["stateChangeRequests"].is_null(), "{done}");
+    server.set_controllers(ControllerOptions::default());
+
     let (s, _, _) = put(sub("stop")).await;
     assert_eq!(s, 202);
     let vm = server.get("vm", "vw", "life").unwrap();
@@ -2257,7 +2292,18 @@ async fn lifecycle_subresources_and_migrations_behave_like_kubevirt() {
         .filter(|e| e.name == name)
         .map(|e| phase_of(&e.object))
         .collect();
-    assert_eq!(phases, ["", "Scheduling", "Running", "Succeeded"]);
+    assert_eq!(
+        phases,
+        [
+            "",
+            "Scheduling",
+            "Scheduled",
+            "PreparingTarget",
+            "TargetReady",
+            "Running",
+            "Succeeded"
+        ]
+    );
     let vmi = server.get("vmi", "vw", "life").unwrap();
     let state = &vmi["status"]["migrationState"];
     assert_eq!(state["completed"], true);

@@ -343,3 +343,91 @@ fn hidden_characters_in_a_hostile_message_are_escaped_in_json_and_yaml() {
         );
     }
 }
+
+/// The churn schedule: accepted flags once allowed 100000/s for a week,
+/// whose dry run built every slot in memory (22.5 GB after 18 minutes). The number of actions
+/// is capped when the flags are read (exit 2, one line, nothing contacted), and a dry run at
+/// half the cap streams its schedule with bounded memory.
+#[test]
+fn a_churn_schedule_is_bounded_and_its_dry_run_streams() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 2);
+    c.server.clear_request_log();
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--dry-run",
+            "--rate",
+            "100000/s",
+            "--duration",
+            "168h",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--rate 100000/s")
+            && stderr.contains("60480000000 actions")
+            && stderr.contains("at most 1000000"),
+        "{stderr}"
+    );
+    assert!(
+        c.server.request_log().is_empty(),
+        "the server was contacted"
+    );
+
+    let running = c.server.wait_until(seed::SETTLE, |s| {
+        let vmis = s.objects("virtualmachineinstances", Some(NS));
+        vmis.len() == 2 && vmis.iter().all(|v| v["status"]["phase"] == "Running")
+    });
+    assert!(running);
+    // 500,000 slots as one JSON document, written to a file while its memory is watched.
+    let file = c.dir.path().join("schedule.json");
+    let mut child = c
+        .command(&[
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--dry-run",
+            "--rate",
+            "500/s",
+            "--duration",
+            "1000s",
+        ])
+        .env("RUST_LOG", "off")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&file).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let mut peak = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        peak = peak.max(seed::rss_kib(child.id()).unwrap_or(0));
+        assert!(std::time::Instant::now() < deadline, "the dry run hung");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let schedule = doc["schedule"].as_array().unwrap();
+    assert_eq!(schedule.len(), 500_000);
+    assert_eq!(schedule[499_999]["at_seconds"], 999.998);
+    eprintln!("peak RSS of a 500,000-slot JSON dry run: {peak} KiB");
+    assert!(
+        peak < 64 << 10,
+        "peak RSS {peak} KiB: the schedule was held in memory"
+    );
+}

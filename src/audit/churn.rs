@@ -3,6 +3,8 @@
 //!
 //! Must not: decide what churn does; see the configuration.
 
+use crate::churn::latency::Latencies;
+use crate::churn::observe::SkipCause;
 use crate::churn::{ActionResult, ChurnVm};
 use crate::model::ChurnAction;
 
@@ -35,7 +37,10 @@ fn event(event_type: EventType, message: String, error: Option<String>) -> Event
 }
 
 /// `<action> <ns>/<vm>: succeeded` (`churn_action`) or `... failed` (`churn_action_failed`,
-/// the error in `error_detail`); `None` for an action an interrupt cut short.
+/// the error in `error_detail`); `<action> <ns>/<vm>: skipped: <why>` or `... ended early:
+/// <why>` (`churn_skipped`) for a VM left alone or deleted or replaced meanwhile; `None` for
+/// an action an interrupt cut short and for slots no VM could take (those are counted in the
+/// summary, not recorded one by one).
 pub fn action_ended(vm: &ChurnVm, action: ChurnAction, result: &ActionResult) -> Option<Event> {
     let name = vm.display_name();
     match result {
@@ -49,8 +54,35 @@ pub fn action_ended(vm: &ChurnVm, action: ChurnAction, result: &ActionResult) ->
             format!("{action} {name}: failed"),
             Some(error.clone()),
         )),
-        ActionResult::Abandoned => None,
+        ActionResult::Skipped(
+            cause @ (SkipCause::VmReplaced | SkipCause::VmDeleted | SkipCause::NotRunning),
+        ) => Some(event(
+            EventType::ChurnSkipped,
+            format!("{action} {name}: skipped: {}", cause.describe()),
+            None,
+        )),
+        ActionResult::CutShort(why) => Some(event(
+            EventType::ChurnSkipped,
+            format!("{action} {name}: ended early: {}", why.describe()),
+            None,
+        )),
+        ActionResult::Abandoned | ActionResult::Skipped(_) => None,
     }
+}
+
+/// `Left <ns>/<vm> alone: <why>` (`churn_skipped`): a VM owed a start that is no longer the
+/// VM churn stopped.
+pub fn restore_skipped(vm: &ChurnVm, why: &str) -> Event {
+    event(
+        EventType::ChurnSkipped,
+        format!("Left {} alone: {why}", vm.display_name()),
+        None,
+    )
+}
+
+/// `churn_latency`: the percentiles of `--output json`'s `latency` object, as JSON.
+pub fn latency_event(latencies: &Latencies) -> Event {
+    event(EventType::ChurnLatency, latencies.json().to_string(), None)
 }
 
 /// `Started <ns>/<vm> again` (`churn_restored`) or `Could not start <ns>/<vm> again`

@@ -29,10 +29,15 @@ pub enum EventType {
     /// `virtwork churn`: a VM it stopped was started again, or could not be.
     ChurnRestored,
     ChurnRestoreFailed,
+    /// `virtwork churn`: a VM left alone (deleted, replaced, not running) or an action it
+    /// cut short.
+    ChurnSkipped,
+    /// `virtwork churn`: the latency percentiles, once at the end (JSON in the message).
+    ChurnLatency,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 13] = [
+    pub const ALL: [EventType; 15] = [
         EventType::ExecutionStarted,
         EventType::WorkloadSkipped,
         EventType::ServiceCreated,
@@ -46,6 +51,8 @@ impl EventType {
         EventType::ChurnActionFailed,
         EventType::ChurnRestored,
         EventType::ChurnRestoreFailed,
+        EventType::ChurnSkipped,
+        EventType::ChurnLatency,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +70,8 @@ impl EventType {
             EventType::ChurnActionFailed => "churn_action_failed",
             EventType::ChurnRestored => "churn_restored",
             EventType::ChurnRestoreFailed => "churn_restore_failed",
+            EventType::ChurnSkipped => "churn_skipped",
+            EventType::ChurnLatency => "churn_latency",
         }
     }
 }

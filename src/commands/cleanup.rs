@@ -98,8 +98,13 @@ pub fn answer(line: Option<&str>) -> Answer {
 /// thread so Ctrl-C at the prompt interrupts at once (and an unanswered read cannot keep
 /// the process alive).
 async fn ask(cancel: &CancellationToken) -> Result<Answer> {
+    ask_with(PROMPT, cancel).await
+}
+
+/// [`ask`] with another prompt (churn's).
+pub(crate) async fn ask_with(prompt: &str, cancel: &CancellationToken) -> Result<Answer> {
     let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_all(PROMPT.as_bytes());
+    let _ = stderr.write_all(prompt.as_bytes());
     let _ = stderr.flush();
     drop(stderr);
     let (tx, rx) = tokio::sync::oneshot::channel();

@@ -385,6 +385,21 @@ impl ChurnSettings {
         )?;
         let p = &layers.merged;
         let global = GlobalSettings::from_layers(&layers)?;
+        let duration = required(&p.churn_duration, "churn-duration")?;
+        let rate = required(&p.churn_rate, "churn-rate")?;
+        // Bounded at parse time: a schedule is generated lazily, but its length sizes the
+        // reports, the dry run and the time the cluster is churned.
+        if let Err(actions) = crate::churn::check_bounds(rate.value, duration.value.get()) {
+            return Err(Error::input(format!(
+                "{} {} for {} {}s is {actions} actions; expected at most {} per churn: lower \
+                 the rate or the duration (or run several churns)",
+                rate.source,
+                rate.value,
+                duration.source,
+                duration.value.get().as_secs(),
+                crate::churn::MAX_CHURN_ACTIONS
+            )));
+        }
         Ok(ChurnSettings {
             scope: Scope {
                 namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
@@ -396,6 +411,10 @@ impl ChurnSettings {
             actions: required(&p.churn_actions, "churn-actions")?.value.clone(),
             seed: p.churn_seed.as_ref().map(|given| given.value.0),
             dry_run: args.dry_run,
+            yes: args.yes,
+            max_failures: args
+                .max_failures
+                .unwrap_or(crate::churn::DEFAULT_MAX_FAILURE_STREAK),
             global,
         })
     }

@@ -189,4 +189,8 @@ pub struct ChurnSettings {
     /// `None`: a random seed, reported so the schedule can be repeated.
     pub seed: Option<u64>,
     pub dry_run: bool,
+    /// `--yes`: no confirmation without `--run-id`.
+    pub yes: bool,
+    /// Consecutive identical failures that stop churn (0: never).
+    pub max_failures: u32,
 }

@@ -310,7 +310,7 @@ pub struct Guarded {
     pub peak_rss_kib: u64,
 }
 
-fn rss_kib(pid: u32) -> Option<u64> {
+pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()

@@ -269,25 +269,39 @@ fn react(
         }
         _ => {}
     }
+    if ev.res == VMI && ev.event_type == EventType::Deleted {
+        // A restart's Stop is done once its VMI is gone: the VM controller acts on the Start.
+        let mut store = shared.store.lock().unwrap();
+        for vm in owner_vm_names(&ev.object) {
+            let vm_key = (VM, ev.namespace.clone(), vm);
+            if super::lifecycle::has_state_change_requests(&store, &vm_key) {
+                reconcile_vm(&mut store, &vm_key);
+            }
+        }
+    }
     follow_vmi_and_pods(shared, ev, &(ev.res, ev.namespace.clone(), ev.name.clone()));
     if ev.res == VMI || ev.res == DV {
         // The owning VM's status follows its VMI and volumes.
-        let owners: Vec<String> = ev
-            .object
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .map(|refs| {
-                refs.iter()
-                    .filter(|r| r["kind"] == "VirtualMachine")
-                    .filter_map(|r| r["name"].as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let owners = owner_vm_names(&ev.object);
         let mut store = shared.store.lock().unwrap();
         for vm in owners {
             refresh_vm_status(&mut store, &(VM, ev.namespace.clone(), vm));
         }
     }
+}
+
+/// The names of the VirtualMachines owning `object`.
+fn owner_vm_names(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter(|r| r["kind"] == "VirtualMachine")
+                .filter_map(|r| r["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Launcher Pods follow their VMI (node, IP, readiness), Services' endpoints follow the
@@ -408,10 +422,7 @@ pub(super) fn reconcile_vm(store: &mut Store, key: &Key) {
         store.upsert(DV, dv);
     }
     let vmi_key = (VMI, ns.clone(), key.2.clone());
-    if super::lifecycle::take_state_change_requests(store, key, &vmi_key) {
-        // The requests are handled: the status written below no longer carries them.
-        refresh_vm_status(store, key);
-    }
+    super::lifecycle::take_state_change_requests(store, key, &vmi_key);
     let existing = store.objects.get(&vmi_key).cloned();
     if wants_running(&vm) {
         if existing.is_none() {
@@ -587,6 +598,13 @@ fn refresh_vm_status(store: &mut Store, key: &Key) {
             .pointer("/spec/runStrategy")
             .cloned()
             .unwrap_or(json!("Always"));
+    }
+    // Requests virt-api added stay until the VM controller has acted on them.
+    if let Some(requests) = vm
+        .pointer("/status/stateChangeRequests")
+        .filter(|r| r.as_array().is_some_and(|r| !r.is_empty()))
+    {
+        status["stateChangeRequests"] = requests.clone();
     }
     if vm.get("status") != Some(&status) {
         vm["status"] = status;

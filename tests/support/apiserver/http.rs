@@ -284,10 +284,16 @@ struct FaultPlan {
 }
 
 fn plan_faults(shared: &Shared, t: &Target) -> FaultPlan {
+    let resource = t.res.map(|r| RESOURCES[r].plural).unwrap_or("");
+    plan_faults_for(shared, &t.verb, resource, &t.name)
+}
+
+/// The fault draw for a request by its verb, resource (a plural, or `plural/subresource`
+/// for KubeVirt's lifecycle subresources) and object name.
+fn plan_faults_for(shared: &Shared, verb: &str, resource: &str, name: &str) -> FaultPlan {
     let mut guard = shared.faults.lock().unwrap();
     let (faults, rng) = &mut *guard;
     let mut plan = FaultPlan::default();
-    let resource = t.res.map(|r| RESOURCES[r].plural).unwrap_or("");
     if !faults.latency.is_zero() || !faults.jitter.is_zero() {
         let jitter = faults.jitter.mul_f64(rng.unit());
         plan.delay = faults.latency + jitter;
@@ -295,7 +301,7 @@ fn plan_faults(shared: &Shared, t: &Target) -> FaultPlan {
     if let Some(sf) = faults
         .scripted
         .iter_mut()
-        .find(|s| s.matches(&t.verb, resource, &t.name))
+        .find(|s| s.matches(verb, resource, name))
     {
         sf.times -= 1;
         match sf.action {
@@ -314,11 +320,11 @@ fn plan_faults(shared: &Shared, t: &Target) -> FaultPlan {
         }
         return plan;
     }
-    if t.verb != "watch" && rng.chance(faults.drop_rate) {
+    if verb != "watch" && rng.chance(faults.drop_rate) {
         plan.drop_before = true;
         return plan;
     }
-    if is_mutating(&t.verb) {
+    if is_mutating(verb) {
         if rng.chance(faults.error_rate) {
             let codes = if faults.error_codes.is_empty() {
                 vec![500]
@@ -470,18 +476,65 @@ async fn handle(shared: Arc<Shared>, kill: Arc<Notify>, req: Request<Incoming>) 
             .entry((record.verb.clone(), record.resource.clone()))
             .or_insert(0) += 1;
         let _ = req.into_body().collect().await;
+        // RBAC names a subresource as `virtualmachines/restart`: a denial of plain
+        // `virtualmachines` does not cover it, as on a real cluster.
+        let (denied, rate_limited) = {
+            let faults = &shared.faults.lock().unwrap().0;
+            let denied = faults
+                .denials
+                .iter()
+                .any(|d| d.matches(&record.verb, &record.resource, &lifecycle.namespace));
+            let limited = faults
+                .max_inflight
+                .is_some_and(|max| inflight_at_start > max)
+                .then(|| faults.retry_after_secs.max(1));
+            (denied, limited)
+        };
+        if let Some(secs) = rate_limited {
+            finish(&shared, record, 429);
+            return error_response(&ApiError::too_many_requests(secs));
+        }
+        if denied {
+            let attributes = AccessAttributes::from_request(&method, &path, &query)
+                .expect("a lifecycle path is a resource path");
+            let user = shared.config.lock().unwrap().user.clone();
+            finish(&shared, record, 403);
+            return error_response(&authz::forbidden(&attributes, &user));
+        }
+        let plan = plan_faults_for(&shared, &record.verb, &record.resource, &record.name);
         let latency = shared.faults.lock().unwrap().0.latency;
-        if !latency.is_zero() {
-            tokio::time::sleep(latency).await;
+        if !(latency + plan.delay).is_zero() {
+            tokio::time::sleep(latency + plan.delay).await;
+        }
+        if plan.drop_before {
+            finish(&shared, record, 0);
+            return drop_connection(&kill).await;
+        }
+        if let Some(code) = plan.fail_before {
+            finish(&shared, record, code);
+            return error_response(&ApiError::injected(code));
         }
         return match super::lifecycle::serve(&shared, &method, &lifecycle) {
             Ok(code) => {
                 record.committed = true;
-                finish(&shared, record, code);
-                Response::builder()
-                    .status(code)
-                    .body(full(Bytes::new()))
-                    .unwrap()
+                match plan.after_commit {
+                    // The change is made; the answer never reaches the client.
+                    Some(AfterCommit::Drop) => {
+                        finish(&shared, record, 0);
+                        drop_connection(&kill).await
+                    }
+                    Some(AfterCommit::Status(status)) => {
+                        finish(&shared, record, status);
+                        error_response(&ApiError::injected(status))
+                    }
+                    None => {
+                        finish(&shared, record, code);
+                        Response::builder()
+                            .status(code)
+                            .body(full(Bytes::new()))
+                            .unwrap()
+                    }
+                }
             }
             Err(e) => {
                 finish(&shared, record, e.code);
@@ -753,6 +806,9 @@ fn non_resource(shared: &Shared, method: &str, path: &str) -> Response<Body> {
         ["api", "v1"] => Some(resources::resource_list("", "v1")),
         ["apis"] => Some(resources::group_list(virt)),
         ["apis", g] => resources::group(g, virt),
+        ["apis", "subresources.kubevirt.io", "v1"] if virt => {
+            Some(resources::kubevirt_subresources())
+        }
         ["apis", g, v] if resources::group_version_served(g, v, virt) => {
             Some(resources::resource_list(g, v))
         }
@@ -1072,10 +1128,14 @@ fn access_review(shared: &Shared, mut review: Value, _user: &str) -> WriteResult
     let question = AccessAttributes::from_review(&attrs);
     let (denied_by_list, authorizer) = {
         let faults = &shared.faults.lock().unwrap().0;
-        let denied = faults
-            .denials
-            .iter()
-            .any(|d| d.matches(&question.verb, &question.resource, &question.namespace));
+        // A denial naming `resource/subresource` answers questions about that subresource
+        // (as an RBAC rule must name it to grant it).
+        let denied = faults.denials.iter().any(|d| {
+            d.matches(&question.verb, &question.resource, &question.namespace)
+                || (!question.subresource.is_empty()
+                    && d.resource == question.rbac_resource()
+                    && d.matches(&question.verb, &d.resource, &question.namespace))
+        });
         (denied, faults.authorizer.clone())
     };
     // Only resource questions go to the policy; non-resource ones (no resourceAttributes) are

@@ -1,14 +1,20 @@
 //! KubeVirt's VM lifecycle API as virt-api serves it, and the migration controller:
 //!
 //! - `PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachines/{name}/{restart,
-//!   stop,start}` with virt-api's rules (pkg/virt-api/rest/lifecycle.go): `stop` sets
+//!   stop,start}` with virt-api's rules (pkg/virt-api/rest/lifecycle.go; before KubeVirt
+//!   1.5 the same handlers lived in pkg/virt-api/rest/subresource.go): `stop` sets
 //!   `runStrategy: Halted` (the VM controller then deletes the VMI: printableStatus Stopping,
 //!   Stopped), `start` sets `Always` (a new VMI), `restart` adds the `stateChangeRequests`
-//!   Stop (with the VMI's uid) + Start, which the VM controller turns into a new VMI. A
-//!   refused request is a 409 Conflict with virt-api's message; success is `202 Accepted`
-//!   with an empty body.
-//! - `VirtualMachineInstanceMigration`: Pending → Scheduling → Running → Succeeded, each a
-//!   watch event; Running sets the VMI's `status.migrationState` (source and target node,
+//!   Stop (with the VMI's uid) + Start, which the VM controller turns into a new VMI once the
+//!   old one has shut down; while they are pending another restart is refused with a 500
+//!   InternalError "unable to complete request: stop/start already underway"
+//!   (getChangeRequestJson). A refused request is a 409 Conflict with virt-api's message;
+//!   success is `202 Accepted` with an empty body. Scripted and random faults apply to these
+//!   requests as to any write, including a drop or an error after the change committed (a
+//!   gateway's 504 in front of virt-api).
+//! - `VirtualMachineInstanceMigration`: Pending → Scheduling → Scheduled → PreparingTarget →
+//!   TargetReady → Running → Succeeded, each a watch event stamped in
+//!   `status.phaseTransitionTimestamps`; Running sets the VMI's `status.migrationState` (source and target node,
 //!   target pod), Succeeded moves the VMI's `nodeName` to the target and marks the state
 //!   completed. A migration of a VMI that is missing or not Running fails (phase Failed).
 
@@ -107,6 +113,19 @@ pub fn serve(shared: &Shared, method: &str, request: &LifecycleRequest) -> Resul
             let Some(vmi) = &vmi else {
                 return Err(conflict(name, "VM is not running: Halted"));
             };
+            // getChangeRequestJson: requests already pending (a restart whose VMI is still
+            // shutting down) make the patch impossible, answered as an InternalError (500).
+            if vm
+                .pointer("/status/stateChangeRequests")
+                .and_then(Value::as_array)
+                .is_some_and(|r| !r.is_empty())
+            {
+                return Err(ApiError::new(
+                    500,
+                    "InternalError",
+                    "Internal error occurred: unable to complete request: stop/start already underway",
+                ));
+            }
             vm["status"]["stateChangeRequests"] = json!([
                 { "action": "Stop", "uid": meta_str(vmi, "uid") },
                 { "action": "Start" },
@@ -144,11 +163,24 @@ pub fn serve(shared: &Shared, method: &str, request: &LifecycleRequest) -> Resul
     Ok(202)
 }
 
-/// The VM controller's share of a restart: a Stop request naming the current VMI removes it
-/// (the caller then creates a new one, the Start). Returns whether the VM carried requests.
-pub fn take_state_change_requests(store: &mut Store, vm_key: &Key, vmi_key: &Key) -> bool {
-    let Some(vm) = store.objects.get(vm_key) else {
-        return false;
+/// Whether the VM at `vm_key` carries state change requests not yet acted on.
+pub fn has_state_change_requests(store: &Store, vm_key: &Key) -> bool {
+    store
+        .objects
+        .get(vm_key)
+        .and_then(|vm| vm.pointer("/status/stateChangeRequests"))
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty())
+}
+
+/// The VM controller's share of a restart (pkg/virt-controller/watch/vm.go): a Stop request
+/// naming the current VMI shuts it down gracefully (the VMI is marked for deletion and goes
+/// after the controllers' `stop_delay`), and the requests stay on the VM meanwhile, so a
+/// second restart in that window meets virt-api's "already underway". Once that VMI is gone
+/// the requests are cleared and the caller creates the new VMI (the Start).
+pub fn take_state_change_requests(store: &mut Store, vm_key: &Key, vmi_key: &Key) {
+    let Some(vm) = store.objects.get(vm_key).cloned() else {
+        return;
     };
     let Some(requests) = vm
         .pointer("/status/stateChangeRequests")
@@ -156,26 +188,43 @@ pub fn take_state_change_requests(store: &mut Store, vm_key: &Key, vmi_key: &Key
         .filter(|r| !r.is_empty())
         .cloned()
     else {
-        return false;
+        return;
     };
-    let current_uid = store
-        .objects
-        .get(vmi_key)
-        .map(|vmi| meta_str(vmi, "uid").to_string());
-    let stops_current = requests
-        .iter()
-        .any(|r| r["action"] == "Stop" && r["uid"].as_str() == current_uid.as_deref());
-    if stops_current {
-        store.remove_now(vmi_key);
+    if let Some(vmi) = store.objects.get(vmi_key).cloned() {
+        let current_uid = meta_str(&vmi, "uid").to_string();
+        let stops_current = requests
+            .iter()
+            .any(|r| r["action"] == "Stop" && r["uid"].as_str() == Some(current_uid.as_str()));
+        if stops_current {
+            if meta_str(&vmi, "deletionTimestamp").is_empty() {
+                let mut vmi = vmi;
+                vmi["metadata"]["deletionTimestamp"] = json!(jiff::Timestamp::now().to_string());
+                store.put(vmi_key, vmi);
+            }
+            return;
+        }
     }
-    true
+    let mut vm = vm;
+    if let Some(status) = vm.get_mut("status").and_then(Value::as_object_mut) {
+        status.remove("stateChangeRequests");
+    }
+    store.put(vm_key, vm);
 }
 
 /// Drives one migration through its phases (see the module doc).
 pub fn spawn_migration(shared: &Arc<Shared>, key: Key, uid: String, step: Duration) {
     let shared = shared.clone();
     tokio::spawn(async move {
-        for phase in ["Scheduling", "Running", "Succeeded"] {
+        // virt-controller's migration phases (pkg/virt-controller/watch/migration), each
+        // stamped in status.phaseTransitionTimestamps.
+        for phase in [
+            "Scheduling",
+            "Scheduled",
+            "PreparingTarget",
+            "TargetReady",
+            "Running",
+            "Succeeded",
+        ] {
             tokio::time::sleep(step).await;
             let mut store = shared.store.lock().unwrap();
             if !advance_migration(&mut store, &key, &uid, phase) {
@@ -240,7 +289,25 @@ fn advance_migration(store: &mut Store, key: &Key, uid: &str, phase: &str) -> bo
         }
         _ => {}
     }
-    migration["status"]["phase"] = json!(phase);
+    // metav1.Time: whole seconds on the wire.
+    let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    let created = meta_str(&migration, "creationTimestamp").to_string();
+    if !migration["status"].is_object() {
+        migration["status"] = json!({});
+    }
+    let mut stamps = migration["status"]["phaseTransitionTimestamps"]
+        .as_array()
+        .cloned()
+        // Pending from the creation on.
+        .unwrap_or_else(|| {
+            vec![json!({ "phase": "Pending", "phaseTransitionTimestamp": created })]
+        });
+    stamps.push(json!({ "phase": phase, "phaseTransitionTimestamp": now }));
+    let status = &mut migration["status"];
+    status["phaseTransitionTimestamps"] = json!(stamps);
+    status["phase"] = json!(phase);
     store.put(key, migration);
     true
 }

@@ -386,6 +386,30 @@ pub fn group_version_served(group: &str, version: &str, virtualization: bool) ->
     groups(virtualization).contains(&(group, version))
 }
 
+/// `/apis/subresources.kubevirt.io/v1`: the lifecycle subresources virt-api registers
+/// (pkg/virt-api/api.go: `virtualmachines/{start,stop,restart}` take `update`, i.e. PUT).
+/// KubeVirt serves more (console, vnc, migrate, ...); these are the ones the fake answers.
+pub fn kubevirt_subresources() -> Value {
+    let resources: Vec<Value> = ["restart", "start", "stop"]
+        .iter()
+        .map(|action| {
+            json!({
+                "name": format!("virtualmachines/{action}"),
+                "singularName": "",
+                "namespaced": true,
+                "kind": "VirtualMachine",
+                "verbs": ["update"],
+            })
+        })
+        .collect();
+    json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": "subresources.kubevirt.io/v1",
+        "resources": resources,
+    })
+}
+
 /// `/api`: APIVersions.
 pub fn core_versions(server_address: &str) -> Value {
     json!({
