@@ -144,6 +144,16 @@ pub fn inert_global_flags(name: &str) -> &'static [&'static str] {
             "audit_db",
         ],
         "audit" => &["kubeconfig", "context", "qps", "burst", "audit", "no_audit"],
+        "report" => &[
+            "namespace",
+            "kubeconfig",
+            "context",
+            "qps",
+            "burst",
+            "audit",
+            "no_audit",
+            "output",
+        ],
         "version" => &[
             "namespace",
             "kubeconfig",
@@ -286,6 +296,17 @@ and exits 130. --dry-run prints the schedule."
     /// Query the local audit database
     #[command(subcommand)]
     Audit(AuditCommand),
+
+    /// Write one self-contained HTML page about recorded runs, with charts
+    #[command(
+        long_about = "Read the audit database and write one HTML page about the given runs: \
+what was asked and created, how long each stage took, what failed and why, time to ready \
+(created, scheduled, running, ready: a histogram, percentiles and the slowest VMs) and the \
+churn actions taken on the run's VMs. Repeat --run-id to compare runs side by side. The page \
+loads nothing from the network and needs no JavaScript: charts are inline SVG, each with a \
+table of its data."
+    )]
+    Report(ReportArgs),
 
     /// Print the version information
     Version,
@@ -629,6 +650,18 @@ pub struct ChurnArgs {
     /// Print the schedule without acting
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// Flags of `virtwork report`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ReportArgs {
+    /// The run to report on (UUID); repeat to compare runs side by side
+    #[arg(long = "run-id", value_name = "UUID", required = true)]
+    pub run_ids: Vec<RunId>,
+
+    /// The HTML file to write (replaced when it exists)
+    #[arg(long, value_name = "FILE", required = true)]
+    pub html: PathBuf,
 }
 
 fn parse_window(text: &str) -> Result<crate::model::Window, String> {
