@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use rusqlite::{Connection, params};
+use serde_json::json;
+
+use crate::support::promstub::{Answer, PromStub, percent_decoded};
 use uuid::Uuid;
 use virtwork::audit::{
     Auditor, CommandKind, Event, EventType, ExecutionParams, ExecutionStatus, VmRecord,
@@ -253,20 +256,19 @@ struct Fixture {
 }
 
 fn fixture(n: usize) -> Fixture {
+    fixture_with(n, &[])
+}
+
+/// The same, `extra` added to the report command (e.g. `--prometheus URL`).
+fn fixture_with(n: usize, extra: &[&str]) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("virtwork.db");
     let (run_id, _) = record_fleet(&db, n, 0);
     let page = dir.path().join("report.html");
-    let out = virtwork(
-        &db,
-        &[
-            "report",
-            "--run-id",
-            &run_id.to_string(),
-            "--html",
-            page.to_str().unwrap(),
-        ],
-    );
+    let run = run_id.to_string();
+    let mut args = vec!["report", "--run-id", &run, "--html", page.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = virtwork(&db, &args);
     assert!(out.status.success(), "report failed: {}", text(&out.stderr));
     assert!(
         text(&out.stdout).starts_with(&format!("wrote {}", page.display())),
@@ -332,8 +334,13 @@ fn the_page_shows_the_run_with_hostile_text_escaped() {
     ] {
         assert!(html.contains(&format!("\">{heading}</h3>")), "{heading}");
     }
-    assert!(html.contains("No load data on this page"));
-    assert!(html.contains("No alert history on this page"));
+    // No kubeconfig and no --prometheus: the sections say that no Prometheus was reachable.
+    assert!(
+        html.contains("No load data: no Prometheus reachable: "),
+        "{}",
+        &html[html.find("-load\"").unwrap()..][..600]
+    );
+    assert!(html.contains("No alert history: no Prometheus reachable: "));
     // Every chart is a labelled image followed by a table of its data.
     let charts = html.matches("<svg ").count();
     assert_eq!(charts, 3, "progress, histogram, churn timeline");
@@ -363,6 +370,7 @@ fn a_thousand_vm_page_stays_under_two_mib() {
     let db = dir.path().join("virtwork.db");
     let (run_id, _) = record_fleet(&db, 1000, 0);
     let page = dir.path().join("fleet.html");
+    let stub = prometheus_stub();
     let started = std::time::Instant::now();
     let out = virtwork(
         &db,
@@ -372,6 +380,8 @@ fn a_thousand_vm_page_stays_under_two_mib() {
             &run_id.to_string(),
             "--html",
             page.to_str().unwrap(),
+            "--prometheus",
+            stub.url(),
         ],
     );
     let took = started.elapsed();
@@ -384,6 +394,10 @@ fn a_thousand_vm_page_stays_under_two_mib() {
     assert!(size < 2 * 1024 * 1024, "{size} bytes");
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("<summary>All 1000 VMs</summary>"));
+    assert!(
+        html.contains("<h4>cpu: vcpu-busy</h4>"),
+        "with the load section"
+    );
     if let Some(browser) = chromium() {
         let profile = dir.path().join("profile");
         std::fs::create_dir_all(&profile).unwrap();
@@ -404,6 +418,113 @@ fn a_thousand_vm_page_stays_under_two_mib() {
         );
         assert!(out.status.success(), "{}", text(&out.stderr));
         assert_eq!(console_messages(&text(&out.stderr)), Vec::<&str>::new());
+    }
+}
+
+/// A Prometheus range answer (matrix) of `series`: (labels, samples as (unix time, value)).
+fn matrix(series: &[(serde_json::Value, Vec<(i64, f64)>)]) -> String {
+    let result: Vec<serde_json::Value> = series
+        .iter()
+        .map(|(metric, samples)| {
+            json!({
+                "metric": metric,
+                "values": samples.iter().map(|(t, v)| json!([t, v.to_string()])).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({"status": "success", "data": {"resultType": "matrix", "result": result}}).to_string()
+}
+
+/// A run's window runs a week from its start when it was never cleaned up: 2,520 s steps.
+const STEP: i64 = 7 * 24 * 3600 / 240;
+
+/// A Prometheus answering for the fixture's cpu VMs 0, 2 and 4 (2 far below the threshold,
+/// and a VM of another run beside them) and one alert with a hostile name firing for VM 2.
+fn prometheus_stub() -> PromStub {
+    let step = STEP;
+    let busy = |name: &str, level: f64| {
+        (
+            json!({"name": name, "namespace": "virtwork"}),
+            (0..5).map(|k| (T0 + k * step, level)).collect::<Vec<_>>(),
+        )
+    };
+    let vcpu = matrix(&[
+        busy("virtwork-cpu-3f1c7a-0", 0.9),
+        busy("virtwork-cpu-3f1c7a-2", 0.05),
+        busy("virtwork-cpu-3f1c7a-4", 0.85),
+        busy("someone-elses-vm", 0.5),
+    ]);
+    let alerts = matrix(&[(
+        json!({"name": "<b>Hot</b>|virtwork-cpu-3f1c7a-2", "alertstate": "firing"}),
+        vec![(T0 + step, 1.0), (T0 + 2 * step, 1.0)],
+    )]);
+    PromStub::start(
+        Answer::ByQuery {
+            rules: vec![
+                ("ALERTS".into(), alerts),
+                ("kubevirt_vmi_vcpu".into(), vcpu),
+            ],
+            otherwise: matrix(&[]),
+        },
+        false,
+    )
+}
+
+#[test]
+fn load_and_alerts_come_from_prometheus_over_the_runs_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("virtwork.db");
+    let (run_id, _) = record_fleet(&db, 6, 0);
+    let stub = prometheus_stub();
+    let step = STEP;
+    let page = dir.path().join("load.html");
+    let out = virtwork(
+        &db,
+        &[
+            "report",
+            "--run-id",
+            &run_id.to_string(),
+            "--html",
+            page.to_str().unwrap(),
+            "--prometheus",
+            stub.url(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let load = html.split_once("id=\"run-1-load\"").unwrap().1;
+    let load = load.split_once("id=\"run-1-churn\"").unwrap().0;
+    assert!(load.contains("<h4>cpu: vcpu-busy</h4>"), "{load}");
+    assert!(
+        load.contains("3 VMs with samples"),
+        "only the run's VMs: {load}"
+    );
+    assert!(!load.contains("someone-elses-vm"));
+    // The laggard leads the table, marked below the threshold in words.
+    let first_row = load.split("<tbody><tr>").nth(1).unwrap();
+    assert!(
+        first_row.starts_with("<td>virtwork-cpu-3f1c7a-2</td>"),
+        "{first_row}"
+    );
+    assert!(first_row.contains("class=\"bad\">below</span>"));
+    assert!(load.contains(">highest VM</text>") && load.contains(">lowest VM</text>"));
+    let alerts_part = html.split_once("id=\"run-1-alerts\"").unwrap().1;
+    assert!(alerts_part.contains("<td>&lt;b&gt;Hot&lt;/b&gt;</td><td>virtwork-cpu-3f1c7a-2</td>"));
+    assert!(!html.contains("<b>Hot"));
+    // Every query stayed in the run's namespace and window.
+    let seen: Vec<String> = stub
+        .requests()
+        .iter()
+        .map(|r| percent_decoded(&r.path_and_query))
+        .collect();
+    assert!(seen.iter().any(|q| q.contains("ALERTS{")), "{seen:?}");
+    for query in &seen {
+        assert!(query.contains("/api/v1/query_range?"), "{query}");
+        assert!(
+            query.contains(&format!("start={T0}&end={}&step={step}", T0 + 240 * step)),
+            "{query}"
+        );
+        assert!(query.contains("namespace=\"virtwork\""), "{query}");
     }
 }
 
@@ -560,7 +681,8 @@ fn chromium_renders_the_page_without_errors_or_fetches() {
     let Some(browser) = chromium() else {
         return;
     };
-    let f = fixture(200);
+    let stub = prometheus_stub();
+    let f = fixture_with(200, &["--prometheus", stub.url()]);
     let profile = f.dir.path().join("chromium-profile");
     std::fs::create_dir_all(&profile).unwrap();
 
@@ -580,7 +702,9 @@ fn chromium_renders_the_page_without_errors_or_fetches() {
     assert!(dom_text.contains("virtwork-cpu-&lt;img src=x onerror=alert(1)&gt;"));
     assert!(!dom_text.contains("<img"));
     assert!(!dom_text.contains("<script"));
-    assert_eq!(dom_text.matches("<svg ").count(), 3);
+    // Ready over time, the histogram, cpu's vcpu-busy band, churn, alerts.
+    assert_eq!(dom_text.matches("<svg ").count(), 5);
+    assert!(dom_text.contains("<h4>cpu: vcpu-busy</h4>"));
 
     let shot = f.dir.path().join("page.png");
     let out = headless(

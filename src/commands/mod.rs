@@ -76,7 +76,7 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
         Command::Report(args) => {
             let settings = ReportSettings::resolve(&global, &args, env)?;
             start_logging(&settings.global);
-            report::report(&settings)
+            block_on(report::report(&settings))
         }
     }
 }

@@ -467,10 +467,25 @@ impl ReportSettings {
                 parent.display()
             )));
         }
+        let mut global = GlobalSettings::from_layers(&layers)?;
+        // The Prometheus flags mean what they mean for verify, checked by the same rules.
+        let as_verify = VerifyArgs {
+            prometheus: args.prometheus.clone(),
+            prometheus_token_file: args.prometheus_token_file.clone(),
+            prometheus_use_cluster_token: args.prometheus_use_cluster_token,
+            prometheus_allow_http_token: args.prometheus_allow_http_token,
+            ..VerifyArgs::default()
+        };
+        let prometheus = if args.no_prometheus {
+            None
+        } else {
+            Some(super::prometheus::target(&as_verify, &mut global.notices)?)
+        };
         Ok(ReportSettings {
-            global: GlobalSettings::from_layers(&layers)?,
+            global,
             run_ids,
             html: html.clone(),
+            prometheus,
         })
     }
 }

@@ -142,6 +142,8 @@ pub struct ReportSettings {
     pub run_ids: Vec<RunId>,
     /// The page's file; its directory exists and it is not a directory itself.
     pub html: PathBuf,
+    /// Where the load and alert sections come from; None with `--no-prometheus`.
+    pub prometheus: Option<PrometheusTarget>,
 }
 
 /// Where `virtwork verify` finds Prometheus.

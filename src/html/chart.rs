@@ -88,6 +88,8 @@ pub struct Timeline {
     pub x_label: String,
     pub x_max: f64,
     pub lanes: Vec<Lane>,
+    /// Explain the marks below the chart (succeeded, lasting, failed).
+    pub legend: bool,
 }
 
 /// A labelled chart image: `<svg role="img" aria-labelledby="<id>-t <id>-d">`.
@@ -408,7 +410,9 @@ pub fn timeline(id: &str, chart: &Timeline) -> Html {
             .attr("fill", INK)
             .text(&chart.x_label),
     );
-    body.push(timeline_legend(left, height - 10.0));
+    if chart.legend {
+        body.push(timeline_legend(left, height - 10.0));
+    }
     frame(id, &chart.title, &chart.desc, height, body)
 }
 

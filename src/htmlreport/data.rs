@@ -2,17 +2,144 @@
 //! stage took, the time-to-ready percentiles per phase, the histogram, the cumulative
 //! created/ready curves, the slowest VMs, the failures and the churn actions in time.
 //!
+//! The same for what Prometheus answered: the band of each signal across the VMs, each VM's
+//! mean against the threshold, and the alerts' firing spans.
+//!
 //! Owns: reading the records' timestamps as offsets from the run's start and every statistic
-//! derived from them. Must not: render, or read the database.
+//! derived from them. Must not: render, or read the database or Prometheus.
+
+use std::collections::BTreeMap;
 
 use crate::audit::query::{EventRow, ExecutionDetail, VmRow, seconds_between};
+use crate::signals::contract::Unit;
 
-/// One run as recorded: its own detail and the churn executions that acted on its VMs.
+/// One run as recorded: its own detail, the churn executions that acted on its VMs, and
+/// what Prometheus holds about it (or why the page has none).
 #[derive(Debug, Clone)]
 pub struct RunRecord {
     pub detail: ExecutionDetail,
     /// Churn executions linked to the run, each with its events, oldest first.
     pub churns: Vec<ExecutionDetail>,
+    pub load: Fetched<Vec<SignalSeries>>,
+    pub alerts: Fetched<Vec<AlertSpan>>,
+}
+
+/// Data read from outside the audit database, or why there is none (shown on the page).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fetched<T> {
+    Data(T),
+    Missing(String),
+}
+
+/// One built-in signal of one workload over the run's window: each VM's samples, as
+/// (seconds since the run started, value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalSeries {
+    pub workload: String,
+    pub signal: String,
+    pub description: String,
+    pub unit: Unit,
+    /// What verify requires at the workload's default parameters (None: not judged).
+    pub threshold: Option<f64>,
+    pub vms: BTreeMap<String, Vec<(f64, f64)>>,
+}
+
+/// The lowest, median and highest value across the VMs at each sampled moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Band {
+    pub low: Vec<(f64, f64)>,
+    pub median: Vec<(f64, f64)>,
+    pub high: Vec<(f64, f64)>,
+}
+
+/// The band of `series` across its VMs (a 1,000-VM signal becomes three lines).
+pub fn band(series: &SignalSeries) -> Band {
+    let mut at: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
+    for samples in series.vms.values() {
+        for &(t, v) in samples {
+            at.entry(t.round() as i64).or_default().push(v);
+        }
+    }
+    let mut band = Band::default();
+    for (t, mut values) in at {
+        values.sort_by(f64::total_cmp);
+        let t = t as f64;
+        band.low.push((t, values[0]));
+        band.median.push((t, values[(values.len() - 1) / 2]));
+        band.high.push((t, values[values.len() - 1]));
+    }
+    band
+}
+
+/// Each VM's mean over the window, lowest first (the VMs that lag lead).
+pub fn vm_means(series: &SignalSeries) -> Vec<(String, f64)> {
+    let mut means: Vec<(String, f64)> = series
+        .vms
+        .iter()
+        .filter(|(_, samples)| !samples.is_empty())
+        .map(|(name, samples)| {
+            let sum: f64 = samples.iter().map(|s| s.1).sum();
+            (name.clone(), sum / samples.len() as f64)
+        })
+        .collect();
+    means.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    means
+}
+
+/// One alert firing for one VM without a gap: from its first to its last firing sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertSpan {
+    pub alert: String,
+    pub vm: String,
+    /// Seconds since the run started.
+    pub from: f64,
+    pub until: f64,
+    /// Still firing at the last sample of the window.
+    pub firing_at_end: bool,
+}
+
+/// The spans of each (alert, VM)'s firing samples (seconds since the run started), a gap of
+/// more than `step` ending one; `end` is the window's last moment.
+pub fn alert_spans(
+    firing: &BTreeMap<(String, String), Vec<f64>>,
+    step: f64,
+    end: f64,
+) -> Vec<AlertSpan> {
+    let mut spans = Vec::new();
+    for ((alert, vm), times) in firing {
+        let mut times = times.clone();
+        times.sort_by(f64::total_cmp);
+        let mut start: Option<(f64, f64)> = None;
+        for t in times {
+            start = match start {
+                Some((from, last)) if t - last <= step * 1.5 => Some((from, t)),
+                Some((from, last)) => {
+                    spans.push(span(alert, vm, from, last, step, end));
+                    Some((t, t))
+                }
+                None => Some((t, t)),
+            };
+        }
+        if let Some((from, last)) = start {
+            spans.push(span(alert, vm, from, last, step, end));
+        }
+    }
+    spans.sort_by(|a, b| {
+        a.from
+            .total_cmp(&b.from)
+            .then_with(|| a.alert.cmp(&b.alert))
+    });
+    spans
+}
+
+fn span(alert: &str, vm: &str, from: f64, last: f64, step: f64, end: f64) -> AlertSpan {
+    AlertSpan {
+        alert: alert.to_string(),
+        vm: vm.to_string(),
+        from,
+        until: last,
+        firing_at_end: end - last < step * 1.5,
+    }
 }
 
 /// Nearest-rank percentiles of a set of whole seconds.
@@ -348,15 +475,15 @@ mod tests {
 
     #[test]
     fn histogram_bins_are_round_and_count_every_value() {
+        // 119 s in bins of 5 s: 24 bins, the widest count under 24 that is round.
         let bins = histogram(&[0, 4, 5, 9, 10, 119]);
-        assert_eq!(
-            bins[0],
-            Bin {
-                lo: 0,
-                hi: 10,
-                count: 4
-            }
-        );
+        let first = Bin {
+            lo: 0,
+            hi: 5,
+            count: 2,
+        };
+        assert_eq!(bins[0], first);
+        assert_eq!(bins[1].count, 2);
         assert_eq!(bins.last().unwrap().hi, 120);
         assert_eq!(bins.iter().map(|b| b.count).sum::<usize>(), 6);
         assert!(bins.len() <= 24);
@@ -368,6 +495,48 @@ mod tests {
         assert_eq!(
             cumulative(&[5, 3, 3, 9]),
             vec![(3.0, 2.0), (5.0, 3.0), (9.0, 4.0)]
+        );
+    }
+
+    #[test]
+    fn band_and_means_across_vms() {
+        let series = SignalSeries {
+            workload: "cpu".into(),
+            signal: "vcpu-busy".into(),
+            description: String::new(),
+            unit: Unit::VcpuFraction,
+            threshold: Some(0.5),
+            vms: BTreeMap::from([
+                ("a".to_string(), vec![(0.0, 0.9), (30.0, 0.8)]),
+                ("b".to_string(), vec![(0.0, 0.1), (30.0, 0.3)]),
+                ("c".to_string(), vec![(0.0, 0.5)]),
+            ]),
+        };
+        let b = band(&series);
+        assert_eq!(b.low, vec![(0.0, 0.1), (30.0, 0.3)]);
+        assert_eq!(b.median, vec![(0.0, 0.5), (30.0, 0.3)]);
+        assert_eq!(b.high, vec![(0.0, 0.9), (30.0, 0.8)]);
+        let means = vm_means(&series);
+        assert_eq!(means[0].0, "b");
+        assert!((means[0].1 - 0.2).abs() < 1e-9);
+        assert_eq!(means[2].0, "a");
+    }
+
+    #[test]
+    fn alert_spans_split_at_gaps_and_know_when_still_firing() {
+        let firing = BTreeMap::from([(
+            ("Hot".to_string(), "vm-1".to_string()),
+            vec![60.0, 90.0, 120.0, 300.0, 330.0],
+        )]);
+        let spans = alert_spans(&firing, 30.0, 330.0);
+        assert_eq!(spans.len(), 2);
+        assert_eq!(
+            (spans[0].from, spans[0].until, spans[0].firing_at_end),
+            (60.0, 120.0, false)
+        );
+        assert_eq!(
+            (spans[1].from, spans[1].until, spans[1].firing_at_end),
+            (300.0, 330.0, true)
         );
     }
 

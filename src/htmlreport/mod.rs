@@ -1,5 +1,5 @@
 //! The page `virtwork report` writes: one self-contained HTML document per invocation, built
-//! from the audit records of one or more runs.
+//! from the audit records of one or more runs and what Prometheus answered about them.
 //!
 //! Owns: the page's structure (headings, a contents list, one section per run and a
 //! comparison when there are several), its style sheet, the data table beside every chart,

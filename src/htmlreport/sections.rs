@@ -2,7 +2,7 @@
 //! done, time to ready, load, churn and disruption, alerts. Each chart is followed by a table
 //! of the same data; a section without data says why.
 
-use super::data::{self, Percentiles, RunRecord};
+use super::data::{self, Fetched, Percentiles, RunRecord};
 use crate::audit::query::{ExecutionDetail, ExecutionRecord, VmRow};
 use crate::html::chart::{self, Bar, Bars, Lane, Lines, Mark, Series, Timeline, seconds_label};
 use crate::html::{Html, el};
@@ -197,9 +197,9 @@ pub fn run(index: usize, run: &RunRecord) -> Html {
         )
         .child(summary(&id, d))
         .child(time_to_ready(&id, d))
-        .child(load(&id, d))
+        .child(load(&id, run))
         .child(churn(&id, run))
-        .child(alerts(&id, d))
+        .child(alerts(&id, run))
         .into()
 }
 
@@ -571,25 +571,226 @@ fn all_vms(d: &ExecutionDetail) -> Html {
         .into()
 }
 
-fn load(id: &str, d: &ExecutionDetail) -> Html {
+/// Per workload and signal: the band across the VMs against the threshold, and the VMs'
+/// means, lowest first.
+fn load(id: &str, run: &RunRecord) -> Html {
     let mut out = part_heading(id, 2);
-    out.push(missing(format!(
-        "No load data on this page: it is built from the audit database, which holds no \
-         Prometheus samples or verify verdicts, and `virtwork report` does not query \
-         Prometheus yet. `virtwork verify --run-id {}` judges each VM's signals live.",
-        d.execution.run_id
+    let all = match &run.load {
+        Fetched::Missing(why) => {
+            out.push(missing(format!("No load data: {why}")));
+            return out;
+        }
+        Fetched::Data(all) => all,
+    };
+    if all.is_empty() {
+        out.push(missing(
+            "Prometheus holds no samples of this run's built-in signals in its window (the VMs \
+             may be gone, or their metrics not scraped).",
+        ));
+        return out;
+    }
+    out.push(el("p").attr("class", "note").text(format!(
+        "Each signal across the run's VMs: the highest, median and lowest value at each \
+         moment, against the threshold `virtwork verify` holds it to at the workload's default \
+         parameters (`virtwork verify --run-id {}` judges each VM with its own).",
+        run.detail.execution.run_id
     )));
+    for (n, series) in all.iter().enumerate() {
+        out.push(signal_chart(&format!("{id}-load-{n}"), series));
+    }
     out
 }
 
-fn alerts(id: &str, d: &ExecutionDetail) -> Html {
+fn signal_chart(id: &str, series: &data::SignalSeries) -> Html {
+    let means = data::vm_means(series);
+    let title = format!("{}: {}", series.workload, series.signal);
+    let mut out: Html = el("h4").text(&title).into();
+    out.push(chart::lines(
+        id,
+        &Lines {
+            title: format!("{title} across {} VMs", series.vms.len()),
+            desc: format!(
+                "{}: the highest, median and lowest value across the VMs at each moment{}; the \
+                 table below gives each VM's mean, lowest first.",
+                series.description,
+                series
+                    .threshold
+                    .map(|th| format!(", and the threshold {}", series.unit.format(th)))
+                    .unwrap_or_default()
+            ),
+            x_label: "time since the run started".into(),
+            y_label: unit_name(series.unit).into(),
+            series: band_lines(series),
+        },
+    ));
+    out.push(means_summary(series, &means));
+    out
+}
+
+/// The band's three lines and, when there is one, the threshold as a fourth.
+fn band_lines(series: &data::SignalSeries) -> Vec<Series> {
+    let band = data::band(series);
+    let end = band.median.last().map_or(0.0, |p| p.0);
+    let start = band.median.first().map_or(0.0, |p| p.0);
+    let mut lines = vec![
+        Series {
+            name: "highest VM".into(),
+            points: band.high,
+        },
+        Series {
+            name: "median VM".into(),
+            points: band.median,
+        },
+        Series {
+            name: "lowest VM".into(),
+            points: band.low,
+        },
+    ];
+    if let Some(threshold) = series.threshold {
+        lines.push(Series {
+            name: format!("threshold {}", series.unit.format(threshold)),
+            points: vec![(start, threshold), (end, threshold)],
+        });
+    }
+    lines
+}
+
+/// How many VMs reach the threshold on average, and the lowest means by name.
+fn means_summary(series: &data::SignalSeries, means: &[(String, f64)]) -> Html {
+    let reaching = series
+        .threshold
+        .map(|th| means.iter().filter(|(_, m)| *m >= th).count());
+    let median_mean = means.get(means.len().saturating_sub(1) / 2).map(|m| m.1);
+    let mut out: Html = el("p")
+        .text(format!(
+            "{} VMs with samples; median of their means {}{}.",
+            means.len(),
+            median_mean.map_or("-".into(), |m| series.unit.format(m)),
+            reaching.map_or(String::new(), |r| format!(
+                "; {r} of {} reach the threshold on average",
+                means.len()
+            ))
+        ))
+        .into();
+    let rows = means
+        .iter()
+        .take(SLOWEST)
+        .map(|(vm, mean)| {
+            let below = series.threshold.is_some_and(|th| *mean < th);
+            vec![
+                t(vm),
+                t(series.unit.format(*mean)),
+                if below {
+                    el("span").attr("class", "bad").text("below").into()
+                } else {
+                    t(if series.threshold.is_some() {
+                        "reaches"
+                    } else {
+                        "-"
+                    })
+                },
+            ]
+        })
+        .collect();
+    out.push(table(
+        "The VMs with the lowest mean over the window",
+        &[Col("VM", false), Col("Mean", true), Col("Threshold", false)],
+        rows,
+    ));
+    out
+}
+
+fn unit_name(unit: crate::signals::contract::Unit) -> &'static str {
+    use crate::signals::contract::Unit;
+    match unit {
+        Unit::VcpuFraction => "busy fraction of each vCPU",
+        Unit::Ratio => "fraction",
+        Unit::BytesPerSecond => "bytes per second",
+        Unit::OpsPerSecond => "operations per second",
+        Unit::PacketsPerSecond => "packets per second",
+        Unit::Series => "series",
+        Unit::Custom => "value",
+    }
+}
+
+/// When each alert fired for the run's VMs, and when it stopped.
+fn alerts(id: &str, run: &RunRecord) -> Html {
     let mut out = part_heading(id, 4);
-    out.push(missing(format!(
-        "No alert history on this page: alerts live in Prometheus, which `virtwork report` \
-         does not query yet. `virtwork verify --run-id {} --alerts` lists the alerts that \
-         fired for the run's VMs.",
-        d.execution.run_id
-    )));
+    let spans = match &run.alerts {
+        Fetched::Missing(why) => {
+            out.push(missing(format!("No alert history: {why}")));
+            return out;
+        }
+        Fetched::Data(spans) => spans,
+    };
+    if spans.is_empty() {
+        out.push(el("p").text(
+            "No alert fired for the run's VMs in its window (Prometheus' ALERTS series, state \
+             firing).",
+        ));
+        return out;
+    }
+    let mut lanes: Vec<Lane> = Vec::new();
+    for s in spans {
+        let mark = Mark {
+            at: s.from,
+            until: Some(s.until),
+            failed: false,
+            label: format!(
+                "{} for {}: {} to {}",
+                s.alert,
+                s.vm,
+                seconds_label(s.from),
+                seconds_label(s.until)
+            ),
+        };
+        match lanes.iter_mut().find(|l| l.name == s.alert) {
+            Some(lane) => lane.marks.push(mark),
+            None => lanes.push(Lane {
+                name: s.alert.clone(),
+                marks: vec![mark],
+            }),
+        }
+    }
+    out.push(chart::timeline(
+        &format!("{id}-alerts"),
+        &Timeline {
+            title: "Alerts firing for the run's VMs".into(),
+            desc: format!(
+                "{} firing spans of {} alerts, one row per alert, from the first to the last \
+                 firing sample; the table below lists them.",
+                spans.len(),
+                lanes.len()
+            ),
+            x_label: "time since the run started".into(),
+            x_max: spans.iter().map(|s| s.until).fold(0.0, f64::max),
+            lanes,
+            legend: false,
+        },
+    ));
+    let rows = spans
+        .iter()
+        .map(|s| {
+            vec![
+                t(&s.alert),
+                t(&s.vm),
+                secs(Some(s.from as i64)),
+                secs(Some(s.until as i64)),
+                t(if s.firing_at_end { "yes" } else { "no" }),
+            ]
+        })
+        .collect();
+    out.push(table(
+        "Every firing span (times since the run started)",
+        &[
+            Col("Alert", false),
+            Col("VM", false),
+            Col("Fired from", true),
+            Col("Until", true),
+            Col("Still firing at the end", false),
+        ],
+        rows,
+    ));
     out
 }
 
@@ -683,6 +884,7 @@ fn churn_timeline(id: &str, run: &RunRecord) -> Html {
             x_label: "time since the run started (when each action ended)".into(),
             x_max,
             lanes,
+            legend: true,
         },
     );
     let rows = marks

@@ -1,10 +1,16 @@
 //! `virtwork report`: one self-contained HTML page about recorded runs.
 //!
 //! Owns: reading each run's records (and those of the churn executions linked to it) from
-//! the audit database, handing them to [`crate::htmlreport::page`], and writing the page in
-//! one step (a temporary file beside it, then a rename, so a reader never sees half a page).
-//! Never writes to the database beyond the in-place schema upgrade that opening performs, and
-//! never creates one. Must not: compute figures or build markup.
+//! the audit database, reading its signals and alerts over its window from Prometheus when
+//! one is reachable (found as verify finds it, or `--prometheus`; [`prometheus`]), handing
+//! them to [`crate::htmlreport::page`], and writing the page in one step (a temporary file
+//! beside it, then a rename, so a reader never sees half a page). Never writes to the
+//! database beyond the in-place schema upgrade that opening performs, and never creates one;
+//! read-only on the cluster. A Prometheus that cannot be reached or answers with an error
+//! leaves a note on the page, not a failed command. Must not: compute figures or build
+//! markup.
+
+mod prometheus;
 
 use std::io::Write;
 use std::path::Path;
@@ -12,13 +18,16 @@ use std::path::Path;
 use crate::audit::query::{self, ExecutionDetail};
 use crate::config::ReportSettings;
 use crate::error::{Error, Result};
+use crate::htmlreport::data::Fetched;
 use crate::htmlreport::{Provenance, RunRecord, page};
 use crate::model::RunId;
 
-/// Runs `virtwork report`: reads the runs, writes the page, says where on stdout.
-pub fn report(settings: &ReportSettings) -> Result<()> {
+/// Runs `virtwork report`: reads the runs, adds what Prometheus holds, writes the page, says
+/// where on stdout.
+pub async fn report(settings: &ReportSettings) -> Result<()> {
     let db = &settings.global.audit.path;
-    let runs = read_runs(db, &settings.run_ids)?;
+    let mut runs = read_runs(db, &settings.run_ids)?;
+    prometheus::add(settings, &mut runs).await?;
     let provenance = Provenance {
         database: db.display().to_string(),
         generated_at: crate::audit::timestamp_now(),
@@ -68,7 +77,12 @@ fn read_run(conn: &rusqlite::Connection, db: &Path, run_id: RunId) -> Result<Run
         )));
     }
     let churns = churns_of(conn, &detail)?;
-    Ok(RunRecord { detail, churns })
+    Ok(RunRecord {
+        detail,
+        churns,
+        load: Fetched::Missing("Prometheus was not read".into()),
+        alerts: Fetched::Missing("Prometheus was not read".into()),
+    })
 }
 
 /// The churn executions linked to the run, with their events.
