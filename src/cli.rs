@@ -144,6 +144,7 @@ pub fn inert_global_flags(name: &str) -> &'static [&'static str] {
             "audit_db",
         ],
         "audit" => &["kubeconfig", "context", "qps", "burst", "audit", "no_audit"],
+        "report" => &["namespace", "audit", "no_audit", "output"],
         "version" => &[
             "namespace",
             "kubeconfig",
@@ -288,6 +289,19 @@ and exits 130. --dry-run prints the schedule."
     /// Query the local audit database
     #[command(subcommand)]
     Audit(AuditCommand),
+
+    /// Write one self-contained HTML page about recorded runs, with charts
+    #[command(
+        long_about = "Read the audit database and write one HTML page about the given runs: \
+what was asked and created, how long each stage took, what failed and why, time to ready \
+(created, scheduled, running, ready: a histogram, percentiles and the slowest VMs), the \
+churn actions taken on the run's VMs and, from Prometheus (found as verify finds it, or \
+--prometheus), each workload's signals across the VMs and the alerts that fired. Repeat \
+--run-id to compare runs side by side. The page \
+loads nothing from the network and needs no JavaScript: charts are inline SVG, each with a \
+table of its data."
+    )]
+    Report(ReportArgs),
 
     /// Print the version information
     Version,
@@ -641,6 +655,45 @@ pub struct ChurnArgs {
     /// failed the same way; 0 never stops [default: 5]
     #[arg(long, value_name = "N")]
     pub max_failures: Option<u32>,
+}
+
+/// Flags of `virtwork report`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ReportArgs {
+    /// The run to report on (UUID); repeat to compare runs side by side
+    #[arg(long = "run-id", value_name = "UUID", required = true)]
+    pub run_ids: Vec<RunId>,
+
+    /// The HTML file to write (replaced when it exists)
+    #[arg(long, value_name = "FILE", required = true)]
+    pub html: PathBuf,
+
+    /// Prometheus base URL (http or https) for the load and alert sections, instead of
+    /// finding it through the API server as verify does
+    #[arg(long, value_name = "URL", value_parser = parse_prometheus_url)]
+    pub prometheus: Option<http::Uri>,
+
+    /// File holding the bearer token to send to --prometheus (a regular file of at most
+    /// 64 KiB; readable by you only) [default: no token]
+    #[arg(long, value_name = "PATH", requires = "prometheus")]
+    pub prometheus_token_file: Option<PathBuf>,
+
+    /// Send the kubeconfig's own bearer token to --prometheus (use it only with a URL the
+    /// cluster itself serves)
+    #[arg(
+        long,
+        requires = "prometheus",
+        conflicts_with = "prometheus_token_file"
+    )]
+    pub prometheus_use_cluster_token: bool,
+
+    /// Send the token even though --prometheus is a plain http:// URL
+    #[arg(long, requires = "prometheus")]
+    pub prometheus_allow_http_token: bool,
+
+    /// Build the page from the audit database alone: no cluster, no Prometheus
+    #[arg(long, conflicts_with = "prometheus")]
+    pub no_prometheus: bool,
 }
 
 fn parse_window(text: &str) -> Result<crate::model::Window, String> {

@@ -12,6 +12,8 @@ pub(crate) mod cloudinit;
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod html;
+pub mod htmlreport;
 pub mod k8s;
 pub mod kubevirt;
 pub(crate) mod labels;

@@ -57,7 +57,8 @@ pub fn hides(c: char) -> bool {
 
 /// Characters a terminal would act on or hide instead of showing: controls (C0, DEL, C1),
 /// bidirectional embeddings, overrides and isolates, zero-width characters and the BOM.
-fn needs_escape(c: char) -> bool {
+/// Shared with the HTML escaper, which shows them the same way.
+pub fn needs_escape(c: char) -> bool {
     c.is_control()
         || matches!(
             c,

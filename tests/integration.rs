@@ -32,6 +32,7 @@ mod layers;
 mod monitoring;
 mod packaging;
 mod plan;
+mod report;
 mod run;
 mod schema;
 mod security;

@@ -9,6 +9,7 @@ pub mod audit;
 pub mod churn;
 pub mod cleanup;
 pub mod completion;
+pub mod report;
 pub mod run;
 pub mod status;
 pub mod validate;
@@ -19,8 +20,8 @@ use std::io::Write;
 
 use crate::cli::{Cli, Command};
 use crate::config::{
-    AuditSettings, ChurnSettings, CleanupSettings, GlobalSettings, RunSettings, StatusSettings,
-    ValidateSettings, VerifySettings,
+    AuditSettings, ChurnSettings, CleanupSettings, GlobalSettings, ReportSettings, RunSettings,
+    StatusSettings, ValidateSettings, VerifySettings,
 };
 use crate::error::{Error, Result};
 use crate::model::OutputFormat;
@@ -71,6 +72,11 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
             let settings = AuditSettings::resolve(&global, &command, env)?;
             start_logging(&settings.global);
             audit::audit(&settings)
+        }
+        Command::Report(args) => {
+            let settings = ReportSettings::resolve(&global, &args, env)?;
+            start_logging(&settings.global);
+            block_on(report::report(&settings))
         }
     }
 }

@@ -255,8 +255,14 @@ async fn reach_prometheus(
 
 /// The kubeconfig's bearer token and CA (loaded as the API client loads them).
 async fn cluster_credentials(settings: &VerifySettings) -> Result<ClusterCredentials> {
+    credentials_of(&settings.global.cluster).await
+}
+
+/// The bearer token and CA of the kubeconfig `access` names (also report's).
+pub(crate) async fn credentials_of(
+    access: &crate::config::ClusterAccess,
+) -> Result<ClusterCredentials> {
     let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    let access = &settings.global.cluster;
     let (kube_config, _, _) =
         load_kube_config(&access.kubeconfig, access.context.as_deref(), in_cluster).await?;
     Ok(ClusterCredentials {

@@ -32,8 +32,8 @@ pub use partial::{KEYS, KeySpec, Partial, env_keys};
 pub use resolve::output_format;
 pub use settings::{
     AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, GlobalSettings,
-    PrometheusCredential, PrometheusTarget, RunSettings, SampleBuild, StatusSettings,
-    ValidateSettings, VerifySettings,
+    PrometheusCredential, PrometheusTarget, ReportSettings, RunSettings, SampleBuild,
+    StatusSettings, ValidateSettings, VerifySettings,
 };
 pub use value::{Source, Sourced};
 

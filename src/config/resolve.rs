@@ -16,12 +16,13 @@ use super::params::parse_params;
 use super::partial::Partial;
 use super::settings::{
     AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, GlobalSettings,
-    RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
+    ReportSettings, RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
 use super::value::{Source, Sourced, check_minimum};
 use super::yaml::{self, FileLayer};
 use crate::cli::{
-    AuditCommand, ChurnArgs, CleanupArgs, GlobalArgs, RunArgs, StatusArgs, ValidateArgs, VerifyArgs,
+    AuditCommand, ChurnArgs, CleanupArgs, GlobalArgs, ReportArgs, RunArgs, StatusArgs,
+    ValidateArgs, VerifyArgs,
 };
 use crate::error::{Error, Result};
 use crate::k8s::client::RateLimit;
@@ -449,6 +450,61 @@ impl AuditSettings {
             global: GlobalSettings::from_layers(&layers)?,
             command: command.clone(),
             namespace_filter: global.namespace.clone(),
+        })
+    }
+}
+
+impl ReportSettings {
+    /// The settings of `virtwork report`: the runs in the order given (a repeated one once)
+    /// and a page path that can be written (an existing directory, or a missing parent
+    /// directory, is refused before anything is read).
+    pub fn resolve(
+        global: &GlobalArgs,
+        args: &ReportArgs,
+        env: &[(String, String)],
+    ) -> Result<ReportSettings> {
+        let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
+        let mut run_ids = Vec::new();
+        for id in &args.run_ids {
+            if !run_ids.contains(id) {
+                run_ids.push(*id);
+            }
+        }
+        let html = &args.html;
+        if html.is_dir() {
+            return Err(Error::input(format!(
+                "--html {}: is a directory; expected the path of the page to write, e.g. {}",
+                html.display(),
+                html.join("report.html").display()
+            )));
+        }
+        let parent = html.parent().filter(|p| !p.as_os_str().is_empty());
+        if let Some(parent) = parent.filter(|p| !p.is_dir()) {
+            return Err(Error::input(format!(
+                "--html {}: directory {} does not exist; create it or write the page elsewhere",
+                html.display(),
+                parent.display()
+            )));
+        }
+        let mut global = GlobalSettings::from_layers(&layers)?;
+        // The Prometheus flags mean what they mean for verify, checked by the same rules.
+        let as_verify = VerifyArgs {
+            prometheus: args.prometheus.clone(),
+            prometheus_token_file: args.prometheus_token_file.clone(),
+            prometheus_use_cluster_token: args.prometheus_use_cluster_token,
+            prometheus_allow_http_token: args.prometheus_allow_http_token,
+            ..VerifyArgs::default()
+        };
+        let prometheus = if args.no_prometheus {
+            None
+        } else {
+            Some(super::prometheus::target(&as_verify, &mut global.notices)?)
+        };
+        Ok(ReportSettings {
+            global,
+            run_ids,
+            html: html.clone(),
+            prometheus,
         })
     }
 }

@@ -134,6 +134,18 @@ pub struct AuditSettings {
     pub namespace_filter: Option<DnsLabel>,
 }
 
+/// `virtwork report`.
+#[derive(Debug, Clone)]
+pub struct ReportSettings {
+    pub global: GlobalSettings,
+    /// The runs on the page, in the order given, each once.
+    pub run_ids: Vec<RunId>,
+    /// The page's file; its directory exists and it is not a directory itself.
+    pub html: PathBuf,
+    /// Where the load and alert sections come from; None with `--no-prometheus`.
+    pub prometheus: Option<PrometheusTarget>,
+}
+
 /// Where `virtwork verify` finds Prometheus.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PrometheusTarget {

@@ -1,0 +1,128 @@
+//! `virtwork report`: one self-contained HTML page about recorded runs.
+//!
+//! Owns: reading each run's records (and those of the churn executions linked to it) from
+//! the audit database, reading its signals and alerts over its window from Prometheus when
+//! one is reachable (found as verify finds it, or `--prometheus`; [`prometheus`]), handing
+//! them to [`crate::htmlreport::page`], and writing the page in one step (a temporary file
+//! beside it, then a rename, so a reader never sees half a page). Never writes to the
+//! database beyond the in-place schema upgrade that opening performs, and never creates one;
+//! read-only on the cluster. A Prometheus that cannot be reached or answers with an error
+//! leaves a note on the page, not a failed command. Must not: compute figures or build
+//! markup.
+
+mod prometheus;
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::audit::query::{self, ExecutionDetail};
+use crate::config::ReportSettings;
+use crate::error::{Error, Result};
+use crate::htmlreport::data::Fetched;
+use crate::htmlreport::{Provenance, RunRecord, page};
+use crate::model::RunId;
+
+/// Runs `virtwork report`: reads the runs, adds what Prometheus holds, writes the page, says
+/// where on stdout.
+pub async fn report(settings: &ReportSettings) -> Result<()> {
+    let db = &settings.global.audit.path;
+    let mut runs = read_runs(db, &settings.run_ids)?;
+    prometheus::add(settings, &mut runs).await?;
+    let provenance = Provenance {
+        database: db.display().to_string(),
+        generated_at: crate::audit::timestamp_now(),
+        generator: format!("virtwork {}", env!("CARGO_PKG_VERSION")),
+    };
+    let html = page(&runs, &provenance);
+    write_page(&settings.html, html.as_str())?;
+    super::write_stdout(&format!(
+        "wrote {} ({} KiB): {}\n",
+        settings.html.display(),
+        html.as_str().len().div_ceil(1024),
+        settings
+            .run_ids
+            .iter()
+            .map(|id| format!("run {id}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// Each run's records, in the order given; an unknown id or one that is not a run is bad
+/// input naming it.
+pub fn read_runs(db: &Path, run_ids: &[RunId]) -> Result<Vec<RunRecord>> {
+    let exists = db.as_os_str() != ":memory:" && db.is_file();
+    if !exists {
+        return Err(Error::input(format!(
+            "no audit database at {}: pass the file that recorded the run with --audit-db",
+            db.display()
+        )));
+    }
+    let conn = query::open_existing(db)?;
+    run_ids.iter().map(|id| read_run(&conn, db, *id)).collect()
+}
+
+fn read_run(conn: &rusqlite::Connection, db: &Path, run_id: RunId) -> Result<RunRecord> {
+    let Some(detail) = query::show_execution(conn, &run_id.to_string())? else {
+        return Err(Error::input(format!(
+            "--run-id {run_id}: no execution with this run id in {}: list recorded runs with `virtwork audit list`",
+            db.display()
+        )));
+    };
+    if !matches!(detail.execution.command.as_str(), "run" | "dry-run") {
+        return Err(Error::input(format!(
+            "--run-id {run_id}: this is a `{}` execution, not a run; pass the id of the run it \
+             acted on (`virtwork audit show {run_id}` lists it)",
+            crate::terminal::safe(&detail.execution.command, 64)
+        )));
+    }
+    let churns = churns_of(conn, &detail)?;
+    Ok(RunRecord {
+        detail,
+        churns,
+        load: Fetched::Missing("Prometheus was not read".into()),
+        alerts: Fetched::Missing("Prometheus was not read".into()),
+    })
+}
+
+/// The churn executions linked to the run, with their events.
+fn churns_of(
+    conn: &rusqlite::Connection,
+    detail: &ExecutionDetail,
+) -> Result<Vec<ExecutionDetail>> {
+    let mut churns = Vec::new();
+    for linked in &detail.linked_cleanups {
+        if linked.command != "churn" {
+            continue;
+        }
+        if let Some(churn) = query::show_execution(conn, &linked.run_id)? {
+            churns.push(churn);
+        }
+    }
+    Ok(churns)
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory and a rename.
+fn write_page(path: &Path, text: &str) -> Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report.html".into());
+    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let failed = |source: std::io::Error, at: &Path| Error::Io {
+        context: "writing",
+        path: at.to_path_buf(),
+        source,
+    };
+    let written = std::fs::File::create(&temp)
+        .and_then(|mut file| {
+            file.write_all(text.as_bytes())?;
+            file.sync_all()
+        })
+        .map_err(|e| failed(e, &temp))
+        .and_then(|()| std::fs::rename(&temp, path).map_err(|e| failed(e, path)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
+}

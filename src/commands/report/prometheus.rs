@@ -1,0 +1,305 @@
+//! What Prometheus holds about each run, for `virtwork report`: its built-in signals over the
+//! run's window (one range query per workload, role and signal, over the run's VM names) and
+//! the alerts that fired for its VMs (one range query of `ALERTS` per run).
+//!
+//! Owns: reaching Prometheus as verify does (the cluster's monitoring route or service proxy,
+//! or `--prometheus` with the credential the settings chose), the run's window (from its
+//! start to its cleanup, or now; at most a week, at most 240 steps), and turning answers into
+//! [`SignalSeries`] and [`AlertSpan`]s. A Prometheus that cannot be reached, or rejects a
+//! query, becomes the reason the page gives; only an interrupt ends the command. Must not:
+//! judge the signals (the page shows them against the threshold; verify judges).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::query::VmRow;
+use crate::config::{PrometheusCredential, PrometheusTarget, ReportSettings};
+use crate::error::{Error, Result};
+use crate::htmlreport::RunRecord;
+use crate::htmlreport::data::{AlertSpan, Fetched, SignalSeries, alert_spans};
+use crate::k8s::client::{RequestGate, connect_from_env};
+use crate::k8s::retry::RetryPolicy;
+use crate::model::{Quantity, Window};
+use crate::signals::contract::{VmFacts, checks, profile_range_query};
+use crate::signals::promql::Matchers;
+use crate::verify::evaluate::RangeAnswer;
+use crate::verify::prometheus::{PrometheusApi, discover};
+
+/// How long transient failures of Prometheus are retried, per run.
+const DEADLINE: Duration = Duration::from_secs(30);
+/// Most points a chart's line gets.
+const MAX_STEPS: u64 = 240;
+/// Finest step: Prometheus scrapes KubeVirt's metrics every 15-30 s.
+const MIN_STEP: u64 = 15;
+/// Longest window read: a week after the run started.
+const MAX_SPAN: u64 = 7 * 24 * 3600;
+/// Longest `name=~` alternation sent; beyond it the answer is filtered by name instead.
+const NAME_PATTERN_MAX_CHARS: usize = 4_000;
+
+/// Fills each run's load and alerts, or the reason they are missing.
+pub async fn add(settings: &ReportSettings, runs: &mut [RunRecord]) -> Result<()> {
+    let Some(target) = &settings.prometheus else {
+        set_missing(runs, "left out with --no-prometheus");
+        return Ok(());
+    };
+    let cancel = CancellationToken::new();
+    crate::commands::install_interrupt_handler(cancel.clone());
+    let api = match reach(settings, target, &cancel).await {
+        Ok(api) => api,
+        Err(Error::Interrupted) => return Err(Error::Interrupted),
+        Err(err) => {
+            let why = format!("no Prometheus reachable: {err}");
+            tracing::warn!(
+                "{}",
+                crate::terminal::safe(&why, crate::terminal::LINE_CHARS)
+            );
+            set_missing(runs, &why);
+            return Ok(());
+        }
+    };
+    for run in runs.iter_mut() {
+        let Some(window) = RunWindow::of(run) else {
+            set_missing(
+                std::slice::from_mut(run),
+                "the run's start time is not readable",
+            );
+            continue;
+        };
+        let policy = RetryPolicy::until(Instant::now() + DEADLINE);
+        run.load = fetched(load(&api, run, &window, &policy, &cancel).await)?;
+        run.alerts = fetched(alerts(&api, run, &window, &policy, &cancel).await)?;
+    }
+    Ok(())
+}
+
+fn set_missing(runs: &mut [RunRecord], why: &str) {
+    for run in runs {
+        run.load = Fetched::Missing(why.to_string());
+        run.alerts = Fetched::Missing(why.to_string());
+    }
+}
+
+/// An answer, or the reason the page gives for its absence (an interrupt stays an error).
+fn fetched<T>(result: Result<T>) -> Result<Fetched<T>> {
+    match result {
+        Ok(data) => Ok(Fetched::Data(data)),
+        Err(Error::Interrupted) => Err(Error::Interrupted),
+        Err(err) => Ok(Fetched::Missing(err.to_string())),
+    }
+}
+
+/// Prometheus as the settings name it (the same places and credentials as verify).
+async fn reach(
+    settings: &ReportSettings,
+    target: &PrometheusTarget,
+    cancel: &CancellationToken,
+) -> Result<PrometheusApi> {
+    let access = &settings.global.cluster;
+    match target {
+        PrometheusTarget::Url { url, credential } => {
+            let auth = match credential {
+                PrometheusCredential::None => kube::config::AuthInfo::default(),
+                PrometheusCredential::Token(token) => kube::config::AuthInfo {
+                    token: Some(token.expose().to_string().into()),
+                    ..Default::default()
+                },
+                PrometheusCredential::ClusterToken => {
+                    crate::commands::verify::credentials_of(access).await?.auth
+                }
+            };
+            PrometheusApi::at_url(url, auth, RequestGate::new(access.rate_limit)?)
+        }
+        PrometheusTarget::Discover => {
+            let cluster = connect_from_env(
+                &access.kubeconfig,
+                access.context.as_deref(),
+                access.rate_limit,
+            )
+            .await?;
+            let credentials = crate::commands::verify::credentials_of(access).await?;
+            discover(
+                &cluster.client,
+                &cluster.server_url,
+                &credentials,
+                &cluster.gate,
+                cancel,
+            )
+            .await
+        }
+    }
+}
+
+/// The range a run's page reads, in Unix seconds.
+struct RunWindow {
+    start: u64,
+    end: u64,
+    step: u64,
+}
+
+impl RunWindow {
+    /// From the run's start to the first cleanup of its objects, or now.
+    fn of(run: &RunRecord) -> Option<RunWindow> {
+        let unix = |text: &str| {
+            text.parse::<jiff::Timestamp>()
+                .ok()
+                .and_then(|t| u64::try_from(t.as_second()).ok())
+        };
+        let start = unix(&run.detail.execution.started_at)?;
+        let now = u64::try_from(jiff::Timestamp::now().as_second()).unwrap_or(start);
+        let cleaned = run
+            .detail
+            .linked_cleanups
+            .iter()
+            .filter(|c| c.command.starts_with("cleanup"))
+            .find_map(|c| unix(&c.started_at));
+        let end = cleaned
+            .unwrap_or(now)
+            .min(now)
+            .min(start + MAX_SPAN)
+            .max(start + 2 * MIN_STEP);
+        let step = ((end - start) / MAX_STEPS).max(MIN_STEP);
+        Some(RunWindow { start, end, step })
+    }
+
+    fn range(&self) -> (u64, u64, u64) {
+        (self.start, self.end, self.step)
+    }
+
+    /// Samples as (seconds since the run started, value).
+    fn offsets(&self, samples: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+        let start = self.start as f64;
+        samples.into_iter().map(|(t, v)| (t - start, v)).collect()
+    }
+}
+
+/// Each built-in workload's signals over the window, per (workload, role) of the run's VMs.
+async fn load(
+    api: &PrometheusApi,
+    run: &RunRecord,
+    window: &RunWindow,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<Vec<SignalSeries>> {
+    let d = &run.detail;
+    let mut groups: BTreeMap<(&str, Option<&str>), Vec<&VmRow>> = BTreeMap::new();
+    for vm in &d.vms {
+        groups
+            .entry((vm.component.as_str(), vm.role.as_deref()))
+            .or_default()
+            .push(vm);
+    }
+    let mut out = Vec::new();
+    for ((workload, role), vms) in groups {
+        if !crate::verify::is_builtin(workload) {
+            continue;
+        }
+        let facts = VmFacts {
+            namespace: d.execution.namespace.clone(),
+            name: vms[0].vm_name.clone(),
+            workload: workload.to_string(),
+            role: role.map(str::to_string),
+            memory_bytes: vms[0]
+                .memory
+                .parse::<Quantity>()
+                .ok()
+                .map(|q| q.value() as u64),
+            ..VmFacts::default()
+        };
+        let names: Vec<&str> = vms.iter().map(|v| v.vm_name.as_str()).collect();
+        let wanted: BTreeSet<&str> = names.iter().copied().collect();
+        let shown = match role {
+            Some(role) => format!("{workload} ({role})"),
+            None => workload.to_string(),
+        };
+        for check in checks(&facts, Window::DEFAULT) {
+            let Some(group) = &check.group else {
+                continue;
+            };
+            let query = profile_range_query(group, &names, Window::DEFAULT);
+            let series = match api
+                .query_range(&query, window.range(), policy, cancel)
+                .await?
+            {
+                RangeAnswer::Series(series) => series,
+                RangeAnswer::Rejected { error_type, error } => {
+                    return Err(Error::runtime(format!(
+                        "Prometheus rejected the query of {} ({error_type}): {error}",
+                        check.signal
+                    )));
+                }
+            };
+            let vms: BTreeMap<String, Vec<(f64, f64)>> = series
+                .into_iter()
+                .filter(|(name, samples)| wanted.contains(name.as_str()) && !samples.is_empty())
+                .map(|(name, samples)| (name, window.offsets(samples)))
+                .collect();
+            if !vms.is_empty() {
+                out.push(SignalSeries {
+                    workload: shown.clone(),
+                    signal: check.signal,
+                    description: check.description,
+                    unit: check.unit,
+                    threshold: check.threshold,
+                    vms,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The firing spans of every alert about the run's VMs (ALERTS, state firing, in the run's
+/// namespace), each series named `alertname|name` by the query.
+async fn alerts(
+    api: &PrometheusApi,
+    run: &RunRecord,
+    window: &RunWindow,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<Vec<AlertSpan>> {
+    let d = &run.detail;
+    let wanted: BTreeSet<&str> = d.vms.iter().map(|v| v.vm_name.as_str()).collect();
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pattern = wanted
+        .iter()
+        .map(|n| n.replace('.', "\\."))
+        .collect::<Vec<_>>()
+        .join("|");
+    let mut m = Matchers::default()
+        .with("alertstate", "firing")
+        .with("namespace", &d.execution.namespace);
+    if pattern.len() <= NAME_PATTERN_MAX_CHARS {
+        m = m.with_op("name", "=~", &pattern);
+    }
+    let query = format!("label_join(ALERTS{{{m}}}, \"name\", \"|\", \"alertname\", \"name\")");
+    let series = match api
+        .query_range(&query, window.range(), policy, cancel)
+        .await?
+    {
+        RangeAnswer::Series(series) => series,
+        RangeAnswer::Rejected { error_type, error } => {
+            return Err(Error::runtime(format!(
+                "Prometheus rejected the ALERTS query ({error_type}): {error}"
+            )));
+        }
+    };
+    let mut firing: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for (key, samples) in series {
+        let Some((alert, vm)) = key.split_once('|') else {
+            continue;
+        };
+        if wanted.contains(vm) {
+            firing
+                .entry((alert.to_string(), vm.to_string()))
+                .or_default()
+                .extend(window.offsets(samples).into_iter().map(|(t, _)| t));
+        }
+    }
+    let end = (window.end - window.start) as f64;
+    Ok(alert_spans(&firing, window.step as f64, end))
+}

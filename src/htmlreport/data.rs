@@ -1,0 +1,566 @@
+//! The figures a run's page shows, computed from its audit records (pure): how long each
+//! stage took, the time-to-ready percentiles per phase, the histogram, the cumulative
+//! created/ready curves, the slowest VMs, the failures and the churn actions in time.
+//!
+//! The same for what Prometheus answered: the band of each signal across the VMs, each VM's
+//! mean against the threshold, and the alerts' firing spans.
+//!
+//! Owns: reading the records' timestamps as offsets from the run's start and every statistic
+//! derived from them. Must not: render, or read the database or Prometheus.
+
+use std::collections::BTreeMap;
+
+use crate::audit::query::{EventRow, ExecutionDetail, VmRow, seconds_between};
+use crate::signals::contract::Unit;
+
+/// One run as recorded: its own detail, the churn executions that acted on its VMs, and
+/// what Prometheus holds about it (or why the page has none).
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    pub detail: ExecutionDetail,
+    /// Churn executions linked to the run, each with its events, oldest first.
+    pub churns: Vec<ExecutionDetail>,
+    pub load: Fetched<Vec<SignalSeries>>,
+    pub alerts: Fetched<Vec<AlertSpan>>,
+}
+
+/// Data read from outside the audit database, or why there is none (shown on the page).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fetched<T> {
+    Data(T),
+    Missing(String),
+}
+
+/// One built-in signal of one workload over the run's window: each VM's samples, as
+/// (seconds since the run started, value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalSeries {
+    pub workload: String,
+    pub signal: String,
+    pub description: String,
+    pub unit: Unit,
+    /// What verify requires at the workload's default parameters (None: not judged).
+    pub threshold: Option<f64>,
+    pub vms: BTreeMap<String, Vec<(f64, f64)>>,
+}
+
+/// The lowest, median and highest value across the VMs at each sampled moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Band {
+    pub low: Vec<(f64, f64)>,
+    pub median: Vec<(f64, f64)>,
+    pub high: Vec<(f64, f64)>,
+}
+
+/// The band of `series` across its VMs (a 1,000-VM signal becomes three lines).
+pub fn band(series: &SignalSeries) -> Band {
+    let mut at: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
+    for samples in series.vms.values() {
+        for &(t, v) in samples {
+            at.entry(t.round() as i64).or_default().push(v);
+        }
+    }
+    let mut band = Band::default();
+    for (t, mut values) in at {
+        values.sort_by(f64::total_cmp);
+        let t = t as f64;
+        band.low.push((t, values[0]));
+        band.median.push((t, values[(values.len() - 1) / 2]));
+        band.high.push((t, values[values.len() - 1]));
+    }
+    band
+}
+
+/// Each VM's mean over the window, lowest first (the VMs that lag lead).
+pub fn vm_means(series: &SignalSeries) -> Vec<(String, f64)> {
+    let mut means: Vec<(String, f64)> = series
+        .vms
+        .iter()
+        .filter(|(_, samples)| !samples.is_empty())
+        .map(|(name, samples)| {
+            let sum: f64 = samples.iter().map(|s| s.1).sum();
+            (name.clone(), sum / samples.len() as f64)
+        })
+        .collect();
+    means.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    means
+}
+
+/// One alert firing for one VM without a gap: from its first to its last firing sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertSpan {
+    pub alert: String,
+    pub vm: String,
+    /// Seconds since the run started.
+    pub from: f64,
+    pub until: f64,
+    /// Still firing at the last sample of the window.
+    pub firing_at_end: bool,
+}
+
+/// The spans of each (alert, VM)'s firing samples (seconds since the run started), a gap of
+/// more than `step` ending one; `end` is the window's last moment.
+pub fn alert_spans(
+    firing: &BTreeMap<(String, String), Vec<f64>>,
+    step: f64,
+    end: f64,
+) -> Vec<AlertSpan> {
+    let mut spans = Vec::new();
+    for ((alert, vm), times) in firing {
+        let mut times = times.clone();
+        times.sort_by(f64::total_cmp);
+        let mut start: Option<(f64, f64)> = None;
+        for t in times {
+            start = match start {
+                Some((from, last)) if t - last <= step * 1.5 => Some((from, t)),
+                Some((from, last)) => {
+                    spans.push(span(alert, vm, from, last, step, end));
+                    Some((t, t))
+                }
+                None => Some((t, t)),
+            };
+        }
+        if let Some((from, last)) = start {
+            spans.push(span(alert, vm, from, last, step, end));
+        }
+    }
+    spans.sort_by(|a, b| {
+        a.from
+            .total_cmp(&b.from)
+            .then_with(|| a.alert.cmp(&b.alert))
+    });
+    spans
+}
+
+fn span(alert: &str, vm: &str, from: f64, last: f64, step: f64, end: f64) -> AlertSpan {
+    AlertSpan {
+        alert: alert.to_string(),
+        vm: vm.to_string(),
+        from,
+        until: last,
+        firing_at_end: end - last < step * 1.5,
+    }
+}
+
+/// Nearest-rank percentiles of a set of whole seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Percentiles {
+    pub count: usize,
+    pub p50: i64,
+    pub p90: i64,
+    pub p99: i64,
+    pub max: i64,
+}
+
+/// Nearest-rank percentiles of `values`; `None` when there are none.
+pub fn percentiles(values: &[i64]) -> Option<Percentiles> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let rank = |p: usize| sorted[(p * sorted.len()).div_ceil(100).max(1) - 1];
+    (!sorted.is_empty()).then(|| Percentiles {
+        count: sorted.len(),
+        p50: rank(50),
+        p90: rank(90),
+        p99: rank(99),
+        max: sorted[sorted.len() - 1],
+    })
+}
+
+/// One readiness phase: what it measures and its percentiles over the VMs that reached it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Phase {
+    pub name: &'static str,
+    pub measured: &'static str,
+    pub stats: Option<Percentiles>,
+}
+
+/// Seconds from the run's start to the VM's creation.
+fn created_offset(run_start: &str, vm: &VmRow) -> Option<i64> {
+    seconds_between(Some(run_start), vm.created_at.as_deref())
+}
+
+/// The four phases of a VM's way to ready: created (from the run's start), then scheduled,
+/// running and ready (each from the VM's creation).
+pub fn phases(detail: &ExecutionDetail) -> Vec<Phase> {
+    let start = &detail.execution.started_at;
+    let of = |f: &dyn Fn(&VmRow) -> Option<i64>| -> Option<Percentiles> {
+        percentiles(&detail.vms.iter().filter_map(f).collect::<Vec<_>>())
+    };
+    vec![
+        Phase {
+            name: "created",
+            measured: "from the run's start",
+            stats: of(&|vm| created_offset(start, vm)),
+        },
+        Phase {
+            name: "scheduled",
+            measured: "from the VM's creation",
+            stats: of(&|vm| vm.seconds_to_scheduled),
+        },
+        Phase {
+            name: "running",
+            measured: "from the VM's creation",
+            stats: of(&|vm| vm.seconds_to_running),
+        },
+        Phase {
+            name: "ready",
+            measured: "from the VM's creation",
+            stats: of(&|vm| vm.seconds_to_ready),
+        },
+    ]
+}
+
+/// One stage of the run and how long it took (`None` when the records do not say).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stage {
+    pub name: &'static str,
+    pub seconds: Option<i64>,
+    pub explains: &'static str,
+}
+
+/// Planning and preflight, creation, the readiness wait, and the whole run.
+pub fn stages(detail: &ExecutionDetail) -> Vec<Stage> {
+    let e = &detail.execution;
+    let earliest = |f: fn(&VmRow) -> Option<&String>| detail.vms.iter().filter_map(f).min();
+    let latest = |f: fn(&VmRow) -> Option<&String>| detail.vms.iter().filter_map(f).max();
+    let first_created = earliest(|v| v.created_at.as_ref());
+    let last_created = latest(|v| v.created_at.as_ref());
+    let last_ready = latest(|v| v.ready_at.as_ref());
+    let all_ready = !detail.vms.is_empty() && detail.vms.iter().all(|v| v.ready_at.is_some());
+    let wait_end = if all_ready {
+        last_ready
+    } else {
+        e.completed_at.as_ref()
+    };
+    let between = |a: Option<&String>, b: Option<&String>| {
+        seconds_between(a.map(String::as_str), b.map(String::as_str))
+    };
+    vec![
+        Stage {
+            name: "plan and preflight",
+            seconds: between(Some(&e.started_at), first_created),
+            explains: "from the start to the first VM accepted",
+        },
+        Stage {
+            name: "create VMs",
+            seconds: between(first_created, last_created),
+            explains: "from the first VM accepted to the last",
+        },
+        Stage {
+            name: "wait for readiness",
+            seconds: between(last_created, wait_end),
+            explains: if all_ready {
+                "from the last VM accepted to the last VM ready"
+            } else {
+                "from the last VM accepted to the end of the run (not every VM became ready)"
+            },
+        },
+        Stage {
+            name: "whole run",
+            seconds: e.duration_seconds,
+            explains: "from the start to the end, as recorded",
+        },
+    ]
+}
+
+/// One histogram bin: VMs whose time falls in `[lo, hi)` seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bin {
+    pub lo: i64,
+    pub hi: i64,
+    pub count: usize,
+}
+
+/// At most 24 bins of a round width (1, 2, 5, 10, 15, 30 s, then minutes) covering `values`.
+pub fn histogram(values: &[i64]) -> Vec<Bin> {
+    let Some(max) = values.iter().copied().max() else {
+        return Vec::new();
+    };
+    let max = max.max(0);
+    const WIDTHS: [i64; 14] = [
+        1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200,
+    ];
+    let width = WIDTHS
+        .iter()
+        .copied()
+        .find(|w| max / w < 24)
+        .unwrap_or_else(|| (max / 24 + 1).max(1));
+    let mut bins: Vec<Bin> = (0..=max / width)
+        .map(|i| Bin {
+            lo: i * width,
+            hi: (i + 1) * width,
+            count: 0,
+        })
+        .collect();
+    for &v in values {
+        bins[(v.max(0) / width) as usize].count += 1;
+    }
+    bins
+}
+
+/// The count reached at each offset: `(seconds, how many so far)`, one point per distinct
+/// second (a curve of 1,000 VMs has at most as many points as distinct seconds).
+pub fn cumulative(offsets: &[i64]) -> Vec<(f64, f64)> {
+    let mut sorted = offsets.to_vec();
+    sorted.sort_unstable();
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    for (i, &t) in sorted.iter().enumerate() {
+        let point = (t as f64, (i + 1) as f64);
+        match points.last_mut() {
+            Some(last) if last.0 == point.0 => *last = point,
+            _ => points.push(point),
+        }
+    }
+    points
+}
+
+/// Offsets from the run's start at which VMs were created and became ready.
+pub fn created_and_ready(detail: &ExecutionDetail) -> (Vec<i64>, Vec<i64>) {
+    let start = Some(detail.execution.started_at.as_str());
+    let offsets = |f: fn(&VmRow) -> Option<&str>| {
+        detail
+            .vms
+            .iter()
+            .filter_map(|vm| seconds_between(start, f(vm)))
+            .collect::<Vec<_>>()
+    };
+    (
+        offsets(|v| v.created_at.as_deref()),
+        offsets(|v| v.ready_at.as_deref()),
+    )
+}
+
+/// The `n` VMs that took longest to become ready, those that never did first.
+pub fn slowest(detail: &ExecutionDetail, n: usize) -> Vec<&VmRow> {
+    let mut vms: Vec<&VmRow> = detail.vms.iter().collect();
+    // Never ready sorts as slowest; ties by name so the page is deterministic.
+    vms.sort_by(|a, b| {
+        let key = |v: &VmRow| v.seconds_to_ready.unwrap_or(i64::MAX);
+        key(b).cmp(&key(a)).then_with(|| a.vm_name.cmp(&b.vm_name))
+    });
+    vms.truncate(n);
+    vms
+}
+
+/// Something that went wrong, with its reason as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub at: String,
+    pub what: String,
+    pub reason: String,
+}
+
+/// The run's error, then each failed creation or readiness, in recorded order.
+pub fn failures(detail: &ExecutionDetail) -> Vec<Failure> {
+    let e = &detail.execution;
+    let mut found = Vec::new();
+    if let Some(summary) = &e.error_summary {
+        found.push(Failure {
+            at: e
+                .completed_at
+                .clone()
+                .unwrap_or_else(|| e.started_at.clone()),
+            what: format!("the {}", e.command),
+            reason: summary.clone(),
+        });
+    }
+    for event in &detail.events {
+        if matches!(event.event_type.as_str(), "vm_failed" | "vm_timeout") {
+            found.push(Failure {
+                at: event.occurred_at.clone(),
+                what: event_subject(event),
+                reason: event
+                    .error_detail
+                    .clone()
+                    .or_else(|| event.message.clone())
+                    .unwrap_or_default(),
+            });
+        }
+    }
+    found
+}
+
+fn event_subject(event: &EventRow) -> String {
+    event
+        .vm_name
+        .clone()
+        .or_else(|| event.message.clone())
+        .unwrap_or_else(|| event.event_type.clone())
+}
+
+/// One churn action or restart as the timeline shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChurnMark {
+    /// Seconds from the run's start to when it ended (as recorded).
+    pub at: i64,
+    /// `restart`, `stop-start`, `migrate` or `start again`.
+    pub action: String,
+    /// `<namespace>/<vm>` as recorded.
+    pub vm: String,
+    pub failed: bool,
+    pub error: Option<String>,
+    pub churn_run: String,
+}
+
+/// The churn events of every churn execution linked to the run, by time.
+pub fn churn_marks(run: &RunRecord) -> Vec<ChurnMark> {
+    let start = Some(run.detail.execution.started_at.as_str());
+    let mut marks: Vec<ChurnMark> = run
+        .churns
+        .iter()
+        .flat_map(|churn| {
+            churn.events.iter().filter_map(move |event| {
+                let (action, vm) = churn_event(event)?;
+                Some(ChurnMark {
+                    at: seconds_between(start, Some(&event.occurred_at))?,
+                    action,
+                    vm,
+                    failed: event.event_type.ends_with("_failed"),
+                    error: event.error_detail.clone(),
+                    churn_run: churn.execution.run_id.clone(),
+                })
+            })
+        })
+        .collect();
+    marks.sort_by_key(|m| m.at);
+    marks
+}
+
+/// `(action, vm)` of a churn event, read from its recorded message (docs/audit-schema.md):
+/// `<action> <ns>/<vm>: succeeded|failed`, `Started <ns>/<vm> again`, `Could not start
+/// <ns>/<vm> again`.
+fn churn_event(event: &EventRow) -> Option<(String, String)> {
+    let message = event.message.as_deref()?;
+    match event.event_type.as_str() {
+        "churn_action" | "churn_action_failed" => {
+            let (action, rest) = message.split_once(' ')?;
+            let (vm, _) = rest.rsplit_once(": ")?;
+            Some((action.to_string(), vm.to_string()))
+        }
+        "churn_restored" => {
+            let vm = message.strip_prefix("Started ")?.strip_suffix(" again")?;
+            Some(("start again".into(), vm.to_string()))
+        }
+        "churn_restore_failed" => {
+            let vm = message
+                .strip_prefix("Could not start ")?
+                .strip_suffix(" again")?;
+            Some(("start again".into(), vm.to_string()))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let values: Vec<i64> = (1..=100).collect();
+        assert_eq!(
+            percentiles(&values),
+            Some(Percentiles {
+                count: 100,
+                p50: 50,
+                p90: 90,
+                p99: 99,
+                max: 100
+            })
+        );
+        let one = percentiles(&[7]).unwrap();
+        assert_eq!((one.p50, one.p99, one.max), (7, 7, 7));
+        assert_eq!(percentiles(&[]), None);
+    }
+
+    #[test]
+    fn histogram_bins_are_round_and_count_every_value() {
+        // 119 s in bins of 5 s: 24 bins, the widest count under 24 that is round.
+        let bins = histogram(&[0, 4, 5, 9, 10, 119]);
+        let first = Bin {
+            lo: 0,
+            hi: 5,
+            count: 2,
+        };
+        assert_eq!(bins[0], first);
+        assert_eq!(bins[1].count, 2);
+        assert_eq!(bins.last().unwrap().hi, 120);
+        assert_eq!(bins.iter().map(|b| b.count).sum::<usize>(), 6);
+        assert!(bins.len() <= 24);
+        assert!(histogram(&[]).is_empty());
+    }
+
+    #[test]
+    fn cumulative_has_one_point_per_second() {
+        assert_eq!(
+            cumulative(&[5, 3, 3, 9]),
+            vec![(3.0, 2.0), (5.0, 3.0), (9.0, 4.0)]
+        );
+    }
+
+    #[test]
+    fn band_and_means_across_vms() {
+        let series = SignalSeries {
+            workload: "cpu".into(),
+            signal: "vcpu-busy".into(),
+            description: String::new(),
+            unit: Unit::VcpuFraction,
+            threshold: Some(0.5),
+            vms: BTreeMap::from([
+                ("a".to_string(), vec![(0.0, 0.9), (30.0, 0.8)]),
+                ("b".to_string(), vec![(0.0, 0.1), (30.0, 0.3)]),
+                ("c".to_string(), vec![(0.0, 0.5)]),
+            ]),
+        };
+        let b = band(&series);
+        assert_eq!(b.low, vec![(0.0, 0.1), (30.0, 0.3)]);
+        assert_eq!(b.median, vec![(0.0, 0.5), (30.0, 0.3)]);
+        assert_eq!(b.high, vec![(0.0, 0.9), (30.0, 0.8)]);
+        let means = vm_means(&series);
+        assert_eq!(means[0].0, "b");
+        assert!((means[0].1 - 0.2).abs() < 1e-9);
+        assert_eq!(means[2].0, "a");
+    }
+
+    #[test]
+    fn alert_spans_split_at_gaps_and_know_when_still_firing() {
+        let firing = BTreeMap::from([(
+            ("Hot".to_string(), "vm-1".to_string()),
+            vec![60.0, 90.0, 120.0, 300.0, 330.0],
+        )]);
+        let spans = alert_spans(&firing, 30.0, 330.0);
+        assert_eq!(spans.len(), 2);
+        assert_eq!(
+            (spans[0].from, spans[0].until, spans[0].firing_at_end),
+            (60.0, 120.0, false)
+        );
+        assert_eq!(
+            (spans[1].from, spans[1].until, spans[1].firing_at_end),
+            (300.0, 330.0, true)
+        );
+    }
+
+    #[test]
+    fn churn_messages_name_the_action_and_vm() {
+        let event = |kind: &str, message: &str| EventRow {
+            occurred_at: "2026-01-01T00:00:00Z".into(),
+            event_type: kind.into(),
+            message: Some(message.into()),
+            error_detail: None,
+            vm_name: None,
+            workload: None,
+        };
+        assert_eq!(
+            churn_event(&event("churn_action", "migrate ns/vm-1: succeeded")),
+            Some(("migrate".into(), "ns/vm-1".into()))
+        );
+        assert_eq!(
+            churn_event(&event(
+                "churn_restore_failed",
+                "Could not start ns/a: b again"
+            )),
+            Some(("start again".into(), "ns/a: b".into()))
+        );
+        assert_eq!(churn_event(&event("vm_ready", "VM x is ready")), None);
+    }
+}

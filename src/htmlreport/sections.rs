@@ -1,0 +1,922 @@
+//! The sections of the page: the comparison of several runs, and per run what was asked and
+//! done, time to ready, load, churn and disruption, alerts. Each chart is followed by a table
+//! of the same data; a section without data says why.
+
+use super::data::{self, Fetched, Percentiles, RunRecord};
+use crate::audit::query::{ExecutionDetail, ExecutionRecord, VmRow};
+use crate::html::chart::{self, Bar, Bars, Lane, Lines, Mark, Series, Timeline, seconds_label};
+use crate::html::{Html, el};
+
+/// The parts of each run's section: (anchor suffix, heading).
+pub const PARTS: [(&str, &str); 5] = [
+    ("summary", "What was asked and done"),
+    ("ready", "Time to ready"),
+    ("load", "Load"),
+    ("churn", "Churn and disruption"),
+    ("alerts", "Alerts"),
+];
+
+/// The longest recorded message shown in a cell, in characters.
+const MESSAGE_CHARS: usize = 600;
+
+/// How many of the slowest VMs are named.
+const SLOWEST: usize = 10;
+
+pub fn run_anchor(index: usize) -> String {
+    format!("run-{index}")
+}
+
+/// A column of a table: its heading and whether it holds numbers (right-aligned).
+struct Col(&'static str, bool);
+
+fn table(caption: &str, cols: &[Col], rows: Vec<Vec<Html>>) -> Html {
+    let head = el("tr").children(cols.iter().map(|Col(name, num)| {
+        let th = el("th").attr("scope", "col").text(*name);
+        if *num { th.attr("class", "num") } else { th }
+    }));
+    let body = rows.into_iter().map(|row| {
+        el("tr").children(row.into_iter().zip(cols).map(|(cell, Col(_, num))| {
+            let td = el("td").child(cell);
+            if *num { td.attr("class", "num") } else { td }
+        }))
+    });
+    el("table")
+        .child(el("caption").text(caption))
+        .child(el("thead").child(head))
+        .child(el("tbody").children(body))
+        .into()
+}
+
+fn t(text: impl AsRef<str>) -> Html {
+    Html::text(text.as_ref())
+}
+
+fn msg(text: &str) -> Html {
+    Html::text_capped(text, MESSAGE_CHARS)
+}
+
+fn secs(value: Option<i64>) -> Html {
+    t(value.map_or_else(|| "-".into(), |s| seconds_label(s as f64)))
+}
+
+fn opt(value: Option<&str>) -> Html {
+    t(value.unwrap_or("-"))
+}
+
+/// A note where a section has no data, saying why.
+fn missing(why: impl AsRef<str>) -> Html {
+    el("p")
+        .attr("class", "missing")
+        .attr("role", "note")
+        .text(why)
+        .into()
+}
+
+fn heading(tag: &'static str, id: String, text: &str) -> Html {
+    el(tag).attr("id", id).text(text).into()
+}
+
+fn short(run_id: &str) -> &str {
+    run_id.get(..8).unwrap_or(run_id)
+}
+
+/// Several runs side by side: one row each, and their ready curves on one chart.
+pub fn comparison(runs: &[RunRecord]) -> Html {
+    let rows = runs
+        .iter()
+        .map(|run| {
+            let d = &run.detail;
+            let e = &d.execution;
+            let ready = data::percentiles(
+                &d.vms
+                    .iter()
+                    .filter_map(|v| v.seconds_to_ready)
+                    .collect::<Vec<_>>(),
+            );
+            let count = |status: &str| d.vms.iter().filter(|v| v.status == status).count();
+            let mut row = vec![
+                el("code").text(&e.run_id).into(),
+                t(&e.started_at),
+                status_cell(&e.status),
+                t(e.total_vm_count.map_or("-".into(), |n| n.to_string())),
+                t(d.vms.len().to_string()),
+                t(d.vms
+                    .iter()
+                    .filter(|v| v.ready_at.is_some())
+                    .count()
+                    .to_string()),
+                t(count("failed").to_string()),
+            ];
+            row.extend(percentile_cells(ready));
+            row.push(secs(e.duration_seconds));
+            row
+        })
+        .collect();
+    let cols = [
+        Col("Run", false),
+        Col("Started", false),
+        Col("Status", false),
+        Col("VMs planned", true),
+        Col("Created", true),
+        Col("Ready", true),
+        Col("Failed", true),
+        Col("Ready p50", true),
+        Col("p90", true),
+        Col("p99", true),
+        Col("max", true),
+        Col("Whole run", true),
+    ];
+    let series: Vec<Series> = runs
+        .iter()
+        .map(|run| Series {
+            name: format!("run {}", short(&run.detail.execution.run_id)),
+            points: data::cumulative(&data::created_and_ready(&run.detail).1),
+        })
+        .collect();
+    let chart = chart::lines(
+        "compare-ready",
+        &Lines {
+            title: "VMs ready over time, per run".into(),
+            desc: "For each run, how many of its VMs were ready at each moment after the run \
+                   started. The table above gives each run's percentiles."
+                .into(),
+            x_label: "time since the run started".into(),
+            y_label: "VMs ready".into(),
+            series,
+        },
+    );
+    el("section")
+        .attr("id", "compare")
+        .attr("aria-labelledby", "compare-h")
+        .child(heading("h2", "compare-h".into(), "Runs compared"))
+        .child(table(
+            "Each run: its VMs and time to ready (seconds from a VM's creation to ready)",
+            &cols,
+            rows,
+        ))
+        .child(chart)
+        .into()
+}
+
+fn status_cell(status: &str) -> Html {
+    let class = match status {
+        "success" => "good",
+        "failed" | "cancelled" | "aborted" => "bad",
+        _ => "",
+    };
+    let span = el("span").text(status);
+    if class.is_empty() {
+        span.into()
+    } else {
+        span.attr("class", class).into()
+    }
+}
+
+fn percentile_cells(stats: Option<Percentiles>) -> Vec<Html> {
+    match stats {
+        Some(p) => [p.p50, p.p90, p.p99, p.max]
+            .iter()
+            .map(|s| secs(Some(*s)))
+            .collect(),
+        None => (0..4).map(|_| t("-")).collect(),
+    }
+}
+
+/// One run's section.
+pub fn run(index: usize, run: &RunRecord) -> Html {
+    let id = run_anchor(index);
+    let d = &run.detail;
+    el("section")
+        .attr("id", &id)
+        .attr("aria-labelledby", format!("{id}-h"))
+        .child(
+            el("h2")
+                .attr("id", format!("{id}-h"))
+                .text("Run ")
+                .child(el("code").text(&d.execution.run_id)),
+        )
+        .child(summary(&id, d))
+        .child(time_to_ready(&id, d))
+        .child(load(&id, run))
+        .child(churn(&id, run))
+        .child(alerts(&id, run))
+        .into()
+}
+
+fn part_heading(id: &str, part: usize) -> Html {
+    let (suffix, name) = PARTS[part];
+    heading("h3", format!("{id}-{suffix}"), name)
+}
+
+/// What was asked, what was created, how long each stage took and what failed.
+fn summary(id: &str, d: &ExecutionDetail) -> Html {
+    let e = &d.execution;
+    let mut out = part_heading(id, 0);
+    out.push(asked(e));
+    if d.workloads.is_empty() {
+        out.push(missing("No workloads recorded for this execution."));
+    } else {
+        let rows = d
+            .workloads
+            .iter()
+            .map(|w| {
+                let created = d.vms.iter().filter(|v| v.component == w.workload_type);
+                let ready = created.clone().filter(|v| v.ready_at.is_some()).count();
+                vec![
+                    t(&w.workload_type),
+                    t(w.vm_count.to_string()),
+                    t(created.count().to_string()),
+                    t(ready.to_string()),
+                    t(w.cpu_cores.to_string()),
+                    t(&w.memory),
+                    t(w.data_disk_size
+                        .as_deref()
+                        .filter(|_| w.has_data_disk)
+                        .unwrap_or("-")),
+                    status_cell(&w.status),
+                ]
+            })
+            .collect();
+        out.push(table(
+            "Workloads: VMs asked for, created and ready",
+            &[
+                Col("Workload", false),
+                Col("Asked", true),
+                Col("Created", true),
+                Col("Ready", true),
+                Col("CPU", true),
+                Col("Memory", false),
+                Col("Data disk", false),
+                Col("Status", false),
+            ],
+            rows,
+        ));
+    }
+    let stage_rows = data::stages(d)
+        .into_iter()
+        .map(|s| vec![t(s.name), secs(s.seconds), t(s.explains)])
+        .collect();
+    out.push(table(
+        "How long each stage took",
+        &[
+            Col("Stage", false),
+            Col("Took", true),
+            Col("Measured", false),
+        ],
+        stage_rows,
+    ));
+    out.push(failures(d));
+    out.push(cleanups(d));
+    out
+}
+
+/// The run's parameters as a definition list.
+fn asked(e: &ExecutionRecord) -> Html {
+    let mut pairs: Vec<(&str, Html)> = vec![
+        ("Command", t(&e.command)),
+        ("Status", status_cell(&e.status)),
+        ("Namespace", t(&e.namespace)),
+        ("Cluster context", opt(e.cluster_context.as_deref())),
+        ("Started", t(&e.started_at)),
+        ("Completed", opt(e.completed_at.as_deref())),
+        ("Workloads", t(e.workloads.join(", "))),
+        (
+            "VMs planned",
+            t(e.total_vm_count.map_or("-".into(), |n| n.to_string())),
+        ),
+        ("Image", opt(e.container_disk_image.as_deref())),
+        (
+            "Default CPU and memory",
+            t(format!(
+                "{} cores, {}",
+                e.default_cpu_cores.map_or("-".into(), |n| n.to_string()),
+                e.default_memory.as_deref().unwrap_or("-")
+            )),
+        ),
+        (
+            "Readiness wait",
+            t(match (e.wait_for_ready, e.ready_timeout_seconds) {
+                (false, _) => "not waited for".to_string(),
+                (true, Some(s)) => format!("up to {}", seconds_label(s as f64)),
+                (true, None) => "waited for".to_string(),
+            }),
+        ),
+    ];
+    if let Some(error) = &e.error_summary {
+        pairs.push(("Error", msg(error)));
+    }
+    el("dl")
+        .children(
+            pairs
+                .into_iter()
+                .map(|(k, v)| Html::from_iter([el("dt").text(k), el("dd").child(v)])),
+        )
+        .into()
+}
+
+fn failures(d: &ExecutionDetail) -> Html {
+    let found = data::failures(d);
+    let mut out: Html = el("h4").text("Failures").into();
+    if found.is_empty() {
+        out.push(el("p").text("Nothing failed: no VM failed to be created or to become ready."));
+        return out;
+    }
+    let rows = found
+        .into_iter()
+        .map(|f| vec![t(f.at), t(f.what), msg(&f.reason)])
+        .collect();
+    out.push(table(
+        "What failed and why, as recorded",
+        &[Col("When", false), Col("What", false), Col("Reason", false)],
+        rows,
+    ));
+    out
+}
+
+fn cleanups(d: &ExecutionDetail) -> Html {
+    let cleanups: Vec<&ExecutionRecord> = d
+        .linked_cleanups
+        .iter()
+        .filter(|c| c.command.starts_with("cleanup"))
+        .collect();
+    if cleanups.is_empty() {
+        return el("p")
+            .attr("class", "note")
+            .text("No cleanup of this run is recorded.")
+            .into();
+    }
+    let rows = cleanups
+        .into_iter()
+        .map(|c| {
+            vec![
+                el("code").text(&c.run_id).into(),
+                t(&c.started_at),
+                status_cell(&c.status),
+                t(c.deleted.map_or("-".into(), |x| x.counts.vms.to_string())),
+            ]
+        })
+        .collect();
+    table(
+        "Cleanups that deleted this run's objects",
+        &[
+            Col("Cleanup", false),
+            Col("Started", false),
+            Col("Status", false),
+            Col("VMs deleted", true),
+        ],
+        rows,
+    )
+}
+
+/// Ready over time, the histogram, the per-phase percentiles and the slowest VMs.
+fn time_to_ready(id: &str, d: &ExecutionDetail) -> Html {
+    let mut out = part_heading(id, 1);
+    if d.vms.is_empty() {
+        out.push(missing(
+            "No VMs are recorded for this execution (a dry run, or nothing was created).",
+        ));
+        return out;
+    }
+    out.push(progress(id, d));
+    out.push(ready_histogram(id, d));
+    out.push(phase_table(d));
+    out.push(slowest(d));
+    out.push(all_vms(d));
+    out
+}
+
+/// How many VMs were created and ready at each moment, and the table of its milestones.
+fn progress(id: &str, d: &ExecutionDetail) -> Html {
+    let (created, ready) = data::created_and_ready(d);
+    let total = d.vms.len();
+    let chart = chart::lines(
+        &format!("{id}-progress"),
+        &Lines {
+            title: "VMs created and ready over time".into(),
+            desc: format!(
+                "Of {total} VMs, how many the API server had accepted and how many were ready \
+                 at each moment after the run started; the table below gives the times at \
+                 which each share was reached."
+            ),
+            x_label: "time since the run started".into(),
+            y_label: "VMs".into(),
+            series: vec![
+                Series {
+                    name: "created".into(),
+                    points: data::cumulative(&created),
+                },
+                Series {
+                    name: "ready".into(),
+                    points: data::cumulative(&ready),
+                },
+            ],
+        },
+    );
+    let milestone = |offsets: &[i64], share: usize| {
+        let mut sorted = offsets.to_vec();
+        sorted.sort_unstable();
+        let needed = (share * total).div_ceil(100).max(1);
+        secs(sorted.get(needed - 1).copied())
+    };
+    let rows = [10, 25, 50, 75, 90, 100]
+        .iter()
+        .map(|&share| {
+            vec![
+                t(format!(
+                    "{share}% ({})",
+                    (share * total).div_ceil(100).max(1)
+                )),
+                milestone(&created, share),
+                milestone(&ready, share),
+            ]
+        })
+        .collect();
+    let mut out = chart;
+    out.push(table(
+        "When each share of the VMs was created and ready (time since the run started; - when never reached)",
+        &[
+            Col("Share of VMs", false),
+            Col("Created by", true),
+            Col("Ready by", true),
+        ],
+        rows,
+    ));
+    out
+}
+
+fn ready_histogram(id: &str, d: &ExecutionDetail) -> Html {
+    let times: Vec<i64> = d.vms.iter().filter_map(|v| v.seconds_to_ready).collect();
+    let never = d.vms.len() - times.len();
+    let mut out: Html = el("h4").text("Time from creation to ready").into();
+    if times.is_empty() {
+        out.push(missing(
+            "No VM has a recorded ready time (none became ready, or the run did not wait).",
+        ));
+        return out;
+    }
+    let bins = data::histogram(&times);
+    let label = |b: &data::Bin| {
+        format!(
+            "{}–{}",
+            seconds_label(b.lo as f64),
+            seconds_label(b.hi as f64)
+        )
+    };
+    out.push(chart::bars(
+        &format!("{id}-hist"),
+        &Bars {
+            title: "Time from creation to ready".into(),
+            desc: format!(
+                "How many VMs became ready within each interval after their creation ({} VMs \
+                 ready, {never} never ready); the table below lists the same counts.",
+                times.len()
+            ),
+            x_label: "time from creation to ready".into(),
+            y_label: "VMs".into(),
+            bars: bins
+                .iter()
+                .map(|b| Bar {
+                    label: label(b),
+                    value: b.count as f64,
+                })
+                .collect(),
+        },
+    ));
+    let mut rows: Vec<Vec<Html>> = bins
+        .iter()
+        .filter(|b| b.count > 0)
+        .map(|b| vec![t(label(b)), t(b.count.to_string())])
+        .collect();
+    if never > 0 {
+        rows.push(vec![t("never ready"), t(never.to_string())]);
+    }
+    out.push(table(
+        "VMs per interval of time to ready (empty intervals left out)",
+        &[Col("Interval", false), Col("VMs", true)],
+        rows,
+    ));
+    out
+}
+
+fn phase_table(d: &ExecutionDetail) -> Html {
+    let rows = data::phases(d)
+        .into_iter()
+        .map(|p| {
+            let mut row = vec![
+                t(p.name),
+                t(p.measured),
+                t(p.stats.map_or("0".into(), |s| s.count.to_string())),
+            ];
+            row.extend(percentile_cells(p.stats));
+            row
+        })
+        .collect();
+    table(
+        "Latency per phase (nearest-rank percentiles over the VMs that reached it)",
+        &[
+            Col("Phase", false),
+            Col("Measured", false),
+            Col("VMs", true),
+            Col("p50", true),
+            Col("p90", true),
+            Col("p99", true),
+            Col("max", true),
+        ],
+        rows,
+    )
+}
+
+fn vm_row(v: &VmRow) -> Vec<Html> {
+    vec![
+        t(&v.vm_name),
+        t(&v.component),
+        status_cell(&v.status),
+        opt(v.phase.as_deref()),
+        secs(v.seconds_to_scheduled),
+        secs(v.seconds_to_running),
+        secs(v.seconds_to_ready),
+    ]
+}
+
+const VM_COLS: [Col; 7] = [
+    Col("VM", false),
+    Col("Workload", false),
+    Col("Status", false),
+    Col("Last phase", false),
+    Col("To scheduled", true),
+    Col("To running", true),
+    Col("To ready", true),
+];
+
+fn slowest(d: &ExecutionDetail) -> Html {
+    let rows = data::slowest(d, SLOWEST).into_iter().map(vm_row).collect();
+    let mut out: Html = el("h4").text("Slowest VMs").into();
+    out.push(table(
+        "The VMs that took longest to become ready (never ready first; times from creation)",
+        &VM_COLS,
+        rows,
+    ));
+    out
+}
+
+fn all_vms(d: &ExecutionDetail) -> Html {
+    let rows = d.vms.iter().map(vm_row).collect();
+    el("details")
+        .child(el("summary").text(format!("All {} VMs", d.vms.len())))
+        .child(table(
+            "Every VM of the run, in creation order",
+            &VM_COLS,
+            rows,
+        ))
+        .into()
+}
+
+/// Per workload and signal: the band across the VMs against the threshold, and the VMs'
+/// means, lowest first.
+fn load(id: &str, run: &RunRecord) -> Html {
+    let mut out = part_heading(id, 2);
+    let all = match &run.load {
+        Fetched::Missing(why) => {
+            out.push(missing(format!("No load data: {why}")));
+            return out;
+        }
+        Fetched::Data(all) => all,
+    };
+    if all.is_empty() {
+        out.push(missing(
+            "Prometheus holds no samples of this run's built-in signals in its window (the VMs \
+             may be gone, or their metrics not scraped).",
+        ));
+        return out;
+    }
+    out.push(el("p").attr("class", "note").text(format!(
+        "Each signal across the run's VMs: the highest, median and lowest value at each \
+         moment, against the threshold `virtwork verify` holds it to at the workload's default \
+         parameters (`virtwork verify --run-id {}` judges each VM with its own).",
+        run.detail.execution.run_id
+    )));
+    for (n, series) in all.iter().enumerate() {
+        out.push(signal_chart(&format!("{id}-load-{n}"), series));
+    }
+    out
+}
+
+fn signal_chart(id: &str, series: &data::SignalSeries) -> Html {
+    let means = data::vm_means(series);
+    let title = format!("{}: {}", series.workload, series.signal);
+    let mut out: Html = el("h4").text(&title).into();
+    out.push(chart::lines(
+        id,
+        &Lines {
+            title: format!("{title} across {} VMs", series.vms.len()),
+            desc: format!(
+                "{}: the highest, median and lowest value across the VMs at each moment{}; the \
+                 table below gives each VM's mean, lowest first.",
+                series.description,
+                series
+                    .threshold
+                    .map(|th| format!(", and the threshold {}", series.unit.format(th)))
+                    .unwrap_or_default()
+            ),
+            x_label: "time since the run started".into(),
+            y_label: unit_name(series.unit).into(),
+            series: band_lines(series),
+        },
+    ));
+    out.push(means_summary(series, &means));
+    out
+}
+
+/// The band's three lines and, when there is one, the threshold as a fourth.
+fn band_lines(series: &data::SignalSeries) -> Vec<Series> {
+    let band = data::band(series);
+    let end = band.median.last().map_or(0.0, |p| p.0);
+    let start = band.median.first().map_or(0.0, |p| p.0);
+    let mut lines = vec![
+        Series {
+            name: "highest VM".into(),
+            points: band.high,
+        },
+        Series {
+            name: "median VM".into(),
+            points: band.median,
+        },
+        Series {
+            name: "lowest VM".into(),
+            points: band.low,
+        },
+    ];
+    if let Some(threshold) = series.threshold {
+        lines.push(Series {
+            name: format!("threshold {}", series.unit.format(threshold)),
+            points: vec![(start, threshold), (end, threshold)],
+        });
+    }
+    lines
+}
+
+/// How many VMs reach the threshold on average, and the lowest means by name.
+fn means_summary(series: &data::SignalSeries, means: &[(String, f64)]) -> Html {
+    let reaching = series
+        .threshold
+        .map(|th| means.iter().filter(|(_, m)| *m >= th).count());
+    let median_mean = means.get(means.len().saturating_sub(1) / 2).map(|m| m.1);
+    let mut out: Html = el("p")
+        .text(format!(
+            "{} VMs with samples; median of their means {}{}.",
+            means.len(),
+            median_mean.map_or("-".into(), |m| series.unit.format(m)),
+            reaching.map_or(String::new(), |r| format!(
+                "; {r} of {} reach the threshold on average",
+                means.len()
+            ))
+        ))
+        .into();
+    let rows = means
+        .iter()
+        .take(SLOWEST)
+        .map(|(vm, mean)| {
+            let below = series.threshold.is_some_and(|th| *mean < th);
+            vec![
+                t(vm),
+                t(series.unit.format(*mean)),
+                if below {
+                    el("span").attr("class", "bad").text("below").into()
+                } else {
+                    t(if series.threshold.is_some() {
+                        "reaches"
+                    } else {
+                        "-"
+                    })
+                },
+            ]
+        })
+        .collect();
+    out.push(table(
+        "The VMs with the lowest mean over the window",
+        &[Col("VM", false), Col("Mean", true), Col("Threshold", false)],
+        rows,
+    ));
+    out
+}
+
+fn unit_name(unit: crate::signals::contract::Unit) -> &'static str {
+    use crate::signals::contract::Unit;
+    match unit {
+        Unit::VcpuFraction => "busy fraction of each vCPU",
+        Unit::Ratio => "fraction",
+        Unit::BytesPerSecond => "bytes per second",
+        Unit::OpsPerSecond => "operations per second",
+        Unit::PacketsPerSecond => "packets per second",
+        Unit::Series => "series",
+        Unit::Custom => "value",
+    }
+}
+
+/// When each alert fired for the run's VMs, and when it stopped.
+fn alerts(id: &str, run: &RunRecord) -> Html {
+    let mut out = part_heading(id, 4);
+    let spans = match &run.alerts {
+        Fetched::Missing(why) => {
+            out.push(missing(format!("No alert history: {why}")));
+            return out;
+        }
+        Fetched::Data(spans) => spans,
+    };
+    if spans.is_empty() {
+        out.push(el("p").text(
+            "No alert fired for the run's VMs in its window (Prometheus' ALERTS series, state \
+             firing).",
+        ));
+        return out;
+    }
+    let mut lanes: Vec<Lane> = Vec::new();
+    for s in spans {
+        let mark = Mark {
+            at: s.from,
+            until: Some(s.until),
+            failed: false,
+            label: format!(
+                "{} for {}: {} to {}",
+                s.alert,
+                s.vm,
+                seconds_label(s.from),
+                seconds_label(s.until)
+            ),
+        };
+        match lanes.iter_mut().find(|l| l.name == s.alert) {
+            Some(lane) => lane.marks.push(mark),
+            None => lanes.push(Lane {
+                name: s.alert.clone(),
+                marks: vec![mark],
+            }),
+        }
+    }
+    out.push(chart::timeline(
+        &format!("{id}-alerts"),
+        &Timeline {
+            title: "Alerts firing for the run's VMs".into(),
+            desc: format!(
+                "{} firing spans of {} alerts, one row per alert, from the first to the last \
+                 firing sample; the table below lists them.",
+                spans.len(),
+                lanes.len()
+            ),
+            x_label: "time since the run started".into(),
+            x_max: spans.iter().map(|s| s.until).fold(0.0, f64::max),
+            lanes,
+            legend: false,
+        },
+    ));
+    let rows = spans
+        .iter()
+        .map(|s| {
+            vec![
+                t(&s.alert),
+                t(&s.vm),
+                secs(Some(s.from as i64)),
+                secs(Some(s.until as i64)),
+                t(if s.firing_at_end { "yes" } else { "no" }),
+            ]
+        })
+        .collect();
+    out.push(table(
+        "Every firing span (times since the run started)",
+        &[
+            Col("Alert", false),
+            Col("VM", false),
+            Col("Fired from", true),
+            Col("Until", true),
+            Col("Still firing at the end", false),
+        ],
+        rows,
+    ));
+    out
+}
+
+/// The churn actions of every churn execution linked to the run, on one timeline.
+fn churn(id: &str, run: &RunRecord) -> Html {
+    let mut out = part_heading(id, 3);
+    if run.churns.is_empty() {
+        out.push(missing(
+            "No churn execution recorded against this run in this audit database.",
+        ));
+    } else {
+        out.push(churn_executions(run));
+        out.push(churn_timeline(id, run));
+    }
+    out.push(missing(
+        "No disruption report: `virtwork report` does not read disruption records yet.",
+    ));
+    out
+}
+
+fn churn_executions(run: &RunRecord) -> Html {
+    let rows = run
+        .churns
+        .iter()
+        .map(|c| {
+            let e = &c.execution;
+            let count = |kind: &str| c.events.iter().filter(|ev| ev.event_type == kind).count();
+            vec![
+                el("code").text(&e.run_id).into(),
+                t(&e.started_at),
+                secs(e.duration_seconds),
+                status_cell(&e.status),
+                t(count("churn_action").to_string()),
+                t(count("churn_action_failed").to_string()),
+            ]
+        })
+        .collect();
+    table(
+        "Churn executions that acted on this run's VMs",
+        &[
+            Col("Churn", false),
+            Col("Started", false),
+            Col("Took", true),
+            Col("Status", false),
+            Col("Actions succeeded", true),
+            Col("Actions failed", true),
+        ],
+        rows,
+    )
+}
+
+fn churn_timeline(id: &str, run: &RunRecord) -> Html {
+    let marks = data::churn_marks(run);
+    if marks.is_empty() {
+        return missing("The churn executions recorded no ended action.");
+    }
+    let mut lanes: Vec<Lane> = Vec::new();
+    for m in &marks {
+        let label = format!(
+            "{} {} at {}: {}",
+            m.action,
+            m.vm,
+            seconds_label(m.at as f64),
+            if m.failed { "failed" } else { "succeeded" }
+        );
+        let mark = Mark {
+            at: m.at as f64,
+            until: None,
+            failed: m.failed,
+            label,
+        };
+        match lanes.iter_mut().find(|l| l.name == m.action) {
+            Some(lane) => lane.marks.push(mark),
+            None => lanes.push(Lane {
+                name: m.action.clone(),
+                marks: vec![mark],
+            }),
+        }
+    }
+    let x_max = marks.iter().map(|m| m.at).max().unwrap_or(0) as f64;
+    let failed = marks.iter().filter(|m| m.failed).count();
+    let mut out = chart::timeline(
+        &format!("{id}-churn"),
+        &Timeline {
+            title: "Churn actions over time".into(),
+            desc: format!(
+                "{} actions ended ({failed} failed), one row per kind of action, placed at the \
+                 time each ended after the run started; the table below lists them.",
+                marks.len()
+            ),
+            x_label: "time since the run started (when each action ended)".into(),
+            x_max,
+            lanes,
+            legend: true,
+        },
+    );
+    let rows = marks
+        .iter()
+        .map(|m| {
+            vec![
+                secs(Some(m.at)),
+                t(&m.action),
+                t(&m.vm),
+                if m.failed {
+                    el("span").attr("class", "bad").text("failed").into()
+                } else {
+                    t("succeeded")
+                },
+                m.error.as_deref().map_or_else(|| t("-"), msg),
+            ]
+        })
+        .collect();
+    out.push(
+        el("details")
+            .child(el("summary").text(format!("All {} churn actions", marks.len())))
+            .child(table(
+                "Every churn action, by the time it ended",
+                &[
+                    Col("Ended at", true),
+                    Col("Action", false),
+                    Col("VM", false),
+                    Col("Result", false),
+                    Col("Error", false),
+                ],
+                rows,
+            )),
+    );
+    out
+}

@@ -1,0 +1,761 @@
+//! `virtwork report` through the real binary: a recorded fleet (with failures, churn and
+//! hostile names and messages in the database) becomes one HTML page, which headless
+//! Chromium renders: the test looks at what a reader gets (headings, tables beside charts,
+//! hostile text shown as text, no blank screenshot, no console error, nothing fetched).
+//!
+//! Chromium (Debian's `chromium`) is optional on a developer machine: without it the
+//! rendering tests print SKIP, unless `VIRTWORK_REQUIRE_CHROMIUM=1` (CI) makes that a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rusqlite::{Connection, params};
+use serde_json::json;
+
+use crate::support::promstub::{Answer, PromStub, percent_decoded};
+use uuid::Uuid;
+use virtwork::audit::{
+    Auditor, CommandKind, Event, EventType, ExecutionParams, ExecutionStatus, VmRecord,
+    WorkloadRecord, WorkloadStatus,
+};
+
+/// Text a hostile cluster or database could hold, in every kind of field the page shows.
+const HOSTILE_VM: &str = "virtwork-cpu-<img src=x onerror=alert(1)>";
+const HOSTILE_ERROR: &str =
+    "admission webhook \"<script>alert('pwned')</script>\" denied the request \u{202e}gnp.exe";
+const HOSTILE_CONTEXT: &str = "\"><svg onload=alert(2)>";
+
+/// When the recorded run started.
+const T0: i64 = 1_772_359_200; // 2026-03-01T10:00:00Z
+
+fn at(offset: i64) -> String {
+    jiff::Timestamp::from_second(T0 + offset)
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn run_params(vms: u32, context: &str) -> ExecutionParams {
+    ExecutionParams {
+        command: CommandKind::Run,
+        namespace: "virtwork".into(),
+        kubeconfig_path: None,
+        cluster_context: Some(context.into()),
+        container_disk_image: Some("quay.io/containerdisks/fedora:42".into()),
+        default_cpu_cores: Some(2),
+        default_memory: Some("2Gi".into()),
+        data_disk_size: Some("10Gi".into()),
+        workloads: vec!["cpu".into(), "memory".into()],
+        total_vm_count: Some(vms + 1),
+        total_workload_count: Some(2),
+        dry_run: false,
+        ssh_auth_configured: false,
+        cleanup_mode: None,
+        wait_for_ready: true,
+        ready_timeout_seconds: Some(900),
+    }
+}
+
+/// A deterministic spread: VM `i`'s (created, scheduled, running, ready) offsets in seconds
+/// from the run's start; `None` ready for the few that never became ready.
+fn timeline(i: usize, n: usize) -> (i64, i64, i64, Option<i64>) {
+    let jitter = |k: usize| ((i * 7919 + k * 104_729) % 97) as i64;
+    let created = 6 + (i as i64 * 120) / n as i64;
+    let scheduled = created + 1 + jitter(1) % 6;
+    let running = scheduled + 18 + jitter(2) / 2 + if i.is_multiple_of(89) { 150 } else { 0 };
+    let ready = (i % 331 != 7).then(|| running + jitter(3) % 12);
+    (created, scheduled, running, ready)
+}
+
+fn vm_name(i: usize) -> String {
+    if i == 5 {
+        HOSTILE_VM.to_string()
+    } else {
+        let kind = if i.is_multiple_of(2) { "cpu" } else { "memory" };
+        format!("virtwork-{kind}-3f1c7a-{i}")
+    }
+}
+
+/// Records a run of `n` VMs (plus one the API server refused) and a churn execution on it,
+/// as `virtwork run` and `virtwork churn` record them, then sets the times a real fleet
+/// takes (the recorder stamps the wall clock, which a test cannot wait for).
+fn record_fleet(db: &Path, n: usize, started: i64) -> (Uuid, Uuid) {
+    let auditor = Auditor::open_path(db).unwrap();
+    let run_id = Uuid::new_v4();
+    let exec = auditor.start_execution(run_id, &run_params(n as u32, HOSTILE_CONTEXT));
+    exec.record_event(&Event::execution_started(CommandKind::Run, run_id));
+    for (kind, count) in [("cpu", n.div_ceil(2)), ("memory", n / 2 + 1)] {
+        exec.record_workload(&WorkloadRecord {
+            workload_type: kind.into(),
+            vm_count: count as u32,
+            cpu_cores: 2,
+            memory: "2Gi".into(),
+            data_disk_size: None,
+            requires_service: false,
+        });
+    }
+    for i in 0..n {
+        let name = vm_name(i);
+        let component = if i.is_multiple_of(2) { "cpu" } else { "memory" };
+        exec.record_vm(&VmRecord {
+            vm_name: name.clone(),
+            namespace: "virtwork".into(),
+            component: component.into(),
+            role: None,
+            cpu_cores: 2,
+            memory: "2Gi".into(),
+            container_disk_image: "quay.io/containerdisks/fedora:42".into(),
+            data_disk_size: None,
+            phase: None,
+        });
+        exec.record_event(&Event::vm_created(&name));
+        match timeline(i, n).3 {
+            Some(_) => {
+                exec.update_vm_ready(&name, "Running", jiff::Timestamp::now());
+                exec.record_event(&Event::vm_ready(&name));
+            }
+            None => {
+                exec.update_vm_failed(&name, Some("Scheduling"));
+                exec.record_event(&Event::vm_timeout(&name, HOSTILE_ERROR));
+            }
+        }
+    }
+    exec.record_event(
+        &Event::vm_failed("virtwork-memory-3f1c7a-refused", HOSTILE_ERROR).with_workload("memory"),
+    );
+    exec.set_workload_status("cpu", WorkloadStatus::Created);
+    exec.set_workload_status("memory", WorkloadStatus::Failed);
+    exec.complete_execution(ExecutionStatus::Failed, Some(HOSTILE_ERROR));
+
+    let churn_id = Uuid::new_v4();
+    let churn = auditor.start_execution(
+        churn_id,
+        &virtwork::audit::churn::churn_params("virtwork", None, false),
+    );
+    churn.link_cleanup_to_runs(&[run_id.to_string()]);
+    for k in 0..30 {
+        let action = ["restart", "stop-start", "migrate"][k % 3];
+        let vm = format!("virtwork/{}", vm_name(k * 3));
+        let event = if k % 11 == 4 {
+            Event {
+                event_type: EventType::ChurnActionFailed,
+                message: format!("{action} {vm}: failed"),
+                error_detail: Some(HOSTILE_ERROR.into()),
+                vm_name: None,
+                workload_name: None,
+            }
+        } else {
+            Event {
+                event_type: EventType::ChurnAction,
+                message: format!("{action} {vm}: succeeded"),
+                error_detail: None,
+                vm_name: None,
+                workload_name: None,
+            }
+        };
+        churn.record_event(&event);
+    }
+    churn.complete_execution(ExecutionStatus::Success, None);
+    assert!(auditor.flush(), "the audit writes finished");
+    drop(auditor);
+    set_times(db, run_id, churn_id, n, started);
+    (run_id, churn_id)
+}
+
+fn set_times(db: &Path, run_id: Uuid, churn_id: Uuid, n: usize, started: i64) {
+    let mut conn = Connection::open(db).unwrap();
+    let tx = conn.transaction().unwrap();
+    let shifted = |offset: i64| at(started + offset);
+    let last = (0..n).filter_map(|i| timeline(i, n).3).max().unwrap_or(0);
+    tx.execute(
+        "UPDATE audit_log SET started_at = ?2, completed_at = ?3 WHERE run_id = ?1",
+        params![run_id.to_string(), shifted(0), shifted(last + 4)],
+    )
+    .unwrap();
+    for i in 0..n {
+        let (created, scheduled, running, ready) = timeline(i, n);
+        tx.execute(
+            "UPDATE vm_details SET created_at = ?2, scheduled_at = ?3, running_at = ?4,
+                 ready_at = ?5 WHERE vm_name = ?1",
+            params![
+                vm_name(i),
+                shifted(created),
+                shifted(scheduled),
+                shifted(running),
+                ready.map(shifted)
+            ],
+        )
+        .unwrap();
+    }
+    tx.execute(
+        "UPDATE audit_log SET started_at = ?2, completed_at = ?3 WHERE run_id = ?1",
+        params![
+            churn_id.to_string(),
+            shifted(last + 60),
+            shifted(last + 400)
+        ],
+    )
+    .unwrap();
+    // The run's failures are recorded when it gave up waiting, at its end.
+    tx.execute(
+        "UPDATE events SET occurred_at = ?2 WHERE audit_id =
+             (SELECT id FROM audit_log WHERE run_id = ?1)",
+        params![run_id.to_string(), shifted(last + 4)],
+    )
+    .unwrap();
+    let ids: Vec<i64> = {
+        let mut stmt = tx
+            .prepare(
+                "SELECT e.id FROM events e JOIN audit_log a ON a.id = e.audit_id
+                 WHERE a.run_id = ?1 ORDER BY e.id",
+            )
+            .unwrap();
+        stmt.query_map([churn_id.to_string()], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    };
+    for (k, id) in ids.iter().enumerate() {
+        let offset = last + 70 + 11 * k as i64;
+        tx.execute(
+            "UPDATE events SET occurred_at = ?2 WHERE id = ?1",
+            params![id, shifted(offset)],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+fn virtwork(db: &Path, args: &[&str]) -> Output {
+    let home = db.parent().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("VIRTWORK_") || name == "KUBECONFIG" {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("HOME", home)
+        .current_dir(home)
+        .arg("--audit-db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A recorded fleet of `n` VMs and the page `virtwork report` wrote about it.
+struct Fixture {
+    dir: tempfile::TempDir,
+    db: PathBuf,
+    run_id: Uuid,
+    page: PathBuf,
+}
+
+fn fixture(n: usize) -> Fixture {
+    fixture_with(n, &[])
+}
+
+/// The same, `extra` added to the report command (e.g. `--prometheus URL`).
+fn fixture_with(n: usize, extra: &[&str]) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("virtwork.db");
+    let (run_id, _) = record_fleet(&db, n, 0);
+    let page = dir.path().join("report.html");
+    let run = run_id.to_string();
+    let mut args = vec!["report", "--run-id", &run, "--html", page.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = virtwork(&db, &args);
+    assert!(out.status.success(), "report failed: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with(&format!("wrote {}", page.display())),
+        "{}",
+        text(&out.stdout)
+    );
+    Fixture {
+        dir,
+        db,
+        run_id,
+        page,
+    }
+}
+
+#[test]
+fn the_page_shows_the_run_with_hostile_text_escaped() {
+    let f = fixture(40);
+    let html = std::fs::read_to_string(&f.page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
+    // Nothing a reader's browser would fetch or run.
+    // (The hostile text holds `src=x` and `onerror=` as text; as markup every attribute is
+    // written `name="..."`, and the only URL is the SVG namespace.)
+    let without_namespace = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for forbidden in [
+        "<script",
+        "<img",
+        "<link",
+        "<iframe",
+        "<object",
+        " src=\"",
+        " onerror=\"",
+        " onload=\"",
+        "http://",
+        "https://",
+        "url(",
+    ] {
+        assert!(
+            !without_namespace.contains(forbidden),
+            "page holds {forbidden:?}"
+        );
+    }
+    for link in html.split(" href=\"").skip(1) {
+        assert!(
+            link.starts_with('#'),
+            "a link out of the page: {}",
+            &link[..40]
+        );
+    }
+    assert!(html.contains("virtwork-cpu-&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(html.contains("&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;"));
+    assert!(html.contains("&quot;&gt;&lt;svg onload=alert(2)&gt;"));
+    assert!(
+        html.contains("\\u{202e}gnp.exe"),
+        "the bidi override is shown, not obeyed"
+    );
+    // Every part is there, and the ones without data say why.
+    for heading in [
+        "What was asked and done",
+        "Time to ready",
+        "Load",
+        "Churn and disruption",
+        "Alerts",
+    ] {
+        assert!(html.contains(&format!("\">{heading}</h3>")), "{heading}");
+    }
+    // No kubeconfig and no --prometheus: the sections say that no Prometheus was reachable.
+    assert!(
+        html.contains("No load data: no Prometheus reachable: "),
+        "{}",
+        &html[html.find("-load\"").unwrap()..][..600]
+    );
+    assert!(html.contains("No alert history: no Prometheus reachable: "));
+    // Every chart is a labelled image followed by a table of its data.
+    let charts = html.matches("<svg ").count();
+    assert_eq!(charts, 3, "progress, histogram, churn timeline");
+    assert_eq!(
+        html.matches("role=\"img\" aria-labelledby=").count(),
+        charts
+    );
+    for chart in html.split("<svg ").skip(1) {
+        let after = chart.split_once("</svg>").unwrap().1;
+        assert!(
+            after.trim_start().starts_with("<table>")
+                || after.trim_start().starts_with("<details><summary>"),
+            "a chart without its table: {}",
+            &after[..after.len().min(120)]
+        );
+    }
+    assert!(html.contains(&f.run_id.to_string()));
+    let _ = (&f.dir, &f.db);
+}
+
+/// The page of a 1,000-VM run stays under 2 MiB (a CI artifact, a mail attachment). Prints
+/// the size, the time `virtwork report` took and, with Chromium, the time to render it, for
+/// docs/performance.md (`cargo test --test integration report::a_thousand -- --nocapture`).
+#[test]
+fn a_thousand_vm_page_stays_under_two_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("virtwork.db");
+    let (run_id, _) = record_fleet(&db, 1000, 0);
+    let page = dir.path().join("fleet.html");
+    let stub = prometheus_stub();
+    let started = std::time::Instant::now();
+    let out = virtwork(
+        &db,
+        &[
+            "report",
+            "--run-id",
+            &run_id.to_string(),
+            "--html",
+            page.to_str().unwrap(),
+            "--prometheus",
+            stub.url(),
+        ],
+    );
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let size = std::fs::metadata(&page).unwrap().len();
+    eprintln!(
+        "1000-VM page: {size} bytes ({} KiB), virtwork report took {took:.2?}",
+        size / 1024
+    );
+    assert!(size < 2 * 1024 * 1024, "{size} bytes");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<summary>All 1000 VMs</summary>"));
+    assert!(
+        html.contains("<h4>cpu: vcpu-busy</h4>"),
+        "with the load section"
+    );
+    if let Some(browser) = chromium() {
+        let profile = dir.path().join("profile");
+        std::fs::create_dir_all(&profile).unwrap();
+        let started = std::time::Instant::now();
+        let shot = dir.path().join("fleet.png");
+        let out = headless(
+            browser,
+            &profile,
+            &page,
+            &[
+                &format!("--screenshot={}", shot.display()),
+                "--window-size=1200,2600",
+            ],
+        );
+        eprintln!(
+            "chromium rendered it in {:.2?} (process start to exit)",
+            started.elapsed()
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(console_messages(&text(&out.stderr)), Vec::<&str>::new());
+    }
+}
+
+/// A Prometheus range answer (matrix) of `series`: (labels, samples as (unix time, value)).
+fn matrix(series: &[(serde_json::Value, Vec<(i64, f64)>)]) -> String {
+    let result: Vec<serde_json::Value> = series
+        .iter()
+        .map(|(metric, samples)| {
+            json!({
+                "metric": metric,
+                "values": samples.iter().map(|(t, v)| json!([t, v.to_string()])).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({"status": "success", "data": {"resultType": "matrix", "result": result}}).to_string()
+}
+
+/// A run's window runs a week from its start when it was never cleaned up: 2,520 s steps.
+const STEP: i64 = 7 * 24 * 3600 / 240;
+
+/// A Prometheus answering for the fixture's cpu VMs 0, 2 and 4 (2 far below the threshold,
+/// and a VM of another run beside them) and one alert with a hostile name firing for VM 2.
+fn prometheus_stub() -> PromStub {
+    let step = STEP;
+    let busy = |name: &str, level: f64| {
+        (
+            json!({"name": name, "namespace": "virtwork"}),
+            (0..5).map(|k| (T0 + k * step, level)).collect::<Vec<_>>(),
+        )
+    };
+    let vcpu = matrix(&[
+        busy("virtwork-cpu-3f1c7a-0", 0.9),
+        busy("virtwork-cpu-3f1c7a-2", 0.05),
+        busy("virtwork-cpu-3f1c7a-4", 0.85),
+        busy("someone-elses-vm", 0.5),
+    ]);
+    let alerts = matrix(&[(
+        json!({"name": "<b>Hot</b>|virtwork-cpu-3f1c7a-2", "alertstate": "firing"}),
+        vec![(T0 + step, 1.0), (T0 + 2 * step, 1.0)],
+    )]);
+    PromStub::start(
+        Answer::ByQuery {
+            rules: vec![
+                ("ALERTS".into(), alerts),
+                ("kubevirt_vmi_vcpu".into(), vcpu),
+            ],
+            otherwise: matrix(&[]),
+        },
+        false,
+    )
+}
+
+#[test]
+fn load_and_alerts_come_from_prometheus_over_the_runs_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("virtwork.db");
+    let (run_id, _) = record_fleet(&db, 6, 0);
+    let stub = prometheus_stub();
+    let step = STEP;
+    let page = dir.path().join("load.html");
+    let out = virtwork(
+        &db,
+        &[
+            "report",
+            "--run-id",
+            &run_id.to_string(),
+            "--html",
+            page.to_str().unwrap(),
+            "--prometheus",
+            stub.url(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let load = html.split_once("id=\"run-1-load\"").unwrap().1;
+    let load = load.split_once("id=\"run-1-churn\"").unwrap().0;
+    assert!(load.contains("<h4>cpu: vcpu-busy</h4>"), "{load}");
+    assert!(
+        load.contains("3 VMs with samples"),
+        "only the run's VMs: {load}"
+    );
+    assert!(!load.contains("someone-elses-vm"));
+    // The laggard leads the table, marked below the threshold in words.
+    let first_row = load.split("<tbody><tr>").nth(1).unwrap();
+    assert!(
+        first_row.starts_with("<td>virtwork-cpu-3f1c7a-2</td>"),
+        "{first_row}"
+    );
+    assert!(first_row.contains("class=\"bad\">below</span>"));
+    assert!(load.contains(">highest VM</text>") && load.contains(">lowest VM</text>"));
+    let alerts_part = html.split_once("id=\"run-1-alerts\"").unwrap().1;
+    assert!(alerts_part.contains("<td>&lt;b&gt;Hot&lt;/b&gt;</td><td>virtwork-cpu-3f1c7a-2</td>"));
+    assert!(!html.contains("<b>Hot"));
+    // Every query stayed in the run's namespace and window.
+    let seen: Vec<String> = stub
+        .requests()
+        .iter()
+        .map(|r| percent_decoded(&r.path_and_query))
+        .collect();
+    assert!(seen.iter().any(|q| q.contains("ALERTS{")), "{seen:?}");
+    for query in &seen {
+        assert!(query.contains("/api/v1/query_range?"), "{query}");
+        assert!(
+            query.contains(&format!("start={T0}&end={}&step={step}", T0 + 240 * step)),
+            "{query}"
+        );
+        assert!(query.contains("namespace=\"virtwork\""), "{query}");
+    }
+}
+
+#[test]
+fn unknown_runs_and_unwritable_pages_are_bad_input() {
+    let f = fixture(3);
+    let page = f.dir.path().join("other.html");
+    let unknown = Uuid::new_v4().to_string();
+    let out = virtwork(
+        &f.db,
+        &[
+            "report",
+            "--run-id",
+            &unknown,
+            "--html",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        format!(
+            "Error: --run-id {unknown}: no execution with this run id in {}: list recorded runs with `virtwork audit list`",
+            f.db.display()
+        )
+    );
+    assert!(!page.exists(), "no page written");
+
+    let missing_dir = f.dir.path().join("nope").join("r.html");
+    let out = virtwork(
+        &f.db,
+        &[
+            "report",
+            "--run-id",
+            &f.run_id.to_string(),
+            "--html",
+            missing_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("does not exist; create it"));
+
+    let out = virtwork(&f.db, &["report", "--html", page.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--run-id"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn several_runs_are_compared_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("virtwork.db");
+    let (first, _) = record_fleet(&db, 12, 0);
+    let (second, _) = record_fleet(&db, 12, 3600);
+    let page = dir.path().join("compare.html");
+    let out = virtwork(
+        &db,
+        &[
+            "report",
+            "--run-id",
+            &first.to_string(),
+            "--run-id",
+            &second.to_string(),
+            "--html",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h2 id=\"compare-h\">Runs compared</h2>"));
+    let compare = html.split_once("id=\"compare\"").unwrap().1;
+    let compare = compare.split_once("</section>").unwrap().0;
+    assert!(compare.contains(&first.to_string()) && compare.contains(&second.to_string()));
+    assert!(compare.contains(&format!(">run {}</text>", &first.to_string()[..8])));
+    assert_eq!(html.matches("<section id=\"run-").count(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Headless Chromium
+// ---------------------------------------------------------------------------------------------
+
+/// Debian's chromium, or None (skip) when absent and not required.
+fn chromium() -> Option<&'static str> {
+    let required = std::env::var("VIRTWORK_REQUIRE_CHROMIUM").as_deref() == Ok("1");
+    let found = ["chromium", "chromium-browser"].into_iter().find(|name| {
+        Command::new(name)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        assert!(
+            !required,
+            "chromium is required (VIRTWORK_REQUIRE_CHROMIUM=1) but not found: apt-get install chromium"
+        );
+        eprintln!("SKIP: chromium not installed");
+    }
+    found
+}
+
+/// Runs headless Chromium on `page` with `args`, logging the console to stderr.
+fn headless(browser: &str, profile: &Path, page: &Path, args: &[&str]) -> Output {
+    Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .env("HOME", profile)
+        .output()
+        .unwrap()
+}
+
+/// Console messages Chromium logged for the page (errors, CSP refusals, failed loads).
+fn console_messages(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|line| line.contains(":CONSOLE") || line.contains("Refused to"))
+        .collect()
+}
+
+/// Decodes `png` and counts the pixels that differ from the page background (white).
+fn ink_pixels(png_path: &Path) -> (usize, usize) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    let pixels = buf[..info.buffer_size()].chunks(channels);
+    let total = (info.width * info.height) as usize;
+    let ink = pixels
+        .filter(|p| p.iter().take(3).any(|&c| c < 200))
+        .count();
+    (ink, total)
+}
+
+#[test]
+fn chromium_renders_the_page_without_errors_or_fetches() {
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let stub = prometheus_stub();
+    let f = fixture_with(200, &["--prometheus", stub.url()]);
+    let profile = f.dir.path().join("chromium-profile");
+    std::fs::create_dir_all(&profile).unwrap();
+
+    let dom = headless(browser, &profile, &f.page, &["--dump-dom"]);
+    assert!(dom.status.success(), "{}", text(&dom.stderr));
+    let dom_text = text(&dom.stdout);
+    let stderr = text(&dom.stderr);
+    assert_eq!(
+        console_messages(&stderr),
+        Vec::<&str>::new(),
+        "console:\n{stderr}"
+    );
+    // What the reader's browser built: the headings, tables and charts, and the hostile text
+    // as text (serialised escaped), never as an element.
+    assert!(dom_text.contains(&format!("<h1>virtwork report: run {}</h1>", f.run_id)));
+    assert!(dom_text.contains("<h3 id=\"run-1-ready\">Time to ready</h3>"));
+    assert!(dom_text.contains("virtwork-cpu-&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(!dom_text.contains("<img"));
+    assert!(!dom_text.contains("<script"));
+    // Ready over time, the histogram, cpu's vcpu-busy band, churn, alerts.
+    assert_eq!(dom_text.matches("<svg ").count(), 5);
+    assert!(dom_text.contains("<h4>cpu: vcpu-busy</h4>"));
+
+    let shot = f.dir.path().join("page.png");
+    let out = headless(
+        browser,
+        &profile,
+        &f.page,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1200,2600",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        console_messages(&stderr),
+        Vec::<&str>::new(),
+        "console:\n{stderr}"
+    );
+    let (ink, total) = ink_pixels(&shot);
+    // Text, tables and charts cover a few percent of a page; a blank or failed render none.
+    assert!(
+        ink * 100 > total,
+        "the screenshot is nearly blank: {ink} of {total} pixels hold ink"
+    );
+    // docs/report.md's screenshot is this one: VIRTWORK_REPORT_SCREENSHOT=docs/report.png
+    // (the page itself is kept beside it, as .html, to look at).
+    if let Ok(dest) = std::env::var("VIRTWORK_REPORT_SCREENSHOT") {
+        std::fs::copy(&shot, &dest).unwrap();
+        std::fs::copy(&f.page, Path::new(&dest).with_extension("html")).unwrap();
+    }
+}
+
+#[test]
+fn a_page_that_fetches_is_caught_by_the_console_check() {
+    // The console check above must be able to fail: a page that tries to load an external
+    // image is refused by the same Content-Security-Policy and logged.
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(3);
+    let html = std::fs::read_to_string(&f.page).unwrap().replace(
+        "<main>",
+        "<main><img src=\"https://example.invalid/x.png\" alt=\"\">",
+    );
+    let page = dir.path().join("fetching.html");
+    std::fs::write(&page, html).unwrap();
+    let out = headless(browser, dir.path(), &page, &["--dump-dom"]);
+    let stderr = text(&out.stderr);
+    assert!(
+        !console_messages(&stderr).is_empty(),
+        "no console message for a refused load:\n{stderr}"
+    );
+}
