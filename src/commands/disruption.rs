@@ -411,8 +411,10 @@ fn assess_all(
                 .iter()
                 .filter(|c| c.namespace == k.0 && c.vm == k.1)
                 .collect();
+            let seen_before = metric.nodes.first().map(|(t, _)| *t);
             let restarts = evidence::restarts(
                 created.get(&k).copied(),
+                seen_before,
                 vmi,
                 &resets,
                 &moved,
@@ -507,16 +509,20 @@ async fn measure(
     let namespaces: BTreeSet<&str> = found.iter().map(|t| t.facts.namespace.as_str()).collect();
     let mut interval: Option<f64> = None;
     for ns in namespaces {
-        if let QueryAnswer::Value(count) = api
-            .query(&queries::interval_query(ns), policy, cancel)
-            .await?
-        {
-            let seen = queries::interval_from_count(count);
-            interval = match (interval, seen) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
+        // The namespace's interval: the smallest estimate; the fleet's: the largest.
+        let mut here: Option<f64> = None;
+        for seconds in queries::INTERVAL_WINDOWS {
+            let query = queries::interval_query(ns, seconds);
+            if let QueryAnswer::Value(count) = api.query(&query, policy, cancel).await?
+                && let Some(seen) = queries::interval_from_count(seconds, count)
+            {
+                here = Some(here.map_or(seen, |h| h.min(seen)));
+            }
         }
+        interval = match (interval, here) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
     }
     let grid = grid(span, interval.unwrap_or(1.0));
     let range = (grid.start as u64, grid.end() as u64, grid.step as u64);

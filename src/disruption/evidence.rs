@@ -343,10 +343,15 @@ pub struct Restart {
 pub const FIRST_START_SLACK_SECS: f64 = 60.0;
 
 /// The restarts of one VM in `span`: its current VMI when it was created in the window
-/// after the VM's first start, and every counter reset no migration and no such VMI
-/// explains (within `slack` seconds). Each gets the cause `churn` records for the VM.
+/// and is not the VM's first (the VM was created over [`FIRST_START_SLACK_SECS`] before it,
+/// Prometheus saw the VM before it (`seen_before`: the VM's first sample), or the vCPU
+/// counter reset then, or a churn action restarted it then), and every counter reset no migration and no such VMI explains
+/// (within `slack` seconds). Each gets the cause `churn` records for the VM.
+// long: the current VMI, the counter resets, then their causes.
+#[allow(clippy::too_many_arguments)]
 pub fn restarts(
     vm_created: Option<f64>,
+    seen_before: Option<f64>,
     vmi: Option<&VmiFacts>,
     resets: &[f64],
     migrations: &[Migration],
@@ -358,7 +363,10 @@ pub fn restarts(
     if let Some(vmi) = vmi
         && let Some(created) = vmi.created
         && span.contains(created)
-        && vm_created.is_none_or(|vm| created - vm > FIRST_START_SLACK_SECS)
+        && (vm_created.is_none_or(|vm| created - vm > FIRST_START_SLACK_SECS)
+            || seen_before.is_some_and(|first| first < created - slack)
+            || resets.iter().any(|r| (r - created).abs() <= slack)
+            || caused_by(churn, created).is_some())
     {
         let reset_too = resets.iter().any(|r| (r - created).abs() <= slack);
         out.push(Restart {
@@ -385,15 +393,18 @@ pub fn restarts(
     }
     out.sort_by(|a, b| a.at.total_cmp(&b.at));
     for restart in &mut out {
-        restart.cause = churn
-            .iter()
-            .filter(|c| c.action != "migrate")
-            .find(|c| {
-                c.at >= restart.at - CAUSE_BEFORE_SECS && c.at <= restart.at + CAUSE_AFTER_SECS
-            })
-            .map(|c| format!("churn {} (execution {})", c.action, c.run_id));
+        restart.cause = caused_by(churn, restart.at);
     }
     out
+}
+
+/// The recorded churn action (not a migration) that ended soon after `at`, as a cause.
+fn caused_by(churn: &[&ChurnRecord], at: f64) -> Option<String> {
+    churn
+        .iter()
+        .filter(|c| c.action != "migrate")
+        .find(|c| c.at >= at - CAUSE_BEFORE_SECS && c.at <= at + CAUSE_AFTER_SECS)
+        .map(|c| format!("churn {} (execution {})", c.action, c.run_id))
 }
 
 #[cfg(test)]
@@ -541,6 +552,7 @@ mod tests {
         let v = vmi(1025.0, None);
         let found = restarts(
             Some(0.0),
+            None,
             Some(&v),
             &resets,
             &[migration],
@@ -559,11 +571,24 @@ mod tests {
             Some("churn restart (execution r1)")
         );
         // A VM created with its VMI in the window started; it did not restart.
-        let found = restarts(Some(1020.0), Some(&v), &[], &[], &[], SPAN, 30.0);
+        let found = restarts(Some(1020.0), None, Some(&v), &[], &[], &[], SPAN, 30.0);
         assert!(found.is_empty());
+        // Unless Prometheus saw the VM before its VMI was created: an eviction soon after.
+        let found = restarts(
+            Some(1020.0),
+            Some(1001.0),
+            Some(&v),
+            &[],
+            &[],
+            &[],
+            SPAN,
+            10.0,
+        );
+        assert_eq!(found[0].evidence, RestartEvidence::NewVmi);
         // A reset alone (the VMI recreated between two lists) is a restart without a cause.
         let found = restarts(
             Some(0.0),
+            None,
             Some(&vmi(10.0, None)),
             &[1030.0],
             &[],

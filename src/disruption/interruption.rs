@@ -120,7 +120,11 @@ pub fn measure(
     }
     Some(Interruption {
         longest_seconds: intervals.iter().map(Interval::seconds).fold(0.0, f64::max),
-        total_seconds: intervals.iter().map(Interval::seconds).sum(),
+        // A fold from +0.0: an empty sum is 0, not -0.
+        total_seconds: intervals
+            .iter()
+            .map(Interval::seconds)
+            .fold(0.0, |a, b| a + b),
         intervals,
     })
 }

@@ -31,16 +31,21 @@ fn selector(namespace: &str, names: &[&str]) -> String {
         .render()
 }
 
-/// The samples per series of the namespace's vCPU counter over five minutes: the scrape
-/// interval is 300 s over that count less one.
-pub fn interval_query(namespace: &str) -> String {
+/// Windows over which the scrape interval is counted: a series younger than a window
+/// inflates that window's estimate, so the smallest estimate of those with two samples wins.
+pub const INTERVAL_WINDOWS: [u64; 3] = [10, 60, 300];
+
+/// The most samples one series of the namespace's vCPU counter holds over `seconds`.
+pub fn interval_query(namespace: &str, seconds: u64) -> String {
     let m = Matchers::default().with("namespace", namespace).render();
-    format!("max(count_over_time(kubevirt_vmi_vcpu_seconds_total{{{m}}}[5m]))")
+    format!("max(count_over_time(kubevirt_vmi_vcpu_seconds_total{{{m}}}[{seconds}s]))")
 }
 
-/// The scrape interval an [`interval_query`] answer shows.
-pub fn interval_from_count(count: Option<f64>) -> Option<f64> {
-    count.filter(|c| *c >= 2.0).map(|c| 300.0 / (c - 1.0))
+/// The scrape interval an [`interval_query`] over `seconds` answers.
+pub fn interval_from_count(seconds: u64, count: Option<f64>) -> Option<f64> {
+    count
+        .filter(|c| *c >= 2.0)
+        .map(|c| seconds as f64 / (c - 1.0))
 }
 
 /// The four evidence queries of a batch: vCPU sum, node, migration starts, migration ends.
@@ -206,7 +211,7 @@ mod tests {
         );
         assert_eq!(f.starts, vec![("m1".to_string(), 24.0)]);
         assert!(evidence_queries("ns", &["a.b", "c"])[0].contains(r#"name=~"a\\.b|c""#));
-        assert_eq!(interval_from_count(Some(11.0)), Some(30.0));
-        assert_eq!(interval_from_count(Some(1.0)), None);
+        assert_eq!(interval_from_count(300, Some(11.0)), Some(30.0));
+        assert_eq!(interval_from_count(10, Some(1.0)), None);
     }
 }

@@ -1,0 +1,562 @@
+//! `virtwork disruption` end to end: the real binary against the fake API server (its
+//! KubeVirt controllers migrate evacuated VMIs through `kubevirt-evacuation-` migrations,
+//! evict VMIs that cannot migrate, drive `VirtualMachineInstanceMigration`s and
+//! garbage-collect finalized ones) and a REAL Prometheus scraping the fake's KubeVirt
+//! metrics. A fleet goes through a real `kubectl drain`, a `virtwork churn` restart, two
+//! migrations of one VM (the first garbage-collected) and a VM that stops reporting;
+//! `disruption` must name each.
+//!
+//! Tests that need Prometheus or kubectl skip with a notice when they are not installed
+//! and fail instead under `VIRTWORK_REQUIRE_PROMETHEUS=1` (CI).
+
+use crate::support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::apiserver::ControllerOptions;
+use support::prometheus::{Prometheus, ScrapeJob, tool};
+use support::{Backend, FakeApiServer, Options};
+
+const NS: &str = "virtwork";
+const METRICS_PATH: &str =
+    "/api/v1/namespaces/kubevirt/services/https:kubevirt-prometheus-metrics:metrics/proxy/metrics";
+
+struct Env {
+    server: FakeApiServer,
+    dir: tempfile::TempDir,
+}
+
+fn service(namespace: &str, name: &str, port_name: &str, port: u16) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"ports": [{"name": port_name, "port": port, "protocol": "TCP"}]},
+    })
+}
+
+fn node(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "250"}},
+    })
+}
+
+impl Env {
+    /// Two nodes, OpenShift Virtualization's `LiveMigrate` default, evacuations taking
+    /// 2 s, and one finalized migration kept per VMI (KubeVirt keeps 5), so garbage
+    /// collection shows within a test.
+    fn start() -> Env {
+        let server = FakeApiServer::start(Options {
+            namespaces: vec![NS.into(), "kubevirt".into()],
+            controllers: ControllerOptions {
+                cluster_eviction_strategy: Some("LiveMigrate".into()),
+                migration_delay: Duration::from_secs(2),
+                finalized_migrations_kept: 1,
+                ..ControllerOptions::default()
+            },
+            ..Default::default()
+        });
+        for name in ["node-a", "node-b"] {
+            server.insert(node(name));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        server
+            .write_kubeconfig(dir.path().join("kubeconfig"))
+            .unwrap();
+        server.insert(service(
+            "kubevirt",
+            "kubevirt-prometheus-metrics",
+            "metrics",
+            8443,
+        ));
+        server.set_service_backend(
+            "kubevirt",
+            "kubevirt-prometheus-metrics",
+            "metrics",
+            Backend::KubeVirtMetrics,
+        );
+        Env { server, dir }
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_virtwork"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--audit-db")
+            .arg(self.dir.path().join("audit.db"))
+            .arg("--namespace")
+            .arg(NS)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap()
+    }
+
+    /// Starts the real Prometheus on the fake's metrics, behind monitoring/prometheus-k8s.
+    fn prometheus(&self) -> Option<Prometheus> {
+        let binary = tool("prometheus")?;
+        let address = self.server.url().trim_start_matches("http://").to_string();
+        let prometheus = Prometheus::start(
+            &binary,
+            &[ScrapeJob {
+                name: "kubevirt".into(),
+                address,
+                path: METRICS_PATH.into(),
+                bearer: None,
+            }],
+        );
+        self.server.insert(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}}),
+        );
+        self.server
+            .insert(service("monitoring", "prometheus-k8s", "web", 9090));
+        self.server.set_service_backend(
+            "monitoring",
+            "prometheus-k8s",
+            "web",
+            Backend::Upstream(prometheus.url.clone()),
+        );
+        Some(prometheus)
+    }
+
+    /// The names of the VMs of the run whose `run` output is `out`, sorted.
+    fn vms_of(&self, out: &Output) -> Vec<String> {
+        let doc: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("run output is not JSON ({e}): {}", text(&out.stderr)));
+        let run_id = doc["run_id"].as_str().expect("run id").to_string();
+        let mut names: Vec<String> = self
+            .server
+            .objects("virtualmachines", Some(NS))
+            .iter()
+            .filter(|vm| vm["metadata"]["labels"]["virtwork/run-id"] == run_id.as_str())
+            .map(|vm| vm["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn vmi_field(&self, name: &str, pointer: &str) -> String {
+        self.server
+            .get("virtualmachineinstances", NS, name)
+            .and_then(|v| v.pointer(pointer).and_then(Value::as_str).map(String::from))
+            .unwrap_or_default()
+    }
+
+    /// Creates a migration of `vm` (as `virtctl migrate` does) and waits until it is over.
+    fn migrate(&self, vm: &str, name: &str) {
+        self.server.insert(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"vmiName": vm},
+        }));
+        let done = self.server.wait_until(Duration::from_secs(10), |s| {
+            s.get("virtualmachineinstances", NS, vm).is_some_and(|v| {
+                v.pointer("/status/migrationState/completed") == Some(&json!(true))
+            }) && s
+                .get("virtualmachineinstancemigrations", NS, name)
+                .is_none_or(|m| m["status"]["phase"] == "Succeeded")
+        });
+        assert!(done, "migration {name} of {vm} never ended");
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn assert_ok(out: &Output, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what} failed:\n{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+fn report_of<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|vm| vm["name"] == name)
+        .unwrap_or_else(|| panic!("VM {name} not in {doc:#}"))
+}
+
+fn sources(vm: &Value) -> Vec<String> {
+    vm["migrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["from"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A real `kubectl drain` of `node` (evictions retried every 5 s, as it does).
+fn kubectl_drain(env: &Env, node: &str) -> Option<Output> {
+    let found = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("VIRTWORK_REQUIRE_PROMETHEUS").as_deref() != Ok("1"),
+            "kubectl is required alongside Prometheus in CI"
+        );
+        eprintln!("SKIP: kubectl not installed");
+        return None;
+    }
+    Some(
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig())
+            .args([
+                "drain",
+                node,
+                "--pod-selector",
+                "kubevirt.io=virt-launcher",
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--timeout",
+                "60s",
+            ])
+            .output()
+            .unwrap(),
+    )
+}
+
+/// The fleet: three cpu VMs (run A), a disk VM with a ReadWriteOnce data disk (run B,
+/// evicted rather than migrated) and a cpu VM churn restarts (run C).
+struct Fleet {
+    a: Vec<String>,
+    disk: String,
+    churned: String,
+}
+
+fn start_fleet(env: &Env) -> Fleet {
+    let run = |workloads: &str, count: &str| {
+        let out = env.run(&[
+            "--output",
+            "json",
+            "run",
+            "--workloads",
+            workloads,
+            "--vm-count",
+            count,
+            "--timeout",
+            "60",
+        ]);
+        assert_ok(&out, "run");
+        env.vms_of(&out)
+    };
+    Fleet {
+        a: run("cpu", "3"),
+        disk: run("disk", "1").remove(0),
+        churned: run("cpu", "1").remove(0),
+    }
+}
+
+#[test]
+fn disruption_names_migrations_restarts_and_silent_vms_against_real_prometheus() {
+    let env = Env::start();
+    let Some(prometheus) = env.prometheus() else {
+        return;
+    };
+    let fleet = start_fleet(&env);
+    assert!(
+        prometheus.wait_for_series(
+            "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+            5,
+            Duration::from_secs(60)
+        ),
+        "Prometheus never saw the 5 VMIs:\n{}",
+        prometheus.log()
+    );
+    // Every workload established before anything happens (rates need a few scrapes).
+    std::thread::sleep(Duration::from_secs(6));
+    let started = Instant::now();
+
+    // churn restarts the one VM of run C; the audit database records it.
+    let run_c = env
+        .server
+        .get("virtualmachines", NS, &fleet.churned)
+        .unwrap()["metadata"]["labels"]["virtwork/run-id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let churn = env.run(&[
+        "churn",
+        "--run-id",
+        &run_c,
+        "--actions",
+        "restart",
+        "--duration",
+        "1s",
+        "--rate",
+        "60/m",
+        "--seed",
+        "1",
+    ]);
+    assert_ok(&churn, "churn");
+
+    // Drain the disk VM's node: it is evicted and restarts; cpu VMs there are evacuated.
+    let drained = env.vmi_field(&fleet.disk, "/status/nodeName");
+    let evacuated: Vec<String> = fleet
+        .a
+        .iter()
+        .filter(|vm| env.vmi_field(vm, "/status/nodeName") == drained)
+        .cloned()
+        .collect();
+    let disk_uid = env.vmi_field(&fleet.disk, "/metadata/uid");
+    let Some(drain) = kubectl_drain(&env, &drained) else {
+        return;
+    };
+    assert_ok(&drain, "kubectl drain");
+
+    // One VM migrates twice; only the second migration object survives collection.
+    let twice = fleet.a[0].clone();
+    env.migrate(&twice, "upgrade-move-1");
+    std::thread::sleep(Duration::from_secs(3));
+    env.migrate(&twice, "upgrade-move-2");
+    assert!(
+        env.server
+            .get("virtualmachineinstancemigrations", NS, "upgrade-move-1")
+            .is_none(),
+        "the first migration is garbage-collected"
+    );
+
+    // Another stops reporting for 8 s.
+    let silent = fleet.a[1].clone();
+    env.server.set_metrics_hidden(NS, &silent, true);
+    std::thread::sleep(Duration::from_secs(8));
+    env.server.set_metrics_hidden(NS, &silent, false);
+    std::thread::sleep(Duration::from_secs(5));
+
+    let since = format!("{}s", started.elapsed().as_secs() + 5);
+    let out = env.run(&[
+        "--output",
+        "json",
+        "disruption",
+        "--since",
+        &since,
+        "--max-interruption",
+        "4s",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stderr}\n{}",
+        text(&out.stdout)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!("{doc:#}");
+    assert_eq!(doc["interruptions_measured"], true);
+    assert_eq!(doc["summary"]["vms"], 5);
+    assert_eq!(doc["passed"], false);
+
+    let q = format!(
+        "/api/v1/query?query=kubevirt_vmi_vcpu_seconds_total%7Bname%3D%22{}%22%7D%5B60s%5D",
+        fleet.disk
+    );
+    eprintln!("DEBUG {:?}", prometheus.get(&q));
+    let disk = report_of(&doc, &fleet.disk);
+    assert_eq!(disk["outcome"], "beyond-budget");
+    let restart = &disk["restarts"][0];
+    assert_ne!(restart["vmi_uid"], disk_uid.as_str(), "a new VMI");
+    assert!(
+        restart["evidence"].as_str().unwrap().starts_with("new-vmi"),
+        "{restart}"
+    );
+
+    let churned = report_of(&doc, &fleet.churned);
+    assert_eq!(churned["outcome"], "beyond-budget");
+    let cause = churned["restarts"][0]["cause"].as_str().unwrap_or_default();
+    assert!(cause.starts_with("churn restart"), "{churned:#}");
+
+    for vm in &evacuated {
+        let report = report_of(&doc, vm);
+        let names: Vec<&str> = report["migrations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["name"].as_str())
+            .collect();
+        assert!(
+            names.iter().any(|n| n.starts_with("kubevirt-evacuation-")) || *vm == twice,
+            "{report:#}"
+        );
+        let m = &report["migrations"][0];
+        assert_eq!(m["source_node"], drained.as_str(), "{report:#}");
+    }
+
+    let moved = report_of(&doc, &twice);
+    let from = sources(moved);
+    assert!(from.contains(&"migration-object".to_string()), "{moved:#}");
+    assert!(
+        from.contains(&"prometheus-migration-metrics".to_string()),
+        "the collected migration is read from Prometheus: {moved:#}"
+    );
+    assert!(
+        moved["restarts"].as_array().unwrap().is_empty(),
+        "{moved:#}"
+    );
+    assert!(
+        moved["interruption"]["longest_seconds"].as_f64().unwrap() <= 4.0,
+        "{moved:#}"
+    );
+
+    let quiet = report_of(&doc, &silent);
+    assert_eq!(quiet["outcome"], "beyond-budget", "{quiet:#}");
+    let longest = quiet["interruption"]["longest_seconds"].as_f64().unwrap();
+    assert!(
+        (6.0..=14.0).contains(&longest),
+        "about 8 s silent: {quiet:#}"
+    );
+    assert!(
+        quiet["restarts"].as_array().unwrap().is_empty(),
+        "{quiet:#}"
+    );
+
+    let summary = &doc["summary"];
+    assert_eq!(summary["beyond_budget"], 3, "{summary:#}");
+    assert!(
+        summary["migration_seconds"]["max"].as_f64().unwrap() >= 1.0,
+        "{summary:#}"
+    );
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("Error: "))
+        .unwrap_or_default();
+    assert!(error.contains("beyond the disruption budget"), "{stderr}");
+
+    // The text report shows the same table.
+    let out = env.run(&["disruption", "--since", &since, "--max-interruption", "4s"]);
+    let table = text(&out.stdout);
+    eprintln!("{table}");
+    assert!(table.starts_with("VM "), "{table}");
+    assert!(table.contains("prometheus-migration-metrics"), "{table}");
+    assert!(table.contains("churn restart"), "{table}");
+
+    // From the API alone: migrations and restarts, interruptions said to be unmeasured.
+    let out = env.run(&[
+        "--output",
+        "json",
+        "disruption",
+        "--since",
+        &since,
+        "--no-prometheus",
+    ]);
+    let api_only: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(api_only["interruptions_measured"], false);
+    assert!(
+        api_only["not_measured_because"]
+            .as_str()
+            .unwrap()
+            .contains("--no-prometheus")
+    );
+    // The churn restart is in the audit database; the eviction soon after the disk VM's
+    // creation cannot be told from its first start without Prometheus.
+    let churned = report_of(&api_only, &fleet.churned);
+    assert_eq!(churned["outcome"], "beyond-budget", "{churned:#}");
+    assert_eq!(churned["restarts"][0]["evidence"], "new-vmi");
+    assert_eq!(report_of(&api_only, &silent)["interruption"], Value::Null);
+    let moved = report_of(&api_only, &twice);
+    assert_eq!(sources(moved), vec!["migration-object"], "{moved:#}");
+}
+
+#[test]
+fn a_fleet_without_prometheus_is_reported_from_the_api_alone() {
+    let env = Env::start();
+    let fleet = start_fleet(&env);
+    env.migrate(&fleet.a[0], "move-1");
+    let out = env.run(&["--output", "json", "disruption", "--since", "10m"]);
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(doc["interruptions_measured"], false);
+    assert!(
+        doc["not_measured_because"]
+            .as_str()
+            .unwrap()
+            .contains("Prometheus not reached"),
+        "{doc:#}"
+    );
+    let moved = report_of(&doc, &fleet.a[0]);
+    assert_eq!(moved["outcome"], "migrated");
+    assert_eq!(moved["migrations"][0]["name"], "move-1");
+    assert!(
+        moved["migrations"][0]["duration_seconds"]
+            .as_f64()
+            .is_some()
+    );
+    assert_eq!(doc["summary"]["undisturbed"], 4);
+    let out = env.run(&["disruption", "--since", "10m"]);
+    assert!(
+        text(&out.stdout).contains("Interruptions not measured: Prometheus not reached"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn bad_windows_exit_2_naming_the_flag_before_any_request() {
+    let env = Env::start();
+    for (args, flag) in [
+        (vec!["disruption", "--since", "2 hours"], "--since"),
+        (
+            vec![
+                "disruption",
+                "--from",
+                "2026-12-05T12:00:00Z",
+                "--to",
+                "2026-12-05T10:00:00Z",
+            ],
+            "--to",
+        ),
+        (vec!["disruption", "--from", "yesterday"], "--from"),
+        (vec!["disruption", "--since", "30d"], "--since"),
+        (
+            vec!["disruption", "--allow-restarts", "some"],
+            "--allow-restarts",
+        ),
+        (
+            vec![
+                "disruption",
+                "--execution",
+                "5f0c0f3e-0000-4000-8000-000000000000",
+            ],
+            "--execution",
+        ),
+    ] {
+        let before = env.server.request_log().len();
+        let out = env.run(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.lines().filter(|l| !l.is_empty()).count(),
+            1,
+            "{stderr}"
+        );
+        assert_eq!(
+            env.server.request_log().len(),
+            before,
+            "{args:?} sent a request"
+        );
+    }
+}
