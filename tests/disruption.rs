@@ -560,3 +560,310 @@ fn bad_windows_exit_2_naming_the_flag_before_any_request() {
         );
     }
 }
+
+/// The bench fleet's timeline, relative to now (seconds): the data covers the last 2 h 10 min
+/// at a 30 s scrape; VMs 0-49 migrate twice (the first migration object garbage-collected),
+/// 50-99 once (object collected: the VMI's state remains), 100-119 restart (90 s without
+/// series, a new VMI on another node), 120-129 stop reporting for 10 minutes (backfilled series carry no staleness
+/// markers, so Prometheus' 5-minute lookback hides the first half of a silence).
+const BENCH_VMS: usize = 1000;
+const BENCH_SPAN: i64 = 7800;
+const BENCH_STEP: i64 = 30;
+
+#[derive(Clone, Copy, PartialEq)]
+enum BenchEvent {
+    None,
+    MigrateTwice(i64, i64),
+    MigrateOnce(i64),
+    Restart(i64),
+    Silent(i64),
+}
+
+fn bench_event(i: usize) -> BenchEvent {
+    let at = |base: i64| -(base - (i as i64 % 50) * 30);
+    match i {
+        0..=49 => BenchEvent::MigrateTwice(at(5400), at(3000)),
+        50..=99 => BenchEvent::MigrateOnce(at(4200)),
+        100..=119 => BenchEvent::Restart(at(2400)),
+        120..=129 => BenchEvent::Silent(at(1800)),
+        _ => BenchEvent::None,
+    }
+}
+
+fn bench_name(i: usize) -> String {
+    let workload = if i % 2 == 0 { "cpu" } else { "memory" };
+    format!("virtwork-{workload}-bench0-{i}")
+}
+
+/// Writes the fleet's two hours of KubeVirt series as OpenMetrics (families one after the
+/// other, each series' samples in time order).
+fn write_bench_history(path: &std::path::Path, now: i64) {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let families: [(&str, &str, &str); 6] = [
+        ("kubevirt_vmi_vcpu_seconds", "counter", "_total"),
+        ("kubevirt_vmi_info", "gauge", ""),
+        ("kubevirt_vmi_memory_available_bytes", "gauge", ""),
+        ("kubevirt_vmi_memory_usable_bytes", "gauge", ""),
+        ("kubevirt_vmi_migration_start_time_seconds", "gauge", ""),
+        ("kubevirt_vmi_migration_end_time_seconds", "gauge", ""),
+    ];
+    for (family, kind, suffix) in families {
+        writeln!(out, "# TYPE {family} {kind}").unwrap();
+        for i in 0..BENCH_VMS {
+            let name = bench_name(i);
+            if family.contains("memory") && i % 2 == 0 {
+                continue;
+            }
+            let event = bench_event(i);
+            // (node, from, to) segments; samples absent outside them.
+            let node = |k: usize| format!("node-{}", (i + k) % 10);
+            let (start, end) = (now - BENCH_SPAN, now);
+            let segments: Vec<(String, i64, i64)> = match event {
+                BenchEvent::MigrateTwice(a, b) => vec![
+                    (node(0), start, now + a),
+                    (node(1), now + a, now + b),
+                    (node(2), now + b, end),
+                ],
+                BenchEvent::MigrateOnce(a) => {
+                    vec![(node(0), start, now + a), (node(1), now + a, end)]
+                }
+                BenchEvent::Restart(r) => {
+                    vec![(node(0), start, now + r), (node(1), now + r + 90, end)]
+                }
+                _ => vec![(node(0), start, end)],
+            };
+            let migrations: Vec<(String, i64)> = match event {
+                BenchEvent::MigrateTwice(a, b) => vec![
+                    (format!("{name}-m1"), now + a),
+                    (format!("{name}-m2"), now + b),
+                ],
+                BenchEvent::MigrateOnce(a) => vec![(format!("{name}-m1"), now + a)],
+                _ => Vec::new(),
+            };
+            for (k, (node, from, to)) in segments.iter().enumerate() {
+                let mut labels = format!("name=\"{name}\",namespace=\"{NS}\",node=\"{node}\"");
+                let migration = k.checked_sub(1).and_then(|m| migrations.get(m));
+                match family {
+                    "kubevirt_vmi_vcpu_seconds" => labels.push_str(",id=\"0\",state=\"running\""),
+                    "kubevirt_vmi_info" => labels.push_str(",phase=\"running\""),
+                    "kubevirt_vmi_migration_start_time_seconds"
+                    | "kubevirt_vmi_migration_end_time_seconds" => {
+                        let Some((m, _)) = migration else { continue };
+                        labels.push_str(&format!(",migration_name=\"{m}\""));
+                        if family.contains("end") {
+                            labels.push_str(",status=\"succeeded\"");
+                        }
+                    }
+                    _ => {}
+                }
+                let mut t = from - from.rem_euclid(BENCH_STEP);
+                while t < *to {
+                    if t >= *from {
+                        let silent = matches!(event, BenchEvent::Silent(s) if t >= now + s && t < now + s + 600);
+                        let value = match family {
+                            "kubevirt_vmi_vcpu_seconds" if silent => None,
+                            "kubevirt_vmi_vcpu_seconds" => Some(
+                                0.95 * (t - from) as f64
+                                    + if k == 0 || !matches!(event, BenchEvent::Restart(_)) {
+                                        0.95 * (from - start) as f64
+                                    } else {
+                                        0.0
+                                    },
+                            ),
+                            "kubevirt_vmi_memory_available_bytes" if !silent => Some(2147483648.0),
+                            "kubevirt_vmi_memory_usable_bytes" if !silent => Some(322122547.0),
+                            "kubevirt_vmi_info" => Some(1.0),
+                            "kubevirt_vmi_migration_start_time_seconds" => {
+                                migration.map(|m| m.1 as f64)
+                            }
+                            "kubevirt_vmi_migration_end_time_seconds" => {
+                                migration.map(|m| (m.1 + 12) as f64)
+                            }
+                            _ => None,
+                        };
+                        if let Some(v) = value {
+                            writeln!(out, "{family}{suffix}{{{labels}}} {v} {t}").unwrap();
+                        }
+                    }
+                    t += BENCH_STEP;
+                }
+            }
+        }
+    }
+    writeln!(out, "# EOF").unwrap();
+}
+
+/// The fleet's VMs, VMIs and surviving migration objects, as the API server holds them
+/// after the two hours (no controllers run).
+fn seed_bench_fleet(server: &FakeApiServer, now: i64) {
+    let time = |t: i64| jiff::Timestamp::from_second(t).unwrap().to_string();
+    for i in 0..BENCH_VMS {
+        let name = bench_name(i);
+        let workload = if i % 2 == 0 { "cpu" } else { "memory" };
+        let labels = json!({
+            "app.kubernetes.io/managed-by": "virtwork",
+            "app.kubernetes.io/component": workload,
+            "virtwork/run-id": "0b6c4a8e-3f1d-4d2a-9c7e-5a1b2c3d4e5f",
+        });
+        server.insert(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": name, "namespace": NS, "labels": labels,
+                         "creationTimestamp": time(now - 3 * 3600)},
+            "spec": {"runStrategy": "Always", "template": {"spec": {"domain": {
+                "cpu": {"cores": 1}, "resources": {"requests": {"memory": "2Gi"}}}}}},
+        }));
+        let event = bench_event(i);
+        let (created, node, state) = match event {
+            BenchEvent::Restart(r) => (now + r + 60, (i + 1) % 10, json!(null)),
+            BenchEvent::MigrateTwice(_, b) => (
+                now - 3 * 3600,
+                (i + 2) % 10,
+                json!({
+                "migrationUid": format!("uid-{name}-m2"), "sourceNode": format!("node-{}", (i + 1) % 10),
+                "targetNode": format!("node-{}", (i + 2) % 10), "startTimestamp": time(now + b),
+                "endTimestamp": time(now + b + 12), "completed": true}),
+            ),
+            BenchEvent::MigrateOnce(a) => (
+                now - 3 * 3600,
+                (i + 1) % 10,
+                json!({
+                "migrationUid": format!("uid-{name}-m1"), "sourceNode": format!("node-{}", i % 10),
+                "targetNode": format!("node-{}", (i + 1) % 10), "startTimestamp": time(now + a),
+                "endTimestamp": time(now + a + 12), "completed": true}),
+            ),
+            _ => (now - 3 * 3600, i % 10, json!(null)),
+        };
+        server.insert(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": name, "namespace": NS, "labels": labels, "uid": format!("vmi-{i}"),
+                         "creationTimestamp": time(created)},
+            "status": {"phase": "Running", "nodeName": format!("node-{node}"), "migrationState": state,
+                       "conditions": [{"type": "LiveMigratable", "status": "True"}]},
+        }));
+        if let BenchEvent::MigrateTwice(_, b) = event {
+            server.insert(json!({
+                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+                "metadata": {"name": format!("{name}-m2"), "namespace": NS, "uid": format!("uid-{name}-m2"),
+                             "creationTimestamp": time(now + b - 1)},
+                "spec": {"vmiName": name},
+                "status": {"phase": "Succeeded", "phaseTransitionTimestamps": [
+                    {"phase": "Running", "phaseTransitionTimestamp": time(now + b)},
+                    {"phase": "Succeeded", "phaseTransitionTimestamp": time(now + b + 12)}]},
+            }));
+        }
+    }
+}
+
+/// The cost of `disruption --since 2h` on 1,000 VMs with two hours of history in a real
+/// Prometheus (backfilled with promtool, 30 s scrapes): wall time, peak RSS, queries. Ignored;
+/// run with `VIRTWORK_REQUIRE_PROMETHEUS=1 cargo test --test integration
+/// disruption::bench_disruption_1000_vms_over_2_hours -- --ignored --nocapture`
+/// (`VIRTWORK_BENCH_BINARY` measures another binary, e.g. the release build, too).
+#[test]
+#[ignore]
+fn bench_disruption_1000_vms_over_2_hours() {
+    let (Some(binary), Some(promtool)) = (tool("prometheus"), tool("promtool")) else {
+        return;
+    };
+    let server = FakeApiServer::start(Options {
+        namespaces: vec![NS.into()],
+        controllers: ControllerOptions {
+            enabled: false,
+            ..ControllerOptions::default()
+        },
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    server
+        .write_kubeconfig(dir.path().join("kubeconfig"))
+        .unwrap();
+    let now = jiff::Timestamp::now().as_second();
+    let history = dir.path().join("history.om");
+    let started = Instant::now();
+    write_bench_history(&history, now);
+    seed_bench_fleet(&server, now);
+    let prometheus = Prometheus::start_with_history(&binary, &promtool, &history);
+    eprintln!(
+        "BENCH setup (history, backfill, seeding): {:?}",
+        started.elapsed()
+    );
+    let mut programs = vec![std::ffi::OsString::from(env!("CARGO_BIN_EXE_virtwork"))];
+    programs.extend(std::env::var_os("VIRTWORK_BENCH_BINARY"));
+    let queries = || {
+        prometheus.get("/metrics").map_or(0, |(_, body)| {
+            body.lines()
+                .filter(|l| {
+                    l.starts_with("prometheus_http_requests_total") && l.contains("/api/v1/query")
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as u64
+        })
+    };
+    for program in programs {
+        let before = queries();
+        let clock = Instant::now();
+        let out = Command::new("/usr/bin/time")
+            .arg("-v")
+            .arg(&program)
+            .arg("--kubeconfig")
+            .arg(dir.path().join("kubeconfig"))
+            .args([
+                "--no-audit",
+                "--namespace",
+                NS,
+                "--qps",
+                "1000",
+                "--burst",
+                "1000",
+                "--output",
+                "json",
+            ])
+            .args([
+                "disruption",
+                "--since",
+                "2h",
+                "--prometheus",
+                &prometheus.url,
+            ])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let wall = clock.elapsed();
+        let sent = queries() - before;
+        let stderr = text(&out.stderr);
+        let rss = stderr
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("Maximum resident set size (kbytes): ")
+            })
+            .unwrap_or("?")
+            .to_string();
+        let doc: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+        if let Some(dump) = std::env::var_os("VIRTWORK_BENCH_DUMP") {
+            std::fs::write(dump, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+        }
+        let summary = &doc["summary"];
+        eprintln!(
+            "BENCH disruption 1000 VMs over 2h ({}): wall {wall:?}, Prometheus queries {sent}, peak RSS {rss} KiB, exit {:?}, step {} s\n{summary}",
+            std::path::Path::new(&program).display(),
+            out.status.code(),
+            doc["step_seconds"]
+        );
+        // The figures only count when the verdicts are the fleet's.
+        assert_eq!(summary["vms"], 1000, "{stderr}");
+        assert_eq!(summary["migrations"], 150, "{summary:#}");
+        assert_eq!(
+            summary["restarted"].as_u64().unwrap() + summary["beyond_budget"].as_u64().unwrap(),
+            30,
+            "{summary:#}"
+        );
+        assert_eq!(summary["migrated"], 100, "{summary:#}");
+        assert_eq!(summary["undisturbed"], 870, "{summary:#}");
+    }
+}

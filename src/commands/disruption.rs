@@ -406,12 +406,17 @@ fn assess_all(
             let mut moved = evidence::api_migrations(vmi, &objs, span);
             let metric = measured.and_then(|m| m.facts.get(&k)).unwrap_or(&none);
             let slack = measured.map_or(30.0, |m| 2.0 * m.grid.step);
-            let resets = evidence::counter_resets(&metric.vcpu);
+            let step = measured.map_or(30.0, |m| m.grid.step);
+            let resets = evidence::counter_resets(&metric.vcpu, step);
             let records: Vec<&ChurnRecord> = churn
                 .iter()
                 .filter(|c| c.namespace == k.0 && c.vm == k.1)
                 .collect();
-            let seen_before = metric.nodes.first().map(|(t, _)| *t);
+            let seen_before = metric
+                .nodes
+                .iter()
+                .filter_map(|(_, times)| times.first().copied())
+                .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
             let restarts = evidence::restarts(
                 created.get(&k).copied(),
                 seen_before,
@@ -546,31 +551,25 @@ async fn read_evidence(
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<BTreeMap<(String, String), MetricFacts>> {
-    let answers: Vec<Result<(String, RangeAnswer, [Labelled; 3])>> =
-        futures::stream::iter(batches(found))
-            .map(|(ns, names)| async move {
-                let [vcpu, nodes, starts, ends] = queries::evidence_queries(ns, &names);
-                let parsed = |q: String| async move {
-                    api.query_range_parsed(&q, range, policy, cancel, queries::parse_labelled)
-                        .await
-                };
-                let sum = api.query_range(&vcpu, range, policy, cancel).await?;
-                let (n, s, e) = futures::try_join!(parsed(nodes), parsed(starts), parsed(ends))?;
-                Ok((ns.to_string(), sum, [n, s, e]))
-            })
-            .buffered(QUERY_CONCURRENCY)
-            .collect()
-            .await;
+    let answers: Vec<Result<(String, [Labelled; 4])>> = futures::stream::iter(batches(found))
+        .map(|(ns, names)| async move {
+            let [vcpu, nodes, starts, ends] = queries::evidence_queries(ns, &names);
+            let parsed = |q: String| async move {
+                api.query_range_parsed(&q, range, policy, cancel, queries::parse_labelled)
+                    .await
+            };
+            let (v, n, s, e) =
+                futures::try_join!(parsed(vcpu), parsed(nodes), parsed(starts), parsed(ends))?;
+            Ok((ns.to_string(), [v, n, s, e]))
+        })
+        .buffered(QUERY_CONCURRENCY)
+        .collect()
+        .await;
     let mut out: BTreeMap<(String, String), MetricFacts> = BTreeMap::new();
     for answer in answers {
-        let (ns, sum, [nodes, starts, ends]) = answer?;
+        let (ns, [vcpu, nodes, starts, ends]) = answer?;
         let mut batch: BTreeMap<String, MetricFacts> = BTreeMap::new();
-        if let RangeAnswer::Series(series) = sum {
-            for (name, samples) in series {
-                batch.entry(name).or_default().vcpu = samples;
-            }
-        }
-        queries::file_evidence(&mut batch, nodes, starts, ends);
+        queries::file_evidence(&mut batch, vcpu, nodes, starts, ends);
         out.extend(batch.into_iter().map(|(name, f)| ((ns.clone(), name), f)));
     }
     Ok(out)

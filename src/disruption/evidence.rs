@@ -211,17 +211,87 @@ pub fn api_migrations(
     out
 }
 
-/// One VM's series in Prometheus over the window (range queries at one step).
+/// One VM's series in Prometheus over the window (range queries at one step), kept per node:
+/// a VMI on a new node is a new series, and the old one may still answer for Prometheus'
+/// lookback (5 minutes) when no staleness marker ended it (backfilled or federated data), so
+/// series are compared by when each began, never sample by sample across nodes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MetricFacts {
-    /// `kubevirt_vmi_info`: (sample time, node), sorted by time.
-    pub nodes: Vec<(f64, String)>,
+    /// `kubevirt_vmi_info`: per node, its sample times.
+    pub nodes: Vec<(String, Vec<f64>)>,
     /// `kubevirt_vmi_migration_start_time_seconds`: (migration name, start), each once.
     pub starts: Vec<(String, f64)>,
     /// `kubevirt_vmi_migration_end_time_seconds`: (migration name, end, status), each once.
     pub ends: Vec<(String, f64, String)>,
-    /// The sum of the VM's vCPU counters: (sample time, value), sorted by time.
-    pub vcpu: Vec<(f64, f64)>,
+    /// The sum of the VM's vCPU counters per node: (sample time, value).
+    pub vcpu: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// A stretch of one node's series without a gap longer than two steps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    pub node: String,
+    pub start: f64,
+    pub end: f64,
+    /// The first and last values (the vCPU counter; 1 for `kubevirt_vmi_info`).
+    pub first: f64,
+    pub last: f64,
+    /// Times inside it where the value went down.
+    pub drops: Vec<f64>,
+}
+
+/// The segments of per-node series, in the order they began.
+pub fn segments(series: &[(String, Vec<(f64, f64)>)], step: f64) -> Vec<Segment> {
+    let mut out: Vec<Segment> = Vec::new();
+    for (node, samples) in series {
+        let mut current: Option<Segment> = None;
+        for &(t, v) in samples {
+            match current.as_mut() {
+                Some(seg) if t - seg.end <= 2.0 * step => {
+                    if v < seg.last {
+                        seg.drops.push(t);
+                    }
+                    seg.end = t;
+                    seg.last = v;
+                }
+                _ => {
+                    out.extend(current.take());
+                    current = Some(Segment {
+                        node: node.clone(),
+                        start: t,
+                        end: t,
+                        first: v,
+                        last: v,
+                        drops: Vec::new(),
+                    });
+                }
+            }
+        }
+        out.extend(current);
+    }
+    out.sort_by(|a, b| a.start.total_cmp(&b.start));
+    out
+}
+
+/// Node changes: each segment on another node than the one before it (in start order), as
+/// (last time on the old node, first time on the new, old node, new node).
+pub fn node_changes(nodes: &[(String, Vec<f64>)], step: f64) -> Vec<(f64, f64, String, String)> {
+    let series: Vec<(String, Vec<(f64, f64)>)> = nodes
+        .iter()
+        .map(|(n, times)| (n.clone(), times.iter().map(|t| (*t, 1.0)).collect()))
+        .collect();
+    segments(&series, step)
+        .windows(2)
+        .filter(|pair| pair[0].node != pair[1].node)
+        .map(|pair| {
+            let (old, new) = (&pair[0], &pair[1]);
+            let before = match old.end < new.start {
+                true => old.end,
+                false => new.start - step,
+            };
+            (before, new.start, old.node.clone(), new.node.clone())
+        })
+        .collect()
 }
 
 /// Migrations Prometheus saw that the API no longer shows: the migration time series
@@ -258,11 +328,7 @@ pub fn metric_migrations(
             from: Source::PrometheusMigrationMetrics,
         });
     }
-    for pair in facts.nodes.windows(2) {
-        let ((before, from), (after, to)) = (&pair[0], &pair[1]);
-        if from == to {
-            continue;
-        }
+    for (before, after, from, to) in node_changes(&facts.nodes, step) {
         let explained = |at: f64| {
             known
                 .iter()
@@ -270,15 +336,15 @@ pub fn metric_migrations(
                 .any(|m| m.covers(at, 2.0 * step))
                 || restarts.iter().any(|r| (r - at).abs() <= 2.0 * step)
         };
-        if explained(*before) || explained(*after) {
+        if explained(before) || explained(after) {
             continue;
         }
         out.push(Migration {
             name: None,
-            start: Some(*before),
-            end: Some(*after),
-            source_node: Some(from.clone()),
-            target_node: Some(to.clone()),
+            start: Some(before),
+            end: Some(after),
+            source_node: Some(from),
+            target_node: Some(to),
             result: MigrationResult::Succeeded,
             from: Source::PrometheusNodeChange,
         });
@@ -287,13 +353,19 @@ pub fn metric_migrations(
     out
 }
 
-/// When the summed vCPU counter went down: the VM's QEMU started afresh (a new VMI, or a
-/// migration's target).
-pub fn counter_resets(vcpu: &[(f64, f64)]) -> Vec<f64> {
-    vcpu.windows(2)
-        .filter(|pair| pair[1].1 < pair[0].1)
-        .map(|pair| pair[1].0)
-        .collect()
+/// When the VM's vCPU counter started afresh (a new QEMU: a new VMI, or a migration's
+/// target): it went down within one node's series, or a series began lower than the one
+/// before it ended.
+pub fn counter_resets(vcpu: &[(String, Vec<(f64, f64)>)], step: f64) -> Vec<f64> {
+    let segs = segments(vcpu, step);
+    let mut out: Vec<f64> = segs.iter().flat_map(|s| s.drops.iter().copied()).collect();
+    out.extend(
+        segs.windows(2)
+            .filter(|pair| pair[1].first < pair[0].last)
+            .map(|pair| pair[1].start),
+    );
+    out.sort_by(f64::total_cmp);
+    out
 }
 
 /// A churn action the audit database recorded (`churn_action` events).
@@ -487,15 +559,21 @@ mod tests {
 
     #[test]
     fn prometheus_fills_in_collected_migrations_and_node_changes_no_restart_explains() {
+        let times = |from: f64, to: f64| {
+            (0..)
+                .map(|k| from + 15.0 * k as f64)
+                .take_while(|t| *t <= to)
+                .collect::<Vec<f64>>()
+        };
+        // Series overlap where Prometheus' lookback keeps an ended one answering.
         let facts = MetricFacts {
             nodes: vec![
-                (1000.0, "n0".into()),
-                (1015.0, "n0".into()),
-                (1030.0, "n1".into()),
-                (4000.0, "n1".into()),
-                (4015.0, "n2".into()),
-                (6000.0, "n2".into()),
-                (6015.0, "n0".into()),
+                (
+                    "n0".into(),
+                    [times(1000.0, 1315.0), times(6015.0, 6100.0)].concat(),
+                ),
+                ("n1".into(), times(1030.0, 4300.0)),
+                ("n2".into(), times(4015.0, 6300.0)),
             ],
             starts: vec![("m9".into(), 1020.0)],
             ends: vec![("m9".into(), 1026.0, "succeeded".into())],
@@ -525,13 +603,23 @@ mod tests {
 
     #[test]
     fn restarts_come_from_new_vmis_and_unexplained_counter_resets_with_their_churn_cause() {
-        let resets = counter_resets(&[
-            (1000.0, 50.0),
-            (1015.0, 60.0),
-            (1030.0, 2.0),
-            (5000.0, 900.0),
-            (5015.0, 1.0),
-        ]);
+        let resets = counter_resets(
+            &[
+                (
+                    "n0".into(),
+                    vec![
+                        (1000.0, 50.0),
+                        (1015.0, 60.0),
+                        (1030.0, 2.0),
+                        (5000.0, 900.0),
+                    ],
+                ),
+                // A new series that began lower (the old one lingering in the lookback).
+                ("n1".into(), vec![(5015.0, 1.0), (5030.0, 15.0)]),
+                ("n2".into(), vec![(5100.0, 30.0)]),
+            ],
+            15.0,
+        );
         assert_eq!(resets, vec![1030.0, 5015.0]);
         let migration = Migration {
             name: None,

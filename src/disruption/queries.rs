@@ -52,7 +52,7 @@ pub fn interval_from_count(seconds: u64, count: Option<f64>) -> Option<f64> {
 pub fn evidence_queries(namespace: &str, names: &[&str]) -> [String; 4] {
     let s = selector(namespace, names);
     [
-        format!("sum by (name) (kubevirt_vmi_vcpu_seconds_total{{{s}}})"),
+        format!("sum by (name, node) (kubevirt_vmi_vcpu_seconds_total{{{s}}})"),
         format!("max by (name, node) (kubevirt_vmi_info{{{s}}})"),
         format!("max by (name, migration_name) (kubevirt_vmi_migration_start_time_seconds{{{s}}})"),
         format!(
@@ -122,9 +122,10 @@ pub fn parse_labelled(body: &str) -> Result<Labelled, String> {
     ))
 }
 
-/// Files the answers of a batch's node, start and end queries into each VM's facts.
+/// Files the answers of a batch's vCPU, node, start and end queries into each VM's facts.
 pub fn file_evidence(
     facts: &mut BTreeMap<String, MetricFacts>,
+    vcpu: Labelled,
     nodes: Labelled,
     starts: Labelled,
     ends: Labelled,
@@ -134,10 +135,14 @@ pub fn file_evidence(
         Labelled::Rejected(_) => Vec::new(),
     };
     let label = |l: &BTreeMap<String, String>, k: &str| l.get(k).cloned().unwrap_or_default();
+    for (labels, values) in series(vcpu) {
+        let f = facts.entry(label(&labels, "name")).or_default();
+        f.vcpu.push((label(&labels, "node"), values));
+    }
     for (labels, values) in series(nodes) {
         let f = facts.entry(label(&labels, "name")).or_default();
-        f.nodes
-            .extend(values.iter().map(|(t, _)| (*t, label(&labels, "node"))));
+        let times = values.iter().map(|(t, _)| *t).collect();
+        f.nodes.push((label(&labels, "node"), times));
     }
     for (labels, values) in series(starts) {
         let f = facts.entry(label(&labels, "name")).or_default();
@@ -160,9 +165,6 @@ pub fn file_evidence(
                 f.ends.push(key);
             }
         }
-    }
-    for f in facts.values_mut() {
-        f.nodes.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
 }
 
@@ -196,6 +198,7 @@ mod tests {
         let mut facts = BTreeMap::new();
         file_evidence(
             &mut facts,
+            Labelled::Rejected("no".into()),
             parse_labelled(body).unwrap(),
             parse_labelled(starts).unwrap(),
             Labelled::Rejected("no".into()),
@@ -203,11 +206,7 @@ mod tests {
         let f = &facts["vm-0"];
         assert_eq!(
             f.nodes,
-            vec![
-                (10.0, "n0".into()),
-                (20.0, "n0".into()),
-                (30.0, "n1".into())
-            ]
+            vec![("n0".into(), vec![10.0, 20.0]), ("n1".into(), vec![30.0])]
         );
         assert_eq!(f.starts, vec![("m1".to_string(), 24.0)]);
         assert!(evidence_queries("ns", &["a.b", "c"])[0].contains(r#"name=~"a\\.b|c""#));
