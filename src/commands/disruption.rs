@@ -28,9 +28,10 @@ use crate::disruption::queries::{self, Labelled, MAX_POINTS, NAMES_PER_QUERY};
 use crate::disruption::report::{Context, json_report, text_report};
 use crate::disruption::{Assessed, Budget, Findings, Span, assess, failure_message};
 use crate::error::{Error, Result};
-use crate::k8s::cleanup::{ApiContext, ManagedKind, list_in_scope};
 use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
+use crate::k8s::scope::{ApiContext, list_in_scope};
+use crate::model::ManagedKind;
 use crate::model::{OutputFormat, Window};
 use crate::signals::contract::{SignalGroup, checks, profile_range_query};
 use crate::verify::evaluate::{QueryAnswer, RangeAnswer, vcpu_counter_in_millis};
@@ -51,7 +52,7 @@ struct Measured {
     grid: Grid,
     facts: BTreeMap<(String, String), MetricFacts>,
     /// Per VM: the samples and threshold of each expected signal, and the signal names.
-    expected: BTreeMap<(String, String), Vec<(String, Vec<(f64, f64)>, Option<f64>)>>,
+    expected: Expectations,
 }
 
 /// Runs `virtwork disruption`.
@@ -483,7 +484,7 @@ fn grid(span: Span, interval: f64) -> Grid {
     }
 }
 
-fn batches<'a>(found: &'a [Target]) -> Vec<(&'a str, Vec<&'a str>)> {
+fn batches(found: &[Target]) -> Vec<(&str, Vec<&str>)> {
     let mut by_ns: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for t in found {
         by_ns
@@ -575,7 +576,10 @@ async fn read_evidence(
     Ok(out)
 }
 
+/// Per VM (namespace, name): each expected signal's name, samples and per-sample threshold.
 type Expectations = BTreeMap<(String, String), Vec<(String, Vec<(f64, f64)>, Option<f64>)>>;
+/// The VMs of one signal query and the threshold each sample of theirs must reach.
+type GroupVms<'a> = Vec<(&'a str, Option<f64>)>;
 
 /// The samples of each VM's expected signals: one range query per signal group and batch
 /// (verify's expression of the signal, each sample a rate over `rate_window`), each sample
@@ -602,7 +606,7 @@ async fn read_signals(
                 .push((t.facts.name.as_str(), threshold));
         }
     }
-    let jobs: Vec<(SignalGroup, Vec<(&str, Option<f64>)>)> = groups
+    let jobs: Vec<(SignalGroup, GroupVms)> = groups
         .into_iter()
         .flat_map(|(g, vms)| {
             vms.chunks(NAMES_PER_QUERY)
@@ -610,17 +614,16 @@ async fn read_signals(
                 .collect::<Vec<_>>()
         })
         .collect();
-    let answers: Vec<Result<(SignalGroup, Vec<(&str, Option<f64>)>, RangeAnswer)>> =
-        futures::stream::iter(jobs)
-            .map(|(group, vms)| async move {
-                let names: Vec<&str> = vms.iter().map(|(n, _)| *n).collect();
-                let query = profile_range_query(&group, &names, window);
-                let answer = api.query_range(&query, range, policy, cancel).await?;
-                Ok((group, vms, answer))
-            })
-            .buffered(QUERY_CONCURRENCY)
-            .collect()
-            .await;
+    let answers: Vec<Result<(SignalGroup, GroupVms, RangeAnswer)>> = futures::stream::iter(jobs)
+        .map(|(group, vms)| async move {
+            let names: Vec<&str> = vms.iter().map(|(n, _)| *n).collect();
+            let query = profile_range_query(&group, &names, window);
+            let answer = api.query_range(&query, range, policy, cancel).await?;
+            Ok((group, vms, answer))
+        })
+        .buffered(QUERY_CONCURRENCY)
+        .collect()
+        .await;
     let mut out = Expectations::new();
     let mut vcpu_max: f64 = 0.0;
     for answer in answers {

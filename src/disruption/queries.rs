@@ -61,10 +61,13 @@ pub fn evidence_queries(namespace: &str, names: &[&str]) -> [String; 4] {
     ]
 }
 
+/// One series of a range answer: its kept labels and samples.
+pub type LabelledSeries = (BTreeMap<String, String>, Vec<(f64, f64)>);
+
 /// A range answer with the labels `disruption` reads, or Prometheus' rejection.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Labelled {
-    Series(Vec<(BTreeMap<String, String>, Vec<(f64, f64)>)>),
+    Series(Vec<LabelledSeries>),
     Rejected(String),
 }
 

@@ -217,12 +217,15 @@ struct Family {
     samples: Vec<(String, f64)>,
 }
 
+/// Renders a VMI's labels plus extra ones as a label set.
+type RenderLabels<'a> = dyn Fn(&[(&str, String)]) -> String + 'a;
+
 /// virt-controller's series of one VMI: `kubevirt_vmi_info` and its last migration's start
 /// and end times (collectVMIInfo, collectVMIMigrationTime upstream).
 fn controller_series(
     store: &Store,
     vmi: &Value,
-    render_labels: &dyn Fn(&[(&str, String)]) -> String,
+    render_labels: &RenderLabels<'_>,
     push: &mut dyn FnMut(&str, String, f64),
 ) {
     let phase = vmi["status"]["phase"].as_str().unwrap_or("").to_lowercase();
