@@ -133,6 +133,8 @@ pub struct GlobalArgs {
 pub fn inert_global_flags(name: &str) -> &'static [&'static str] {
     match name {
         "status" | "verify" => &["audit", "no_audit", "audit_db"],
+        // Reads the audit database (--execution, churn causes), never records.
+        "disruption" => &["audit", "no_audit"],
         "validate" => &[
             "namespace",
             "kubeconfig",
@@ -285,6 +287,19 @@ it is the VM churn listed. Without --run-id churn asks before acting on every ru
 and exits 130. --dry-run prints the schedule."
     )]
     Churn(ChurnArgs),
+
+    /// Report what a window (an upgrade, a drain, a churn) did to each VM and its workload
+    #[command(
+        long_about = "Over a window (--since, --from/--to, or the time of a recorded churn \
+with --execution), report per VM its live migrations (start, end, duration, source and target \
+node, result: from VirtualMachineInstanceMigration objects and the VMI's migrationState, else \
+from Prometheus' kubevirt_vmi_migration_* series and node changes of kubevirt_vmi_info), its \
+restarts (a new VMI, a vCPU counter reset; the cause when the audit database recorded a churn \
+action) and, when Prometheus is reachable (found as verify finds it), how long its workload's \
+expected signal was absent or below the contract verify judges by. Exit 0 when every VM stayed \
+within the budget (--max-interruption, --allow-restarts), 1 when one did not."
+    )]
+    Disruption(DisruptionArgs),
 
     /// Query the local audit database
     #[command(subcommand)]
@@ -603,6 +618,80 @@ fn parse_alert_name(text: &str) -> Result<String, String> {
     } else {
         Err("expected an alert name: letters, digits and '_', not starting with a digit (e.g. VirtworkExpectedSignalMissing)".into())
     }
+}
+
+/// Flags of `virtwork disruption`. See `config::DisruptionSettings::resolve`.
+#[derive(Debug, Args)]
+pub struct DisruptionArgs {
+    /// Only this run's VMs (UUID)
+    #[arg(long, value_name = "UUID")]
+    pub run_id: Option<RunId>,
+
+    /// Look in every namespace instead of --namespace
+    #[arg(long, short = 'A')]
+    pub all_namespaces: bool,
+
+    /// The window ends now and began this long ago (e.g. 30m, 2h) [default: 1h]
+    #[arg(long, value_name = "DURATION", value_parser = parse_window, conflicts_with_all = ["from", "execution"])]
+    pub since: Option<crate::model::Window>,
+
+    /// Start of the window, RFC 3339 (e.g. 2026-12-05T10:00:00Z)
+    #[arg(long, value_name = "TIME", value_parser = parse_timestamp, conflicts_with = "execution")]
+    pub from: Option<jiff::Timestamp>,
+
+    /// End of the window, RFC 3339 [default: now]
+    #[arg(long, value_name = "TIME", value_parser = parse_timestamp, requires = "from")]
+    pub to: Option<jiff::Timestamp>,
+
+    /// Take the window of this recorded execution (a churn's run id in the audit database)
+    #[arg(long, value_name = "UUID")]
+    pub execution: Option<RunId>,
+
+    /// Longest workload interruption within the budget (e.g. 30s, 2m) [default: two scrape
+    /// intervals]
+    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+    pub max_interruption: Option<crate::model::Window>,
+
+    /// Which VMs may restart within the budget
+    #[arg(long, value_enum, value_name = "WHICH")]
+    pub allow_restarts: Option<crate::model::AllowRestarts>,
+
+    /// Prometheus base URL (http or https), instead of finding it through the API server
+    #[arg(long, value_name = "URL", value_parser = parse_prometheus_url)]
+    pub prometheus: Option<http::Uri>,
+
+    /// File holding the bearer token to send to --prometheus (a regular file of at most
+    /// 64 KiB; readable by you only) [default: no token]
+    #[arg(long, value_name = "PATH", requires = "prometheus")]
+    pub prometheus_token_file: Option<PathBuf>,
+
+    /// Send the kubeconfig's own bearer token to --prometheus (use it only with a URL the
+    /// cluster itself serves)
+    #[arg(
+        long,
+        requires = "prometheus",
+        conflicts_with = "prometheus_token_file"
+    )]
+    pub prometheus_use_cluster_token: bool,
+
+    /// Send the token even though --prometheus is a plain http:// URL
+    #[arg(long, requires = "prometheus")]
+    pub prometheus_allow_http_token: bool,
+
+    /// Do not look for Prometheus: migrations and restarts from the API alone
+    #[arg(long, conflicts_with = "prometheus")]
+    pub no_prometheus: bool,
+
+    /// Catalog whose entries judge catalog VMs [env: VIRTWORK_CATALOG_DIR] [default: ~/.virtwork/catalog]
+    #[arg(long, value_name = "DIR")]
+    pub catalog_dir: Option<PathBuf>,
+}
+
+/// An RFC 3339 instant (`2026-12-05T10:00:00Z`, `2026-12-05T12:00:00+02:00`).
+fn parse_timestamp(text: &str) -> Result<jiff::Timestamp, String> {
+    text.trim().parse::<jiff::Timestamp>().map_err(|_| {
+        "expected an RFC 3339 time with a UTC offset, such as 2026-12-05T10:00:00Z".to_string()
+    })
 }
 
 /// Flags of `virtwork churn`. Values are typed here (parsed once); see

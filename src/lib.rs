@@ -11,6 +11,7 @@ pub mod cli;
 pub(crate) mod cloudinit;
 pub mod commands;
 pub mod config;
+pub mod disruption;
 pub mod error;
 pub mod html;
 pub mod htmlreport;

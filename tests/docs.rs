@@ -683,6 +683,10 @@ fn real_documents(dir: &Path) -> Vec<(&'static str, serde_json::Value)> {
             doc
         }),
         (
+            "## `virtwork disruption --output json`",
+            disruption_document(),
+        ),
+        (
             "## `virtwork validate --output json`",
             document(
                 dir,
@@ -711,6 +715,30 @@ fn real_documents(dir: &Path) -> Vec<(&'static str, serde_json::Value)> {
             ),
         ),
     ]
+}
+
+/// The document `virtwork disruption` prints, built by the function it prints with.
+fn disruption_document() -> serde_json::Value {
+    use virtwork::disruption::report::{Context, json_report};
+    use virtwork::disruption::{Budget, Span};
+    let context = Context {
+        namespace: Some("virtwork".into()),
+        run_id: None,
+        span: Span {
+            from: 0.0,
+            to: 7200.0,
+        },
+        span_from: "--since 2h".into(),
+        prometheus: Ok("p".into()),
+        step: Some(30.0),
+        scrape_interval: Some(30.0),
+        budget: Budget {
+            max_interruption: Some(60.0),
+            max_interruption_from: "two scrape intervals of 30s".into(),
+            allow_restarts: virtwork::model::AllowRestarts::None,
+        },
+    };
+    json_report(&[], &context)
 }
 
 /// The document a completed churn prints, built by the function `virtwork churn` prints with.

@@ -308,6 +308,140 @@ fn cpu_step_signal(vm: &mut Guest) -> Result<String, Failure> {
     )
 }
 
+/// Seconds the in-guest sampler runs around a live migration: about 20 s before it, the rest
+/// after, so the step profile (30 s phases) changes level at least once after the switch-over.
+const MIGRATION_TRACE_SECS: u64 = 80;
+
+fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// `MainPID=…`, `NRestarts=…` and `ActiveState=…` of the cpu unit.
+fn unit_identity(vm: &mut Guest, step: &'static str) -> Result<String, Failure> {
+    vm.check(
+        step,
+        "systemctl show -p MainPID -p NRestarts -p ActiveState virtwork-cpu.service",
+    )
+}
+
+/// A profiled cpu guest live-migrates between two QEMU processes on this host (shared
+/// storage, `-incoming` on a loopback TCP port, QMP `migrate`) and its workload survives: the
+/// unit keeps its PID, stays active and never restarted; every whole 1 s window after the
+/// switch-over (through at least one phase change) is at the level the profile's schedule
+/// gives by the unit's own clock; the load is back within 5 s of the switch-over. QEMU's
+/// pause and the guest's longest gap between samples are recorded.
+fn live_migration_scenario() -> Result<(), Failure> {
+    let specs = vms(&["--workloads", "cpu", "--params", CPU_STEP_PARAMS], "cpu");
+    let _slots = guest::take_slots(1);
+    let mut vm = guest::boot_with(&specs[0], None, &[], true)?;
+    let ready = vm.wait_ready(READY_TIMEOUT)?;
+    let step = "signal: the workload survives live migration";
+    let before = unit_identity(&mut vm, step)?;
+    let start_text = vm.check(step, "cat /var/lib/virtwork/cpu.profile-start")?;
+    let start: u64 = start_text
+        .trim()
+        .parse()
+        .map_err(|_| vm.fail(step, format!("start file holds {start_text:?}")))?;
+    vm.check(
+        step,
+        &format!(
+            "setsid sh -c 'for i in $(seq 0 {MIGRATION_TRACE_SECS}); do echo \"$(date +%s%3N) $(head -n1 /proc/stat)\"; sleep 1; done > /run/migration-trace' </dev/null >/dev/null 2>&1 &"
+        ),
+    )?;
+    let sampling = Instant::now();
+    // The guest's clock against the host's, to place the switch-over on the guest's samples.
+    let host0 = unix_millis();
+    let guest_now = vm.check(step, "date +%s%3N")?;
+    let host1 = unix_millis();
+    let offset = guest_now.trim().parse::<i64>().unwrap_or(0) - ((host0 + host1) / 2) as i64;
+    std::thread::sleep(Duration::from_secs(20));
+    let figures = vm.live_migrate()?;
+    vm.wait_agent(Duration::from_secs(60))?;
+    let rest = Duration::from_secs(MIGRATION_TRACE_SECS + 3).saturating_sub(sampling.elapsed());
+    std::thread::sleep(rest);
+    let after = unit_identity(&mut vm, step)?;
+    let trace = vm.check(step, "cat /run/migration-trace")?;
+    let switched = (figures.switched_at_ms as i64 + offset).max(0) as u64;
+    let judged = judge_migration_trace(&trace, start, switched).map_err(|e| vm.fail(step, e))?;
+    let pid = |state: &str| {
+        state
+            .lines()
+            .find(|l| l.starts_with("MainPID="))
+            .map(String::from)
+    };
+    if pid(&before) != pid(&after)
+        || pid(&after).as_deref() == Some("MainPID=0")
+        || !after.contains("NRestarts=0")
+        || !after.contains("ActiveState=active")
+    {
+        return Err(vm.fail(
+            step,
+            format!("the unit before: {before:?}, after: {after:?}"),
+        ));
+    }
+    guest::record(&format!(
+        "cpu live migration: boot-to-active {ready:.0} s; QEMU total {} ms, downtime {} ms, {:.0} MiB sent; {judged}; unit {}",
+        figures.total_ms,
+        figures.downtime_ms,
+        figures.transferred_mib,
+        after.split_whitespace().collect::<Vec<_>>().join(" ")
+    ));
+    Ok(())
+}
+
+/// Judges the 1 s windows of a migration trace (`<epoch ms> <cpu line>`) against the step
+/// profile that started at `start` (Unix seconds), the switch-over at `switched` (guest
+/// epoch ms). Ok: what was measured; Err: why the workload did not survive.
+fn judge_migration_trace(trace: &str, start: u64, switched: u64) -> Result<String, String> {
+    let levels = Levels { low: 10, high: 90 };
+    let schedule = LoadProfile::step(levels, 60, 50).unwrap().schedule();
+    let (mut judged_after, mut levels_after) = (0, std::collections::BTreeSet::new());
+    let (mut resumed, mut longest_gap, mut off) = (None, 0u64, Vec::new());
+    for pair in timed_samples(trace).windows(2) {
+        let ((t0, c0), (t1, c1)) = (pair[0], pair[1]);
+        longest_gap = longest_gap.max(t1 - t0);
+        let (e0, e1) = (
+            (t0 / 1000).saturating_sub(start),
+            (t1 / 1000).saturating_sub(start),
+        );
+        let expected = schedule.level_at(e0);
+        let whole = schedule.level_at(e0.saturating_sub(2)) == expected
+            && schedule.level_at(e1) == expected;
+        let Some((busy, _)) = cpu_busy_percent(c0, c1, t1 - t0) else {
+            return Err(format!("unreadable samples {c0:?} {c1:?}"));
+        };
+        let within = match expected == levels.high {
+            true => busy >= 60.0,
+            false => busy <= 40.0,
+        };
+        if t0 >= switched && whole && within && resumed.is_none() {
+            resumed = Some(t1 - switched);
+        }
+        if whole && t0 >= switched {
+            judged_after += 1;
+            levels_after.insert(expected);
+        }
+        if whole && !within {
+            off.push(format!(
+                "{e0}-{e1} s: expected {expected} %, measured {busy:.0} %"
+            ));
+        }
+    }
+    let resumed = resumed.ok_or("no window after the switch-over was at its level")?;
+    if !off.is_empty() || resumed > 5_000 || levels_after.len() < 2 || judged_after < 20 {
+        return Err(format!(
+            "{judged_after} windows judged after the switch-over (levels {levels_after:?}), load back after {resumed} ms; off the profile: {off:?}"
+        ));
+    }
+    Ok(format!(
+        "{judged_after} whole 1 s windows after the switch-over at their level (both levels), load back {:.1} s after it, longest gap between the guest's 1 s samples {longest_gap} ms",
+        resumed as f64 / 1000.0
+    ))
+}
+
 /// Requests the data disk completed per second over a window, from two `<reads> <writes>`
 /// samples of /proc/diskstats (completed requests: fio's direct 4 KiB I/O is one each).
 fn disk_iops(counts0: &str, counts1: &str, millis: u64) -> Option<(f64, String)> {
@@ -1147,6 +1281,16 @@ mod single {
             "cpu",
             cpu_step_signal,
         );
+    }
+
+    #[test]
+    fn cpu_workload_survives_a_live_migration() {
+        if !guest::available("cpu_workload_survives_a_live_migration") {
+            return;
+        }
+        if let Err(failure) = live_migration_scenario() {
+            panic!("{failure}");
+        }
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod config;
 mod connect;
 mod density;
 mod deploy;
+mod disruption;
 mod docs;
 mod dry_run;
 mod entrypoint;

@@ -205,6 +205,41 @@ pub fn list_executions(conn: &Connection, filter: &ListFilter) -> Result<Vec<Exe
     rows.collect::<rusqlite::Result<_>>().map_err(query_failed)
 }
 
+/// One succeeded churn action (`churn_action` event): the churn's run id, when it ended
+/// (RFC 3339) and its message (`<action> <ns>/<vm>: succeeded`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChurnActionRow {
+    pub run_id: String,
+    pub occurred_at: String,
+    pub message: String,
+}
+
+/// Most churn actions read for one report (a day of churn at its highest rate is less).
+pub const MAX_CHURN_ACTIONS: i64 = 100_000;
+
+/// The churn actions recorded between `from` and `to` (RFC 3339 UTC, as the recorder
+/// writes them, so they compare as text), oldest first, at most [`MAX_CHURN_ACTIONS`].
+pub fn churn_actions(conn: &Connection, from: &str, to: &str) -> Result<Vec<ChurnActionRow>> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT a.run_id, e.occurred_at, e.message FROM events e
+             JOIN audit_log a ON a.id = e.audit_id
+             WHERE e.event_type = 'churn_action' AND e.occurred_at >= ?1 AND e.occurred_at <= ?2
+             ORDER BY e.occurred_at, e.id LIMIT ?3",
+        )
+        .map_err(query_failed)?;
+    let rows = stmt
+        .query_map(params![from, to, MAX_CHURN_ACTIONS], |r| {
+            Ok(ChurnActionRow {
+                run_id: r.get(0)?,
+                occurred_at: r.get(1)?,
+                message: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+            })
+        })
+        .map_err(query_failed)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(query_failed)
+}
+
 /// Everything recorded for `run_id`, or `None` when no execution has that id.
 pub fn show_execution(conn: &Connection, run_id: &str) -> Result<Option<ExecutionDetail>> {
     let found = conn

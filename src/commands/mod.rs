@@ -9,6 +9,7 @@ pub mod audit;
 pub mod churn;
 pub mod cleanup;
 pub mod completion;
+pub mod disruption;
 pub mod report;
 pub mod run;
 pub mod status;
@@ -20,7 +21,8 @@ use std::io::Write;
 
 use crate::cli::{Cli, Command};
 use crate::config::{
-    AuditSettings, ChurnSettings, CleanupSettings, GlobalSettings, ReportSettings, RunSettings,
+    AuditSettings, ChurnSettings, CleanupSettings, DisruptionSettings, GlobalSettings,
+    ReportSettings, RunSettings,
     StatusSettings, ValidateSettings, VerifySettings,
 };
 use crate::error::{Error, Result};
@@ -62,6 +64,11 @@ pub fn dispatch(cli: Cli, env: &[(String, String)]) -> Result<()> {
             let settings = VerifySettings::resolve(&global, &args, env)?;
             start_logging(&settings.global);
             block_on(verify::verify(&settings))
+        }
+        Command::Disruption(args) => {
+            let settings = DisruptionSettings::resolve(&global, &args, env)?;
+            start_logging(&settings.global);
+            block_on(disruption::disruption(&settings))
         }
         Command::Churn(args) => {
             let settings = ChurnSettings::resolve(&global, &args, env)?;

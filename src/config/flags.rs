@@ -117,6 +117,14 @@ pub fn verify(args: &VerifyArgs) -> Partial {
     }
 }
 
+/// The flags of `virtwork disruption`.
+pub fn disruption(args: &crate::cli::DisruptionArgs) -> Partial {
+    Partial {
+        catalog_dir: given(&args.catalog_dir, "--catalog-dir"),
+        ..Partial::default()
+    }
+}
+
 /// The flags of `virtwork validate`.
 pub fn validate(args: &ValidateArgs) -> Partial {
     Partial {

@@ -31,9 +31,9 @@ pub use params::parse_params;
 pub use partial::{KEYS, KeySpec, Partial, env_keys};
 pub use resolve::output_format;
 pub use settings::{
-    AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, GlobalSettings,
-    PrometheusCredential, PrometheusTarget, ReportSettings, RunSettings, SampleBuild,
-    StatusSettings, ValidateSettings, VerifySettings,
+    AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, DisruptionSettings,
+    DisruptionSpan, GlobalSettings, PrometheusCredential, PrometheusTarget, ReportSettings,
+    RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
 };
 pub use value::{Source, Sourced};
 

@@ -18,10 +18,44 @@ use crate::verify::prometheus::{display_url, is_valid_bearer_token};
 /// The largest token file read (64 KiB): service-account and OIDC tokens are a few KiB.
 pub const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
 
+/// The Prometheus flags of a command that reads Prometheus (`verify`, `disruption`).
+pub struct PrometheusFlags<'a> {
+    pub prometheus: Option<&'a http::Uri>,
+    pub prometheus_token_file: Option<&'a Path>,
+    pub prometheus_use_cluster_token: bool,
+    pub prometheus_allow_http_token: bool,
+}
+
+impl<'a> From<&'a VerifyArgs> for PrometheusFlags<'a> {
+    fn from(args: &'a VerifyArgs) -> Self {
+        PrometheusFlags {
+            prometheus: args.prometheus.as_ref(),
+            prometheus_token_file: args.prometheus_token_file.as_deref(),
+            prometheus_use_cluster_token: args.prometheus_use_cluster_token,
+            prometheus_allow_http_token: args.prometheus_allow_http_token,
+        }
+    }
+}
+
+impl<'a> From<&'a crate::cli::DisruptionArgs> for PrometheusFlags<'a> {
+    fn from(args: &'a crate::cli::DisruptionArgs) -> Self {
+        PrometheusFlags {
+            prometheus: args.prometheus.as_ref(),
+            prometheus_token_file: args.prometheus_token_file.as_deref(),
+            prometheus_use_cluster_token: args.prometheus_use_cluster_token,
+            prometheus_allow_http_token: args.prometheus_allow_http_token,
+        }
+    }
+}
+
 /// The Prometheus target of `args`; a warning about the token file's permissions, if any,
 /// is pushed onto `notices`.
-pub fn target(args: &VerifyArgs, notices: &mut Vec<String>) -> Result<PrometheusTarget> {
-    let Some(url) = &args.prometheus else {
+pub fn target<'a>(
+    args: impl Into<PrometheusFlags<'a>>,
+    notices: &mut Vec<String>,
+) -> Result<PrometheusTarget> {
+    let args: PrometheusFlags<'a> = args.into();
+    let Some(url) = args.prometheus else {
         return Ok(PrometheusTarget::Discover);
     };
     if url.authority().is_some_and(|a| a.as_str().contains('@')) {
@@ -33,7 +67,7 @@ pub fn target(args: &VerifyArgs, notices: &mut Vec<String>) -> Result<Prometheus
         )));
     }
     let (credential, flag) = match (
-        &args.prometheus_token_file,
+        args.prometheus_token_file,
         args.prometheus_use_cluster_token,
     ) {
         (Some(path), _) => {

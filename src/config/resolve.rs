@@ -15,13 +15,14 @@ use super::flags;
 use super::params::parse_params;
 use super::partial::Partial;
 use super::settings::{
-    AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, GlobalSettings,
-    ReportSettings, RunSettings, SampleBuild, StatusSettings, ValidateSettings, VerifySettings,
+    AuditDb, AuditSettings, ChurnSettings, CleanupSettings, ClusterAccess, DisruptionSettings,
+    DisruptionSpan, GlobalSettings, ReportSettings, RunSettings, SampleBuild, StatusSettings,
+    ValidateSettings, VerifySettings,
 };
 use super::value::{Source, Sourced, check_minimum};
 use super::yaml::{self, FileLayer};
 use crate::cli::{
-    AuditCommand, ChurnArgs, CleanupArgs, GlobalArgs, ReportArgs, RunArgs, StatusArgs,
+    AuditCommand, ChurnArgs, CleanupArgs, DisruptionArgs, GlobalArgs, ReportArgs, RunArgs, StatusArgs,
     ValidateArgs, VerifyArgs,
 };
 use crate::error::{Error, Result};
@@ -369,6 +370,74 @@ impl VerifySettings {
             global,
         })
     }
+}
+
+/// The longest window `disruption` reads (its queries stay bounded in points, not in time,
+/// but a month of a fleet's migrations is not an upgrade).
+const MAX_DISRUPTION_WINDOW_SECS: u64 = 7 * 86_400;
+
+impl DisruptionSettings {
+    /// The settings of `virtwork disruption`; reads `--prometheus-token-file`.
+    pub fn resolve(
+        global: &GlobalArgs,
+        args: &DisruptionArgs,
+        env: &[(String, String)],
+    ) -> Result<DisruptionSettings> {
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::disruption(args)),
+            Vec::new(),
+            env,
+        )?;
+        let mut global = GlobalSettings::from_layers(&layers)?;
+        let prometheus = match args.no_prometheus {
+            true => None,
+            false => Some(super::prometheus::target(args, &mut global.notices)?),
+        };
+        Ok(DisruptionSettings {
+            scope: Scope {
+                namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
+                run_id: args.run_id.map(|id| id.to_string()),
+            },
+            span: disruption_span(args)?,
+            max_interruption: args.max_interruption.map(Window::as_duration),
+            allow_restarts: args.allow_restarts.unwrap_or_default(),
+            prometheus,
+            catalog_dir: catalog_dir(&layers, false)?,
+            output: global.output,
+            global,
+        })
+    }
+}
+
+/// The window as the flags give it; `--to` before `--from`, or a window longer than
+/// [`MAX_DISRUPTION_WINDOW_SECS`], is refused.
+fn disruption_span(args: &DisruptionArgs) -> Result<DisruptionSpan> {
+    let too_long = |flag: &str, given: &str| {
+        Error::input(format!(
+            "invalid value \"{given}\" for {flag}: the window may be at most 7d; look at one upgrade or drain at a time"
+        ))
+    };
+    if let Some(id) = args.execution {
+        return Ok(DisruptionSpan::Execution(id.to_string()));
+    }
+    let Some(from) = args.from else {
+        let since = args.since.unwrap_or(Window::from_secs(3_600).expect("1h"));
+        if since.as_secs() > MAX_DISRUPTION_WINDOW_SECS {
+            return Err(too_long("--since", &since.to_string()));
+        }
+        return Ok(DisruptionSpan::Since(since));
+    };
+    let end = args.to.unwrap_or_else(jiff::Timestamp::now);
+    if end <= from {
+        return Err(Error::input(format!(
+            "invalid value \"{end}\" for --to: expected a time after --from {from}"
+        )));
+    }
+    if (end.as_second() - from.as_second()) as u64 > MAX_DISRUPTION_WINDOW_SECS {
+        return Err(too_long("--from", &from.to_string()));
+    }
+    Ok(DisruptionSpan::Between { from, to: args.to })
 }
 
 impl ChurnSettings {

@@ -188,6 +188,37 @@ pub struct VerifySettings {
     pub output: OutputFormat,
 }
 
+/// The window `virtwork disruption` looks at, as given (made concrete by the command, which
+/// knows the time and reads the audit database).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DisruptionSpan {
+    /// `--since`: ending now.
+    Since(Window),
+    /// `--from` [`--to`, else now].
+    Between {
+        from: jiff::Timestamp,
+        to: Option<jiff::Timestamp>,
+    },
+    /// `--execution`: the start and end of a recorded execution (its run id).
+    Execution(String),
+}
+
+/// `virtwork disruption`.
+#[derive(Debug, Clone)]
+pub struct DisruptionSettings {
+    pub global: GlobalSettings,
+    /// The run's namespace (None: every namespace) and run id.
+    pub scope: Scope,
+    pub span: DisruptionSpan,
+    /// `--max-interruption`; None: two scrape intervals, once known.
+    pub max_interruption: Option<Duration>,
+    pub allow_restarts: crate::model::AllowRestarts,
+    /// None with `--no-prometheus`.
+    pub prometheus: Option<PrometheusTarget>,
+    pub catalog_dir: PathBuf,
+    pub output: OutputFormat,
+}
+
 /// `virtwork churn`: the scope (flags only) and the `churn-*` keys.
 #[derive(Debug, Clone)]
 pub struct ChurnSettings {

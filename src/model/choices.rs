@@ -54,7 +54,8 @@ text_form!(
     DryRunMode,
     ReadyCondition,
     EvictionStrategy,
-    ColorChoice
+    ColorChoice,
+    AllowRestarts
 );
 
 impl ReadyCondition {
@@ -144,6 +145,17 @@ pub enum ReadyCondition {
     /// Every workload unit is active in the guest: the VMI's readiness probe (systemctl
     /// is-active through the guest agent) passes, i.e. condition Ready=True
     Workload,
+}
+
+/// Which VMs `virtwork disruption` lets restart within the budget (`--allow-restarts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllowRestarts {
+    /// No VM may restart: every restart is beyond the budget
+    #[default]
+    None,
+    /// Only VMs that cannot live-migrate may restart (their VMI says LiveMigratable=False)
+    NonMigratable,
 }
 
 /// What KubeVirt does with a VM whose node is drained (`spec.template.spec.evictionStrategy`).

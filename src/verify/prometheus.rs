@@ -376,6 +376,24 @@ impl PrometheusApi {
             .await
     }
 
+    /// [`Self::query_range`] with the caller's parser of the answer (a caller that needs
+    /// other labels than `name`: `disruption` reads `node` and `migration_name`).
+    pub async fn query_range_parsed<T>(
+        &self,
+        promql: &str,
+        (start, end, step): (u64, u64, u64),
+        policy: &RetryPolicy,
+        cancel: &CancellationToken,
+        parse: fn(&str) -> std::result::Result<T, String>,
+    ) -> Result<T> {
+        let path = format!(
+            "{}/api/v1/query_range?query={}&start={start}&end={end}&step={step}",
+            self.base_path,
+            url_encode(promql)
+        );
+        self.get_answer(&path, policy, cancel, parse).await
+    }
+
     /// GETs an API path under the retry policy and parses the answer with `parse`; refused
     /// credentials are an error saying which ones to check.
     async fn get_answer<T>(

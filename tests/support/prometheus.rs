@@ -84,6 +84,34 @@ impl Prometheus {
                 ));
             }
         }
+        Prometheus::spawn(binary, dir, &config)
+    }
+
+    /// A Prometheus without scrape jobs whose storage holds the samples of `openmetrics`
+    /// (an OpenMetrics file, timestamps in seconds), written into blocks by `promtool tsdb
+    /// create-blocks-from openmetrics` before it starts: history a test cannot wait for.
+    pub fn start_with_history(
+        binary: &PathBuf,
+        promtool: &PathBuf,
+        openmetrics: &std::path::Path,
+    ) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(promtool)
+            .args(["tsdb", "create-blocks-from", "openmetrics"])
+            .arg(openmetrics)
+            .arg(dir.path().join("data"))
+            .output()
+            .expect("run promtool");
+        assert!(
+            out.status.success(),
+            "promtool: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let config = "global:\n  scrape_interval: 30s\n  evaluation_interval: 30s\n".to_string();
+        Prometheus::spawn(binary, dir, &config)
+    }
+
+    fn spawn(binary: &PathBuf, dir: tempfile::TempDir, config: &str) -> Prometheus {
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).unwrap();
         let port = free_port();

@@ -61,6 +61,8 @@ pub struct ControllerOptions {
     pub cluster_eviction_strategy: Option<String>,
     /// Marked for evacuation → migrated to another schedulable node.
     pub migration_delay: Duration,
+    /// Finalized migrations kept per VMI; older ones are garbage-collected (KubeVirt: 5).
+    pub finalized_migrations_kept: usize,
     /// A halted VM's VMI → gone: the guest's shutdown. Meanwhile the VMI carries a
     /// deletionTimestamp and the VM is `Stopping`.
     pub stop_delay: Duration,
@@ -85,6 +87,7 @@ impl Default for ControllerOptions {
             broken_unit_image_pattern: Some("brokenunit".into()),
             cluster_eviction_strategy: Some("LiveMigrate".into()),
             migration_delay: Duration::from_millis(50),
+            finalized_migrations_kept: 5,
             stop_delay: Duration::from_millis(20),
         }
     }

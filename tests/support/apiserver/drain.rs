@@ -229,7 +229,26 @@ pub fn on_vmi_change(shared: &Arc<Shared>, key: &Key) {
         if source.is_empty() || external || in_progress {
             return;
         }
-        vmi["status"]["migrationState"] = json!({ "sourceNode": source, "completed": false });
+        // KubeVirt's evacuation controller creates the migration (GenerateNewMigration in
+        // pkg/virt-controller/watch/drain/evacuation/evacuation.go: generateName
+        // `kubevirt-evacuation-`, the evacuation annotation, no labels of the VM's).
+        let mut migration = json!({
+            "metadata": {
+                "generateName": "kubevirt-evacuation-",
+                "namespace": key.1,
+                "annotations": {"kubevirt.io/evacuationMigration": source},
+            },
+            "spec": {"vmiName": key.2},
+            "status": {"phase": "Running"},
+        });
+        super::lifecycle::stamp_phase(&mut migration, "Running");
+        let created = store.upsert(idx("virtualmachineinstancemigrations"), migration);
+        vmi["status"]["migrationState"] = json!({
+            "sourceNode": source,
+            "completed": false,
+            "migrationUid": meta_str(&created, "uid"),
+            "startTimestamp": jiff::Timestamp::now().to_string(),
+        });
         store.put(key, vmi.clone());
         meta_str(&vmi, "uid").to_string()
     };
@@ -243,7 +262,10 @@ fn spawn_migration(shared: &Arc<Shared>, key: Key, uid: String) {
     tokio::spawn(async move {
         let mut changes = shared.changes.clone();
         loop {
-            let delay = shared.controller.lock().unwrap().migration_delay;
+            let (delay, keep) = {
+                let c = shared.controller.lock().unwrap();
+                (c.migration_delay, c.finalized_migrations_kept)
+            };
             tokio::time::sleep(delay).await;
             let done = {
                 let mut store = shared.store.lock().unwrap();
@@ -252,7 +274,7 @@ fn spawn_migration(shared: &Arc<Shared>, key: Key, uid: String) {
                         let source = str_at(&vmi, "/status/nodeName").to_string();
                         match pick_node(&store, Some(&source)) {
                             Some(target) => {
-                                complete_migration(&mut store, &key, vmi, &target);
+                                complete_migration(&mut store, &key, vmi, &target, keep);
                                 true
                             }
                             None => false,
@@ -270,7 +292,7 @@ fn spawn_migration(shared: &Arc<Shared>, key: Key, uid: String) {
     });
 }
 
-fn complete_migration(store: &mut Store, key: &Key, mut vmi: Value, target: &str) {
+fn complete_migration(store: &mut Store, key: &Key, mut vmi: Value, target: &str, keep: usize) {
     let pods = idx("pods");
     let source = str_at(&vmi, "/status/nodeName").to_string();
     let sources: Vec<Key> = store
@@ -302,8 +324,37 @@ fn complete_migration(store: &mut Store, key: &Key, mut vmi: Value, target: &str
         .as_object_mut()
         .unwrap()
         .remove("evacuationNodeName");
-    vmi["status"]["migrationState"] = json!({
+    let started = vmi
+        .pointer("/status/migrationState")
+        .cloned()
+        .unwrap_or(json!({}));
+    let state = json!({
         "sourceNode": source, "targetNode": target, "completed": true,
+        "migrationUid": started["migrationUid"],
+        "startTimestamp": started["startTimestamp"],
+        "endTimestamp": jiff::Timestamp::now().to_string(),
     });
+    vmi["status"]["migrationState"] = state.clone();
     store.put(key, vmi);
+    finish_evacuation(store, key, state, keep);
+}
+
+/// The evacuation's migration object ends Succeeded with the VMI's final state; then
+/// KubeVirt's garbage collection of finalized migrations runs (lifecycle.rs).
+fn finish_evacuation(store: &mut Store, key: &Key, state: Value, keep: usize) {
+    let res = idx("virtualmachineinstancemigrations");
+    let uid = state["migrationUid"].as_str().unwrap_or("").to_string();
+    let found = store
+        .objects
+        .iter()
+        .find(|((r, ns, _), m)| *r == res && *ns == key.1 && meta_str(m, "uid") == uid)
+        .map(|(k, m)| (k.clone(), m.clone()));
+    let Some((migration_key, mut migration)) = found else {
+        return;
+    };
+    super::lifecycle::stamp_phase(&mut migration, "Succeeded");
+    migration["status"]["phase"] = json!("Succeeded");
+    migration["status"]["migrationState"] = state;
+    store.put(&migration_key, migration);
+    super::lifecycle::collect_finalized(store, &migration_key, keep);
 }

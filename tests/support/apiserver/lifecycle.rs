@@ -17,6 +17,14 @@
 //!   `status.phaseTransitionTimestamps`; Running sets the VMI's `status.migrationState` (source and target node,
 //!   target pod), Succeeded moves the VMI's `nodeName` to the target and marks the state
 //!   completed. A migration of a VMI that is missing or not Running fails (phase Failed).
+//!   Each phase is stamped in `status.phaseTransitionTimestamps` and the migration carries
+//!   the VMI's `migrationState` in its own status, as KubeVirt's migration controller
+//!   writes them. A migration created with a phase already set (the evacuation
+//!   controller's, see drain.rs) is not driven here.
+//! - Garbage collection of finalized migrations: once one ends, only the newest
+//!   `ControllerOptions::finalized_migrations_kept` finalized migrations of its VMI are kept
+//!   (KubeVirt keeps 5: `defaultFinalizedMigrationGarbageCollectionBuffer` and
+//!   `garbageCollectFinalizedMigrations` in pkg/virt-controller/watch/migration/migration.go).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -215,6 +223,16 @@ pub fn take_state_change_requests(store: &mut Store, vm_key: &Key, vmi_key: &Key
 pub fn spawn_migration(shared: &Arc<Shared>, key: Key, uid: String, step: Duration) {
     let shared = shared.clone();
     tokio::spawn(async move {
+        let driven = {
+            let store = shared.store.lock().unwrap();
+            store
+                .objects
+                .get(&key)
+                .is_some_and(|m| m.pointer("/status/phase").is_none())
+        };
+        if !driven {
+            return;
+        }
         // virt-controller's migration phases (pkg/virt-controller/watch/migration), each
         // stamped in status.phaseTransitionTimestamps.
         for phase in [
@@ -226,8 +244,11 @@ pub fn spawn_migration(shared: &Arc<Shared>, key: Key, uid: String, step: Durati
             "Succeeded",
         ] {
             tokio::time::sleep(step).await;
+            let keep = shared.controller.lock().unwrap().finalized_migrations_kept;
             let mut store = shared.store.lock().unwrap();
-            if !advance_migration(&mut store, &key, &uid, phase) {
+            let going = advance_migration(&mut store, &key, &uid, phase);
+            if !going || phase == "Succeeded" {
+                collect_finalized(&mut store, &key, keep);
                 return;
             }
         }
@@ -256,7 +277,8 @@ fn advance_migration(store: &mut Store, key: &Key, uid: &str, phase: &str) -> bo
         .and_then(Value::as_str)
         == Some("Running");
     let Some(mut vmi) = vmi.filter(|_| running) else {
-        migration["status"] = json!({ "phase": "Failed" });
+        stamp_phase(&mut migration, "Failed");
+        migration["status"]["phase"] = json!("Failed");
         store.put(key, migration);
         return false;
     };
@@ -277,7 +299,7 @@ fn advance_migration(store: &mut Store, key: &Key, uid: &str, phase: &str) -> bo
                 "completed": false,
                 "mode": "PreCopy",
             });
-            store.put(&vmi_key, vmi);
+            store.put(&vmi_key, vmi.clone());
         }
         "Succeeded" => {
             let state = &mut vmi["status"]["migrationState"];
@@ -285,15 +307,32 @@ fn advance_migration(store: &mut Store, key: &Key, uid: &str, phase: &str) -> bo
             state["completed"] = json!(true);
             state["endTimestamp"] = json!(jiff::Timestamp::now().to_string());
             vmi["status"]["nodeName"] = json!(target);
-            store.put(&vmi_key, vmi);
+            store.put(&vmi_key, vmi.clone());
         }
         _ => {}
     }
+    // The VMI's migrationState is the migration's once the target runs.
+    if let Some(state) = vmi.pointer("/status/migrationState").cloned()
+        && matches!(phase, "Running" | "Succeeded")
+    {
+        if !migration["status"].is_object() {
+            migration["status"] = json!({});
+        }
+        migration["status"]["migrationState"] = state;
+    }
+    stamp_phase(&mut migration, phase);
+    migration["status"]["phase"] = json!(phase);
+    store.put(key, migration);
+    true
+}
+
+/// Appends `phase` and the time to the migration's `status.phaseTransitionTimestamps`.
+pub fn stamp_phase(migration: &mut Value, phase: &str) {
     // metav1.Time: whole seconds on the wire.
     let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
         .map(|t| t.to_string())
         .unwrap_or_default();
-    let created = meta_str(&migration, "creationTimestamp").to_string();
+    let created = meta_str(migration, "creationTimestamp").to_string();
     if !migration["status"].is_object() {
         migration["status"] = json!({});
     }
@@ -305,11 +344,41 @@ fn advance_migration(store: &mut Store, key: &Key, uid: &str, phase: &str) -> bo
             vec![json!({ "phase": "Pending", "phaseTransitionTimestamp": created })]
         });
     stamps.push(json!({ "phase": phase, "phaseTransitionTimestamp": now }));
-    let status = &mut migration["status"];
-    status["phaseTransitionTimestamps"] = json!(stamps);
-    status["phase"] = json!(phase);
-    store.put(key, migration);
-    true
+    migration["status"]["phaseTransitionTimestamps"] = json!(stamps);
+}
+
+/// KubeVirt's garbage collection of finalized migrations: of the finalized (Succeeded or
+/// Failed) migrations of the VMI that migration `key` names, only the newest `keep` stay.
+pub fn collect_finalized(store: &mut Store, key: &Key, keep: usize) {
+    let Some(vmi_name) = store
+        .objects
+        .get(key)
+        .and_then(|m| m.pointer("/spec/vmiName"))
+        .and_then(Value::as_str)
+        .map(String::from)
+    else {
+        return;
+    };
+    let mut finalized: Vec<(String, Key)> = store
+        .objects
+        .iter()
+        .filter(|((res, ns, _), m)| {
+            *res == key.0
+                && *ns == key.1
+                && m.pointer("/spec/vmiName").and_then(Value::as_str) == Some(vmi_name.as_str())
+                && matches!(
+                    m.pointer("/status/phase").and_then(Value::as_str),
+                    Some("Succeeded" | "Failed")
+                )
+        })
+        .map(|(k, m)| (meta_str(m, "creationTimestamp").to_string(), k.clone()))
+        .collect();
+    // Oldest first (creation time, then resource order), as vmimCollection sorts.
+    finalized.sort();
+    let excess = finalized.len().saturating_sub(keep);
+    for (_, old) in finalized.into_iter().take(excess) {
+        store.remove_now(&old);
+    }
 }
 
 /// The node after `node` in a three-node fake cluster (`fake-node-0` → `fake-node-1` → ...).

@@ -15,6 +15,14 @@
 //! kubevirt/kubevirt#13898 (`set_vcpu_millis`), and a scrape that overwrote `namespace`
 //! (`set_namespace_relabelled`: the VMI's namespace in `exported_namespace`). Served through
 //! the fake's service proxy (see proxy.rs); Prometheus scrapes it like virt-handler.
+//!
+//! Counters belong to one VMI (its uid): a VMI created anew starts them at zero, as a new
+//! QEMU process does. The same endpoint also serves what virt-controller reports per VMI
+//! (pkg/monitoring/metrics/virt-controller/vmistats_collector.go): `kubevirt_vmi_info`
+//! (node, namespace, name, phase) and, from the VMI's `migrationState`,
+//! `kubevirt_vmi_migration_start_time_seconds` and `kubevirt_vmi_migration_end_time_seconds`
+//! (labels node, namespace, name, migration_name — the migration object's name, empty once
+//! it is garbage-collected — and status on the end time).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -42,6 +50,8 @@ pub struct MetricsState {
 
 #[derive(Debug, Clone)]
 struct Counters {
+    /// The VMI these counters belong to.
+    uid: String,
     first_seen: Instant,
     last: Instant,
     vcpu_seconds: Vec<f64>,
@@ -207,6 +217,51 @@ struct Family {
     samples: Vec<(String, f64)>,
 }
 
+/// Renders a VMI's labels plus extra ones as a label set.
+type RenderLabels<'a> = dyn Fn(&[(&str, String)]) -> String + 'a;
+
+/// virt-controller's series of one VMI: `kubevirt_vmi_info` and its last migration's start
+/// and end times (collectVMIInfo, collectVMIMigrationTime upstream).
+fn controller_series(
+    store: &Store,
+    vmi: &Value,
+    render_labels: &RenderLabels<'_>,
+    push: &mut dyn FnMut(&str, String, f64),
+) {
+    let phase = vmi["status"]["phase"].as_str().unwrap_or("").to_lowercase();
+    push("kubevirt_vmi_info", render_labels(&[("phase", phase)]), 1.0);
+    let state = &vmi["status"]["migrationState"];
+    let seconds = |key: &str| {
+        state[key]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map(|t| t.as_second() as f64)
+    };
+    let uid = state["migrationUid"].as_str().unwrap_or("");
+    let migrations = resources::lookup("virtualmachineinstancemigrations").expect("served");
+    let name = store
+        .objects
+        .iter()
+        .find(|((res, _, _), m)| {
+            *res == migrations && !uid.is_empty() && m["metadata"]["uid"] == uid
+        })
+        .map(|((_, _, name), _)| name.clone())
+        .unwrap_or_default();
+    if let Some(start) = seconds("startTimestamp") {
+        let labels = render_labels(&[("migration_name", name.clone())]);
+        push("kubevirt_vmi_migration_start_time_seconds", labels, start);
+    }
+    if let Some(end) = seconds("endTimestamp") {
+        let status = match (state["completed"] == true, state["failed"] == true) {
+            (false, _) => "",
+            (true, true) => "failed",
+            (true, false) => "succeeded",
+        };
+        let labels = render_labels(&[("migration_name", name), ("status", status.to_string())]);
+        push("kubevirt_vmi_migration_end_time_seconds", labels, end);
+    }
+}
+
 /// Renders the endpoint's body at `now`, advancing every non-flat VMI's counters.
 pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
     let vmi_res = resources::lookup("virtualmachineinstances").expect("VMIs are served");
@@ -227,6 +282,9 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
         ("kubevirt_vmi_network_transmit_packets_total", "counter", "Total network traffic transmitted packets."),
         ("kubevirt_vmi_filesystem_capacity_bytes", "gauge", "Total VM filesystem capacity in bytes."),
         ("kubevirt_vmi_filesystem_used_bytes", "gauge", "Used VM filesystem capacity in bytes."),
+        ("kubevirt_vmi_info", "gauge", "Information about VirtualMachineInstances."),
+        ("kubevirt_vmi_migration_start_time_seconds", "gauge", "The time at which the migration started."),
+        ("kubevirt_vmi_migration_end_time_seconds", "gauge", "The time at which the migration ended."),
     ]
     .into_iter()
     .map(|(name, kind, help)| Family { name, kind, help, samples: Vec::new() })
@@ -291,10 +349,15 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
             .unwrap_or("default")
             .to_string();
 
+        let uid = vmi["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        if state.counters.get(&key).is_some_and(|c| c.uid != uid) {
+            state.counters.remove(&key);
+        }
         let counters = state
             .counters
             .entry(key.clone())
             .or_insert_with(|| Counters {
+                uid: uid.clone(),
                 first_seen: now,
                 last: now,
                 vcpu_seconds: vec![0.0; vcpus],
@@ -362,6 +425,7 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
                 .collect();
             format!("{{{}}}", parts.join(","))
         };
+        controller_series(store, vmi, &render_labels, &mut push);
         let state_label = if load.vcpu_busy >= 0.5 {
             "running"
         } else {

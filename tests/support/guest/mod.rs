@@ -771,6 +771,10 @@ pub struct Guest {
     pub started: Instant,
     child: Child,
     pub qga: Qga,
+    /// QEMU's arguments, for a migration's destination process.
+    args: Vec<std::ffi::OsString>,
+    /// How many times it was live-migrated (names the destination's files).
+    migrations: usize,
 }
 
 impl Drop for Guest {
@@ -794,6 +798,19 @@ pub fn boot(
     spec: &VmSpec,
     link: Option<&Link>,
     hosts: &[(String, String)],
+) -> Result<Guest, Failure> {
+    boot_with(spec, link, hosts, false)
+}
+
+/// [`boot`], and with `migratable` ready for a live migration to a second QEMU process on
+/// this host: the root disk is the guest's own sparse copy of the image (shared storage: the
+/// destination opens the same file, which `snapshot=on`'s private overlay would not allow),
+/// and QEMU has a QMP socket.
+pub fn boot_with(
+    spec: &VmSpec,
+    link: Option<&Link>,
+    hosts: &[(String, String)],
+    migratable: bool,
 ) -> Result<Guest, Failure> {
     let image = image();
     let port = repo_port();
@@ -889,10 +906,7 @@ pub fn boot(
     // Disks in the VM spec's order: containerdisk, cloudinitdisk, datadisk.
     .arg("-drive")
     // snapshot=on: the guest's writes go to a temporary overlay, never to the cached image.
-    .arg(format!(
-        "file={},if=none,id=root,format=raw,snapshot=on",
-        image.root().display()
-    ))
+    .arg(root_drive(&image.root(), &dir, migratable))
     .args(["-device", "virtio-blk-pci,drive=root"])
     .arg("-drive")
     .arg(format!(
@@ -944,6 +958,13 @@ pub fn boot(
             "-device",
             "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
         ]);
+    if migratable {
+        cmd.arg("-qmp").arg(format!(
+            "unix:{},server=on,wait=off",
+            dir.join("qmp.sock").display()
+        ));
+    }
+    let args: Vec<std::ffi::OsString> = cmd.get_args().map(|a| a.to_os_string()).collect();
     let log = fs::File::create(dir.join("qemu.log")).unwrap();
     let child = cmd
         .stdin(Stdio::null())
@@ -963,6 +984,8 @@ pub fn boot(
         started,
         child,
         qga: Qga::new(qga_path),
+        args,
+        migrations: 0,
     };
     if let Ok(Some(status)) = guest.child.try_wait() {
         return Err(fail(
@@ -977,7 +1000,186 @@ pub fn boot(
     Ok(guest)
 }
 
+/// The root disk's `-drive` option: the cached image behind a private overlay, or (for a
+/// guest that will migrate) a sparse copy of it in the guest's directory, which both QEMU
+/// processes open.
+fn root_drive(root: &Path, dir: &Path, migratable: bool) -> String {
+    if !migratable {
+        return format!(
+            "file={},if=none,id=root,format=raw,snapshot=on",
+            root.display()
+        );
+    }
+    let copy = dir.join("root.raw");
+    let out = Command::new("cp")
+        .args(["--sparse=always", "--reflink=auto"])
+        .arg(root)
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cp: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    format!(
+        "file={},if=none,id=root,format=raw,cache=none,aio=threads",
+        copy.display()
+    )
+}
+
+/// One QMP command on the socket at `path` (a connection per command: QEMU serves one
+/// client at a time); its `return`, or the error QEMU gave.
+pub fn qmp(path: &Path, command: &Value) -> Result<Value, String> {
+    use std::io::BufRead;
+    let stream =
+        std::os::unix::net::UnixStream::connect(path).map_err(|e| format!("QMP connect: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    let mut answer = |request: &Value| -> Result<Value, String> {
+        writer
+            .write_all(format!("{request}\n").as_bytes())
+            .map_err(|e| format!("QMP write: {e}"))?;
+        loop {
+            let mut line = String::new();
+            reader
+                .read_line(&mut line)
+                .map_err(|e| format!("QMP read: {e}"))?;
+            let v: Value = serde_json::from_str(&line).map_err(|e| format!("QMP {line:?}: {e}"))?;
+            if let Some(r) = v.get("return") {
+                return Ok(r.clone());
+            }
+            if let Some(e) = v.get("error") {
+                return Err(format!("QMP error: {e}"));
+            }
+            // The greeting and events are skipped.
+        }
+    };
+    answer(&serde_json::json!({"execute": "qmp_capabilities"}))?;
+    answer(command)
+}
+
+/// What one live migration took, as QEMU's `query-migrate` reports it.
+#[derive(Debug, Clone)]
+pub struct MigrationFigures {
+    /// From the `migrate` command to completion.
+    pub total_ms: u64,
+    /// The guest's pause: its last dirty pages copied with its vCPUs stopped.
+    pub downtime_ms: u64,
+    /// RAM sent, in MiB.
+    pub transferred_mib: f64,
+    /// When the destination took over (host clock, Unix ms).
+    pub switched_at_ms: u64,
+}
+
+fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
 impl Guest {
+    /// Live-migrates the guest to a second QEMU process started with the same arguments and
+    /// `-incoming` on a loopback TCP port (its own QMP, agent socket, pid file and console),
+    /// over QMP `migrate`; once QEMU reports completion the source process is ended and the
+    /// guest agent is reached through the destination. Needs [`boot_with`]`(.., true)`.
+    pub fn live_migrate(&mut self) -> Result<MigrationFigures, Failure> {
+        let step = "live migration";
+        self.migrations += 1;
+        let n = self.migrations;
+        let source_qmp = match n {
+            1 => self.dir.join("qmp.sock"),
+            _ => self.dir.join(format!("qmp-{}.sock", n - 1)),
+        };
+        let rename = |arg: &std::ffi::OsString| -> std::ffi::OsString {
+            let text = arg.to_string_lossy().into_owned();
+            let mut out = text.clone();
+            for file in ["qga", "qmp"] {
+                let from = match n {
+                    1 => format!("{file}.sock"),
+                    _ => format!("{file}-{}.sock", n - 1),
+                };
+                out = out.replace(&from, &format!("{file}-{n}.sock"));
+            }
+            for (file, ext) in [("qemu", "pid"), ("console", "log")] {
+                out = out.replace(&format!("{file}.{ext}"), &format!("{file}-{n}.{ext}"));
+            }
+            out.into()
+        };
+        let port = free_port();
+        let log = fs::File::create(self.dir.join(format!("qemu-{n}.log"))).unwrap();
+        let destination = Command::new("qemu-system-x86_64")
+            .args(self.args.iter().map(rename))
+            .args(["-incoming", &format!("tcp:127.0.0.1:{port}")])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| self.fail(step, format!("destination QEMU: {e}")))?;
+        let dest_qmp = self.dir.join(format!("qmp-{n}.sock"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !dest_qmp.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        /// The source QEMU, ended however the migration goes.
+        struct Source(Child);
+        impl Drop for Source {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let _source = Source(std::mem::replace(&mut self.child, destination));
+        let qmp_err = |e: String| fail(&self.spec.workload, step, e);
+        qmp(
+            &source_qmp,
+            &serde_json::json!({"execute": "migrate-set-parameters",
+            "arguments": {"max-bandwidth": 4_294_967_296u64, "downtime-limit": 300}}),
+        )
+        .map_err(qmp_err)?;
+        qmp(
+            &source_qmp,
+            &serde_json::json!({"execute": "migrate",
+            "arguments": {"uri": format!("tcp:127.0.0.1:{port}")}}),
+        )
+        .map_err(qmp_err)?;
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let info = loop {
+            let info = qmp(
+                &source_qmp,
+                &serde_json::json!({"execute": "query-migrate"}),
+            )
+            .map_err(qmp_err)?;
+            match info["status"].as_str() {
+                Some("completed") => break info,
+                Some("failed" | "cancelled") => {
+                    return Err(fail(&self.spec.workload, step, format!("QEMU: {info}")));
+                }
+                _ if Instant::now() > deadline => {
+                    return Err(fail(
+                        &self.spec.workload,
+                        step,
+                        format!("not over after 180 s: {info}"),
+                    ));
+                }
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        };
+        let switched_at_ms = unix_millis();
+        drop(_source);
+        self.qga = Qga::new(self.dir.join(format!("qga-{n}.sock")));
+        Ok(MigrationFigures {
+            total_ms: info["total-time"].as_u64().unwrap_or(0),
+            downtime_ms: info["downtime"].as_u64().unwrap_or(0),
+            transferred_mib: info["ram"]["transferred"].as_f64().unwrap_or(0.0) / 1_048_576.0,
+            switched_at_ms,
+        })
+    }
+
     fn workload(&self) -> &str {
         &self.spec.workload
     }

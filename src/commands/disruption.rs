@@ -1,0 +1,655 @@
+//! `virtwork disruption`: lists the scope's VMs and VMIs (label-selected, paginated, like
+//! verify) and the VirtualMachineInstanceMigrations of their namespaces (KubeVirt's
+//! evacuation migrations carry no virtwork label), reads the churn actions the audit
+//! database recorded in the window, finds Prometheus as verify does and sends a bounded
+//! set of range queries (per namespace and batch of 250 VMs: the vCPU sum, the node, the
+//! migration times; per signal group: verify's signal expression), then hands everything to
+//! the sans-IO core ([`crate::disruption`]) and prints its report.
+//!
+//! Without Prometheus (none found, or `--no-prometheus`) it reports migrations and restarts
+//! from the API alone and says interruptions were not measured. Exit codes: 0 every VM
+//! within the budget, 1 one beyond it (the error line names it), no VMs found, or the
+//! cluster unreachable; 2 bad input. Read-only on the cluster and the audit database.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Resource;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::query::{churn_actions, open_existing, show_execution};
+use crate::config::{DisruptionSettings, DisruptionSpan, PrometheusCredential, PrometheusTarget};
+use crate::disruption::evidence::{self, ChurnRecord, MetricFacts, MigrationObject, VmiFacts};
+use crate::disruption::interruption::{self, Expected, Grid};
+use crate::disruption::listed::{SlimMigration, SlimVmi};
+use crate::disruption::queries::{self, Labelled, MAX_POINTS, NAMES_PER_QUERY};
+use crate::disruption::report::{Context, json_report, text_report};
+use crate::disruption::{Assessed, Budget, Findings, Span, assess, failure_message};
+use crate::error::{Error, Result};
+use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
+use crate::k8s::retry::RetryPolicy;
+use crate::k8s::scope::{ApiContext, list_in_scope};
+use crate::model::ManagedKind;
+use crate::model::{OutputFormat, Window};
+use crate::signals::contract::{SignalGroup, checks, profile_range_query};
+use crate::verify::evaluate::{QueryAnswer, RangeAnswer, vcpu_counter_in_millis};
+use crate::verify::listed::ListedVm;
+use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
+use crate::verify::{LocalCatalog, Target, catalog_names, targets};
+use crate::workloads::catalog::CatalogEntry;
+
+/// How long transient failures are retried.
+const RETRY_DEADLINE: Duration = Duration::from_secs(120);
+/// Queries in flight at once: each answer can be a few MiB, so few.
+const QUERY_CONCURRENCY: usize = 2;
+
+/// What Prometheus told about the fleet.
+struct Measured {
+    describe: String,
+    interval: Option<f64>,
+    grid: Grid,
+    facts: BTreeMap<(String, String), MetricFacts>,
+    /// Per VM: the samples and threshold of each expected signal, and the signal names.
+    expected: Expectations,
+}
+
+/// Runs `virtwork disruption`.
+pub async fn disruption(settings: &DisruptionSettings) -> Result<()> {
+    let access = &settings.global.cluster;
+    let cluster = connect_from_env(
+        &access.kubeconfig,
+        access.context.as_deref(),
+        access.rate_limit,
+    )
+    .await?;
+    let cancel = CancellationToken::new();
+    cluster.gate.stop_when(&cancel);
+    crate::commands::install_interrupt_handler(cancel.clone());
+    let ctx = ApiContext {
+        client: cluster.client.clone(),
+        policy: RetryPolicy::until(Instant::now() + RETRY_DEADLINE),
+        cancel: cancel.clone(),
+    };
+    let (span, span_from, churn) = window(settings)?;
+    crate::k8s::reach::reach(&cluster, &ctx.policy, &cancel).await?;
+    let (vms, vmis, migrations) = list_objects(settings, &ctx).await?;
+    if vms.is_empty() {
+        return Err(nothing_found(settings));
+    }
+    let catalog = load_catalog(&settings.catalog_dir, &vms);
+    let found = targets(&vms, &[], &catalog);
+    let prometheus = match &settings.prometheus {
+        None => Err("--no-prometheus".to_string()),
+        Some(target) => reach_prometheus(target, settings, &cluster, &cancel).await,
+    };
+    let measured = match &prometheus {
+        Ok(api) => Ok(measure(api, &found, span, &ctx.policy, &cancel).await?),
+        Err(why) => Err(why.clone()),
+    };
+    let budget = budget(settings, measured.as_ref().ok());
+    let assessed = assess_all(
+        &found,
+        &vms,
+        &vmis,
+        &migrations,
+        &churn,
+        measured.as_ref().ok(),
+        span,
+        &budget,
+    );
+    let context = Context {
+        namespace: settings.scope.namespace.clone(),
+        run_id: settings.scope.run_id.clone(),
+        span,
+        span_from,
+        prometheus: measured
+            .as_ref()
+            .map(|m| m.describe.clone())
+            .map_err(|why| format!("{why}: migrations and restarts are from the API alone")),
+        step: measured.as_ref().ok().map(|m| m.grid.step),
+        scrape_interval: measured.as_ref().ok().and_then(|m| m.interval),
+        budget,
+    };
+    let text = match settings.output {
+        OutputFormat::Json | OutputFormat::Yaml => super::document_text(
+            settings.output,
+            &json_report(&assessed, &context).to_string(),
+        )?,
+        OutputFormat::Text => text_report(&assessed, &context),
+    };
+    super::write_stdout(&text)?;
+    match failure_message(&assessed) {
+        Some(message) => Err(Error::runtime(message)),
+        None => Ok(()),
+    }
+}
+
+fn nothing_found(settings: &DisruptionSettings) -> Error {
+    let place = settings
+        .scope
+        .namespace
+        .as_deref()
+        .map_or("any namespace".to_string(), |n| format!("namespace {n}"));
+    Error::runtime(match &settings.scope.run_id {
+        Some(id) => format!("no VMs of run {id} found in {place}: nothing to report"),
+        None => format!("no virtwork VMs found in {place}: nothing to report"),
+    })
+}
+
+fn now() -> f64 {
+    jiff::Timestamp::now().as_millisecond() as f64 / 1000.0
+}
+
+fn ts(t: &jiff::Timestamp) -> f64 {
+    t.as_millisecond() as f64 / 1000.0
+}
+
+/// The window in Unix seconds, how it was given, and the churn actions the audit database
+/// recorded in it (none when the database does not exist).
+fn window(settings: &DisruptionSettings) -> Result<(Span, String, Vec<ChurnRecord>)> {
+    let db = &settings.global.audit.path;
+    let (span, given) = match &settings.span {
+        DisruptionSpan::Since(w) => (
+            Span {
+                from: now() - w.as_secs() as f64,
+                to: now(),
+            },
+            format!("--since {w}"),
+        ),
+        DisruptionSpan::Between { from, to } => (
+            Span {
+                from: ts(from),
+                to: to.as_ref().map_or_else(now, ts),
+            },
+            "--from/--to".to_string(),
+        ),
+        DisruptionSpan::Execution(id) => (execution_span(db, id)?, format!("--execution {id}")),
+    };
+    let churn = match db.exists() {
+        true => read_churn(db, span)?,
+        false => Vec::new(),
+    };
+    Ok((span, given, churn))
+}
+
+/// The start and end (or now, while it runs) of the recorded execution `id`.
+fn execution_span(db: &std::path::Path, id: &str) -> Result<Span> {
+    let refuse = |why: String| {
+        Error::input(format!(
+            "invalid value \"{id}\" for --execution: {why}; list them with virtwork audit list"
+        ))
+    };
+    if !db.exists() {
+        return Err(refuse(format!(
+            "the audit database {} does not exist",
+            db.display()
+        )));
+    }
+    let conn = open_existing(db)?;
+    let detail =
+        show_execution(&conn, id)?.ok_or_else(|| refuse("no execution has this run id".into()))?;
+    let parse = |t: &str| crate::disruption::listed::seconds(t);
+    let from = parse(&detail.execution.started_at)
+        .ok_or_else(|| refuse("its start time is unreadable".into()))?;
+    let to = detail
+        .execution
+        .completed_at
+        .as_deref()
+        .and_then(parse)
+        .unwrap_or_else(now);
+    Ok(Span { from, to })
+}
+
+/// Succeeded churn actions in `span` (`<action> <ns>/<vm>: succeeded`).
+fn read_churn(db: &std::path::Path, span: Span) -> Result<Vec<ChurnRecord>> {
+    let conn = open_existing(db)?;
+    let text = |t: f64| crate::disruption::report::time_text(t);
+    let rows = churn_actions(&conn, &text(span.from - 60.0), &text(span.to + 900.0))?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|row| {
+            let (action, rest) = row.message.split_once(' ')?;
+            let (vm, _) = rest.split_once(':')?;
+            let (namespace, vm) = vm.split_once('/')?;
+            Some(ChurnRecord {
+                namespace: namespace.into(),
+                vm: vm.into(),
+                action: action.into(),
+                at: crate::disruption::listed::seconds(&row.occurred_at)?,
+                run_id: row.run_id,
+            })
+        })
+        .collect())
+}
+
+/// The VMs and VMIs in scope and the migrations of their namespaces (all three at once).
+async fn list_objects(
+    settings: &DisruptionSettings,
+    ctx: &ApiContext,
+) -> Result<(Vec<ListedVm>, Vec<SlimVmi>, Vec<SlimMigration>)> {
+    futures::try_join!(
+        list_in_scope::<ListedVm>(ctx, &settings.scope, ManagedKind::VirtualMachine),
+        list_in_scope::<SlimVmi>(ctx, &settings.scope, ManagedKind::VirtualMachineInstance),
+        list_migrations(settings, ctx),
+    )
+}
+
+/// Every VirtualMachineInstanceMigration of the scope's namespace (or all of them): the
+/// evacuation controller's carry no virtwork label, so none is asked for; they are matched
+/// to the VMs by `spec.vmiName`.
+async fn list_migrations(
+    settings: &DisruptionSettings,
+    ctx: &ApiContext,
+) -> Result<Vec<SlimMigration>> {
+    let resource = ManagedKind::VirtualMachineInstanceMigration.api_resource();
+    let api: kube::Api<SlimMigration> = match &settings.scope.namespace {
+        Some(ns) => kube::Api::namespaced_with(ctx.client.clone(), ns, &resource),
+        None => kube::Api::all_with(ctx.client.clone(), &resource),
+    };
+    let mut out = Vec::new();
+    crate::k8s::list::list_pages(
+        &ctx.policy,
+        &ctx.cancel,
+        "listing virtualmachineinstancemigrations",
+        "",
+        |params| {
+            let api = &api;
+            async move { api.list(&params).await }
+        },
+        |items| out.extend(items),
+    )
+    .await?;
+    Ok(out)
+}
+
+/// The local catalog entries the VMs name (as verify loads them).
+fn load_catalog(dir: &std::path::Path, vms: &[ListedVm]) -> LocalCatalog {
+    catalog_names(vms)
+        .into_iter()
+        .map(|name| {
+            let signals = CatalogEntry::load(dir, &name)
+                .map(|entry| entry.signals().to_vec())
+                .map_err(|e| e.to_string());
+            (name, signals)
+        })
+        .collect()
+}
+
+/// Prometheus as the settings name it (found as verify finds it), or why not: a Prometheus
+/// that cannot be found is a reason to report from the API alone, not a failure.
+async fn reach_prometheus(
+    target: &PrometheusTarget,
+    settings: &DisruptionSettings,
+    cluster: &Cluster,
+    cancel: &CancellationToken,
+) -> std::result::Result<PrometheusApi, String> {
+    let found = match target {
+        PrometheusTarget::Discover => match cluster_credentials(settings).await {
+            Ok(credentials) => {
+                discover(
+                    &cluster.client,
+                    &cluster.server_url,
+                    &credentials,
+                    &cluster.gate,
+                    cancel,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        },
+        PrometheusTarget::Url { url, credential } => {
+            let auth = match credential {
+                PrometheusCredential::None => Ok(kube::config::AuthInfo::default()),
+                PrometheusCredential::Token(token) => Ok(kube::config::AuthInfo {
+                    token: Some(token.expose().to_string().into()),
+                    ..Default::default()
+                }),
+                PrometheusCredential::ClusterToken => {
+                    cluster_credentials(settings).await.map(|c| c.auth)
+                }
+            };
+            auth.and_then(|auth| PrometheusApi::at_url(url, auth, cluster.gate.clone()))
+        }
+    };
+    found.map_err(|e| {
+        tracing::warn!("Prometheus not reached: {e}");
+        format!("Prometheus not reached ({e})")
+    })
+}
+
+/// The kubeconfig's bearer token and CA (only the token part ever goes to Prometheus).
+async fn cluster_credentials(settings: &DisruptionSettings) -> Result<ClusterCredentials> {
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let access = &settings.global.cluster;
+    let (kube_config, _, _) =
+        load_kube_config(&access.kubeconfig, access.context.as_deref(), in_cluster).await?;
+    let auth = kube_config.auth_info;
+    Ok(ClusterCredentials {
+        auth: kube::config::AuthInfo {
+            token: auth.token,
+            token_file: auth.token_file,
+            auth_provider: auth.auth_provider,
+            exec: auth.exec,
+            ..Default::default()
+        },
+        root_certs: kube_config.root_cert.unwrap_or_default(),
+    })
+}
+
+/// The budget: the flags', else two scrape intervals (once Prometheus showed them).
+fn budget(settings: &DisruptionSettings, measured: Option<&Measured>) -> Budget {
+    let (max_interruption, from) = match (settings.max_interruption, measured) {
+        (Some(max), _) => (Some(max.as_secs_f64()), "--max-interruption".to_string()),
+        (None, Some(m)) => {
+            let interval = m.interval.unwrap_or(m.grid.step);
+            (
+                Some(2.0 * interval.max(m.grid.step)),
+                format!(
+                    "two scrape intervals of {}",
+                    crate::disruption::report::seconds_text(interval)
+                ),
+            )
+        }
+        (None, None) => (None, "not measured".to_string()),
+    };
+    Budget {
+        max_interruption,
+        max_interruption_from: from,
+        allow_restarts: settings.allow_restarts,
+    }
+}
+
+// long: one pass joining each VM's objects, series and churn records into its findings.
+#[allow(clippy::too_many_arguments)]
+fn assess_all(
+    found: &[Target],
+    vms: &[ListedVm],
+    vmis: &[SlimVmi],
+    migrations: &[SlimMigration],
+    churn: &[ChurnRecord],
+    measured: Option<&Measured>,
+    span: Span,
+    budget: &Budget,
+) -> Vec<Assessed> {
+    let key = |ns: &str, name: &str| (ns.to_string(), name.to_string());
+    let vmis: BTreeMap<(String, String), VmiFacts> = vmis
+        .iter()
+        .filter_map(SlimVmi::facts)
+        .map(|v| (key(&v.namespace, &v.name), v))
+        .collect();
+    let mut objects: BTreeMap<(String, String), Vec<MigrationObject>> = BTreeMap::new();
+    for m in migrations.iter().filter_map(SlimMigration::facts) {
+        objects
+            .entry(key(&m.namespace, &m.vmi_name))
+            .or_default()
+            .push(m);
+    }
+    let created: BTreeMap<(String, String), f64> = vms
+        .iter()
+        .filter_map(|vm| {
+            let meta = vm.meta();
+            let t = meta.creation_timestamp.as_ref()?.0.as_millisecond() as f64 / 1000.0;
+            Some((key(meta.namespace.as_deref()?, meta.name.as_deref()?), t))
+        })
+        .collect();
+    let none = MetricFacts::default();
+    found
+        .iter()
+        .map(|t| {
+            let k = key(&t.facts.namespace, &t.facts.name);
+            let vmi = vmis.get(&k);
+            let objs: Vec<&MigrationObject> = objects
+                .get(&k)
+                .map(|v| v.iter().collect())
+                .unwrap_or_default();
+            let mut moved = evidence::api_migrations(vmi, &objs, span);
+            let metric = measured.and_then(|m| m.facts.get(&k)).unwrap_or(&none);
+            let slack = measured.map_or(30.0, |m| 2.0 * m.grid.step);
+            let step = measured.map_or(30.0, |m| m.grid.step);
+            let resets = evidence::counter_resets(&metric.vcpu, step);
+            let records: Vec<&ChurnRecord> = churn
+                .iter()
+                .filter(|c| c.namespace == k.0 && c.vm == k.1)
+                .collect();
+            let seen_before = metric
+                .nodes
+                .iter()
+                .filter_map(|(_, times)| times.first().copied())
+                .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
+            let restarts = evidence::restarts(
+                created.get(&k).copied(),
+                seen_before,
+                vmi,
+                &resets,
+                &moved,
+                &records,
+                span,
+                slack,
+            );
+            if let Some(m) = measured {
+                let at: Vec<f64> = restarts.iter().map(|r| r.at).collect();
+                let extra = evidence::metric_migrations(metric, &moved, &at, span, m.grid.step);
+                moved.extend(extra);
+            }
+            moved.sort_by(|a, b| a.start.unwrap_or(0.0).total_cmp(&b.start.unwrap_or(0.0)));
+            let first_start = created
+                .get(&k)
+                .is_some_and(|c| *c > span.from - evidence::FIRST_START_SLACK_SECS);
+            let (interruption, measured_by) =
+                match measured.and_then(|m| Some((m, m.expected.get(&k)?))) {
+                    Some((m, signals)) => {
+                        let expected: Vec<Expected> = signals
+                            .iter()
+                            .map(|(_, samples, threshold)| Expected {
+                                samples,
+                                threshold: *threshold,
+                            })
+                            .collect();
+                        let names = signals.iter().map(|s| s.0.clone()).collect();
+                        (interruption::measure(&expected, m.grid, first_start), names)
+                    }
+                    None => (None, Vec::new()),
+                };
+            let findings = Findings {
+                namespace: k.0.clone(),
+                name: k.1.clone(),
+                workload: t.facts.workload.clone(),
+                run_id: t.run_id.clone(),
+                vmi: vmi.cloned(),
+                migrations: moved,
+                restarts,
+                interruption,
+                measured_by,
+            };
+            assess(findings, budget, measured.is_some())
+        })
+        .collect()
+}
+
+/// The grid of a window: whole seconds, at most [`MAX_POINTS`] samples, no finer than the
+/// scrape interval.
+fn grid(span: Span, interval: f64) -> Grid {
+    let step = (span.seconds() / MAX_POINTS as f64)
+        .max(interval)
+        .max(1.0)
+        .ceil();
+    let start = span.from.ceil();
+    let points = ((span.to.floor() - start) / step).floor() as usize + 1;
+    Grid {
+        start,
+        step,
+        points,
+    }
+}
+
+fn batches(found: &[Target]) -> Vec<(&str, Vec<&str>)> {
+    let mut by_ns: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for t in found {
+        by_ns
+            .entry(t.facts.namespace.as_str())
+            .or_default()
+            .push(t.facts.name.as_str());
+    }
+    by_ns
+        .into_iter()
+        .flat_map(|(ns, names)| {
+            names
+                .chunks(NAMES_PER_QUERY)
+                .map(|c| (ns, c.to_vec()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Everything read from Prometheus: the scrape interval, each VM's evidence series and the
+/// samples of its expected signals on one grid.
+async fn measure(
+    api: &PrometheusApi,
+    found: &[Target],
+    span: Span,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<Measured> {
+    let namespaces: BTreeSet<&str> = found.iter().map(|t| t.facts.namespace.as_str()).collect();
+    let mut interval: Option<f64> = None;
+    for ns in namespaces {
+        // The namespace's interval: the smallest estimate; the fleet's: the largest.
+        let mut here: Option<f64> = None;
+        for seconds in queries::INTERVAL_WINDOWS {
+            let query = queries::interval_query(ns, seconds);
+            if let QueryAnswer::Value(count) = api.query(&query, policy, cancel).await?
+                && let Some(seen) = queries::interval_from_count(seconds, count)
+            {
+                here = Some(here.map_or(seen, |h| h.min(seen)));
+            }
+        }
+        interval = match (interval, here) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    let grid = grid(span, interval.unwrap_or(1.0));
+    let range = (grid.start as u64, grid.end() as u64, grid.step as u64);
+    let facts = read_evidence(api, found, range, policy, cancel).await?;
+    let rate_window = (3.0 * interval.unwrap_or(grid.step)).max(grid.step).ceil();
+    let expected = read_signals(api, found, range, rate_window, policy, cancel).await?;
+    Ok(Measured {
+        describe: api.describe.clone(),
+        interval,
+        grid,
+        facts,
+        expected,
+    })
+}
+
+/// The evidence series of every batch: vCPU sum, node, migration start and end times.
+async fn read_evidence(
+    api: &PrometheusApi,
+    found: &[Target],
+    range: (u64, u64, u64),
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<BTreeMap<(String, String), MetricFacts>> {
+    let answers: Vec<Result<(String, [Labelled; 4])>> = futures::stream::iter(batches(found))
+        .map(|(ns, names)| async move {
+            let [vcpu, nodes, starts, ends] = queries::evidence_queries(ns, &names);
+            let parsed = |q: String| async move {
+                api.query_range_parsed(&q, range, policy, cancel, queries::parse_labelled)
+                    .await
+            };
+            let (v, n, s, e) =
+                futures::try_join!(parsed(vcpu), parsed(nodes), parsed(starts), parsed(ends))?;
+            Ok((ns.to_string(), [v, n, s, e]))
+        })
+        .buffered(QUERY_CONCURRENCY)
+        .collect()
+        .await;
+    let mut out: BTreeMap<(String, String), MetricFacts> = BTreeMap::new();
+    for answer in answers {
+        let (ns, [vcpu, nodes, starts, ends]) = answer?;
+        let mut batch: BTreeMap<String, MetricFacts> = BTreeMap::new();
+        queries::file_evidence(&mut batch, vcpu, nodes, starts, ends);
+        out.extend(batch.into_iter().map(|(name, f)| ((ns.clone(), name), f)));
+    }
+    Ok(out)
+}
+
+/// Per VM (namespace, name): each expected signal's name, samples and per-sample threshold.
+type Expectations = BTreeMap<(String, String), Vec<(String, Vec<(f64, f64)>, Option<f64>)>>;
+/// The VMs of one signal query and the threshold each sample of theirs must reach.
+type GroupVms<'a> = Vec<(&'a str, Option<f64>)>;
+
+/// The samples of each VM's expected signals: one range query per signal group and batch
+/// (verify's expression of the signal, each sample a rate over `rate_window`), each sample
+/// held to the contract's threshold for that rate window.
+async fn read_signals(
+    api: &PrometheusApi,
+    found: &[Target],
+    range: (u64, u64, u64),
+    rate_window: f64,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<Expectations> {
+    let window = Window::from_secs(rate_window as u64).unwrap_or(Window::DEFAULT);
+    let mut groups: BTreeMap<SignalGroup, Vec<(&str, Option<f64>)>> = BTreeMap::new();
+    for t in found.iter().filter(|t| t.unverifiable.is_none()) {
+        for check in checks(&t.facts, window) {
+            let Some(group) = check.group.clone() else {
+                continue;
+            };
+            let threshold = queries::sample_threshold(&check, rate_window);
+            groups
+                .entry(group)
+                .or_default()
+                .push((t.facts.name.as_str(), threshold));
+        }
+    }
+    let jobs: Vec<(SignalGroup, GroupVms)> = groups
+        .into_iter()
+        .flat_map(|(g, vms)| {
+            vms.chunks(NAMES_PER_QUERY)
+                .map(|c| (g.clone(), c.to_vec()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let answers: Vec<Result<(SignalGroup, GroupVms, RangeAnswer)>> = futures::stream::iter(jobs)
+        .map(|(group, vms)| async move {
+            let names: Vec<&str> = vms.iter().map(|(n, _)| *n).collect();
+            let query = profile_range_query(&group, &names, window);
+            let answer = api.query_range(&query, range, policy, cancel).await?;
+            Ok((group, vms, answer))
+        })
+        .buffered(QUERY_CONCURRENCY)
+        .collect()
+        .await;
+    let mut out = Expectations::new();
+    let mut vcpu_max: f64 = 0.0;
+    for answer in answers {
+        let (group, vms, answer) = answer?;
+        let RangeAnswer::Series(mut series) = answer else {
+            continue;
+        };
+        for (name, threshold) in vms {
+            let samples = series.remove(name).unwrap_or_default();
+            if group.signal == "vcpu-busy" {
+                vcpu_max = samples.iter().map(|s| s.1).fold(vcpu_max, f64::max);
+            }
+            let key = (group.namespace.clone(), name.to_string());
+            out.entry(key)
+                .or_default()
+                .push((group.signal.to_string(), samples, threshold));
+        }
+    }
+    // One KubeVirt release counts vCPU milliseconds for every VM: seconds, as verify judges.
+    if vcpu_counter_in_millis(Some(vcpu_max)) {
+        for signals in out.values_mut() {
+            for (signal, samples, _) in signals.iter_mut().filter(|s| s.0 == "vcpu-busy") {
+                let _ = signal;
+                samples.iter_mut().for_each(|s| s.1 /= 1000.0);
+            }
+        }
+    }
+    Ok(out)
+}
