@@ -22,8 +22,7 @@ use std::io::Write;
 use crate::cli::{Cli, Command};
 use crate::config::{
     AuditSettings, ChurnSettings, CleanupSettings, DisruptionSettings, GlobalSettings,
-    ReportSettings, RunSettings,
-    StatusSettings, ValidateSettings, VerifySettings,
+    ReportSettings, RunSettings, StatusSettings, ValidateSettings, VerifySettings,
 };
 use crate::error::{Error, Result};
 use crate::model::OutputFormat;

@@ -22,8 +22,8 @@ use super::settings::{
 use super::value::{Source, Sourced, check_minimum};
 use super::yaml::{self, FileLayer};
 use crate::cli::{
-    AuditCommand, ChurnArgs, CleanupArgs, DisruptionArgs, GlobalArgs, ReportArgs, RunArgs, StatusArgs,
-    ValidateArgs, VerifyArgs,
+    AuditCommand, ChurnArgs, CleanupArgs, DisruptionArgs, GlobalArgs, ReportArgs, RunArgs,
+    StatusArgs, ValidateArgs, VerifyArgs,
 };
 use crate::error::{Error, Result};
 use crate::k8s::client::RateLimit;
