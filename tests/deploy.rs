@@ -1046,6 +1046,8 @@ fn churn_once(action: &'static str, namespace: Option<&'static str>) -> Vec<&'st
         "1/s",
         "--actions",
         action,
+        // Every run in scope: the prompt would refuse without a terminal.
+        "--yes",
     ];
     if let Some(ns) = namespace {
         args.extend(["--namespace", ns]);
