@@ -282,6 +282,54 @@ pub fn build_plan(input: &PlanInput, registry: &Registry, run_id: RunId) -> Resu
     Ok(plan)
 }
 
+/// The workload prefixes a `--params` value named and where it came from (`--params`,
+/// `VIRTWORK_PARAMS`), so a typo in a prefix is caught instead of silently ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamPrefixes {
+    pub source: String,
+    pub workloads: Vec<String>,
+}
+
+/// Checks `prefixes` against the workloads this run plans (`planned`) and the workloads that
+/// exist at all (`known`: built-ins and catalog entries). A prefix naming no workload is bad
+/// input with a did-you-mean (a typo would otherwise leave the load at its default and an
+/// alert test "pass" on the wrong load); a known workload this run does not plan is a warning,
+/// returned.
+pub fn check_param_prefixes(
+    prefixes: &ParamPrefixes,
+    planned: &[&str],
+    known: &[&str],
+) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    for prefix in &prefixes.workloads {
+        if planned.contains(&prefix.as_str()) {
+            continue;
+        }
+        if known.contains(&prefix.as_str()) {
+            warnings.push(format!(
+                "{} sets params for workload {prefix:?}, which this run does not plan \
+                 (planned: {}); they are ignored",
+                prefixes.source,
+                planned.join(", ")
+            ));
+            continue;
+        }
+        let hint = match crate::model::suggest(prefix, planned)
+            .or_else(|| crate::model::suggest(prefix, known))
+        {
+            Some(name) => format!("; did you mean {name:?}?"),
+            None => String::new(),
+        };
+        return Err(Error::input(format!(
+            "invalid workload {prefix:?} in {}: expected a built-in or catalog workload \
+             ({}){hint}",
+            prefixes.source,
+            known.join(", ")
+        )));
+    }
+    Ok(warnings)
+}
+
 /// Resolves which workloads run and with which settings.
 ///
 /// Order is `input.workloads` then `input.from_catalog`. A name listed twice is an input

@@ -1691,3 +1691,67 @@ fn the_audit_database_and_its_directory_are_private() {
         assert_eq!(mode(&dir), 0o700, "{}", dir.display());
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// --params prefixes
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_params_prefix_naming_no_workload_is_refused_with_a_suggestion_before_any_request() {
+    let server = fast_server();
+    let env = run_env(&server);
+    let out = env.run(&["--workloads", "cpu", "--params", "cpuu.cpu-load-percent=50"]);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains(r#"invalid workload "cpuu" in --params"#),
+        "{err}"
+    );
+    assert!(err.contains(r#"did you mean "cpu"?"#), "{err}");
+    assert!(
+        server.request_log().is_empty(),
+        "nothing sent for bad input"
+    );
+    // The environment variable is named as such.
+    let out = env
+        .command(&["--workloads", "cpu"])
+        .env("VIRTWORK_PARAMS", "memroy.memory-percent=50")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(r#"invalid workload "memroy" in VIRTWORK_PARAMS"#)
+            && stderr(&out).contains(r#"did you mean "memory"?"#),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn params_for_a_known_workload_this_run_does_not_plan_are_a_warning() {
+    let server = fast_server();
+    let env = run_env(&server);
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+    let out = env.run(&[
+        "--workloads",
+        "cpu",
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--params",
+        "cpu.cpu-load-percent=50,memory.memory-percent=50,sysbench.threads=2",
+        "--no-wait",
+    ]);
+    assert_success(&out);
+    let err = stderr(&out);
+    for workload in ["memory", "sysbench"] {
+        assert!(
+            err.lines().any(|l| l.contains("WARN")
+                && l.contains(&format!("workload \"{workload}\""))
+                && l.contains("does not plan")),
+            "warning for {workload}:\n{err}"
+        );
+    }
+    assert!(!err.contains("workload \"cpu\", which"), "{err}");
+    assert_eq!(server.objects("virtualmachines", Some(NS)).len(), 1);
+}

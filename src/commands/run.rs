@@ -33,7 +33,7 @@ use crate::k8s::ready::{
 };
 use crate::k8s::retry::RetryPolicy;
 use crate::model::{DryRunMode, KindCounts, LogFormat, OutputFormat, RunId};
-use crate::plan::{Plan, build_plan};
+use crate::plan::{ParamPrefixes, Plan, build_plan, check_param_prefixes};
 use crate::report::{self, RunProgress, RunSummary, VmSummary};
 use crate::workloads::Registry;
 
@@ -41,7 +41,11 @@ use crate::workloads::Registry;
 pub async fn run(settings: &RunSettings) -> Result<()> {
     let input = &settings.plan;
     let registry = Registry::with_catalog(&input.catalog_dir, &input.from_catalog)?;
-    let plan = build_plan(input, &registry, RunId::new_v4())?;
+    let mut plan = build_plan(input, &registry, RunId::new_v4())?;
+    if let Some(prefixes) = &settings.param_prefixes {
+        plan.warnings
+            .extend(param_prefix_warnings(prefixes, &plan, &registry, input)?);
+    }
     for skipped in &plan.skipped {
         tracing::info!(workload = %skipped, reason = "disabled in config", "workload skipped");
     }
@@ -53,6 +57,23 @@ pub async fn run(settings: &RunSettings) -> Result<()> {
         Some(DryRunMode::Client) => dry_run_client(settings, &plan, &auditor),
         Some(DryRunMode::Server) | None => run_on_cluster(settings, &plan, &auditor).await,
     }
+}
+
+/// Checks the `--params` prefixes against the planned workloads, the built-ins and the
+/// entries of the catalog directory (see [`check_param_prefixes`]).
+fn param_prefix_warnings(
+    prefixes: &ParamPrefixes,
+    plan: &Plan,
+    registry: &Registry,
+    input: &crate::plan::PlanInput,
+) -> Result<Vec<String>> {
+    let planned: Vec<&str> = plan.workloads.iter().map(|w| w.name.as_str()).collect();
+    let catalog = crate::workloads::catalog::entry_names(&input.catalog_dir);
+    let mut known: Vec<&str> = registry.names();
+    known.extend(catalog.iter().map(String::as_str));
+    known.sort_unstable();
+    known.dedup();
+    check_param_prefixes(prefixes, &planned, &known)
 }
 
 /// The audit record's parameters of a run. Holds no credential: SSH access is only whether

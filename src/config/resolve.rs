@@ -234,6 +234,7 @@ impl RunSettings {
             fail_fast: required(&p.fail_fast, "fail-fast")?.value,
             vm_concurrency: required(&p.vm_concurrency, "vm-concurrency")?.value.get() as usize,
             pacing: pacing(p, wait_for_ready)?,
+            param_prefixes: param_prefixes(&layers)?,
         })
     }
 }
@@ -674,6 +675,19 @@ fn workload_overrides(layers: &Layers) -> Result<BTreeMap<String, WorkloadOverri
         }
     }
     Ok(overrides)
+}
+
+/// The workloads `--params` (else `VIRTWORK_PARAMS`) names, with the input's spelling.
+fn param_prefixes(layers: &Layers) -> Result<Option<crate::plan::ParamPrefixes>> {
+    let Some(given) = &layers.merged.params else {
+        return Ok(None);
+    };
+    let parsed = parse_params(&given.value)
+        .map_err(|reason| Error::input(format!("parsing {}: {reason}", given.source)))?;
+    Ok(Some(crate::plan::ParamPrefixes {
+        source: given.source.to_string(),
+        workloads: parsed.into_keys().collect(),
+    }))
 }
 
 fn ssh_access(p: &Partial) -> Result<SshAccess> {

@@ -339,6 +339,27 @@ fn read_manifest(dir: &Path, budget: &mut EntryBudget) -> std::result::Result<Ma
     }
 }
 
+/// Most catalog directory entries looked at when naming the entries that exist.
+const MAX_LISTED_ENTRIES: usize = 1000;
+
+/// The names of the entries (subdirectories, hidden ones skipped) in `catalog_dir`, sorted; an
+/// unreadable or missing directory has none. Used only to tell a catalog workload that this
+/// run does not select from a name that exists nowhere.
+pub fn entry_names(catalog_dir: &Path) -> Vec<String> {
+    let Ok(items) = std::fs::read_dir(catalog_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = items
+        .take(MAX_LISTED_ENTRIES)
+        .filter_map(|item| item.ok())
+        .filter(|item| item.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|item| item.file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    names.sort();
+    names
+}
+
 impl CatalogEntry {
     /// Loads and validates `<catalog_dir>/<name>`. Placeholders are not checked here
     /// (see [`placeholder_report`](Self::placeholder_report)).
