@@ -1890,3 +1890,62 @@ fn cmd_with_time(env: &Env, program: &std::ffi::OsStr, args: &[std::ffi::OsStrin
         .output()
         .unwrap()
 }
+
+#[test]
+fn a_prometheus_nobody_answers_at_fails_at_once_naming_the_address() {
+    let env = Env::start();
+    run_cpu_vm(&env);
+    for (url, cause) in [
+        ("http://127.0.0.1:9", "refused"),
+        ("http://virtwork-no-such-host.invalid:9090", "lookup"),
+    ] {
+        let cmd = env.command(&["--namespace", NS, "verify", "--prometheus", url]);
+        // The hang guard is shorter than verify's 60 s of retries: a retried refusal fails it.
+        let out = run_bounded(cmd, Duration::from_secs(45));
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let error = stderr.lines().find(|l| l.starts_with("Error: ")).unwrap();
+        assert!(
+            error.contains(&format!("cannot reach Prometheus at {url}"))
+                && error.to_ascii_lowercase().contains(cause)
+                && error.contains("not retried"),
+            "{error}"
+        );
+        assert!(!error.contains("--timeout"), "{error}");
+    }
+}
+
+#[test]
+fn a_prometheus_that_keeps_dropping_connections_is_retried_and_the_error_says_for_how_long() {
+    let env = Env::start();
+    run_cpu_vm(&env);
+    // Accepts every connection and closes it without an answer: a transient failure.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            drop(stream);
+        }
+    });
+    let cmd = env.command(&[
+        "--namespace",
+        NS,
+        "verify",
+        "--prometheus",
+        &url,
+        "--wait",
+        "--timeout",
+        "1",
+    ]);
+    let out = run_bounded(cmd, Duration::from_secs(90));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let error = stderr.lines().find(|l| l.starts_with("Error: ")).unwrap();
+    assert!(
+        error.contains(&format!("querying Prometheus ({url})"))
+            && error.contains("gave up after")
+            && error.contains("verify retries timeouts, dropped connections, 429 and 5xx")
+            && error.contains("--timeout with --wait, else 60 s"),
+        "{error}"
+    );
+}

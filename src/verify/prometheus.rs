@@ -113,6 +113,8 @@ pub struct PrometheusApi {
     /// (never with userinfo).
     pub describe: String,
     pub via: Via,
+    /// Set once the first query's [`first_contact`](Self::first_contact) passed.
+    contacted: tokio::sync::OnceCell<()>,
 }
 
 /// The cluster's credentials as far as the monitoring route may see them: its bearer token
@@ -202,6 +204,7 @@ async fn get_retried(
     cancel: &CancellationToken,
     what: &str,
 ) -> Result<Raw> {
+    let started = Instant::now();
     match retry(policy, cancel, what, || get_raw(client, path)).await {
         Ok(Ok(raw)) => Ok(raw),
         Ok(Err(TooLarge)) => Err(Error::runtime(format!(
@@ -229,7 +232,14 @@ async fn get_retried(
                 attempts,
                 transient,
             };
-            let message = failed.into_error(what.to_string()).to_string();
+            let message = match failed {
+                RetryError::Failed {
+                    error,
+                    attempts,
+                    transient: true,
+                } if attempts > 1 => gave_up_text(what, &error, attempts, started.elapsed()),
+                failed => failed.into_error(what.to_string()).to_string(),
+            };
             Err(if message.contains(&cause) {
                 Error::runtime(message)
             } else {
@@ -241,6 +251,26 @@ async fn get_retried(
 }
 
 /// The innermost error of a chain, e.g. `invalid peer certificate: UnknownIssuer`.
+/// A request to Prometheus that kept failing transiently until verify's deadline: what was
+/// retried and for how long, and the last failure (the deadline is `--timeout` only with
+/// `--wait`; without it verify gives Prometheus a fixed time, so naming `--timeout` would
+/// send the user to the wrong knob).
+fn gave_up_text(what: &str, error: &kube::Error, attempts: u32, retried: Duration) -> String {
+    format!(
+        "{what}: gave up after {attempts} attempts over {} s (verify retries timeouts, dropped \
+         connections, 429 and 5xx answers until its deadline: --timeout with --wait, else 60 \
+         s); the last attempt failed with: {}",
+        retried.as_secs(),
+        crate::error::kube_text(error)
+    )
+}
+
+/// Whether `error` says nobody can answer at this address: a refused connection or an
+/// unknown host (the API server's first contact decides the same way).
+fn nobody_there(error: &kube::Error) -> bool {
+    crate::k8s::reach::first_contact(error) == crate::k8s::reach::FirstContact::Fatal
+}
+
 fn innermost_cause(error: &kube::Error) -> String {
     let mut current: &(dyn std::error::Error + 'static) = error;
     while let Some(next) = current.source() {
@@ -257,6 +287,7 @@ impl PrometheusApi {
             base_path: proxy_base(namespace, service),
             describe: format!("service {namespace}/{service} through the API server {server}"),
             via: Via::ServiceProxy,
+            contacted: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -335,6 +366,7 @@ impl PrometheusApi {
             base_path: String::new(),
             describe,
             via,
+            contacted: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -403,6 +435,12 @@ impl PrometheusApi {
         cancel: &CancellationToken,
         parse: fn(&str) -> std::result::Result<T, String>,
     ) -> Result<T> {
+        if self.via != Via::ServiceProxy {
+            // Direct connections only: through the proxy the API server answers.
+            self.contacted
+                .get_or_try_init(|| self.first_contact(cancel))
+                .await?;
+        }
         let what = format!("querying Prometheus ({})", self.describe);
         let raw = get_retried(&self.client, path, policy, cancel, &what).await?;
         if raw.code == 401 || raw.code == 403 {
@@ -422,6 +460,29 @@ impl PrometheusApi {
             )));
         }
         parse(&raw.body).map_err(|e| Error::runtime(format!("{what}: HTTP {}: {e}", raw.code)))
+    }
+
+    /// One trivial query, not retried, before the first real one: a refused connection or an
+    /// unknown host fails verify at once, naming the URL, instead of being retried until the
+    /// deadline; anything else (an answer, a timeout, a 5xx) lets the queries proceed under
+    /// their retry policy.
+    async fn first_contact(&self, cancel: &CancellationToken) -> Result<()> {
+        let path = self.query_path("vector(1)");
+        let attempt = tokio::time::timeout(CONNECT_TIMEOUT, get_raw(&self.client, &path));
+        let outcome = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(Error::Interrupted),
+            outcome = attempt => outcome,
+        };
+        match outcome {
+            Ok(Err(error)) if nobody_there(&error) => Err(Error::runtime(format!(
+                "cannot reach Prometheus at {}: {}; check the address (not retried: nothing \
+                 answers there)",
+                self.describe,
+                innermost_cause(&error)
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Probes this endpoint with a trivial query.
