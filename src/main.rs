@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::FromArgMatches;
 use clap::error::ErrorKind;
 use virtwork::cli::Cli;
-use virtwork::terminal::{LINE_CHARS, safe};
+use virtwork::terminal::{LINE_CHARS, safe, to_stderr};
 use virtwork::usage::without_secrets;
 
 fn main() -> ExitCode {
@@ -39,7 +39,7 @@ fn main() -> ExitCode {
             // the cluster (a webhook's message, an object's name) must not drive the terminal.
             let message = without_secrets(&err.to_string(), &args, &env);
             let message = safe(&message, LINE_CHARS);
-            eprintln!("Error: {message}");
+            to_stderr(&format!("Error: {message}\n"));
             ExitCode::from(err.exit_code())
         }
     }
@@ -59,7 +59,7 @@ fn usage_error(err: &clap::Error, args: &[OsString], env: &[(String, String)]) -
         }
         _ => {
             let message = without_secrets(&virtwork::usage::one_line(err, args), args, env);
-            eprintln!("Error: {}", safe(&message, LINE_CHARS));
+            to_stderr(&format!("Error: {}\n", safe(&message, LINE_CHARS)));
             ExitCode::from(2)
         }
     }

@@ -6,7 +6,18 @@
 //! and other invisible format characters as `\u{..}`, folding line breaks and tabs into one
 //! space so the text stays on one line, and capping its length with an ellipsis. Must not:
 //! know where the text came from or what it means; be used for JSON or logs (serde_json and
-//! the log formatter escape on their own).
+//! the log formatter escape on their own). Also owns [`to_stderr`], the one way text reaches
+//! stderr outside the log formatter: a stderr whose reader went away must not panic.
+
+/// Writes `text` to stderr as it is; a failure (a closed stderr, a pipe whose reader went
+/// away: `virtwork ... 2>&1 | head -1`) is ignored, since there is nowhere left to report it
+/// and `eprint!` would panic (exit 101) instead of letting the command's exit code stand.
+pub fn to_stderr(text: &str) {
+    use std::io::Write;
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(text.as_bytes());
+    let _ = stderr.flush();
+}
 
 /// Longest table cell shown, in characters.
 pub const CELL_CHARS: usize = 256;

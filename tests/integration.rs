@@ -32,6 +32,7 @@ mod guest_payloads;
 mod layers;
 mod monitoring;
 mod packaging;
+mod pipes;
 mod plan;
 mod report;
 mod run;

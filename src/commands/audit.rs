@@ -143,9 +143,7 @@ fn json_document(format: OutputFormat, value: &impl serde::Serialize) -> Result<
 }
 
 fn emit(out: &mut dyn Write, text: &str) -> Result<()> {
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(super::write_failed)
+    super::written(out.write_all(text.as_bytes()).and_then(|()| out.flush()))
 }
 
 /// The `audit list` table, newest first.

@@ -423,15 +423,12 @@ impl<'a> Cleanup<'a> {
         if ask_mode == Confirmation::NotNeeded {
             return Ok(true);
         }
-        eprint!(
-            "{}",
-            preview_with_kept(
-                self.scope.namespace.as_deref(),
-                self.scope.run_id.as_deref(),
-                &self.summary.found,
-                self.summary.namespace_kept(),
-            )
-        );
+        crate::terminal::to_stderr(&preview_with_kept(
+            self.scope.namespace.as_deref(),
+            self.scope.run_id.as_deref(),
+            &self.summary.found,
+            self.summary.namespace_kept(),
+        ));
         let used = self.started.elapsed();
         let answered = match ask(&self.cancel).await {
             // On a terminal, Ctrl-D is a "no"; from a pipe, it means nobody answered.
@@ -444,7 +441,7 @@ impl<'a> Cleanup<'a> {
             Ok(true) => {
                 if ask_mode == Confirmation::Piped {
                     // A piped answer is not echoed: end the prompt's line.
-                    eprintln!();
+                    crate::terminal::to_stderr("\n");
                 }
                 self.ctx.policy =
                     RetryPolicy::until(Instant::now() + self.timeout.saturating_sub(used));

@@ -20,7 +20,7 @@ pub fn completion(shell: CompletionShell, out: &mut dyn Write) -> Result<()> {
     let mut command = with_workload_names(crate::cli::documented_command());
     let mut buffer = Vec::new();
     clap_complete::generate(shell, &mut command, "virtwork", &mut buffer);
-    out.write_all(&buffer).map_err(super::write_failed)
+    super::written(out.write_all(&buffer))
 }
 
 /// `run --workloads` completes the built-in workload names. (Catalog entries and run ids
@@ -79,7 +79,7 @@ pub fn man(out: &mut dyn Write) -> Result<()> {
         man.render_options_section(&mut buffer)
             .map_err(super::write_failed)?;
     }
-    out.write_all(&buffer).map_err(super::write_failed)
+    super::written(out.write_all(&buffer))
 }
 
 /// Text for roff: backslashes and hyphens escaped.

@@ -141,10 +141,17 @@ async fn next_signal(term: Option<&mut tokio::signal::unix::Signal>) {
 /// head -1`) is not an error: nobody wants the rest, and the command's outcome stands.
 pub(crate) fn write_stdout(text: &str) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
+    written(
+        stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush()),
+    )
+}
+
+/// The result of writing a command's product: a reader that went away is not an error (the
+/// command's own outcome, and so its exit code, stands); any other failure is.
+pub(crate) fn written(result: std::io::Result<()>) -> Result<()> {
+    match result {
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.map_err(write_failed),
     }

@@ -62,9 +62,7 @@ pub fn run(settings: &ValidateSettings, out: &mut dyn Write) -> Result<()> {
         OutputFormat::Text => reports.iter().map(EntryReport::lines).collect(),
         format => super::document_text(format, &validate_json(dir, &reports, failed))?,
     };
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(super::write_failed)?;
+    super::written(out.write_all(text.as_bytes()).and_then(|()| out.flush()))?;
     if failed > 0 {
         return Err(Error::input(format!(
             "{failed} of {} entries: catalog validation failed",

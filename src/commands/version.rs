@@ -29,5 +29,5 @@ pub fn version(output: OutputFormat, out: &mut dyn Write) -> Result<()> {
             super::document_text(output, &format!("{doc:#}"))?
         }
     };
-    out.write_all(text.as_bytes()).map_err(super::write_failed)
+    super::written(out.write_all(text.as_bytes()))
 }

@@ -854,11 +854,11 @@ fn check_static_token(
 fn warn_insecure_once(server: &str, source: &CredentialSource) {
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
-        eprintln!(
+        crate::terminal::to_stderr(&format!(
             "Warning: {source} sets insecure-skip-tls-verify: true for {server}: the server's \
              certificate is not verified, so anyone on the network path can impersonate it and \
-             read the credentials; set certificate-authority-data instead"
-        );
+             read the credentials; set certificate-authority-data instead\n"
+        ));
     });
 }
 

@@ -1,0 +1,262 @@
+//! Closed output: every command run with its stdout or stderr closed, or a pipe whose reader
+//! has gone (`virtwork ... 2>&1 | head -1`), exits with the code it has when both are read —
+//! never 101, the code of a panic on a failed write.
+
+use crate::binary;
+use crate::support;
+
+use std::process::{Command, Stdio};
+
+use binary::Env;
+use support::{FakeApiServer, Options};
+
+/// How the child's stdout and stderr are set up.
+#[derive(Debug, Clone, Copy)]
+enum Closed {
+    /// Both read to the end: the reference exit code.
+    Neither,
+    /// A pipe whose reader is gone before the command starts.
+    StdoutGone,
+    StderrGone,
+    /// Both on one pipe whose reader is gone (`2>&1 | head -0`).
+    BothGone,
+    /// The file descriptor itself closed.
+    StdoutClosed,
+    StderrClosed,
+}
+
+const VARIANTS: [Closed; 5] = [
+    Closed::StdoutGone,
+    Closed::StderrGone,
+    Closed::BothGone,
+    Closed::StdoutClosed,
+    Closed::StderrClosed,
+];
+
+/// A pipe whose read end is already closed: every write to it fails with EPIPE.
+fn gone_pipe() -> std::io::PipeWriter {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    writer
+}
+
+/// Runs `cmd` with its output set up as `closed`; the exit code (`None`: killed by a signal).
+fn exit_code(mut cmd: Command, closed: Closed) -> Option<i32> {
+    match closed {
+        Closed::Neither => {
+            let out = cmd.output().unwrap();
+            return out.status.code();
+        }
+        Closed::StdoutGone => {
+            cmd.stdout(gone_pipe()).stderr(Stdio::null());
+        }
+        Closed::StderrGone => {
+            cmd.stdout(Stdio::null()).stderr(gone_pipe());
+        }
+        Closed::BothGone => {
+            let writer = gone_pipe();
+            cmd.stdout(writer.try_clone().unwrap()).stderr(writer);
+        }
+        Closed::StdoutClosed | Closed::StderrClosed => {
+            let fd = if matches!(closed, Closed::StdoutClosed) {
+                1
+            } else {
+                2
+            };
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            use std::os::unix::process::CommandExt;
+            // SAFETY: close(2) is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::close(fd);
+                    Ok(())
+                });
+            }
+        }
+    }
+    let mut child = cmd.spawn().unwrap();
+    child.wait().unwrap().code()
+}
+
+/// One command line: its arguments after the global flags, the documented exit code, and
+/// what the fake API server holds before it runs.
+struct Case {
+    args: &'static [&'static str],
+    code: i32,
+    /// Seeds the server (a run to look at or delete).
+    with_fleet: bool,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        args: &["version"],
+        code: 0,
+        with_fleet: false,
+    },
+    Case {
+        args: &["--output", "json", "version"],
+        code: 0,
+        with_fleet: false,
+    },
+    Case {
+        args: &["--help"],
+        code: 0,
+        with_fleet: false,
+    },
+    Case {
+        args: &["run", "--help"],
+        code: 0,
+        with_fleet: false,
+    },
+    Case {
+        args: &["completion", "bash"],
+        code: 0,
+        with_fleet: false,
+    },
+    Case {
+        args: &["man"],
+        code: 0,
+        with_fleet: false,
+    },
+    Case {
+        args: &["--no-such-flag"],
+        code: 2,
+        with_fleet: false,
+    },
+    Case {
+        args: &["run", "--dry-run", "--vm-count", "20"],
+        code: 0,
+        with_fleet: false,
+    },
+    Case {
+        args: &["run", "--workloads", "cpu", "--no-wait"],
+        code: 0,
+        with_fleet: false,
+    },
+    Case {
+        args: &["run", "--workloads", "nope"],
+        code: 2,
+        with_fleet: false,
+    },
+    Case {
+        args: &["run", "--params", "cpuu.cpu-load-percent=5"],
+        code: 2,
+        with_fleet: false,
+    },
+    Case {
+        args: &["status"],
+        code: 0,
+        with_fleet: true,
+    },
+    Case {
+        args: &["status", "--namespace", "nowhere"],
+        code: 1,
+        with_fleet: false,
+    },
+    Case {
+        args: &["cleanup", "--yes"],
+        code: 0,
+        with_fleet: true,
+    },
+    // Nobody answers the prompt (stdin is /dev/null): the command needs --yes.
+    Case {
+        args: &["cleanup"],
+        code: 2,
+        with_fleet: true,
+    },
+    Case {
+        args: &["cleanup", "--dry-run"],
+        code: 0,
+        with_fleet: true,
+    },
+    Case {
+        args: &["verify", "--prometheus", "http://127.0.0.1:9"],
+        code: 1,
+        with_fleet: true,
+    },
+    Case {
+        args: &["churn", "--dry-run", "--duration", "10s", "--rate", "1/s"],
+        code: 0,
+        with_fleet: true,
+    },
+    Case {
+        args: &["churn", "--rate", "0/m"],
+        code: 2,
+        with_fleet: false,
+    },
+    Case {
+        args: &["validate", "--catalog-dir", "CATALOG"],
+        code: 0,
+        with_fleet: false,
+    },
+    Case {
+        args: &["validate", "--catalog-dir", "/nonexistent"],
+        code: 2,
+        with_fleet: false,
+    },
+    Case {
+        args: &["audit", "list"],
+        code: 0,
+        with_fleet: true,
+    },
+    Case {
+        args: &["--output", "json", "audit", "list"],
+        code: 0,
+        with_fleet: true,
+    },
+    Case {
+        args: &["audit", "show", "00000000-0000-4000-8000-000000000000"],
+        code: 2,
+        with_fleet: false,
+    },
+];
+
+/// The case's arguments, the catalog placeholder replaced.
+fn case_args(case: &Case) -> Vec<&'static str> {
+    let catalog = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog");
+    case.args
+        .iter()
+        .map(|a| if *a == "CATALOG" { catalog } else { a })
+        .collect()
+}
+
+/// A fresh server, with a fleet created by `virtwork run` when the case asks for one.
+fn prepared(case: &Case) -> (FakeApiServer, Env) {
+    let server = FakeApiServer::start(Options::default());
+    let env = Env::new(&server);
+    if case.with_fleet {
+        let out = env.run(&["run", "--workloads", "cpu,memory", "--timeout", "60"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (server, env)
+}
+
+#[test]
+fn no_command_panics_on_closed_output_and_each_keeps_its_exit_code() {
+    let mut wrong = Vec::new();
+    for case in CASES {
+        // Commands that change the cluster get a fresh one each time; the others share one.
+        let mutates = case.args.iter().any(|a| ["run", "--yes"].contains(a));
+        let mut shared = None;
+        for closed in std::iter::once(Closed::Neither).chain(VARIANTS) {
+            if mutates || shared.is_none() {
+                shared = Some(prepared(case));
+            }
+            let (_, env) = shared.as_ref().unwrap();
+            let cmd = env.command(&case_args(case));
+            let code = exit_code(cmd, closed);
+            if code != Some(case.code) {
+                wrong.push(format!(
+                    "virtwork {} with {closed:?}: exit {code:?}, expected {}",
+                    case.args.join(" "),
+                    case.code
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
