@@ -290,9 +290,18 @@ fn answering_yes_deletes() {
     assert_eq!(c.managed("virtualmachines", NS, None), Vec::<String>::new());
 }
 
+/// Nothing deleted, said on stdout and in the error line, exit 1 (a requested deletion did
+/// not happen), recorded as aborted.
 fn assert_declined(c: &Cluster, out: &Output) {
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("cleanup aborted by user"));
+    assert!(
+        text(&out.stderr)
+            .lines()
+            .any(|l| l.starts_with("Error: cleanup aborted at the prompt: nothing was deleted")),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(
         text(&out.stdout).contains("aborted"),
         "{}",
@@ -314,13 +323,34 @@ fn assert_declined(c: &Cluster, out: &Output) {
 }
 
 #[test]
-fn answering_no_or_anything_else_aborts() {
+fn answering_no_aborts() {
     let c = Cluster::start();
     c.seed_run(NS, RUN_A, "cpu", 1);
-    for answer in ["no\n", "y\n", "\n"] {
+    for answer in ["no\n", "N\n", "\n"] {
         let out = c.run(&["--namespace", NS, "cleanup"], Some(answer), &TTY);
         assert_declined(&c, &out);
     }
+}
+
+#[test]
+fn on_a_terminal_an_unclear_answer_is_asked_again_and_y_deletes() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 1);
+    let out = c.run(&["--namespace", NS, "cleanup"], Some("maybe\ny\n"), &TTY);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.matches("Proceed with deletion? (yes/NO): ").count(),
+        2,
+        "asked twice: {stderr}"
+    );
+    assert!(stderr.contains("Please answer yes or no."), "{stderr}");
+    assert_eq!(c.managed("virtualmachines", NS, None), Vec::<String>::new());
+    // Unclear to the end of input: nothing deleted, exit 1.
+    c.seed_run(NS, RUN_B, "cpu", 1);
+    let out = c.run(&["--namespace", NS, "cleanup"], Some("maybe\n"), &TTY);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(c.managed("virtualmachines", NS, None).len(), 1);
 }
 
 #[test]
@@ -331,15 +361,18 @@ fn end_of_input_at_the_prompt_aborts() {
     assert_declined(&c, &out);
 }
 
-/// A piped answer works as in the Go tool (`echo yes | virtwork cleanup`); any other line
-/// declines.
+/// A piped answer works as in the Go tool (`echo yes | virtwork cleanup`, and `y` as the
+/// prompt suggests); any other line declines with exit 1, so a script does not go on as if
+/// it had succeeded.
 #[test]
 fn a_piped_yes_confirms_without_a_terminal() {
     let c = Cluster::start();
     c.seed_run(NS, RUN_A, "cpu", 1);
-    let out = c.run(&["--namespace", NS, "cleanup"], Some("no\n"), &[]);
-    assert_declined(&c, &out);
-    let out = c.run(&["--namespace", NS, "cleanup"], Some("yes\n"), &[]);
+    for declined in ["no\n", "maybe\n"] {
+        let out = c.run(&["--namespace", NS, "cleanup"], Some(declined), &[]);
+        assert_declined(&c, &out);
+    }
+    let out = c.run(&["--namespace", NS, "cleanup"], Some("y\n"), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert!(

@@ -55,9 +55,12 @@ pub enum Confirmation {
 /// What was read at the prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
+    /// `y` or `yes`, any case.
     Yes,
-    /// Any other line (an empty one included).
+    /// `n`, `no` (any case) or an empty line: the prompt's default.
     No,
+    /// Any other line: asked again on a terminal, a refusal from a pipe.
+    Unclear,
     /// End of input before any answer.
     Nothing,
 }
@@ -79,20 +82,21 @@ pub fn stdin_counts_as_terminal(is_terminal: bool, assume_tty: Option<&str>) -> 
     is_terminal || assume_tty.is_some_and(|v| v.trim() == "1")
 }
 
-/// Only `yes` (trimmed, any case) confirms; anything else, an empty line and EOF (`None`)
-/// decline.
-pub fn answer_confirms(line: Option<&str>) -> bool {
-    line.is_some_and(|l| l.trim().eq_ignore_ascii_case("yes"))
-}
-
-/// The answer in one read line (`None`: EOF before any byte).
+/// The answer in one read line (`None`: EOF before any byte): `y`/`yes` confirm and
+/// `n`/`no`/an empty line decline (trimmed, any case); anything else is unclear.
 pub fn answer(line: Option<&str>) -> Answer {
-    match line {
-        None => Answer::Nothing,
-        Some(_) if answer_confirms(line) => Answer::Yes,
-        Some(_) => Answer::No,
+    let Some(line) = line else {
+        return Answer::Nothing;
+    };
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Answer::Yes,
+        "" | "n" | "no" => Answer::No,
+        _ => Answer::Unclear,
     }
 }
+
+/// Asked again after an unclear answer on a terminal.
+const ASK_AGAIN: &str = "Please answer yes or no.\n";
 
 /// Prints the prompt on stderr and reads one line from stdin. The read runs on its own
 /// thread so Ctrl-C at the prompt interrupts at once (and an unanswered read cannot keep
@@ -430,7 +434,12 @@ impl<'a> Cleanup<'a> {
             self.summary.namespace_kept(),
         ));
         let used = self.started.elapsed();
-        let answered = match ask(&self.cancel).await {
+        let mut reply = ask(&self.cancel).await;
+        while ask_mode == Confirmation::Ask && matches!(reply, Ok(Answer::Unclear)) {
+            crate::terminal::to_stderr(ASK_AGAIN);
+            reply = ask(&self.cancel).await;
+        }
+        let answered = match reply {
             // On a terminal, Ctrl-D is a "no"; from a pipe, it means nobody answered.
             Ok(Answer::Nothing) if ask_mode == Confirmation::Ask => Ok(false),
             Ok(Answer::Nothing) => Err(nobody_answered(discovery)),
@@ -452,13 +461,18 @@ impl<'a> Cleanup<'a> {
         answered
     }
 
-    /// The user declined: nothing deleted, recorded as aborted.
+    /// The user declined: nothing deleted, recorded as aborted. A requested deletion that
+    /// did not happen is exit 1, so `echo n | virtwork cleanup && ...` does not go on as if
+    /// the namespace were clean.
     fn abort(&mut self) -> Result<()> {
         tracing::info!("cleanup aborted by user");
         self.execution
             .complete_execution(ExecutionStatus::Aborted, None);
         self.summary.status = CleanupStatus::Aborted;
-        print_summary(self.settings.global.output, &self.summary)
+        print_summary(self.settings.global.output, &self.summary)?;
+        Err(Error::runtime(
+            "cleanup aborted at the prompt: nothing was deleted (answer y or yes, or pass --yes)",
+        ))
     }
 
     /// What is left of `--timeout` (the prompt's time given back).
@@ -714,14 +728,16 @@ mod tests {
     }
 
     #[test]
-    fn only_yes_confirms() {
-        for yes in ["yes", "YES", "  yes  \n", "Yes\r\n"] {
-            assert!(answer_confirms(Some(yes)), "{yes:?}");
+    fn y_and_yes_confirm_n_and_no_decline_the_rest_is_unclear() {
+        for yes in ["yes", "YES", "  yes  \n", "Yes\r\n", "y", "Y\n"] {
+            assert_eq!(answer(Some(yes)), Answer::Yes, "{yes:?}");
         }
-        for no in ["no", "", "\n", "y", "maybe", "yes please"] {
-            assert!(!answer_confirms(Some(no)), "{no:?}");
+        for no in ["no", "", "\n", "n", "N\n", "NO"] {
+            assert_eq!(answer(Some(no)), Answer::No, "{no:?}");
         }
-        assert!(!answer_confirms(None), "EOF declines");
+        for unclear in ["maybe", "yes please", "ye", "nope"] {
+            assert_eq!(answer(Some(unclear)), Answer::Unclear, "{unclear:?}");
+        }
     }
 
     #[test]
