@@ -98,7 +98,8 @@ pub struct GlobalArgs {
     #[arg(long, global = true, overrides_with = "audit")]
     pub no_audit: bool,
 
-    /// Path to audit database file [env: VIRTWORK_AUDIT_DB] [default: virtwork.db]
+    /// Path to audit database file [env: VIRTWORK_AUDIT_DB] [default:
+    /// $XDG_STATE_HOME/virtwork/virtwork.db, else ~/.local/state/virtwork/virtwork.db]
     #[arg(long, global = true, value_name = "PATH")]
     pub audit_db: Option<PathBuf>,
 

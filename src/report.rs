@@ -124,6 +124,8 @@ pub struct RunSummary {
     pub pacing: crate::model::Pacing,
     /// The error that ended the run, if any.
     pub error: Option<String>,
+    /// Where the run was recorded (`None`: `--no-audit`), so the history can be found again.
+    pub audit_db: Option<String>,
 }
 
 impl RunSummary {
@@ -273,6 +275,12 @@ pub fn run_summary_text(s: &RunSummary) -> String {
     if let Some(error) = &s.error {
         row("Error:", error.clone());
     }
+    if let Some(db) = &s.audit_db {
+        row(
+            "Audit DB:",
+            crate::terminal::safe(db, crate::terminal::CELL_CHARS),
+        );
+    }
     let created_anything = s.created.vms + s.created.secrets + s.created.services > 0;
     if !s.server_dry_run && created_anything {
         row("Undo:", s.cleanup_command());
@@ -336,6 +344,7 @@ pub fn run_summary_json(s: &RunSummary) -> Value {
         "vms_per_minute": ready_stats(&s.vms).map(|r| (r.vms_per_minute * 10.0).round() / 10.0),
         "vms": vms,
         "api_requests": s.api_requests,
+        "audit_db": s.audit_db,
         "pacing": {
             "max_starting": s.pacing.max_starting.map(|n| n.get()),
             "ramp": s.pacing.ramp.map(|r| r.to_string()),
@@ -678,6 +687,7 @@ mod tests {
                 ready_at: Some(jiff::Timestamp::from_second(1_800_000_000).unwrap()),
             }],
             api_requests: 42,
+            audit_db: Some("/home/u/.local/state/virtwork/virtwork.db".into()),
             pacing: crate::model::Pacing::default(),
             error: None,
         }

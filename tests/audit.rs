@@ -1722,7 +1722,9 @@ fn audit_list_text_is_an_aligned_table_newest_first() {
     let out = virtwork(&f.path, &["audit", "list"]);
     assert_exit(&out, 0);
     let text = stdout(&out);
-    let lines: Vec<&str> = text.lines().collect();
+    let (table, footer) = text.split_once("\n\n").expect("a table, then the database");
+    assert_eq!(footer, format!("Database: {}\n", f.path.display()));
+    let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 9, "one heading and eight executions:\n{text}");
     for heading in [
         "RUN ID",
@@ -1771,7 +1773,11 @@ fn audit_list_filters_and_json() {
     let out = virtwork(&f.path, &["audit", "list", "--status", "failed"]);
     assert_exit(&out, 0);
     let text = stdout(&out);
-    assert_eq!(text.lines().count(), 2, "{text}");
+    assert_eq!(
+        text.lines().count(),
+        4,
+        "heading, one row, database:\n{text}"
+    );
     assert!(
         text.lines()
             .nth(1)
@@ -2003,15 +2009,25 @@ fn missing_database_is_no_history_for_list_and_an_input_error_for_show() {
     let out = virtwork(&missing, &["audit", "list"]);
     assert_exit(&out, 0);
     assert_eq!(
-        stdout(&out),
-        format!("no audit database at {}\n", missing.display())
+        stdout(&out).lines().next().unwrap(),
+        format!("no audit database at {}", missing.display())
+    );
+    assert!(
+        stdout(&out).contains("earlier versions (default ./virtwork.db)"),
+        "how to find older databases: {}",
+        stdout(&out)
     );
     let out = virtwork(&missing, &["--output", "json", "audit", "list"]);
     assert_exit(&out, 0);
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(
         doc,
-        serde_json::json!({ "format_version": 1, "command": "audit list", "executions": [] })
+        serde_json::json!({
+            "format_version": 1,
+            "command": "audit list",
+            "database": missing.display().to_string(),
+            "executions": [],
+        })
     );
     assert!(!missing.exists(), "listing never creates a database");
 
@@ -2129,4 +2145,59 @@ fn a_group_writable_audit_database_is_used_with_a_warning() {
         stderr.contains("the audit database is writable by its group"),
         "{stderr}"
     );
+}
+
+/// `virtwork` with no `--audit-db`: HOME and XDG_STATE_HOME as given, run from `cwd`.
+fn virtwork_default_db(cwd: &Path, env: &[(&str, &Path)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("VIRTWORK_") || name.starts_with("XDG_") || name == "KUBECONFIG" {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env_remove("HOME");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    cmd.current_dir(cwd).args(args).output().unwrap()
+}
+
+#[test]
+fn the_default_database_is_in_the_xdg_state_directory_whatever_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let run = ["run", "--dry-run", "--workloads", "cpu", "-o", "json"];
+    // HOME only: ~/.local/state/virtwork/virtwork.db.
+    let out = virtwork_default_db(&work, &[("HOME", &home)], &run);
+    assert_exit(&out, 0);
+    let db = home.join(".local/state/virtwork/virtwork.db");
+    assert!(db.is_file(), "recorded in {}", db.display());
+    assert!(
+        !work.join("virtwork.db").exists(),
+        "nothing in the working directory"
+    );
+    let out = virtwork_default_db(dir.path(), &[("HOME", &home)], &["audit", "list"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains(&format!("Database: {}", db.display())),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        stdout(&out)
+            .lines()
+            .filter(|l| l.contains(" dry-run "))
+            .count(),
+        1,
+        "{}",
+        stdout(&out)
+    );
+    // XDG_STATE_HOME wins over HOME.
+    let state = dir.path().join("state");
+    let out = virtwork_default_db(&work, &[("HOME", &home), ("XDG_STATE_HOME", &state)], &run);
+    assert_exit(&out, 0);
+    assert!(state.join("virtwork/virtwork.db").is_file());
 }

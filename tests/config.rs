@@ -153,7 +153,7 @@ fn cases() -> Vec<Case> {
             key: "audit-db",
             env: "VIRTWORK_AUDIT_DB",
             values: ["file.db", "env.db", "flag.db"],
-            default: "virtwork.db",
+            default: "/home/tester/.local/state/virtwork/virtwork.db",
             flag: Flag::Value("--audit-db"),
             get: |s| s.global.audit.path.display().to_string(),
         },

@@ -651,6 +651,7 @@ fn real_documents(dir: &Path) -> Vec<(&'static str, serde_json::Value)> {
         api_requests: 0,
         pacing: Default::default(),
         error: None,
+        audit_db: Some("a.db".into()),
     };
     let cleanup =
         virtwork::report::cleanup::summary_json(&CleanupSummary::new(run_id.clone(), None, None));

@@ -107,6 +107,12 @@ fn cpu_only_creates_one_vm_with_its_secret_and_prints_the_cleanup_command() {
     let env = run_env(&server);
     let out = env.run(&["--workloads", "cpu", "--timeout", "60"]);
     assert_success(&out);
+    // The summary says where the run was recorded.
+    assert!(
+        stdout(&out).contains(&format!("  Audit DB:  {}\n", env.db().display())),
+        "{}",
+        stdout(&out)
+    );
 
     let vms = server.objects("virtualmachines", Some(NS));
     let id = run_id_in(&server);

@@ -74,16 +74,21 @@ fn list(options: &AuditOptions, filter: &ListFilter, out: &mut dyn Write) -> Res
         // No database means no history yet, which is not an error for a listing.
         let text = match options.output {
             OutputFormat::Json | OutputFormat::Yaml => {
-                list_document::<ExecutionRecord>(options.output, &[])?
+                list_document::<ExecutionRecord>(options.output, &[], &options.db_path)?
             }
-            OutputFormat::Text => format!("no audit database at {}\n", options.db_path.display()),
+            OutputFormat::Text => format!(
+                "no audit database at {}\n{OLDER_DATABASES}\n",
+                options.db_path.display()
+            ),
         };
         return emit(out, &text);
     }
     let conn = query::open_existing(&options.db_path)?;
     let executions = query::list_executions(&conn, filter)?;
     let text = match options.output {
-        OutputFormat::Json | OutputFormat::Yaml => list_document(options.output, &executions)?,
+        OutputFormat::Json | OutputFormat::Yaml => {
+            list_document(options.output, &executions, &options.db_path)?
+        }
         OutputFormat::Text => render_list(&executions, &options.db_path),
     };
     emit(out, &text)
@@ -125,12 +130,22 @@ fn database_exists(path: &Path) -> bool {
 /// Version of the `audit list` and `audit show` documents' schema (docs/output-json.md).
 const AUDIT_FORMAT_VERSION: u32 = 1;
 
-fn list_document<T: serde::Serialize>(format: OutputFormat, executions: &[T]) -> Result<String> {
+/// Where history recorded before the XDG default may be: the working directory of each
+/// earlier command (`virtwork.db` was the default there).
+pub const OLDER_DATABASES: &str = "Runs recorded by earlier versions (default ./virtwork.db) are \
+    in virtwork.db of the directory they ran in: `virtwork audit list --audit-db DIR/virtwork.db`";
+
+fn list_document<T: serde::Serialize>(
+    format: OutputFormat,
+    executions: &[T],
+    db_path: &Path,
+) -> Result<String> {
     json_document(
         format,
         &serde_json::json!({
             "format_version": AUDIT_FORMAT_VERSION,
             "command": "audit list",
+            "database": db_path.display().to_string(),
             "executions": executions,
         }),
     )
@@ -149,7 +164,10 @@ fn emit(out: &mut dyn Write, text: &str) -> Result<()> {
 /// The `audit list` table, newest first.
 pub fn render_list(executions: &[ExecutionRecord], db_path: &Path) -> String {
     if executions.is_empty() {
-        return format!("no matching executions recorded in {}\n", db_path.display());
+        return format!(
+            "no matching executions recorded in {}\n{OLDER_DATABASES}\n",
+            db_path.display()
+        );
     }
     let rows = executions
         .iter()
@@ -166,7 +184,7 @@ pub fn render_list(executions: &[ExecutionRecord], db_path: &Path) -> String {
             ]
         })
         .collect();
-    table(
+    let mut text = table(
         &[
             "RUN ID",
             "COMMAND",
@@ -178,7 +196,9 @@ pub fn render_list(executions: &[ExecutionRecord], db_path: &Path) -> String {
         ],
         rows,
         "",
-    )
+    );
+    text.push_str(&format!("\nDatabase: {}\n", db_path.display()));
+    text
 }
 
 /// What the execution planned (run) or deleted (cleanup), in a few words.

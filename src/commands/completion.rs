@@ -147,8 +147,9 @@ fn main_sections(command: &clap::Command) -> String {
             "the kubeconfig used when none is given; in a pod without one, the service account",
         ),
         (
-            "virtwork.db",
-            "the audit database (--audit-db), in the working directory",
+            "~/.local/state/virtwork/virtwork.db",
+            "the audit database (--audit-db; $XDG_STATE_HOME/virtwork/virtwork.db when \
+             XDG_STATE_HOME is set)",
         ),
         ("~/.virtwork/catalog", "catalog entries (--catalog-dir)"),
     ]

@@ -676,6 +676,11 @@ fn empty_summary(settings: &RunSettings, plan: &Plan, server_dry_run: bool) -> R
         api_requests: 0,
         pacing: settings.pacing,
         error: None,
+        audit_db: settings
+            .global
+            .audit
+            .recording_path()
+            .map(|path| path.display().to_string()),
     }
 }
 

@@ -3,6 +3,7 @@
 //!
 //! Keys whose default depends on other values are resolved instead: `kubeconfig`
 //! (`KUBECONFIG`, else in-cluster, else `~/.kube/config`), `catalog-dir` (`$HOME/...`),
+//! `audit-db` (the XDG state directory, see `resolve::default_audit_db`),
 //! `workloads` (every built-in unless catalog entries are asked for); `ssh-password`,
 //! `ssh-authorized-keys`, `from-catalog` and `params` have none.
 
@@ -15,7 +16,6 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("namespace", "virtwork"),
     ("verbose", "false"),
     ("audit", "true"),
-    ("audit-db", "virtwork.db"),
     ("log-format", "text"),
     ("output", "text"),
     ("qps", "50"),

@@ -131,13 +131,16 @@ impl GlobalSettings {
                 None => (Vec::new(), None),
             },
         };
-        let audit_db = required(&p.audit_db, "audit-db")?;
-        if audit_db.value.as_os_str().is_empty() {
-            return Err(Error::input(format!(
-                "invalid value \"\" for {}: expected a file path such as virtwork.db",
-                audit_db.source
-            )));
-        }
+        let audit_db = match &p.audit_db {
+            Some(given) if given.value.as_os_str().is_empty() => {
+                return Err(Error::input(format!(
+                    "invalid value \"\" for {}: expected a file path such as virtwork.db",
+                    given.source
+                )));
+            }
+            Some(given) => expand_home(&given.value, layers.env.get("HOME")),
+            None => default_audit_db(layers.env.get("XDG_STATE_HOME"), layers.env.get("HOME")),
+        };
         Ok(GlobalSettings {
             namespace: required(&p.namespace, "namespace")?.value.clone(),
             cluster: ClusterAccess {
@@ -155,7 +158,7 @@ impl GlobalSettings {
             },
             audit: AuditDb {
                 enabled: required(&p.audit, "audit")?.value,
-                path: audit_db.value.clone(),
+                path: audit_db,
             },
             log_format: required(&p.log_format, "log-format")?.value,
             verbose: required(&p.verbose, "verbose")?.value,
@@ -654,6 +657,22 @@ fn catalog_dir(layers: &Layers, needed: bool) -> Result<PathBuf> {
             )),
             None => Ok(PathBuf::from(CATALOG_SUBDIR)),
         },
+    }
+}
+
+/// Where the audit history lives unless `audit-db` says otherwise: the XDG state directory
+/// (`$XDG_STATE_HOME/virtwork/virtwork.db`, else `~/.local/state/virtwork/virtwork.db`), so
+/// the history does not depend on the working directory. Without a usable HOME either (a
+/// bare container), `virtwork.db` in the working directory, as before.
+pub fn default_audit_db(xdg_state_home: Option<&str>, home: Option<&str>) -> PathBuf {
+    const FILE: &str = "virtwork/virtwork.db";
+    // The XDG spec ignores a relative value.
+    match (xdg_state_home, home) {
+        (Some(state), _) if Path::new(state).is_absolute() => Path::new(state).join(FILE),
+        (_, Some(home)) if Path::new(home).is_absolute() => {
+            Path::new(home).join(".local/state").join(FILE)
+        }
+        _ => PathBuf::from("virtwork.db"),
     }
 }
 
