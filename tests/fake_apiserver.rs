@@ -1617,6 +1617,7 @@ async fn discovery_and_the_kubevirt_switch() {
             "rbac.authorization.k8s.io",
             "snapshot.storage.k8s.io",
             "example.com",
+            "events.k8s.io",
             "metrics.k8s.io",
             "policy",
             "discovery.k8s.io",
@@ -1643,7 +1644,7 @@ async fn discovery_and_the_kubevirt_switch() {
     let (_, apis) = get(&c, "/apis").await;
     assert_eq!(
         apis["groups"].as_array().unwrap().len(),
-        11,
+        12,
         "all but kubevirt.io and cdi.kubevirt.io"
     );
     let (s, b) = get(&c, "/apis/kubevirt.io/v1").await;

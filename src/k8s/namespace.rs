@@ -12,8 +12,11 @@
 //! "Manages" means: carries `app.kubernetes.io/managed-by=virtwork` and a run id (of the run
 //! being cleaned up, with `--run-id`; of any run otherwise), or is owned (ownerReferences,
 //! transitively) by such an object — the VMIs, virt-launcher Pods, CDI importer Pods and PVCs
-//! that KubeVirt and CDI create for our VMs and DataVolumes — or is an Event about one, or is
-//! something the cluster itself puts in every namespace (see [`is_cluster_provided`]).
+//! that KubeVirt and CDI create for our VMs and DataVolumes — or is something the cluster
+//! itself puts in every namespace (see [`is_cluster_provided`]). Events (core and
+//! `events.k8s.io`) are never read: they are records about other objects, kept for an hour
+//! after those are gone, so one about an already-deleted VM would keep a namespace virtwork
+//! created; whatever they are about is itself in the namespace or gone.
 //!
 //! The contents are read from every namespaced resource the server lists in discovery
 //! ([`content_resources`]) that the account may list: Deployments, CronJobs, snapshots and any
@@ -165,7 +168,7 @@ pub struct DiscoveredResource {
 
 /// The resources whose objects make up a namespace's contents, from everything discovery
 /// lists (each group's preferred version first): namespaced, listable, not a subresource, not
-/// a view of other objects ([`VIEW_GROUPS`]), each group and plural once.
+/// a view of other objects ([`VIEW_GROUPS`]), not core Events, each group and plural once.
 pub fn content_resources(discovered: &[DiscoveredResource]) -> Vec<DiscoveredResource> {
     let mut seen = BTreeSet::new();
     discovered
@@ -175,6 +178,7 @@ pub fn content_resources(discovered: &[DiscoveredResource]) -> Vec<DiscoveredRes
                 && !r.name.contains('/')
                 && r.verbs.iter().any(|v| v == "list")
                 && !is_view_group(&r.group)
+                && !(r.group.is_empty() && r.name == "events")
         })
         .filter(|r| seen.insert((r.group.clone(), r.name.clone())))
         .cloned()
@@ -628,9 +632,6 @@ mod tests {
             .iter()
             .map(|r| format!("{}/{}", r.group, r.name))
             .collect();
-        assert_eq!(
-            names,
-            ["apps/deployments", "example.com/widgets", "/events"]
-        );
+        assert_eq!(names, ["apps/deployments", "example.com/widgets"]);
     }
 }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Event, Namespace};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, ObjectList};
 use kube::core::{ApiResource, PartialObjectMeta};
 
@@ -102,8 +102,8 @@ async fn discover_resources(
         .collect())
 }
 
-/// Every object in namespace `ns` of every [`content_resources`] kind the account may list,
-/// metadata only (Events in full, for the object each is about), and the kinds it may not
+/// Every object in namespace `ns` of every [`content_resources`] kind the account may list
+/// (Events are none), metadata only, and the kinds it may not
 /// list (`group/plural`; never one of [`must_read`]'s). A kind gone since discovery has no
 /// objects; one refused other than by RBAC, or a required one refused at all, is an error,
 /// which keeps the namespace.
@@ -117,18 +117,8 @@ async fn list_namespace_contents(
         Err(reason) => return Err(crate::error::Error::runtime(reason)),
     };
     let mut unread = Vec::new();
-    let mut objects = match list_events(ctx, ns).await {
-        Ok(events) => events,
-        Err(error) if is_forbidden(&error) => {
-            unread.push("events".to_string());
-            Vec::new()
-        }
-        Err(error) => return Err(error),
-    };
+    let mut objects = Vec::new();
     for found in content_resources(&discovered) {
-        if found.group.is_empty() && found.name == "events" {
-            continue;
-        }
         match list_kind_in(ctx, ns, &found).await {
             Ok(listed) => objects.extend(listed),
             Err(error) if is_forbidden(&error) && !must_read(&found.group, &found.name) => {
@@ -236,32 +226,6 @@ fn not_found_is_empty<T: Clone>(
         }),
         other => other,
     }
-}
-
-/// The core Events in `ns`, each owned (for the decision) by the object it is about: an Event
-/// about a VM of ours is ours, one about anything else is foreign.
-async fn list_events(ctx: &ApiContext, ns: &str) -> Result<Vec<ContentObject>> {
-    let api: Api<Event> = Api::namespaced(ctx.client.clone(), ns);
-    let mut events = Vec::new();
-    list_pages(
-        &ctx.policy,
-        &ctx.cancel,
-        &format!("listing events in {ns}"),
-        "",
-        |params| {
-            let api = &api;
-            async move { not_found_is_empty(api.list(&params).await) }
-        },
-        |items| {
-            events.extend(items.iter().map(|event| {
-                let mut object = ContentObject::from_meta("Event", &event.metadata);
-                object.owners.extend(event.involved_object.uid.clone());
-                object
-            }));
-        },
-    )
-    .await?;
-    Ok(events)
 }
 
 /// Reads namespace `name` and, when virtwork created it, its contents, and decides with

@@ -265,6 +265,19 @@ pub const RESOURCES: &[ResourceInfo] = &[
         &[],
         false,
     ),
+    // events.k8s.io/v1 Events: the API server serves the core Events again under this group
+    // (kubernetes staging/src/k8s.io/api/events/v1/types.go, one storage behind both); here a
+    // store of its own, enough for cleanup, which reads neither.
+    res(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        true,
+        &[],
+        false,
+    ),
     // Pod metrics: namespaced and listable, but a view of the Pods, not objects of their own.
     res(
         "metrics.k8s.io",
