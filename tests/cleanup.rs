@@ -484,6 +484,54 @@ fn a_permanent_403_on_secrets_deletes_everything_else_and_exits_1() {
     assert_eq!(c.cleanup_audit()[0].status, "failed");
 }
 
+/// A kind the user may not list (here Services: 403 on list) does not stop the cleanup:
+/// everything else is deleted, the kind is reported in text and `failures[]`, exit 1.
+#[test]
+fn a_kind_that_cannot_be_listed_is_reported_and_everything_else_is_deleted() {
+    let c = Cluster::start();
+    c.seed_run(NS, RUN_A, "cpu", 2);
+    c.server
+        .update_faults(|f| f.denials.push(Denial::new("list", "services")));
+    let out = c.run(
+        &["--namespace", NS, "--output", "json", "cleanup", "--yes"],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let last = text(&out.stderr).lines().last().unwrap().to_string();
+    assert!(
+        last.starts_with("Error: cleanup could not list 1 kind(s), whose objects were not deleted")
+            && last.contains("services"),
+        "{last}"
+    );
+    let doc = json_doc(&out);
+    assert_eq!(doc["status"], "completed_with_errors");
+    let failures = doc["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0]["kind"], "Service");
+    assert_eq!(failures[0]["name"], "");
+    assert!(failures[0]["error"].as_str().unwrap().contains("forbidden"));
+    assert_eq!(doc["deleted"]["vms"], 2);
+    assert_eq!(doc["deleted"]["secrets"], 2);
+    for kind in ["virtualmachines", "secrets", "datavolumes"] {
+        assert_eq!(c.managed(kind, NS, None), Vec::<String>::new(), "{kind}");
+    }
+    assert_eq!(
+        c.managed("services", NS, None).len(),
+        1,
+        "not listed, not deleted"
+    );
+    // The text summary says so too.
+    c.seed_run(NS, RUN_B, "cpu", 1);
+    let out = c.run(&["--namespace", NS, "cleanup", "--yes"], None, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("services"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 #[test]
 fn wait_returns_only_after_garbage_collection_finished() {
     // Slow garbage collection so that, without waiting, dependents would still exist.

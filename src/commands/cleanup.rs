@@ -24,7 +24,8 @@ use crate::audit::{
 use crate::config::CleanupSettings;
 use crate::error::{Error, Result};
 use crate::k8s::cleanup::{
-    CleanupOutcome, Discovery, GoneTracker, WaitResult, discover, execute, wait_until_gone,
+    CleanupOutcome, DeleteFailure, Discovery, GoneTracker, WaitResult, discover, execute,
+    wait_until_gone,
 };
 use crate::k8s::client::{Cluster, RateLimit, connect_from_env};
 use crate::k8s::namespace::TOOL_NAMESPACE;
@@ -378,6 +379,11 @@ impl<'a> Cleanup<'a> {
             tracing::warn!(namespace, reason, "namespace will be kept");
         }
         self.summary.found = Found::of(discovery);
+        for failure in &discovery.unlisted {
+            tracing::warn!(kind = %failure.kind.noun(), error = %failure.error, "kind not listed: its objects are not deleted");
+        }
+        self.summary.warnings = discovery.unlisted.iter().map(|f| f.error.clone()).collect();
+        self.summary.failures = discovery.unlisted.clone();
         self.summary.namespace_outcome =
             discovery
                 .kept_namespace()
@@ -395,6 +401,10 @@ impl<'a> Cleanup<'a> {
         let dry_run = self.settings.dry_run;
         if discovery.is_empty() && !dry_run {
             let end = match discovery.kept_namespace() {
+                _ if !discovery.unlisted.is_empty() => (
+                    CleanupStatus::CompletedWithErrors,
+                    Err(unlisted_error(&discovery.unlisted)),
+                ),
                 Some((namespace, reason)) => (
                     CleanupStatus::NamespaceKept,
                     Err(kept_error(namespace, reason)),
@@ -403,12 +413,20 @@ impl<'a> Cleanup<'a> {
             };
             return Some(self.end(end));
         }
-        if discovery.is_empty() && discovery.kept_namespace().is_none() {
+        if discovery.is_empty()
+            && discovery.kept_namespace().is_none()
+            && discovery.unlisted.is_empty()
+        {
             return Some(self.end((CleanupStatus::NothingToCleanUp, Ok(()))));
         }
         if dry_run {
             tracing::info!("dry-run mode — no resources were deleted");
-            return Some(self.end((CleanupStatus::DryRun, Ok(()))));
+            // A preview missing a kind is not the whole picture: say so with exit 1.
+            let result = match discovery.unlisted.as_slice() {
+                [] => Ok(()),
+                unlisted => Err(unlisted_error(unlisted)),
+            };
+            return Some(self.end((CleanupStatus::DryRun, result)));
         }
         None
     }
@@ -519,8 +537,10 @@ impl<'a> Cleanup<'a> {
         summary.already_gone = outcome.already_gone_counts().into();
         summary.not_attempted = outcome.not_attempted.len();
         summary.namespace_outcome = outcome.namespace.as_ref().map(|(_, o)| o.clone());
-        summary.warnings = outcome.failure_lines();
-        summary.failures = outcome.failures.clone();
+        summary.warnings = discovery.unlisted.iter().map(|f| f.error.clone()).collect();
+        summary.warnings.extend(outcome.failure_lines());
+        summary.failures = discovery.unlisted.clone();
+        summary.failures.extend(outcome.failures.iter().cloned());
         if let Some((namespace, reason)) = outcome.namespace_kept() {
             tracing::warn!(namespace, reason, "namespace kept");
         }
@@ -573,7 +593,24 @@ impl<'a> Cleanup<'a> {
     fn conclude(&mut self, outcome: &CleanupOutcome, remaining: &[String]) -> Result<()> {
         log_completion(outcome, &self.summary.warnings);
         let interrupted = outcome.interrupted || self.cancel.is_cancelled();
-        let end = final_status(interrupted, outcome, remaining, self.timeout);
+        let mut end = final_status(interrupted, outcome, remaining, self.timeout);
+        let unlisted: Vec<DeleteFailure> = self
+            .summary
+            .failures
+            .iter()
+            .filter(|f| f.name.is_empty())
+            .cloned()
+            .collect();
+        if !unlisted.is_empty() && !interrupted {
+            let mut message = unlisted_error(&unlisted).to_string();
+            if let Err(other) = &end.1 {
+                message = format!("{other}; {message}");
+            }
+            end = (
+                CleanupStatus::CompletedWithErrors,
+                Err(Error::runtime(message)),
+            );
+        }
         self.end(end)
     }
 
@@ -606,6 +643,17 @@ fn rate_bound_warning(
             timeout.as_secs()
         )
     })
+}
+
+/// The error of a cleanup that could not list some kinds: everything else was deleted, these
+/// kinds' objects (if any) were not.
+fn unlisted_error(unlisted: &[DeleteFailure]) -> Error {
+    let lines: Vec<String> = unlisted.iter().map(|f| f.error.clone()).collect();
+    Error::runtime(format!(
+        "cleanup could not list {} kind(s), whose objects were not deleted: {}",
+        unlisted.len(),
+        first_few(&lines)
+    ))
 }
 
 /// The refusal when stdin is a pipe that gave no answer: nobody was there to confirm.

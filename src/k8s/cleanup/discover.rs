@@ -6,8 +6,9 @@
 
 use std::collections::BTreeSet;
 
+use super::delete::DeleteFailure;
 use super::namespace_check::{NamespaceCheck, namespace_verdict};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::k8s::namespace::NamespaceVerdict;
 use crate::k8s::scope::{ApiContext, ManagedObject, Scope, list_managed};
 use crate::model::{KindCounts, ManagedKind};
@@ -30,6 +31,10 @@ pub struct Discovery {
     pub namespace: Option<(String, NamespaceVerdict)>,
     /// What the namespace decision was based on.
     pub namespace_check: NamespaceCheck,
+    /// Kinds that could not be listed (a 403 for a user without that permission, a 404, a
+    /// server error past the retries): `name` empty, `error` the failed list as one line.
+    /// Cleanup deletes everything else and reports these; what they hold stays.
+    pub unlisted: Vec<DeleteFailure>,
 }
 
 impl Discovery {
@@ -54,6 +59,7 @@ impl Discovery {
             owned_vmis,
             namespace: None,
             namespace_check: NamespaceCheck::default(),
+            unlisted: Vec::new(),
         }
     }
 
@@ -112,10 +118,33 @@ pub async fn discover(
     own_namespaces: &[String],
 ) -> Result<Discovery> {
     let mut objects = Vec::new();
+    let mut unlisted = Vec::new();
+    let mut first_error = None;
     for kind in ManagedKind::ALL {
-        objects.extend(list_managed(ctx, scope, kind).await?);
+        match list_managed(ctx, scope, kind).await {
+            Ok(found) => objects.extend(found),
+            Err(Error::Interrupted) => return Err(Error::Interrupted),
+            // One kind the user may not list must not stop the cleanup of the others: it is
+            // label-driven precisely so that it works when things are half broken.
+            Err(error) => {
+                unlisted.push(DeleteFailure {
+                    kind,
+                    namespace: scope.namespace.clone().unwrap_or_default(),
+                    name: String::new(),
+                    error: error.to_string(),
+                });
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    // Nothing could be listed at all: that is the cluster's answer, not a partial cleanup.
+    if unlisted.len() == ManagedKind::ALL.len()
+        && let Some(error) = first_error
+    {
+        return Err(error);
     }
     let mut discovery = Discovery::from_objects(objects);
+    discovery.unlisted = unlisted;
     if delete_namespace && let Some(ns) = &scope.namespace {
         discovery.namespace_check.own = own_namespaces.to_vec();
         discovery.namespace_check.run_id = scope.run_id.clone();
