@@ -124,6 +124,20 @@ fn no_runs_is_a_clear_message_and_success() {
 }
 
 #[test]
+fn a_namespace_that_does_not_exist_is_said_as_such_and_exits_1() {
+    let c = Cluster::start();
+    let out = c.run(&["--namespace", "no-such-ns", "status"], None, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).is_empty(), "{}", text(&out.stdout));
+    let last = text(&out.stderr).lines().last().unwrap().to_string();
+    assert!(
+        last.starts_with("Error: namespace no-such-ns does not exist")
+            && last.contains("virtwork status -A"),
+        "{last}"
+    );
+}
+
+#[test]
 fn a_run_id_that_is_not_a_uuid_is_bad_input() {
     let c = Cluster::start();
     let out = c.run(&["status", "--run-id", "yesterday"], None, &[]);

@@ -1,7 +1,8 @@
 //! `virtwork status`: the runs present on the cluster and the phases of their VMs.
 //!
 //! Read-only: lists label-selected VMs and VMIs (see k8s/status.rs) and prints a table or
-//! one JSON document on stdout. No runs is not an error.
+//! one JSON document on stdout. No runs is not an error; a namespace that does not exist is
+//! (exit 1), said as such rather than as "no runs".
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::StatusSettings;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::k8s::client::connect_from_env;
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, Scope};
@@ -43,6 +44,11 @@ pub async fn status(settings: &StatusSettings) -> Result<()> {
     };
     crate::k8s::reach::reach(&cluster, &ctx.policy, &ctx.cancel).await?;
     let runs = collect(&ctx, &scope).await?;
+    if runs.is_empty()
+        && let Some(ns) = scope.namespace.as_deref()
+    {
+        check_namespace_exists(&ctx, ns).await?;
+    }
     let now = jiff::Timestamp::now();
     let namespace = scope.namespace.as_deref();
     let run_id = scope.run_id.as_deref();
@@ -53,4 +59,22 @@ pub async fn status(settings: &StatusSettings) -> Result<()> {
         OutputFormat::Text => status_text(namespace, run_id, &runs, now),
     };
     super::write_stdout(&text)
+}
+
+/// An empty answer for a namespace that does not exist is a typo more often than a cleaned-up
+/// fleet: say which it is.
+async fn check_namespace_exists(ctx: &ApiContext, ns: &str) -> Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: kube::Api<Namespace> = kube::Api::all(ctx.client.clone());
+    let what = format!("reading namespace {ns}");
+    match ctx.call(&what, || api.get_opt(ns)).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(Error::runtime(format!(
+            "namespace {ns} does not exist; give the namespace of a run with --namespace, or \
+             see every namespace with `virtwork status -A`"
+        ))),
+        Err(crate::k8s::retry::RetryError::Cancelled) => Err(Error::Interrupted),
+        // A user who may not read namespaces (namespace-scoped RBAC): "no runs" stands.
+        Err(_) => Ok(()),
+    }
 }
