@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use crate::error::Outcome;
 use crate::k8s::ready::{ReadinessObserver, ReadinessTracker, Transition, is_stuck_status};
 use crate::model::KindCounts;
-use crate::terminal::safe;
+use crate::terminal::{CELL_CHARS, safe};
 
 /// Version of the `--output json` run document; bumped only on incompatible changes.
 pub const RUN_JSON_FORMAT_VERSION: u32 = 1;
@@ -275,12 +275,8 @@ pub fn run_summary_text(s: &RunSummary) -> String {
     if let Some(error) = &s.error {
         row("Error:", error.clone());
     }
-    if let Some(db) = &s.audit_db {
-        row(
-            "Audit DB:",
-            crate::terminal::safe(db, crate::terminal::CELL_CHARS),
-        );
-    }
+    let audit_db = s.audit_db.as_deref().map(|db| safe(db, CELL_CHARS));
+    audit_db.into_iter().for_each(|db| row("Audit DB:", db));
     let created_anything = s.created.vms + s.created.secrets + s.created.services > 0;
     if !s.server_dry_run && created_anything {
         row("Undo:", s.cleanup_command());

@@ -12,7 +12,7 @@ use support::{FakeApiServer, Options};
 
 /// How the child's stdout and stderr are set up.
 #[derive(Debug, Clone, Copy)]
-enum Closed {
+enum Output {
     /// Both read to the end: the reference exit code.
     Neither,
     /// A pipe whose reader is gone before the command starts.
@@ -25,12 +25,12 @@ enum Closed {
     StderrClosed,
 }
 
-const VARIANTS: [Closed; 5] = [
-    Closed::StdoutGone,
-    Closed::StderrGone,
-    Closed::BothGone,
-    Closed::StdoutClosed,
-    Closed::StderrClosed,
+const VARIANTS: [Output; 5] = [
+    Output::StdoutGone,
+    Output::StderrGone,
+    Output::BothGone,
+    Output::StdoutClosed,
+    Output::StderrClosed,
 ];
 
 /// A pipe whose read end is already closed: every write to it fails with EPIPE.
@@ -41,24 +41,24 @@ fn gone_pipe() -> std::io::PipeWriter {
 }
 
 /// Runs `cmd` with its output set up as `closed`; the exit code (`None`: killed by a signal).
-fn exit_code(mut cmd: Command, closed: Closed) -> Option<i32> {
+fn exit_code(mut cmd: Command, closed: Output) -> Option<i32> {
     match closed {
-        Closed::Neither => {
+        Output::Neither => {
             let out = cmd.output().unwrap();
             return out.status.code();
         }
-        Closed::StdoutGone => {
+        Output::StdoutGone => {
             cmd.stdout(gone_pipe()).stderr(Stdio::null());
         }
-        Closed::StderrGone => {
+        Output::StderrGone => {
             cmd.stdout(Stdio::null()).stderr(gone_pipe());
         }
-        Closed::BothGone => {
+        Output::BothGone => {
             let writer = gone_pipe();
             cmd.stdout(writer.try_clone().unwrap()).stderr(writer);
         }
-        Closed::StdoutClosed | Closed::StderrClosed => {
-            let fd = if matches!(closed, Closed::StdoutClosed) {
+        Output::StdoutClosed | Output::StderrClosed => {
+            let fd = if matches!(closed, Output::StdoutClosed) {
                 1
             } else {
                 2
@@ -242,7 +242,7 @@ fn no_command_panics_on_closed_output_and_each_keeps_its_exit_code() {
         // Commands that change the cluster get a fresh one each time; the others share one.
         let mutates = case.args.iter().any(|a| ["run", "--yes"].contains(a));
         let mut shared = None;
-        for closed in std::iter::once(Closed::Neither).chain(VARIANTS) {
+        for closed in std::iter::once(Output::Neither).chain(VARIANTS) {
             if mutates || shared.is_none() {
                 shared = Some(prepared(case));
             }

@@ -383,7 +383,7 @@ impl<'a> Cleanup<'a> {
             tracing::warn!(kind = %failure.kind.noun(), error = %failure.error, "kind not listed: its objects are not deleted");
         }
         self.summary.warnings = discovery.unlisted.iter().map(|f| f.error.clone()).collect();
-        self.summary.failures = discovery.unlisted.clone();
+        self.summary.failures = unlisted_failures(discovery);
         self.summary.namespace_outcome =
             discovery
                 .kept_namespace()
@@ -403,7 +403,7 @@ impl<'a> Cleanup<'a> {
             let end = match discovery.kept_namespace() {
                 _ if !discovery.unlisted.is_empty() => (
                     CleanupStatus::CompletedWithErrors,
-                    Err(unlisted_error(&discovery.unlisted)),
+                    Err(unlisted_error(&unlisted_failures(discovery))),
                 ),
                 Some((namespace, reason)) => (
                     CleanupStatus::NamespaceKept,
@@ -424,7 +424,7 @@ impl<'a> Cleanup<'a> {
             // A preview missing a kind is not the whole picture: say so with exit 1.
             let result = match discovery.unlisted.as_slice() {
                 [] => Ok(()),
-                unlisted => Err(unlisted_error(unlisted)),
+                _ => Err(unlisted_error(&unlisted_failures(discovery))),
             };
             return Some(self.end((CleanupStatus::DryRun, result)));
         }
@@ -539,7 +539,7 @@ impl<'a> Cleanup<'a> {
         summary.namespace_outcome = outcome.namespace.as_ref().map(|(_, o)| o.clone());
         summary.warnings = discovery.unlisted.iter().map(|f| f.error.clone()).collect();
         summary.warnings.extend(outcome.failure_lines());
-        summary.failures = discovery.unlisted.clone();
+        summary.failures = unlisted_failures(discovery);
         summary.failures.extend(outcome.failures.iter().cloned());
         if let Some((namespace, reason)) = outcome.namespace_kept() {
             tracing::warn!(namespace, reason, "namespace kept");
@@ -643,6 +643,20 @@ fn rate_bound_warning(
             timeout.as_secs()
         )
     })
+}
+
+/// The kinds discovery could not list, as entries of the summary's failures (`name` empty).
+fn unlisted_failures(discovery: &Discovery) -> Vec<DeleteFailure> {
+    discovery
+        .unlisted
+        .iter()
+        .map(|u| DeleteFailure {
+            kind: u.kind,
+            namespace: u.namespace.clone(),
+            name: String::new(),
+            error: u.error.clone(),
+        })
+        .collect()
 }
 
 /// The error of a cleanup that could not list some kinds: everything else was deleted, these

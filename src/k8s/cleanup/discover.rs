@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 
-use super::delete::DeleteFailure;
 use super::namespace_check::{NamespaceCheck, namespace_verdict};
 use crate::error::{Error, Result};
 use crate::k8s::namespace::NamespaceVerdict;
@@ -32,9 +31,18 @@ pub struct Discovery {
     /// What the namespace decision was based on.
     pub namespace_check: NamespaceCheck,
     /// Kinds that could not be listed (a 403 for a user without that permission, a 404, a
-    /// server error past the retries): `name` empty, `error` the failed list as one line.
-    /// Cleanup deletes everything else and reports these; what they hold stays.
-    pub unlisted: Vec<DeleteFailure>,
+    /// server error past the retries). Cleanup deletes everything else and reports these;
+    /// what they hold stays.
+    pub unlisted: Vec<Unlisted>,
+}
+
+/// A kind discovery could not list in `namespace` (empty: every namespace), and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unlisted {
+    pub kind: ManagedKind,
+    pub namespace: String,
+    /// The failed list as one line (`listing services in ns: ...`).
+    pub error: String,
 }
 
 impl Discovery {
@@ -127,10 +135,9 @@ pub async fn discover(
             // One kind the user may not list must not stop the cleanup of the others: it is
             // label-driven precisely so that it works when things are half broken.
             Err(error) => {
-                unlisted.push(DeleteFailure {
+                unlisted.push(Unlisted {
                     kind,
                     namespace: scope.namespace.clone().unwrap_or_default(),
-                    name: String::new(),
                     error: error.to_string(),
                 });
                 first_error.get_or_insert(error);

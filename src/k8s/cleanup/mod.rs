@@ -25,6 +25,6 @@ pub mod wait;
 pub use delete::{
     CleanupOutcome, DELETE_CONCURRENCY, DeleteFailure, DeleteOutcome, classify_delete, execute,
 };
-pub use discover::{Discovery, count_kinds, discover};
+pub use discover::{Discovery, Unlisted, count_kinds, discover};
 pub use namespace_check::{NamespaceCheck, namespace_verdict};
 pub use wait::{GoneTracker, WaitResult, wait_until_gone};
