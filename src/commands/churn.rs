@@ -190,14 +190,14 @@ async fn confirm(
         run_ids.len(),
         run_ids.join(", ")
     );
-    eprintln!(
-        "{}",
+    crate::terminal::to_stderr(&format!(
+        "{}\n",
         crate::terminal::safe(&what, crate::terminal::LINE_CHARS)
-    );
+    ));
     match ask_with(PROMPT, cancel).await? {
         Answer::Yes => {
             if mode == Confirmation::Piped {
-                eprintln!();
+                crate::terminal::to_stderr("\n");
             }
             Ok(())
         }
@@ -206,7 +206,7 @@ async fn confirm(
              and gave no answer: pass --run-id <uuid> to churn one run, --yes (-y) to churn \
              them all without a prompt, or --dry-run to preview; nothing was touched",
         )),
-        Answer::No | Answer::Nothing => {
+        Answer::No | Answer::Unclear | Answer::Nothing => {
             Err(Error::runtime("churn not confirmed; nothing was touched"))
         }
     }
@@ -376,7 +376,7 @@ async fn churn_fleet(
     )
     .await;
     if live {
-        eprint!("\r\x1b[2K");
+        crate::terminal::to_stderr("\r\x1b[2K");
     }
     execution.record_event(&latency_event(&tally.latencies));
     tally
