@@ -154,18 +154,26 @@ pub struct VirtualMachineInstanceSpec {
     /// `External`; unset, the cluster's default (KubeVirt CR `spec.configuration.evictionStrategy`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eviction_strategy: Option<String>,
+    /// Seconds the guest gets to shut down (ACPI power button) before KubeVirt destroys it,
+    /// at a stop, restart or eviction; unset, KubeVirt's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub networks: Vec<Network>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
 }
 
-/// `v1.Probe`: an exec probe runs its command in the guest through the QEMU guest agent.
+/// `v1.Probe`: an exec probe runs its command in the guest through the QEMU guest agent; an
+/// `httpGet` one is run by the kubelet against the virt-launcher pod, whose network binding
+/// forwards it to the guest.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Probe {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exec: Option<k8s_openapi::api::core::v1::ExecAction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_get: Option<k8s_openapi::api::core::v1::HTTPGetAction>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initial_delay_seconds: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]

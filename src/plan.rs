@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    ExecAction, LocalObjectReference, Secret, Service, ServicePort, ServiceSpec as K8sServiceSpec,
+    HTTPGetAction, LocalObjectReference, Secret, Service, ServicePort,
+    ServiceSpec as K8sServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -33,7 +34,7 @@ use crate::model::{
     SshAccess, StorageClassName, is_dns_subdomain,
 };
 use crate::workloads::{
-    DataDisk, GuestOs, Registry, VmResources, Workload, WorkloadOptions, WorkloadSettings,
+    DataDisk, GuestOs, Registry, VmResources, Workload, WorkloadOptions, WorkloadSettings, scripts,
 };
 
 /// DNS-1123 label and label-value length limit.
@@ -96,6 +97,9 @@ pub struct WorkloadOverride {
     pub storage_class: Option<StorageClassName>,
     pub access_mode: Option<AccessMode>,
     pub eviction_strategy: Option<EvictionStrategy>,
+    /// Seconds the workload's VMs get to shut down; `None`: the workload's own
+    /// ([`Workload::termination_grace_seconds`]).
+    pub termination_grace_period: Option<u32>,
     /// Raw param values, validated against the workload's schema when planning.
     pub params: BTreeMap<String, String>,
 }
@@ -170,6 +174,7 @@ pub struct RoleTemplate {
     storage: DiskStorage,
     readiness_probe: Option<Probe>,
     eviction_strategy: &'static str,
+    grace: u32,
     annotations: BTreeMap<String, String>,
 }
 
@@ -231,6 +236,7 @@ impl PlannedVm {
             data_volumes: &self.data_volumes,
             readiness_probe: &t.readiness_probe,
             eviction_strategy: t.eviction_strategy,
+            grace: t.grace,
             annotations: &t.annotations,
         })
     }
@@ -417,7 +423,7 @@ pub fn workload_options(input: &PlanInput) -> WorkloadOptions {
         ssh: input.ssh.clone(),
         catalog_dir: input.catalog_dir.clone(),
         planned_workloads: Vec::new(),
-        guest_exec: input.workload_probe,
+        ready_endpoint: input.workload_probe,
         run_tag: String::new(),
     }
 }
@@ -459,7 +465,15 @@ pub fn plan_workloads(
         let eviction = overrides
             .and_then(|o| o.eviction_strategy)
             .unwrap_or(input.eviction_strategy);
-        plan_one(&fleet, workload.as_ref(), &storage, eviction, &mut plan)?;
+        let grace = overrides
+            .and_then(|o| o.termination_grace_period)
+            .unwrap_or_else(|| workload.termination_grace_seconds());
+        let choices = WorkloadChoices {
+            storage,
+            eviction,
+            grace,
+        };
+        plan_one(&fleet, workload.as_ref(), &choices, &mut plan)?;
     }
     plan.services
         .sort_by(|a, b| a.service.metadata.name.cmp(&b.service.metadata.name));
@@ -484,15 +498,23 @@ struct DiskStorage {
     access_mode: AccessMode,
 }
 
+/// What the configuration chose for one workload's VMs.
+struct WorkloadChoices {
+    storage: DiskStorage,
+    eviction: EvictionStrategy,
+    /// Shutdown grace in seconds.
+    grace: u32,
+}
+
 /// Adds one workload to `plan`: its summary, its Service, and each role's VMs sharing that
 /// role's template.
 fn plan_one(
     fleet: &Fleet<'_>,
     workload: &dyn Workload,
-    storage: &DiskStorage,
-    eviction: EvictionStrategy,
+    choices: &WorkloadChoices,
     plan: &mut Plan,
 ) -> Result<()> {
+    let (storage, eviction) = (&choices.storage, choices.eviction);
     let name = workload.name();
     let resources = workload.resources();
     let disks = workload.data_disks();
@@ -521,6 +543,7 @@ fn plan_one(
         disks: &disks,
         storage,
         eviction_strategy: vm_eviction_strategy(eviction, &disks, storage.access_mode),
+        grace: choices.grace,
         annotations: signal_annotations(workload),
     };
     for role_spec in roles {
@@ -537,6 +560,7 @@ struct RoleParts<'a> {
     disks: &'a [DataDisk],
     storage: &'a DiskStorage,
     eviction_strategy: &'static str,
+    grace: u32,
     annotations: BTreeMap<String, String>,
 }
 
@@ -572,8 +596,8 @@ fn role_template(
     if let Some(role) = role {
         validate_label_value(labels::ROLE, role, &format!("role of workload {name:?}"))?;
     }
-    // The probe runs through the guest agent's guest-exec, which images may forbid; it is
-    // there only when readiness is asked to mean "the workload runs".
+    // The probe asks the guest's readiness endpoint, which the payload serves only when
+    // readiness is asked to mean "the workload runs".
     let probe = if fleet.workload_probe {
         workload_probe(name, &workload.workload_units(role))?
     } else {
@@ -602,6 +626,7 @@ fn role_template(
         storage: parts.storage.clone(),
         readiness_probe: probe,
         eviction_strategy: parts.eviction_strategy,
+        grace: parts.grace,
         annotations: parts.annotations.clone(),
     }))
 }
@@ -755,6 +780,7 @@ struct VmInputs<'a> {
     data_volumes: &'a [String],
     readiness_probe: &'a Option<Probe>,
     eviction_strategy: &'static str,
+    grace: u32,
     annotations: &'a BTreeMap<String, String>,
 }
 
@@ -765,43 +791,32 @@ pub const PROBE_PERIOD_SECONDS: i32 = 15;
 pub const PROBE_TIMEOUT_SECONDS: i32 = 10;
 pub const PROBE_FAILURE_THRESHOLD: i32 = 3;
 
-/// The readiness probe of a VM whose workload runs as `units`: KubeVirt runs the command in
-/// the guest through the QEMU guest agent, so the VMI is Ready exactly while every unit is
-/// active. `systemctl is-active` succeeds when *any* unit it names is active, so each unit
-/// gets its own check; the agent execs without a shell, hence `/bin/sh -c`. `None` for a
-/// workload without units.
+/// The readiness probe of a VM whose workload runs as `units`: an `httpGet` to the guest's
+/// readiness endpoint ([`crate::workloads::with_ready_endpoint`]), which answers 200 exactly
+/// while every unit is active. KubeVirt copies an HTTP probe onto the virt-launcher pod,
+/// where the kubelet runs it against the pod address that masquerade binding forwards to the
+/// guest; no guest agent is involved, so neither its RPC filter nor SELinux's confinement of
+/// what it runs (`virt_qemu_ga_t`, refused unit status by systemd) can keep a running
+/// workload unready. `None` for a workload without units.
 pub fn workload_probe(workload: &str, units: &[String]) -> Result<Option<Probe>> {
     if units.is_empty() {
         return Ok(None);
     }
     for unit in units {
-        let safe = !unit.is_empty()
-            && unit.len() <= 256
-            && !unit.starts_with('-')
-            && unit.bytes().all(|b| {
-                b.is_ascii_alphanumeric() || matches!(b, b':' | b'_' | b'.' | b'@' | b'-')
-            });
-        if !safe {
-            return Err(Error::input(format!(
-                "unit name {unit:?} of workload {workload:?} cannot be checked by the readiness probe: \
-                 use letters, digits, ':', '_', '.', '@' and '-' (rename the catalog service file)"
-            )));
-        }
+        scripts::check_ready_unit(workload, unit)?;
     }
-    let check = units
-        .iter()
-        .map(|u| format!("systemctl is-active --quiet {u}"))
-        .collect::<Vec<_>>()
-        .join(" && ");
     Ok(Some(Probe {
-        exec: Some(ExecAction {
-            command: Some(vec!["/bin/sh".into(), "-c".into(), check]),
+        http_get: Some(HTTPGetAction {
+            path: Some(scripts::READY_PATH.to_string()),
+            port: IntOrString::Int(i32::from(scripts::READY_PORT)),
+            ..Default::default()
         }),
         period_seconds: Some(PROBE_PERIOD_SECONDS),
         timeout_seconds: Some(PROBE_TIMEOUT_SECONDS),
         failure_threshold: Some(PROBE_FAILURE_THRESHOLD),
         success_threshold: Some(1),
         initial_delay_seconds: None,
+        ..Default::default()
     }))
 }
 
@@ -929,6 +944,7 @@ fn build_vm(input: VmInputs<'_>) -> VirtualMachine {
                     },
                     readiness_probe: input.readiness_probe.clone(),
                     eviction_strategy: Some(input.eviction_strategy.to_string()),
+                    termination_grace_period_seconds: Some(i64::from(input.grace)),
                     networks: vec![Network {
                         name: NETWORK_NAME.to_string(),
                         pod: Some(PodNetwork {}),

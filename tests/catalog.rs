@@ -34,7 +34,7 @@ fn options(dir: &Path) -> WorkloadOptions {
         ssh: SshAccess::default(),
         catalog_dir: dir.to_path_buf(),
         planned_workloads: Vec::new(),
-        guest_exec: false,
+        ready_endpoint: false,
         run_tag: String::new(),
     }
 }

@@ -327,6 +327,69 @@ fn per_workload_yaml_settings_change_exactly_their_workload() {
     assert!(stderr.contains("workload skipped"), "{stderr}");
 }
 
+/// Every VM says how long its guest may take to shut down: data-disk VMs (database, disk,
+/// chaos-disk) 120 s, the others KubeVirt's 30 s, and `workloads.<name>.termination-grace-period`
+/// changes exactly its workload's; a value out of range is refused with one line, exit 2.
+#[test]
+fn each_workload_shows_its_shutdown_grace_and_yaml_changes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("virtwork.yaml");
+    std::fs::write(
+        &config,
+        "workloads:\n\
+         \x20 cpu:\n\
+         \x20   termination-grace-period: 300\n",
+    )
+    .unwrap();
+    let (docs, _, _) = dry_run(&["--config", config.to_str().unwrap()]);
+    let mut seen = BTreeMap::new();
+    for vm in of_kind(&docs, "VirtualMachine") {
+        let component = label(&vm["metadata"], "app.kubernetes.io/component").unwrap();
+        let grace = vm["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{} shows no grace", name(vm)));
+        seen.insert(component.to_string(), grace);
+    }
+    let expected: BTreeMap<String, u64> = [
+        ("chaos-disk", 120),
+        ("chaos-network", 30),
+        ("chaos-process", 30),
+        ("cpu", 300),
+        ("database", 120),
+        ("disk", 120),
+        ("memory", 30),
+        ("network", 30),
+        ("tps", 30),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(seen, expected);
+
+    std::fs::write(
+        &config,
+        "workloads:\n\
+         \x20 disk:\n\
+         \x20   termination-grace-period: 2h\n",
+    )
+    .unwrap();
+    let args = [
+        "run",
+        "--dry-run",
+        "--no-audit",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    assert_refused(&args, &[], "a grace that is not whole seconds");
+    let out = virtwork(&args, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("workloads.disk.termination-grace-period")
+            && stderr.contains("expected whole seconds from 0 to 3600"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn dry_run_needs_no_kubeconfig_and_ignores_a_broken_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -2,9 +2,10 @@
 //! for the debian family, boots in QEMU from a Debian bookworm image that holds none of the
 //! workload packages, so cloud-init's own package installation runs (from a local repository;
 //! the guests reach nothing else). Each scenario checks through the QEMU guest agent that
-//! cloud-init finished without errors, that the readiness probe (run exactly as the VM spec
-//! has it) is false before the workload unit starts and true after, and that the workload's
-//! signal is really there in the guest.
+//! cloud-init finished without errors, that the readiness probe (the VM spec's `httpGet`, sent
+//! from the host through a forwarded port as the kubelet sends it through the launcher pod)
+//! is false before the workload unit starts and true after, and that the workload's signal is
+//! really there in the guest; the cpu scenario also stops its unit and sees the probe fail.
 //!
 //! Opt-in (about 50 minutes on two cores): guests boot only with `VIRTWORK_GUEST_BOOT=1`, or
 //! `VIRTWORK_REQUIRE_GUEST_BOOT=1` (CI), never merely because QEMU is installed; without either
@@ -97,7 +98,39 @@ fn cpu_jiffies(line: &str) -> (u64, u64) {
 }
 
 fn cpu_signal(vm: &mut Guest) -> Result<String, Failure> {
-    cpu_signal_named(vm, "stress-ng")
+    let busy = cpu_signal_named(vm, "stress-ng")?;
+    let stopped = probe_fails_once_stopped(vm)?;
+    Ok(format!("{busy}; {stopped}"))
+}
+
+/// The readiness probe's GET, from the host through the forwarded port, is answered 200
+/// while the workload runs and 503 naming its units once they are stopped (what makes
+/// KubeVirt's launcher pod unready): the HTTP path the kubelet takes, no guest agent.
+fn probe_fails_once_stopped(vm: &mut Guest) -> Result<String, Failure> {
+    let step = "readiness probe after stop";
+    let running = vm.probe_answer().map_err(|e| vm.fail(step, e))?;
+    if !running.starts_with("HTTP/1.0 200 OK\r\n") {
+        return Err(vm.fail(step, format!("while running the probe got {running:?}")));
+    }
+    let units = vm.units();
+    if units.is_empty() {
+        return Err(vm.fail(step, "the user-data names no units for the probe"));
+    }
+    vm.check(step, &format!("systemctl stop {}", units.join(" ")))?;
+    let answer = vm.probe_answer().map_err(|e| vm.fail(step, e))?;
+    let expected = format!("inactive: {}\n", units.join(" "));
+    if !answer.starts_with("HTTP/1.0 503 ") || !answer.ends_with(&expected) {
+        return Err(vm.fail(
+            step,
+            format!(
+                "after `systemctl stop` the probe got {answer:?}, expected 503 ending {expected:?}"
+            ),
+        ));
+    }
+    Ok(format!(
+        "probe GET 200 while running, 503 after stop ({})",
+        answer.lines().next().unwrap_or("").trim()
+    ))
 }
 
 /// Guest CPU busy >= 80 % over 10 s, with `process` running.

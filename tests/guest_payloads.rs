@@ -81,7 +81,7 @@ fn options(ssh: bool) -> WorkloadOptions {
         },
         catalog_dir: catalog_dir(),
         planned_workloads: Vec::new(),
-        guest_exec: true,
+        ready_endpoint: true,
         run_tag: String::new(),
     }
 }

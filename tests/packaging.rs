@@ -593,7 +593,7 @@ fn workload_packages() -> BTreeSet<String> {
         ssh: SshAccess::default(),
         catalog_dir: catalog_dir.clone(),
         planned_workloads: Vec::new(),
-        guest_exec: false,
+        ready_endpoint: false,
         run_tag: String::new(),
     };
     let mut packages = BTreeSet::new();

@@ -201,8 +201,8 @@ fn the_readiness_probe_is_planned_only_for_workload_readiness() {
     assert_eq!(probe(&cfg), None);
     cfg.workload_probe = true;
     assert_eq!(
-        probe(&cfg).unwrap()["exec"]["command"][2],
-        "systemctl is-active --quiet disk-main.service"
+        probe(&cfg).unwrap()["httpGet"],
+        serde_json::json!({"path": "/ready", "port": 8787})
     );
 }
 
@@ -255,6 +255,7 @@ fn vm_spec_matches_the_reference_shape() {
                     },
                     "networks": [{"name": "default", "pod": {}}],
                     "evictionStrategy": "None",
+                    "terminationGracePeriodSeconds": 120,
                     "volumes": [
                         {"containerDisk": {"image": "quay.io/containerdisks/fedora:42"},
                          "name": "containerdisk"},
@@ -760,13 +761,14 @@ fn unit_names_unsafe_for_the_readiness_probe_are_rejected() {
     let probe = plan::workload_probe("w", &["a.service".to_string(), "b@1.service".to_string()])
         .unwrap()
         .unwrap();
+    assert!(probe.exec.is_none());
+    let get = probe.http_get.unwrap();
     assert_eq!(
-        probe.exec.unwrap().command.unwrap(),
-        [
-            "/bin/sh",
-            "-c",
-            "systemctl is-active --quiet a.service && systemctl is-active --quiet b@1.service"
-        ]
+        (get.path.as_deref(), get.port),
+        (
+            Some("/ready"),
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(8787)
+        )
     );
     assert!(plan::workload_probe("w", &[]).unwrap().is_none());
 }

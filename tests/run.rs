@@ -1072,20 +1072,49 @@ fn with_workload_readiness_every_vm_gets_a_probe_checking_each_workload_unit() {
     };
     let db = probe(&tagged_in(&server, "virtwork-database-0"));
     assert_eq!(
-        db["exec"]["command"],
-        serde_json::json!([
-            "/bin/sh",
-            "-c",
-            "systemctl is-active --quiet virtwork-database-setup.service && systemctl is-active --quiet virtwork-database.service"
-        ])
+        db["httpGet"],
+        serde_json::json!({"path": "/ready", "port": 8787})
     );
     assert_eq!(db["periodSeconds"], 15);
     assert_eq!(db["timeoutSeconds"], 10);
     assert_eq!(db["failureThreshold"], 3);
-    for vm in ["virtwork-network-server-0", "virtwork-network-client-0"] {
+    // Each VM's readiness endpoint checks that VM's own units.
+    for (vm, units) in [
+        (
+            "virtwork-database-0",
+            "virtwork-database-setup.service virtwork-database.service",
+        ),
+        ("virtwork-network-server-0", "virtwork-network.service"),
+        ("virtwork-network-client-0", "virtwork-network.service"),
+    ] {
+        let name = tagged_in(&server, vm);
         assert_eq!(
-            probe(&tagged_in(&server, vm))["exec"]["command"][2],
-            "systemctl is-active --quiet virtwork-network.service"
+            probe(&name)["httpGet"],
+            serde_json::json!({"path": "/ready", "port": 8787})
+        );
+        let vm = server.get("virtualmachines", NS, &name).unwrap();
+        let secret = vm["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|v| v["cloudInitNoCloud"]["secretRef"]["name"].as_str())
+            .unwrap()
+            .to_string();
+        let secret = server.get("secrets", NS, &secret).unwrap();
+        let userdata = secret["stringData"]["userdata"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                let b64 = secret["data"]["userdata"].as_str().unwrap();
+                String::from_utf8(
+                    base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64)
+                        .unwrap(),
+                )
+                .unwrap()
+            });
+        assert!(
+            userdata.contains(&format!("for unit in {units}; do")),
+            "{name}: {userdata}"
         );
     }
 }

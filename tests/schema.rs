@@ -68,6 +68,7 @@ fn disk_vm() -> VirtualMachine {
                     )
                     .unwrap(),
                     eviction_strategy: Some("LiveMigrate".into()),
+                    termination_grace_period_seconds: Some(120),
                     networks: vec![Network {
                         name: "default".into(),
                         pod: Some(PodNetwork {}),
@@ -162,12 +163,16 @@ fn reference_disk_vm_shape_is_what_the_types_serialize() {
     assert_eq!(
         vm.pointer("/spec/template/spec/readinessProbe"),
         Some(&json!({
-            "exec": {"command": ["/bin/sh", "-c", "systemctl is-active --quiet virtwork-disk.service"]},
+            "httpGet": {"path": "/ready", "port": 8787},
             "periodSeconds": 15,
             "timeoutSeconds": 10,
             "failureThreshold": 3,
             "successThreshold": 1,
         }))
+    );
+    assert_eq!(
+        vm.pointer("/spec/template/spec/terminationGracePeriodSeconds"),
+        Some(&json!(120))
     );
     assert_eq!(
         vm.pointer("/spec/template/spec/evictionStrategy"),
@@ -289,9 +294,9 @@ fn validator_rejects_bad_quantities_enums_and_fields_on_empty_objects() {
         "{errors:#?}"
     );
 
-    // The probe's exec action is the core ExecAction: `command` only.
+    // The probe's HTTP action is the core HTTPGetAction: no `url`.
     let errors = violations_after(&doc, |vm| {
-        vm["spec"]["template"]["spec"]["readinessProbe"]["exec"]["shell"] = json!(true);
+        vm["spec"]["template"]["spec"]["readinessProbe"]["httpGet"]["url"] = json!("/ready");
         vm["spec"]["template"]["spec"]["readinessProbe"]["periodSeconds"] = json!("15");
     });
     assert_eq!(errors.len(), 2, "{errors:#?}");
@@ -407,12 +412,11 @@ fn every_planned_vm_validates_against_kubevirt_schema() {
             "{}",
             vm.name
         );
-        let command = &value["spec"]["template"]["spec"]["readinessProbe"]["exec"]["command"];
-        assert!(
-            command[2]
-                .as_str()
-                .is_some_and(|c| c.starts_with("systemctl is-active --quiet ")),
-            "{}: {command}",
+        let probe = &value["spec"]["template"]["spec"]["readinessProbe"];
+        assert_eq!(
+            probe["httpGet"],
+            json!({"path": "/ready", "port": 8787}),
+            "{}",
             vm.name
         );
         for template in value["spec"]["dataVolumeTemplates"]

@@ -319,7 +319,7 @@ fn server_ip(server: &FakeApiServer) -> String {
 #[test]
 fn the_server_service_reaches_its_vm_under_every_ready_condition() {
     for condition in ["running", "ready", "agent-connected"] {
-        // The image stands for a guest whose agent refuses guest-exec: a probe would never
+        // The image stands for a guest whose workload unit never starts: a probe would never
         // pass. Without one, the launcher Pod is Ready once the VM runs.
         let server = FakeApiServer::start(Options::default());
         let env = Env::for_subcommand(&server, "run");
@@ -413,7 +413,7 @@ fn with_workload_readiness_the_service_waits_for_the_probe() {
         )
         .unwrap();
     assert!(
-        vm.pointer("/spec/template/spec/readinessProbe/exec")
+        vm.pointer("/spec/template/spec/readinessProbe/httpGet")
             .is_some()
     );
 }

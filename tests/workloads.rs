@@ -23,7 +23,7 @@ fn options() -> WorkloadOptions {
         },
         catalog_dir: PathBuf::from("catalog"),
         planned_workloads: Vec::new(),
-        guest_exec: false,
+        ready_endpoint: false,
         run_tag: String::new(),
     }
 }
@@ -1305,13 +1305,13 @@ fn defaults_of_every_builtin_validate() {
 // The guest agent and the workload readiness probe
 // ---------------------------------------------------------------------------------------------
 
-const ALLOW_GUEST_EXEC: &str = virtwork::workloads::scripts::ALLOW_GUEST_EXEC;
+use virtwork::workloads::scripts::{READY_PORT, READY_RESPONDER, READY_SOCKET};
 
-fn userdata_with_probe(family: GuestFamily, guest_exec: bool) -> String {
+fn userdata_with_probe(family: GuestFamily, ready_endpoint: bool) -> String {
     let mut settings = settings(1, &[]);
     settings.guest_family = family;
     let options = WorkloadOptions {
-        guest_exec,
+        ready_endpoint,
         ..options()
     };
     Registry::builtin()
@@ -1321,41 +1321,57 @@ fn userdata_with_probe(family: GuestFamily, guest_exec: bool) -> String {
         .unwrap()
 }
 
+/// A probed payload serves the readiness endpoint from its first runcmd lines and leaves the
+/// guest agent's configuration as the image ships it, on every family.
 #[test]
-fn only_a_probed_fedora_family_guest_reconfigures_its_agent() {
-    let probed = userdata_with_probe(GuestFamily::Fedora, true);
-    assert_eq!(
-        runcmd(&probed)[..2],
-        [cmd(&[ALLOW_GUEST_EXEC]), agent_first()],
-        "allowed before the agent is enabled"
-    );
-    let (script, mode) = file(&probed, ALLOW_GUEST_EXEC);
-    assert_eq!(mode, "0755");
-    assert!(
-        script.contains("CONF=\"/etc/sysconfig/qemu-ga\""),
-        "{script}"
-    );
-    for unprobed in [
-        userdata_with_probe(GuestFamily::Fedora, false),
-        userdata_with_probe(GuestFamily::Debian, true),
-    ] {
+fn a_probed_payload_serves_the_readiness_endpoint_and_leaves_the_agent_alone() {
+    for family in [GuestFamily::Fedora, GuestFamily::Debian] {
+        let probed = userdata_with_probe(family, true);
+        assert_eq!(
+            runcmd(&probed)[..3],
+            [
+                cmd(&["systemctl", "daemon-reload"]),
+                enable(READY_SOCKET),
+                agent_first()
+            ],
+            "{family:?}"
+        );
+        let (socket, _) = file(&probed, &format!("/etc/systemd/system/{READY_SOCKET}"));
+        assert_eq!(values(&socket, "ListenStream"), [READY_PORT.to_string()]);
+        assert_eq!(values(&socket, "Accept"), ["yes"]);
+        let (service, _) = file(&probed, "/etc/systemd/system/virtwork-ready@.service");
+        assert_eq!(exec_start(&service), READY_RESPONDER);
+        assert_eq!(values(&service, "StandardOutput"), ["socket"]);
+        let (script, mode) = file(&probed, READY_RESPONDER);
+        assert_eq!(mode, "0755");
+        assert!(
+            script.contains("for unit in virtwork-cpu.service; do"),
+            "{script}"
+        );
+        assert!(
+            !probed.contains("qemu-ga"),
+            "the agent's config is untouched:\n{probed}"
+        );
+
+        let unprobed = userdata_with_probe(family, false);
         assert_eq!(runcmd(&unprobed)[0], agent_first());
-        assert!(!paths(&unprobed).contains(&ALLOW_GUEST_EXEC.to_string()));
+        assert!(!paths(&unprobed).contains(&READY_RESPONDER.to_string()));
     }
 }
 
-/// The script against each form of `/etc/sysconfig/qemu-ga` RHEL and Fedora have shipped:
-/// the two probe commands join an allow-list and leave a block-list; nothing else changes.
+/// The responder, run as systemd runs it per connection (the request on stdin, the answer on
+/// stdout) against a stub `systemctl`: 200 while every unit is active, 503 naming the
+/// inactive one otherwise, whatever the request.
 #[test]
-fn the_agent_config_allows_exactly_the_probe_commands() {
+fn the_readiness_responder_answers_200_only_while_every_unit_is_active() {
     let dir = tempfile::tempdir().unwrap();
-    // A stub systemctl records the restart instead of touching the test machine.
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
+    // `systemctl is-active --quiet UNIT` succeeds when UNIT is listed in the file `active`.
     let systemctl = bin.join("systemctl");
     std::fs::write(
         &systemctl,
-        "#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/called\"\n",
+        "#!/bin/sh\ngrep -qx \"$3\" \"$(dirname \"$0\")/active\"\n",
     )
     .unwrap();
     std::fs::set_permissions(
@@ -1363,57 +1379,52 @@ fn the_agent_config_allows_exactly_the_probe_commands() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let cases = [
-        (
-            "# RHEL 9.4+\nFILTER_RPC_ARGS=\"--allow-rpcs=guest-sync-delimited,guest-sync,guest-ping,guest-get-time\"\nFSFREEZE_HOOK_PATHNAME=/etc/qemu-ga/fsfreeze-hook\n",
-            "# RHEL 9.4+\nFILTER_RPC_ARGS=\"--allow-rpcs=guest-sync-delimited,guest-sync,guest-ping,guest-get-time,guest-exec,guest-exec-status\"\nFSFREEZE_HOOK_PATHNAME=/etc/qemu-ga/fsfreeze-hook\n",
-        ),
-        (
-            "FILTER_RPC_ARGS=\"--block-rpcs=guest-file-open,guest-exec,guest-file-close,guest-exec-status\"\n",
-            "FILTER_RPC_ARGS=\"--block-rpcs=guest-file-open,guest-file-close\"\n",
-        ),
-        (
-            "BLOCK_RPCS=guest-file-open,guest-exec-status,guest-exec\n",
-            "BLOCK_RPCS=guest-file-open\n",
-        ),
-        (
-            "BLACKLIST_RPC=guest-exec,guest-exec-status\n#BLACKLIST_RPC=guest-exec\n",
-            "BLACKLIST_RPC=\n#BLACKLIST_RPC=guest-exec\n",
-        ),
-        (
-            "FILTER_RPC_ARGS=\"--allow-rpcs=guest-ping,guest-exec,guest-exec-status\"\n",
-            "FILTER_RPC_ARGS=\"--allow-rpcs=guest-ping,guest-exec,guest-exec-status\"\n",
-        ),
-    ];
-    for (shipped, expected) in cases {
-        let conf = dir.path().join("qemu-ga");
-        std::fs::write(&conf, shipped).unwrap();
-        let script = virtwork::workloads::scripts::allow_guest_exec_script(
-            conf.to_str().unwrap(),
-            "qemu-guest-agent.service",
-        );
-        let out = std::process::Command::new("bash")
+    let script = virtwork::workloads::scripts::ready_responder_script(&[
+        "a.service".to_string(),
+        "b.service".to_string(),
+    ]);
+    let answer = |active: &str, request: &str| -> String {
+        std::fs::write(bin.join("active"), active).unwrap();
+        let mut child = std::process::Command::new("sh")
             .arg("-c")
             .arg(&script)
             .env(
                 "PATH",
                 format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
             )
-            .output()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(
-            std::fs::read_to_string(&conf).unwrap(),
-            expected,
-            "{shipped}"
-        );
-        assert_eq!(
-            std::fs::read_to_string(bin.join("called")).unwrap(),
-            "try-restart qemu-guest-agent.service\n"
-        );
-    }
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(request.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let get = "GET /ready HTTP/1.1\r\nHost: 10.0.2.2:8787\r\nUser-Agent: kube-probe/1.31\r\n\r\n";
+    let ok = answer("a.service\nb.service\n", get);
+    assert!(ok.starts_with("HTTP/1.0 200 OK\r\n"), "{ok}");
+    let body = "active: a.service b.service\n";
+    assert!(
+        ok.ends_with(&format!(
+            "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )),
+        "{ok}"
+    );
+    let down = answer("a.service\n", get);
+    assert!(
+        down.starts_with("HTTP/1.0 503 Service Unavailable\r\n"),
+        "{down}"
+    );
+    assert!(down.ends_with("\r\n\r\ninactive: b.service\n"), "{down}");
+    assert!(answer("", get).ends_with("inactive: a.service b.service\n"));
+    // A client that sends nothing (or only part of a request) still gets its answer.
+    assert!(answer("a.service\nb.service\n", "").starts_with("HTTP/1.0 200 OK\r\n"));
 }

@@ -158,7 +158,7 @@ fn check_entry(dir: &Path, name: &str, sample: &SampleBuild) -> EntryReport {
         ssh: SshAccess::default(),
         catalog_dir: dir.to_path_buf(),
         planned_workloads: vec![name.to_string()],
-        guest_exec: true,
+        ready_endpoint: true,
         run_tag: String::new(),
     };
     // An entry must render for every guest family it may be run on, and one with a load

@@ -27,6 +27,7 @@ pub const WORKLOAD_SECTION_KEYS: &[&str] = &[
     "storage-class",
     "access-mode",
     "eviction-strategy",
+    "termination-grace-period",
     "params",
 ];
 
@@ -310,10 +311,32 @@ fn set_section_key(
                 source,
             )?);
         }
+        "termination-grace-period" => {
+            parsed.termination_grace_period =
+                Some(grace_seconds(&scalar(&value, source)?, source)?);
+        }
         "params" => parsed.params = params(value, source)?,
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// Longest shutdown grace accepted: an hour, past which a stuck guest would hold a node
+/// drain or a cleanup for longer than anyone waits.
+pub const MAX_GRACE_SECS: u32 = 3600;
+
+/// A shutdown grace in whole seconds, 0 to [`MAX_GRACE_SECS`].
+fn grace_seconds(text: &str, source: &Source) -> Result<u32> {
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|s| *s <= MAX_GRACE_SECS)
+        .ok_or_else(|| {
+            Error::input(format!(
+                "invalid value {:?} for {source}: expected whole seconds from 0 to {MAX_GRACE_SECS} (e.g. 120)",
+                one_line(text)
+            ))
+        })
 }
 
 fn scalar(value: &serde_yaml::Value, source: &Source) -> Result<String> {

@@ -260,7 +260,7 @@ impl ReadinessTracker {
                 let probed = vmi
                     .spec
                     .as_ref()
-                    .and_then(|spec| spec.pointer("/readinessProbe/exec"))
+                    .and_then(|spec| spec.pointer("/readinessProbe"))
                     .is_some();
                 running && probed && condition_true("Ready")
             }

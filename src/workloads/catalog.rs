@@ -30,7 +30,7 @@ use super::scripts::{DataMount, daemon_reload, enable_now};
 use super::{
     DataDisk, GuestFamily, RenderedRole, RenderedWorkload, RoleSpec, ServicePortSpec, ServiceSpec,
     Workload, WorkloadDefinition, WorkloadOptions, WorkloadSettings, WorkloadSource, family,
-    with_guest_agent,
+    with_guest_agent, with_ready_endpoint,
 };
 use crate::cloudinit::{CloudConfig, UserAccount, WriteFile};
 use crate::error::{Error, Result};
@@ -564,8 +564,8 @@ impl CatalogEntry {
                     driven,
                     user.clone(),
                     family,
-                    options.guest_exec,
-                );
+                    options.ready_endpoint,
+                )?;
                 let what = format!("catalog workload {:?} role {:?}", self.name, role.name);
                 roles.push(RenderedRole {
                     spec: RoleSpec {
@@ -582,8 +582,14 @@ impl CatalogEntry {
                 .iter()
                 .map(|(f, c)| (f.as_str(), c.as_str()))
                 .collect();
-            let config =
-                self.cloud_config(&files, &params, driven, user, family, options.guest_exec);
+            let config = self.cloud_config(
+                &files,
+                &params,
+                driven,
+                user,
+                family,
+                options.ready_endpoint,
+            )?;
             let count = match self.manifest.roles.first().and_then(|r| r.vm_count) {
                 Some(n) if n >= 1 => n as u32,
                 _ => vm_count,
@@ -647,8 +653,8 @@ impl CatalogEntry {
         driven: Option<&DrivenUnit>,
         user: Option<UserAccount>,
         family: GuestFamily,
-        guest_exec: bool,
-    ) -> CloudConfig {
+        ready_endpoint: bool,
+    ) -> Result<CloudConfig> {
         let mut config = CloudConfig {
             packages: self.manifest.packages.clone(),
             user,
@@ -699,7 +705,12 @@ impl CatalogEntry {
             }
             config.runcmd.push(enable_now(file));
         }
-        with_guest_agent(config, family, guest_exec)
+        let config = with_guest_agent(config, family);
+        if !ready_endpoint {
+            return Ok(config);
+        }
+        let units: Vec<String> = files.iter().map(|(f, _)| f.to_string()).collect();
+        with_ready_endpoint(config, &self.name, &units)
     }
 
     fn service_spec(&self) -> Option<ServiceSpec> {

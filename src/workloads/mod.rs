@@ -22,9 +22,9 @@ pub struct WorkloadOptions {
     /// Names of every workload planned in this run (so a workload can aim at another's
     /// Service, e.g. chaos-network's probe at the network server).
     pub planned_workloads: Vec<String>,
-    /// The VMs carry the workload readiness probe, which KubeVirt runs through the guest
-    /// agent's `guest-exec`: payloads must let the agent run it.
-    pub guest_exec: bool,
+    /// The VMs carry the workload readiness probe (an `httpGet` to the guest): payloads
+    /// serve the readiness endpoint it asks ([`with_ready_endpoint`]).
+    pub ready_endpoint: bool,
     /// The run's name tag ([`crate::model::RunId::name_tag`]), part of the built-in Services'
     /// names so the Services of two runs in one namespace never share a name; empty: none
     /// (`validate`, which renders payloads outside any run).
@@ -110,6 +110,14 @@ pub struct ServiceSpec {
     pub ports: Vec<ServicePortSpec>,
 }
 
+/// Shutdown grace of a VM without data disks: KubeVirt's own default, written out so the
+/// VM says what it gets.
+pub const GRACE_SECS: u32 = 30;
+/// Shutdown grace of a VM with data disks: the guest's systemd waits up to its
+/// `DefaultTimeoutStopSec` (90 s) for a unit to stop (a database checkpointing, fio's I/O in
+/// flight) before it unmounts the data disk; 120 s lets that whole stop finish.
+pub const DATA_DISK_GRACE_SECS: u32 = 120;
+
 /// The contract every workload (built-in or catalog) fulfils. Object-safe.
 pub trait Workload: Send + Sync + std::fmt::Debug {
     /// Workload name, also the `app.kubernetes.io/component` label value.
@@ -130,6 +138,17 @@ pub trait Workload: Send + Sync + std::fmt::Debug {
     /// The Service this workload needs, if any.
     fn service(&self) -> Option<ServiceSpec> {
         None
+    }
+    /// Seconds a VM of this workload gets to shut down (ACPI power button) at a stop,
+    /// restart or eviction before KubeVirt destroys it: [`DATA_DISK_GRACE_SECS`] with data
+    /// disks, whose writers (PostgreSQL, fio, chaos-disk) must stop and the file system be
+    /// unmounted, else [`GRACE_SECS`].
+    fn termination_grace_seconds(&self) -> u32 {
+        if self.data_disks().is_empty() {
+            GRACE_SECS
+        } else {
+            DATA_DISK_GRACE_SECS
+        }
     }
     /// Total VMs over all roles.
     fn vm_count(&self) -> u32 {
@@ -482,8 +501,8 @@ pub(crate) struct BuildContext {
     pub vm_count: u32,
     pub resources: VmResources,
     pub family: GuestFamily,
-    /// See [`WorkloadOptions::guest_exec`].
-    pub guest_exec: bool,
+    /// See [`WorkloadOptions::ready_endpoint`].
+    pub ready_endpoint: bool,
 }
 
 /// The cloud-config of one role plus the units its readiness probe checks.
@@ -502,15 +521,9 @@ impl RolePayload {
 }
 
 /// Adds what every payload needs whatever the workload: the QEMU guest agent, installed and
-/// running first (KubeVirt's exec readiness probe and AgentConnected depend on it). With
-/// `guest_exec` (the VM carries the workload readiness probe), a family whose agent forbids
-/// `guest-exec` by default is first configured to allow exactly the two commands the probe
-/// uses, `guest-exec` and `guest-exec-status`.
-pub(crate) fn with_guest_agent(
-    mut config: CloudConfig,
-    family: GuestFamily,
-    guest_exec: bool,
-) -> CloudConfig {
+/// running first (KubeVirt's AgentConnected condition and guest information depend on it).
+/// Readiness never depends on what the agent may run: see [`with_ready_endpoint`].
+pub(crate) fn with_guest_agent(mut config: CloudConfig, family: GuestFamily) -> CloudConfig {
     let agent = family::base_profile(family);
     config
         .packages
@@ -518,18 +531,36 @@ pub(crate) fn with_guest_agent(
     config
         .runcmd
         .insert(0, scripts::enable_now(agent.guest_agent_unit));
-    if guest_exec && let Some(rpc_filter) = agent.rpc_filter_file {
-        config.write_files.push(crate::cloudinit::WriteFile::new(
-            scripts::ALLOW_GUEST_EXEC,
-            scripts::allow_guest_exec_script(rpc_filter, agent.guest_agent_unit),
-            "0755",
-        ));
-        // Before the agent is enabled; the script restarts it if the image already runs it.
-        config
-            .runcmd
-            .insert(0, scripts::argv(&[scripts::ALLOW_GUEST_EXEC]));
+    config
+}
+
+/// Adds the readiness endpoint the workload readiness probe asks: a socket-activated
+/// responder on [`scripts::READY_PORT`] answering 200 exactly while every one of `units` is
+/// active. Its socket is enabled by the first `runcmd` lines, so it answers 503 from before
+/// the workload starts; until then the connection is refused, which fails the probe too.
+/// Nothing for a payload without units (its VMs carry no probe).
+pub(crate) fn with_ready_endpoint(
+    mut config: CloudConfig,
+    workload: &str,
+    units: &[String],
+) -> Result<CloudConfig> {
+    if units.is_empty() {
+        return Ok(config);
+    }
+    for unit in units {
+        scripts::check_ready_unit(workload, unit)?;
     }
     config
+        .write_files
+        .extend(scripts::ready_endpoint_files(units));
+    config.runcmd.splice(
+        0..0,
+        [
+            scripts::daemon_reload(),
+            scripts::enable_now(scripts::READY_SOCKET),
+        ],
+    );
+    Ok(config)
 }
 
 impl BuildContext {
@@ -563,7 +594,7 @@ impl BuildContext {
             params: schema.resolve(&settings.params)?,
             user: UserAccount::from_ssh(&options.ssh)?,
             vm_count: settings.vm_count.max(1),
-            guest_exec: options.guest_exec,
+            ready_endpoint: options.ready_endpoint,
             resources: VmResources {
                 cpu_cores: settings.cpu_cores,
                 memory: settings.memory.clone(),
@@ -574,7 +605,10 @@ impl BuildContext {
 
     /// Renders `payload` (with the guest agent and the SSH account added) for `role`.
     fn render(&self, payload: RolePayload, role: Option<&str>) -> Result<(String, Vec<String>)> {
-        let mut config = with_guest_agent(payload.config, self.family, self.guest_exec);
+        let mut config = with_guest_agent(payload.config, self.family);
+        if self.ready_endpoint {
+            config = with_ready_endpoint(config, self.name, &payload.units)?;
+        }
         config.user = self.user.clone();
         let what = match role {
             Some(r) => format!("workload {:?} role {r:?}", self.name),

@@ -172,65 +172,104 @@ echo "${HOST}:${PORT} accepts connections"
     .to_string()
 }
 
-/// Lets the guest agent run KubeVirt's exec readiness probe (see [`allow_guest_exec_script`]).
-pub const ALLOW_GUEST_EXEC: &str = "/usr/local/bin/virtwork-allow-guest-exec";
+/// The guest port of the readiness endpoint KubeVirt's `httpGet` readiness probe asks. The
+/// probe is copied onto the virt-launcher pod and run by the kubelet against the pod's
+/// address; masquerade binding forwards every port but libvirt's migration ports to the
+/// guest, so this one reaches it.
+pub const READY_PORT: u16 = 8787;
+/// The path the probe asks for (the responder answers every path alike).
+pub const READY_PATH: &str = "/ready";
+/// The responder's program: one instance per connection, started by [`READY_SOCKET`].
+pub const READY_RESPONDER: &str = "/usr/local/bin/virtwork-ready";
+/// The socket unit listening on [`READY_PORT`].
+pub const READY_SOCKET: &str = "virtwork-ready.socket";
+/// The service template each accepted connection runs as.
+const READY_SERVICE: &str = "virtwork-ready@.service";
+/// Seconds one answer may take before systemd ends it, so a client that never sends its
+/// request cannot pile instances up.
+const READY_ANSWER_SECS: u32 = 10;
+/// Connections answered at once.
+const READY_MAX_CONNECTIONS: u32 = 16;
 
-/// The text of [`ALLOW_GUEST_EXEC`] for an agent whose unit reads its RPC filter from
-/// `rpc_filter` (RHEL family: `/etc/sysconfig/qemu-ga`). KubeVirt runs an exec probe as
-/// `guest-exec` then `guest-exec-status`; RHEL's shipped file forbids both, in one of the
-/// forms its releases used: `FILTER_RPC_ARGS="--allow-rpcs=..."` (an allow-list, RHEL 9.4+
-/// and Fedora), `FILTER_RPC_ARGS="--block-rpcs=..."`, `BLOCK_RPCS=...` (RHEL 9.0-9.3) or
-/// `BLACKLIST_RPC=...` (RHEL 7 and 8). The script adds the two commands to an allow-list and
-/// removes them from a block-list, and changes nothing else; then restarts the agent if it
-/// already runs. Without the file (no filter) it does nothing.
-pub fn allow_guest_exec_script(rpc_filter: &str, agent_unit: &str) -> String {
-    r#"#!/bin/bash
-# Allows exactly guest-exec and guest-exec-status, the commands KubeVirt's exec readiness
-# probe runs through the QEMU guest agent; every other RPC filter entry stays as shipped.
-set -euo pipefail
-
-CONF="@CONF@"
-[ -f "$CONF" ] || exit 0
-
-# edit_list LIST MODE: LIST without the two probe commands, plus both when MODE is allow.
-edit_list() {
-  local item kept=()
-  local -a items
-  IFS=, read -ra items <<< "$1"
-  for item in "${items[@]}"; do
-    case "$item" in
-      guest-exec | guest-exec-status | "") ;;
-      *) kept+=("$item") ;;
-    esac
-  done
-  if [ "$2" = allow ]; then
-    kept+=(guest-exec guest-exec-status)
-  fi
-  local IFS=,
-  printf '%s' "${kept[*]}"
+/// Checks that `unit` is a plain systemd unit name the readiness endpoint can name in its
+/// script: letters, digits and `:_.@-`, not starting with `-`.
+pub fn check_ready_unit(workload: &str, unit: &str) -> crate::error::Result<()> {
+    let safe = !unit.is_empty()
+        && unit.len() <= 256
+        && !unit.starts_with('-')
+        && unit
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b':' | b'_' | b'.' | b'@' | b'-'));
+    if safe {
+        Ok(())
+    } else {
+        Err(crate::error::Error::input(format!(
+            "unit name {unit:?} of workload {workload:?} cannot be checked by the readiness probe: \
+             use letters, digits, ':', '_', '.', '@' and '-' (rename the catalog service file)"
+        )))
+    }
 }
 
-ALLOW_RE='^(FILTER_RPC_ARGS=.*--allow-rpcs=)([a-z0-9,-]*)(.*)$'
-BLOCK_RE='^(FILTER_RPC_ARGS=.*--block-rpcs=)([a-z0-9,-]*)(.*)$'
-OLD_BLOCK_RE='^((BLOCK_RPCS|BLACKLIST_RPC)="?)([a-z0-9,-]*)(.*)$'
-EDITED=""
-while IFS= read -r line || [ -n "$line" ]; do
-  if [[ "$line" =~ $ALLOW_RE ]]; then
-    line="${BASH_REMATCH[1]}$(edit_list "${BASH_REMATCH[2]}" allow)${BASH_REMATCH[3]}"
-  elif [[ "$line" =~ $BLOCK_RE ]]; then
-    line="${BASH_REMATCH[1]}$(edit_list "${BASH_REMATCH[2]}" block)${BASH_REMATCH[3]}"
-  elif [[ "$line" =~ $OLD_BLOCK_RE ]]; then
-    line="${BASH_REMATCH[1]}$(edit_list "${BASH_REMATCH[3]}" block)${BASH_REMATCH[4]}"
-  fi
-  EDITED+="$line"$'\n'
-done < "$CONF"
-# Written in place, so the file keeps its owner, mode and SELinux label.
-printf '%s' "$EDITED" > "$CONF"
-echo "virtwork: the guest agent may run guest-exec and guest-exec-status ($CONF)"
-systemctl try-restart "@UNIT@"
+/// The text of [`READY_RESPONDER`] for `units` (checked by [`check_ready_unit`]): reads the
+/// request's head (bounded), then answers `200` when every unit is active and `503` naming
+/// the inactive ones otherwise. It runs as a system service, not through the guest agent, so
+/// SELinux confines it no more than any service: systemd grants it the unit status it asks
+/// for, which it refuses to commands the agent runs (`virt_qemu_ga_t`).
+pub fn ready_responder_script(units: &[String]) -> String {
+    r#"#!/bin/sh
+# Answers one HTTP request on stdin/stdout (systemd socket activation, Accept=yes): 200 while
+# every workload unit is active, 503 naming the inactive ones otherwise.
+CR=$(printf '\r')
+LINES=0
+while [ "$LINES" -lt 64 ] && IFS= read -r line; do
+  LINES=$((LINES + 1))
+  case "$line" in
+    "" | "$CR") break ;;
+  esac
+done
+DOWN=""
+for unit in @UNITS@; do
+  systemctl is-active --quiet "$unit" || DOWN="$DOWN $unit"
+done
+if [ -z "$DOWN" ]; then
+  STATUS="200 OK"
+  BODY="active: @UNITS@"
+else
+  STATUS="503 Service Unavailable"
+  BODY="inactive:$DOWN"
+fi
+printf 'HTTP/1.0 %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n' \
+  "$STATUS" "$((${#BODY} + 1))" "$BODY"
 "#
-    .replace("@CONF@", rpc_filter)
-    .replace("@UNIT@", agent_unit)
+    .replace("@UNITS@", &units.join(" "))
+}
+
+/// The readiness endpoint's files: the responder, its socket unit on [`READY_PORT`] and the
+/// per-connection service template; enable the socket with [`enable_now`]`(`[`READY_SOCKET`]`)`.
+pub fn ready_endpoint_files(units: &[String]) -> Vec<WriteFile> {
+    let socket = Unit {
+        section: "Socket",
+        wanted_by: Some("sockets.target"),
+        ..Unit::new("virtwork workload readiness endpoint (KubeVirt httpGet readiness probe)")
+    }
+    .service("ListenStream", READY_PORT.to_string())
+    .service("Accept", "yes")
+    .service("MaxConnections", READY_MAX_CONNECTIONS.to_string());
+    let service = Unit::new("virtwork workload readiness answer")
+        .service("ExecStart", READY_RESPONDER)
+        .service("StandardInput", "socket")
+        .service("StandardOutput", "socket")
+        .service("StandardError", "journal")
+        .service("RuntimeMaxSec", READY_ANSWER_SECS.to_string())
+        .service("NoNewPrivileges", "yes")
+        .service("PrivateTmp", "yes")
+        .service("ProtectHome", "yes")
+        .no_install();
+    vec![
+        WriteFile::new(READY_RESPONDER, ready_responder_script(units), "0755"),
+        socket.write_file(READY_SOCKET),
+        service.write_file(READY_SERVICE),
+    ]
 }
 
 /// The guard every data-disk workload runs before it writes: exits non-zero (and says why on

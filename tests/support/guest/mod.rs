@@ -629,8 +629,9 @@ pub struct VmSpec {
     pub memory_mib: u64,
     /// (serial, size in GiB) of the data disk, when the workload has one.
     pub data_disk: Option<(String, u64)>,
-    /// The readinessProbe's exec command.
-    pub probe: Vec<String>,
+    /// The readinessProbe's `httpGet` (guest port, path), as the kubelet would send it
+    /// through the launcher pod's masquerade forward.
+    pub probe: Option<(u16, String)>,
 }
 
 fn quantity_mib(q: &str) -> u64 {
@@ -710,10 +711,14 @@ pub fn vms_of(plan: &Value) -> Vec<VmSpec> {
                         .unwrap(),
                 ),
                 data_disk,
-                probe: template["readinessProbe"]["exec"]["command"]
-                    .as_array()
-                    .map(|c| c.iter().map(|a| a.as_str().unwrap().to_string()).collect())
-                    .unwrap_or_default(),
+                probe: template["readinessProbe"]["httpGet"]["port"]
+                    .as_u64()
+                    .map(|port| {
+                        let path = template["readinessProbe"]["httpGet"]["path"]
+                            .as_str()
+                            .unwrap_or("/");
+                        (u16::try_from(port).unwrap(), path.to_string())
+                    }),
                 name,
             }
         })
@@ -775,6 +780,8 @@ pub struct Guest {
     args: Vec<std::ffi::OsString>,
     /// How many times it was live-migrated (names the destination's files).
     migrations: usize,
+    /// The host port QEMU forwards to the readiness probe's guest port.
+    probe_port: Option<u16>,
 }
 
 impl Drop for Guest {
@@ -929,10 +936,17 @@ pub fn boot_with(
             ]);
     }
     // User networking: no DHCP gateway the guest uses (its address is static, without a
-    // route), `restrict=on` so nothing leaves the host, and one forward to the repository.
-    cmd.arg("-netdev").arg(format!(
+    // route), `restrict=on` so nothing leaves the host, one forward to the repository and,
+    // for a probed VM, one from the host to the probe's guest port: the path the kubelet's
+    // HTTP probe takes through the launcher pod's masquerade forward.
+    let probe_port = spec.probe.as_ref().map(|_| free_port());
+    let mut netdev = format!(
         "user,id=mgmt,restrict=on,ipv6=off,net=10.0.2.0/24,guestfwd=tcp:{REPO_GUEST_ADDR}:80-cmd:socat STDIO TCP:127.0.0.1:{port}"
-    ));
+    );
+    if let (Some(host), Some((guest, _))) = (probe_port, &spec.probe) {
+        netdev.push_str(&format!(",hostfwd=tcp:127.0.0.1:{host}-10.0.2.15:{guest}"));
+    }
+    cmd.arg("-netdev").arg(netdev);
     cmd.args([
         "-device",
         &format!("virtio-net-pci,netdev=mgmt,mac={}", mac(index, 0)),
@@ -986,6 +1000,7 @@ pub fn boot_with(
         qga: Qga::new(qga_path),
         args,
         migrations: 0,
+        probe_port,
     };
     if let Ok(Some(status)) = guest.child.try_wait() {
         return Err(fail(
@@ -1095,6 +1110,7 @@ impl Guest {
             1 => self.dir.join("qmp.sock"),
             _ => self.dir.join(format!("qmp-{}.sock", n - 1)),
         };
+        let probe_port = self.probe_port.map(|_| free_port());
         let rename = |arg: &std::ffi::OsString| -> std::ffi::OsString {
             let text = arg.to_string_lossy().into_owned();
             let mut out = text.clone();
@@ -1107,6 +1123,14 @@ impl Guest {
             }
             for (file, ext) in [("qemu", "pid"), ("console", "log")] {
                 out = out.replace(&format!("{file}.{ext}"), &format!("{file}-{n}.{ext}"));
+            }
+            // The source holds the probe's host port until it ends: the destination forwards
+            // another one, which the probe uses from the switch-over on.
+            if let (Some(from), Some(to)) = (self.probe_port, probe_port) {
+                out = out.replace(
+                    &format!("hostfwd=tcp:127.0.0.1:{from}-"),
+                    &format!("hostfwd=tcp:127.0.0.1:{to}-"),
+                );
             }
             out.into()
         };
@@ -1172,6 +1196,7 @@ impl Guest {
         let switched_at_ms = unix_millis();
         drop(_source);
         self.qga = Qga::new(self.dir.join(format!("qga-{n}.sock")));
+        self.probe_port = probe_port;
         Ok(MigrationFigures {
             total_ms: info["total-time"].as_u64().unwrap_or(0),
             downtime_ms: info["downtime"].as_u64().unwrap_or(0),
@@ -1242,13 +1267,35 @@ impl Guest {
         }
     }
 
-    /// The readiness probe exactly as the VM spec has it, run through guest-exec.
+    /// The readiness probe exactly as the VM spec has it: passes when the GET through the
+    /// forwarded port is answered 200, as the kubelet judges an HTTP probe.
     pub fn probe(&mut self) -> Result<bool, String> {
-        if self.spec.probe.is_empty() {
+        Ok(self.probe_answer()?.starts_with("HTTP/1.0 200 "))
+    }
+
+    /// The raw answer (status line, headers, body) to the readiness probe's GET, sent from
+    /// the host through the forwarded port within the probe's 10 s; empty when the guest
+    /// refused or dropped the connection (nothing listening yet).
+    pub fn probe_answer(&mut self) -> Result<String, String> {
+        use std::io::{Read, Write};
+        let (Some(host), Some((_, path))) = (self.probe_port, &self.spec.probe) else {
             return Err(format!("{} carries no readiness probe", self.spec.name));
+        };
+        let timeout = Duration::from_secs(10);
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", host))
+            .map_err(|e| format!("connecting to the forwarded probe port: {e}"))?;
+        stream.set_read_timeout(Some(timeout)).unwrap();
+        stream.set_write_timeout(Some(timeout)).unwrap();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: 10.0.2.15\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+        if stream.write_all(request.as_bytes()).is_err() {
+            return Ok(String::new());
         }
-        let args: Vec<&str> = self.spec.probe.iter().map(String::as_str).collect();
-        Ok(self.qga.exec(&args, Duration::from_secs(10))?.code == 0)
+        let mut answer = Vec::new();
+        // A reset or a timeout leaves what arrived, which then fails as the kubelet fails it.
+        let _ = stream.take(64 * 1024).read_to_end(&mut answer);
+        Ok(String::from_utf8_lossy(&answer).into_owned())
     }
 
     /// Whether cloud-init's final stage has ended: result.json appears then (`cloud-init
@@ -1375,17 +1422,14 @@ impl Guest {
         failure
     }
 
-    /// The units the readiness probe checks (the `systemctl is-active` arguments).
+    /// The units the readiness probe checks: those the readiness endpoint's responder
+    /// loops over (`for unit in A B; do`) in the user-data.
     pub fn units(&self) -> Vec<String> {
         self.spec
-            .probe
-            .last()
-            .map(|cmd| {
-                cmd.split_whitespace()
-                    .filter(|w| w.ends_with(".service") || w.ends_with(".mount"))
-                    .map(str::to_string)
-                    .collect()
-            })
+            .user_data
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("for unit in ")?.strip_suffix("; do"))
+            .map(|units| units.split_whitespace().map(str::to_string).collect())
             .unwrap_or_default()
     }
 
