@@ -362,13 +362,13 @@ pub struct RunArgs {
     pub storage_class: Option<StorageClassName>,
 
     /// Access mode of the data disks; ReadWriteMany lets VMs with data disks live-migrate
-    /// [env: VIRTWORK_ACCESS_MODE] [default: ReadWriteOnce]
+    /// [env: VIRTWORK_ACCESS_MODE] [default: the StorageClass's StorageProfile decides]
     #[arg(long, value_enum, value_name = "MODE")]
     pub access_mode: Option<AccessMode>,
 
-    /// What a node drain does to each VM: auto live-migrates VMs that can migrate and lets
-    /// the others (ReadWriteOnce data disks) be shut down and restarted elsewhere, so no VM
-    /// blocks a drain [env: VIRTWORK_EVICTION_STRATEGY] [default: auto]
+    /// What a node drain does to each VM: auto decides per VM from the cluster's topology
+    /// and the VM's storage so that no VM blocks a drain [env: VIRTWORK_EVICTION_STRATEGY]
+    /// [default: auto]
     #[arg(long, value_enum, value_name = "STRATEGY")]
     pub eviction_strategy: Option<EvictionStrategy>,
 

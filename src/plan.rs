@@ -63,7 +63,8 @@ pub struct PlanInput {
     pub disk_size: Quantity,
     /// StorageClass of data disks without a per-workload one; `None`: CDI's default.
     pub storage_class: Option<StorageClassName>,
-    pub access_mode: AccessMode,
+    /// `None`: the class's StorageProfile decides (CDI fills it in).
+    pub access_mode: Option<AccessMode>,
     pub cpu_cores: u32,
     pub memory: Quantity,
     /// What a node drain does to VMs of workloads without their own `eviction-strategy`.
@@ -138,6 +139,59 @@ impl Plan {
     pub fn data_volume_count(&self) -> usize {
         self.vms.iter().map(|vm| vm.data_volumes.len()).sum()
     }
+
+    /// The plan for a cluster with `schedulable_nodes` (what preflight listed): with one,
+    /// `auto` gives every VM eviction strategy `None` ([`EvictionChoice::kubevirt_name`]).
+    /// Templates are copied once per role, not per VM.
+    pub fn for_topology(&self, schedulable_nodes: usize) -> Plan {
+        let single_node = schedulable_nodes == 1;
+        let mut copies: Vec<(Arc<RoleTemplate>, Arc<RoleTemplate>)> = Vec::new();
+        let mut plan = self.clone();
+        for vm in &mut plan.vms {
+            let copy = match copies
+                .iter()
+                .find(|(old, _)| Arc::ptr_eq(old, &vm.template))
+            {
+                Some((_, copy)) => copy.clone(),
+                None => {
+                    let copy = Arc::new(RoleTemplate {
+                        single_node,
+                        ..(*vm.template).clone()
+                    });
+                    copies.push((vm.template.clone(), copy.clone()));
+                    copy
+                }
+            };
+            vm.template = copy;
+        }
+        plan
+    }
+
+    /// Workloads whose chosen strategy migrates although the cluster has a single
+    /// schedulable node: every eviction of their VMs waits for a target node that never comes.
+    pub fn single_node_warnings(&self) -> Vec<String> {
+        let named: BTreeSet<&str> = self
+            .vms
+            .iter()
+            .filter(|vm| {
+                matches!(
+                    vm.template.eviction.chosen,
+                    EvictionStrategy::LiveMigrate | EvictionStrategy::LiveMigrateIfPossible
+                )
+            })
+            .map(|vm| vm.workload.as_str())
+            .collect();
+        named
+            .into_iter()
+            .map(|workload| {
+                format!(
+                    "eviction-strategy of workload {workload:?} migrates, but the cluster has one \
+                     schedulable node: a node drain or upgrade waits for a migration target that \
+                     never comes; use auto or none"
+                )
+            })
+            .collect()
+    }
 }
 
 /// One workload's effective settings, as recorded in the audit database.
@@ -161,7 +215,7 @@ pub struct PlannedService {
 
 /// What every VM of one workload role shares, rendered once: the user-data (shared, not
 /// copied, by every VM of the role), labels, resources, disks, probe and annotations.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RoleTemplate {
     namespace: String,
     image: String,
@@ -173,7 +227,9 @@ pub struct RoleTemplate {
     disks: Vec<crate::workloads::DataDisk>,
     storage: DiskStorage,
     readiness_probe: Option<Probe>,
-    eviction_strategy: &'static str,
+    eviction: EvictionChoice,
+    /// The cluster has one schedulable node ([`Plan::for_topology`]).
+    single_node: bool,
     grace: u32,
     annotations: BTreeMap<String, String>,
 }
@@ -235,7 +291,7 @@ impl PlannedVm {
             storage: &t.storage,
             data_volumes: &self.data_volumes,
             readiness_probe: &t.readiness_probe,
-            eviction_strategy: t.eviction_strategy,
+            eviction_strategy: t.eviction.kubevirt_name(t.single_node),
             grace: t.grace,
             annotations: &t.annotations,
         })
@@ -244,6 +300,11 @@ impl PlannedVm {
     /// The StorageClass its DataVolumes name; None for CDI's default (or no data disks).
     pub fn storage_class(&self) -> Option<&str> {
         self.template.storage.class.as_deref()
+    }
+
+    /// The access mode its DataVolumes ask for; None when the class's StorageProfile decides.
+    pub fn access_mode(&self) -> Option<AccessMode> {
+        self.template.storage.access_mode
     }
 
     /// Whether `other` shares this VM's role template (the same rendered user-data).
@@ -458,9 +519,7 @@ pub fn plan_workloads(
                 .and_then(|o| o.storage_class.as_ref())
                 .or(input.storage_class.as_ref())
                 .map(|class| class.to_string()),
-            access_mode: overrides
-                .and_then(|o| o.access_mode)
-                .unwrap_or(input.access_mode),
+            access_mode: overrides.and_then(|o| o.access_mode).or(input.access_mode),
         };
         let eviction = overrides
             .and_then(|o| o.eviction_strategy)
@@ -495,7 +554,8 @@ struct Fleet<'a> {
 struct DiskStorage {
     /// `None`: CDI's default class.
     class: Option<String>,
-    access_mode: AccessMode,
+    /// `None`: the class's StorageProfile decides.
+    access_mode: Option<AccessMode>,
 }
 
 /// What the configuration chose for one workload's VMs.
@@ -542,7 +602,10 @@ fn plan_one(
         resources: &resources,
         disks: &disks,
         storage,
-        eviction_strategy: vm_eviction_strategy(eviction, &disks, storage.access_mode),
+        eviction: EvictionChoice {
+            chosen: eviction,
+            migratable: live_migratable(&disks, storage.access_mode),
+        },
         grace: choices.grace,
         annotations: signal_annotations(workload),
     };
@@ -559,7 +622,7 @@ struct RoleParts<'a> {
     resources: &'a VmResources,
     disks: &'a [DataDisk],
     storage: &'a DiskStorage,
-    eviction_strategy: &'static str,
+    eviction: EvictionChoice,
     grace: u32,
     annotations: BTreeMap<String, String>,
 }
@@ -625,7 +688,8 @@ fn role_template(
         disks: parts.disks.to_vec(),
         storage: parts.storage.clone(),
         readiness_probe: probe,
-        eviction_strategy: parts.eviction_strategy,
+        eviction: parts.eviction,
+        single_node: false,
         grace: parts.grace,
         annotations: parts.annotations.clone(),
     }))
@@ -820,28 +884,48 @@ pub fn workload_probe(workload: &str, units: &[String]) -> Result<Option<Probe>>
     }))
 }
 
-/// Whether KubeVirt can live-migrate a VM with these data disks: its containerdisk and
-/// cloud-init disk are copied during migration, but a volume must be shared (ReadWriteMany)
-/// for the target node to use it (KubeVirt sets LiveMigratable=False otherwise).
-pub fn live_migratable(disks: &[DataDisk], access_mode: AccessMode) -> bool {
-    disks.is_empty() || access_mode == AccessMode::ReadWriteMany
+/// Whether KubeVirt can live-migrate a VM with these data disks, as far as the plan can
+/// tell: its containerdisk and cloud-init disk are copied during migration, but a volume must
+/// be shared (ReadWriteMany) for the target node to use it (KubeVirt sets
+/// LiveMigratable=False otherwise). `None`: the access mode is left to the class's
+/// StorageProfile, so only the cluster knows.
+pub fn live_migratable(disks: &[DataDisk], access_mode: Option<AccessMode>) -> Option<bool> {
+    if disks.is_empty() {
+        return Some(true);
+    }
+    access_mode.map(|mode| mode == AccessMode::ReadWriteMany)
 }
 
-/// KubeVirt's `evictionStrategy` for a VM. `auto` never lets a VM block a node drain:
-/// a VM that can migrate gets `LiveMigrate` (KubeVirt migrates it, then the drain proceeds);
-/// one that cannot gets `None` (the eviction is granted, the VM shuts down and its run
-/// strategy `Always` starts it again on another node). Setting it on every VM also
-/// overrides a cluster-wide `LiveMigrate` default, under which KubeVirt would deny the
-/// eviction of a VM that cannot migrate for as long as the drain retries.
-pub fn vm_eviction_strategy(
-    chosen: EvictionStrategy,
-    disks: &[DataDisk],
-    access_mode: AccessMode,
-) -> &'static str {
-    match chosen.kubevirt_name() {
-        Some(name) => name,
-        None if live_migratable(disks, access_mode) => "LiveMigrate",
-        None => "None",
+/// What a VM's eviction strategy is decided from: the strategy chosen and whether the VM can
+/// migrate. The cluster's topology (learnt by preflight) completes the decision for `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvictionChoice {
+    pub chosen: EvictionStrategy,
+    /// See [`live_migratable`].
+    pub migratable: Option<bool>,
+}
+
+impl EvictionChoice {
+    /// KubeVirt's `evictionStrategy` for the VM. `auto` never lets a VM block a node drain:
+    /// on a cluster with one schedulable node (Single Node OpenShift) there is nowhere to
+    /// migrate to, so every VM gets `None` (the eviction is granted and the VM starts again
+    /// when the node returns; a migration would leave its target Pending, answer every
+    /// eviction 429 and hang the drain or upgrade); with several, a VM that can migrate gets
+    /// `LiveMigrate`, one that cannot `None` (shut down, restarted elsewhere by run strategy
+    /// `Always`), and one whose storage the cluster chooses `LiveMigrateIfPossible`, which
+    /// follows KubeVirt's live `LiveMigratable` condition and so is right whichever mode the
+    /// StorageProfile gives. Setting it on every VM also overrides the cluster-wide default
+    /// (HCO's topology-aware one included), under which KubeVirt could deny evictions for as
+    /// long as the drain retries. Without topology (`--dry-run`, nodes not listable): the
+    /// several-node choice.
+    pub fn kubevirt_name(self, single_node: bool) -> &'static str {
+        match (self.chosen.kubevirt_name(), self.migratable) {
+            (Some(name), _) => name,
+            (None, _) if single_node => "None",
+            (None, Some(true)) => "LiveMigrate",
+            (None, Some(false)) => "None",
+            (None, None) => "LiveMigrateIfPossible",
+        }
     }
 }
 
@@ -850,15 +934,17 @@ fn eviction_warning(
     workload: &str,
     chosen: EvictionStrategy,
     disks: &[DataDisk],
-    access_mode: AccessMode,
+    access_mode: Option<AccessMode>,
 ) -> Option<String> {
-    (chosen == EvictionStrategy::LiveMigrate && !live_migratable(disks, access_mode)).then(|| {
-        format!(
-            "eviction-strategy live-migrate for workload {workload:?}: its {access_mode} data \
-             disks cannot live-migrate, so KubeVirt denies the eviction of its VMs and a node \
-             drain waits for them forever; use auto or none, or --access-mode ReadWriteMany"
-        )
-    })
+    let mode = access_mode?;
+    (chosen == EvictionStrategy::LiveMigrate && live_migratable(disks, access_mode) == Some(false))
+        .then(|| {
+            format!(
+                "eviction-strategy live-migrate for workload {workload:?}: its {mode} data \
+                 disks cannot live-migrate, so KubeVirt denies the eviction of its VMs and a node \
+                 drain waits for them forever; use auto or none, or --access-mode ReadWriteMany"
+            )
+        })
 }
 
 /// What `virtwork verify` reads back from each VM: the params its expected signals depend
@@ -1020,7 +1106,11 @@ fn data_volume_template(
                 blank: Some(DataVolumeBlankImage {}),
             }),
             storage: Some(StorageSpec {
-                access_modes: vec![input.storage.access_mode.as_str().to_string()],
+                access_modes: input
+                    .storage
+                    .access_mode
+                    .map(|mode| vec![mode.as_str().to_string()])
+                    .unwrap_or_default(),
                 storage_class_name: input.storage.class.clone(),
                 resources: Some(StorageResources {
                     requests: BTreeMap::from([("storage".to_string(), k8s_quantity(&disk.size))]),
@@ -1175,34 +1265,55 @@ mod tests {
     }
 
     #[test]
-    fn auto_eviction_migrates_what_can_migrate_and_lets_the_rest_be_evicted() {
+    fn auto_eviction_follows_topology_and_what_the_plan_knows_of_the_storage() {
         use AccessMode::*;
         use EvictionStrategy as E;
         let rwo_disk = [disk("1Gi")];
+        let name = |chosen, disks: &[DataDisk], mode, single| {
+            EvictionChoice {
+                chosen,
+                migratable: live_migratable(disks, mode),
+            }
+            .kubevirt_name(single)
+        };
+        // Several nodes: migrate what can, evict what cannot, follow KubeVirt where the
+        // StorageProfile decides.
+        assert_eq!(name(E::Auto, &[], None, false), "LiveMigrate");
+        assert_eq!(name(E::Auto, &rwo_disk, Some(ReadWriteOnce), false), "None");
         assert_eq!(
-            vm_eviction_strategy(E::Auto, &[], ReadWriteOnce),
-            "LiveMigrate"
-        );
-        assert_eq!(
-            vm_eviction_strategy(E::Auto, &rwo_disk, ReadWriteOnce),
+            name(E::Auto, &rwo_disk, Some(ReadWriteOncePod), false),
             "None"
         );
         assert_eq!(
-            vm_eviction_strategy(E::Auto, &rwo_disk, ReadWriteOncePod),
-            "None"
-        );
-        assert_eq!(
-            vm_eviction_strategy(E::Auto, &rwo_disk, ReadWriteMany),
+            name(E::Auto, &rwo_disk, Some(ReadWriteMany), false),
             "LiveMigrate"
         );
-        assert_eq!(vm_eviction_strategy(E::None, &[], ReadWriteMany), "None");
         assert_eq!(
-            vm_eviction_strategy(E::LiveMigrateIfPossible, &rwo_disk, ReadWriteOnce),
+            name(E::Auto, &rwo_disk, None, false),
             "LiveMigrateIfPossible"
         );
-        assert!(eviction_warning("disk", E::LiveMigrate, &rwo_disk, ReadWriteOnce).is_some());
-        assert!(eviction_warning("disk", E::LiveMigrate, &rwo_disk, ReadWriteMany).is_none());
-        assert!(eviction_warning("cpu", E::LiveMigrate, &[], ReadWriteOnce).is_none());
+        // One node: nowhere to migrate to.
+        for mode in [None, Some(ReadWriteMany), Some(ReadWriteOnce)] {
+            assert_eq!(name(E::Auto, &[], mode, true), "None");
+            assert_eq!(name(E::Auto, &rwo_disk, mode, true), "None");
+        }
+        // A strategy chosen by hand is kept whatever the topology.
+        assert_eq!(name(E::None, &[], Some(ReadWriteMany), false), "None");
+        assert_eq!(name(E::LiveMigrate, &[], None, true), "LiveMigrate");
+        assert_eq!(
+            name(
+                E::LiveMigrateIfPossible,
+                &rwo_disk,
+                Some(ReadWriteOnce),
+                false
+            ),
+            "LiveMigrateIfPossible"
+        );
+        let warn = |disks: &[DataDisk], mode| eviction_warning("w", E::LiveMigrate, disks, mode);
+        assert!(warn(&rwo_disk, Some(ReadWriteOnce)).is_some());
+        assert!(warn(&rwo_disk, Some(ReadWriteMany)).is_none());
+        assert!(warn(&rwo_disk, None).is_none());
+        assert!(warn(&[], Some(ReadWriteOnce)).is_none());
     }
 
     #[test]

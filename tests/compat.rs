@@ -251,6 +251,42 @@ impl Cluster {
         }));
     }
 
+    /// CDI's StorageProfile of class `name` with these claim property sets
+    /// (`[[access modes], volume mode]`).
+    fn storage_profile(&self, name: &str, sets: &[(&[&str], &str)]) {
+        let sets: Vec<serde_json::Value> = sets
+            .iter()
+            .map(|(modes, volume)| serde_json::json!({"accessModes": modes, "volumeMode": volume}))
+            .collect();
+        self.server.insert(serde_json::json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1",
+            "kind": "StorageProfile",
+            "metadata": {"name": name},
+            "spec": {},
+            "status": {"storageClass": name, "provisioner": "fake.virtwork.test/hostpath",
+                       "claimPropertySets": sets}
+        }));
+    }
+
+    /// (accessModes, volumeMode) of every PVC the fake CDI created.
+    fn pvc_modes(&self) -> Vec<(Vec<String>, String)> {
+        self.server
+            .objects("persistentvolumeclaims", Some(NS))
+            .iter()
+            .map(|p| {
+                (
+                    p["spec"]["accessModes"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|m| m.as_str().unwrap().to_string())
+                        .collect(),
+                    p["spec"]["volumeMode"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+
     fn without_default_class(self) -> Cluster {
         self.server
             .remove("storageclasses", "", "standard")
@@ -286,8 +322,8 @@ impl Cluster {
                     storage["storageClassName"].as_str().map(str::to_string),
                     storage["accessModes"]
                         .as_array()
-                        .unwrap()
-                        .iter()
+                        .into_iter()
+                        .flatten()
                         .map(|m| m.as_str().unwrap().to_string())
                         .collect(),
                 ));
@@ -333,11 +369,9 @@ fn preflight_accepts_a_cluster_whose_only_default_is_the_virtualization_default(
         stderr.contains("StorageClass rbd-virt, the cluster's virtualization default class"),
         "{stderr}"
     );
-    // The disks name no class; CDI (faked) bound them to the virtualization default.
-    assert_eq!(
-        cluster.vm_storage("disk"),
-        [(None, vec!["ReadWriteOnce".to_string()])]
-    );
+    // The disks name no class and no access mode; CDI (faked) bound them to the
+    // virtualization default.
+    assert_eq!(cluster.vm_storage("disk"), [(None, vec![])]);
     assert_eq!(cluster.pvc_classes(), ["rbd-virt", "rbd-virt"]);
 }
 
@@ -405,6 +439,114 @@ fn storage_class_and_access_mode_reach_every_data_volume_and_need_no_default() {
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("StorageClass \"gold\" given with storage-class does not exist; available: fast, standard (default)"),
+        "{stderr}"
+    );
+    assert!(cluster.writes().is_empty(), "{:?}", cluster.writes());
+}
+
+/// Without `--access-mode` the DataVolumes name none and CDI gives the class's StorageProfile's
+/// first choice (here ReadWriteMany Block, what OpenShift Virtualization's Ceph RBD class
+/// offers): preflight says so, and the disks are shared.
+#[test]
+fn the_storage_profile_chooses_the_access_mode_unless_one_is_given() {
+    let cluster = Cluster::start().without_default_class();
+    cluster.storage_class("rbd-virt", virt_default());
+    cluster.storage_profile(
+        "rbd-virt",
+        &[
+            (&["ReadWriteMany"], "Block"),
+            (&["ReadWriteOnce"], "Filesystem"),
+        ],
+    );
+    let out = cluster.virtwork(&["run", "--workloads", "disk", "--timeout", "60"], &[]);
+    assert_exit(&out, 0);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "data disks of workload \"disk\" get ReadWriteMany (Block) on StorageClass rbd-virt, its StorageProfile's first choice"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(cluster.vm_storage("disk"), [(None, vec![])]);
+    assert_eq!(
+        cluster.pvc_modes(),
+        [(vec!["ReadWriteMany".to_string()], "Block".to_string())]
+    );
+    let vm = cluster
+        .server
+        .objects("virtualmachines", Some(NS))
+        .remove(0);
+    assert_eq!(
+        vm["spec"]["template"]["spec"]["evictionStrategy"], "LiveMigrateIfPossible",
+        "the plan cannot know the mode CDI picks; KubeVirt's LiveMigratable decides"
+    );
+
+    // Given, it reaches the DataVolumes and wins over the profile's first choice.
+    let cluster = Cluster::start().without_default_class();
+    cluster.storage_class("rbd-virt", virt_default());
+    cluster.storage_profile(
+        "rbd-virt",
+        &[
+            (&["ReadWriteMany"], "Block"),
+            (&["ReadWriteOnce"], "Filesystem"),
+        ],
+    );
+    let out = cluster.virtwork(
+        &[
+            "run",
+            "--workloads",
+            "disk",
+            "--access-mode",
+            "ReadWriteOnce",
+            "--timeout",
+            "60",
+        ],
+        &[],
+    );
+    assert_exit(&out, 0);
+    assert_eq!(
+        cluster.vm_storage("disk"),
+        [(None, vec!["ReadWriteOnce".to_string()])]
+    );
+    assert_eq!(cluster.pvc_modes()[0].0, ["ReadWriteOnce"]);
+}
+
+/// An access mode the class's StorageProfile does not offer, or no mode on a profile that
+/// names none, is refused before any write, naming what the class offers.
+#[test]
+fn an_access_mode_the_class_cannot_provide_is_refused_before_any_write() {
+    let cluster = Cluster::start();
+    cluster.storage_profile("standard", &[(&["ReadWriteOnce"], "Filesystem")]);
+    let config = yaml_file(
+        cluster.dir.path(),
+        "workloads:\n  database:\n    access-mode: ReadWriteMany\n",
+    );
+    let out = cluster.virtwork(
+        &["--config", &config, "run", "--workloads", "disk,database"],
+        &[],
+    );
+    assert_exit(&out, 1);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "StorageClass standard cannot provide access mode ReadWriteMany for the data disks of workload \"database\" \
+             (its StorageProfile offers ReadWriteOnce (Filesystem)): choose one of those with --access-mode \
+             (or workloads.database.access-mode), or another --storage-class"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("workload \"disk\" (its"), "{stderr}");
+    assert!(cluster.writes().is_empty(), "{:?}", cluster.writes());
+
+    // A profile without claim property sets (a provisioner CDI does not know) and no mode.
+    let cluster = Cluster::start();
+    cluster.storage_profile("standard", &[]);
+    let out = cluster.virtwork(&["run", "--workloads", "chaos-disk"], &[]);
+    assert_exit(&out, 1);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("the StorageProfile of StorageClass standard names no access mode")
+            && stderr.contains("no accessMode specified in StorageProfile standard"),
         "{stderr}"
     );
     assert!(cluster.writes().is_empty(), "{:?}", cluster.writes());

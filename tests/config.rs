@@ -222,9 +222,10 @@ fn cases() -> Vec<Case> {
             key: "access-mode",
             env: "VIRTWORK_ACCESS_MODE",
             values: ["ReadWriteMany", "ReadWriteOncePod", "ReadWriteMany"],
-            default: "ReadWriteOnce",
+            // None given: the StorageClass's StorageProfile decides.
+            default: "-",
             flag: Flag::Value("--access-mode"),
-            get: |s| s.plan.access_mode.to_string(),
+            get: |s| s.plan.access_mode.map_or("-".into(), |m| m.to_string()),
         },
         Case {
             key: "eviction-strategy",

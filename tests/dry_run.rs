@@ -111,12 +111,25 @@ fn default_dry_run_plans_the_full_fleet_with_one_run_id_everywhere() {
         (2, 11, 11, 25)
     );
     assert_eq!(data_volume_templates(&docs).len(), 3);
-    // auto: the three data-disk VMs are evicted in a drain, the rest live-migrate.
+    // auto without a cluster to ask (several nodes assumed): VMs without data disks
+    // live-migrate; the data-disk VMs' access mode is the StorageProfile's, so KubeVirt's
+    // LiveMigratable decides for them.
     for vm in &vms {
         let strategy = vm["spec"]["template"]["spec"]["evictionStrategy"].as_str();
-        let with_disk = vm["spec"]["dataVolumeTemplates"].as_sequence().is_some();
-        let expected = if with_disk { "None" } else { "LiveMigrate" };
+        let templates = vm["spec"]["dataVolumeTemplates"].as_sequence();
+        let expected = if templates.is_some() {
+            "LiveMigrateIfPossible"
+        } else {
+            "LiveMigrate"
+        };
         assert_eq!(strategy, Some(expected), "{}", name(vm));
+        for template in templates.into_iter().flatten() {
+            assert!(
+                template["spec"]["storage"].get("accessModes").is_none(),
+                "{}: the access mode is left to the StorageProfile",
+                name(vm)
+            );
+        }
     }
 
     // Reference order: the Namespace (name only: applying it claims nothing), Services

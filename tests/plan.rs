@@ -233,8 +233,7 @@ fn vm_spec_matches_the_reference_shape() {
             "dataVolumeTemplates": [{
                 "metadata": {"name": t("virtwork-disk-data-virtwork-disk-0"), "labels": labels},
                 "spec": {"source": {"blank": {}},
-                         "storage": {"accessModes": ["ReadWriteOnce"],
-                                     "resources": {"requests": {"storage": "10Gi"}}}}
+                         "storage": {"resources": {"requests": {"storage": "10Gi"}}}}
             }],
             "runStrategy": "Always",
             "template": {
@@ -254,7 +253,7 @@ fn vm_spec_matches_the_reference_shape() {
                         "resources": {"requests": {"memory": "2Gi"}}
                     },
                     "networks": [{"name": "default", "pod": {}}],
-                    "evictionStrategy": "None",
+                    "evictionStrategy": "LiveMigrateIfPossible",
                     "terminationGracePeriodSeconds": 120,
                     "volumes": [
                         {"containerDisk": {"image": "quay.io/containerdisks/fedora:42"},

@@ -390,7 +390,7 @@ fn every_planned_vm_validates_against_kubevirt_schema() {
     config.from_catalog = vec!["sysbench".into(), "redis-bench".into()];
     // A named class and access mode, so the optional storage fields are checked too.
     config.storage_class = Some("ocs-storagecluster-ceph-rbd".parse().unwrap());
-    config.access_mode = virtwork::model::AccessMode::ReadWriteMany;
+    config.access_mode = Some(virtwork::model::AccessMode::ReadWriteMany);
     // `--ready-condition workload`, so the readiness probe is validated too.
     config.workload_probe = true;
     let registry =
@@ -445,7 +445,11 @@ fn every_eviction_strategy_validates_against_kubevirt_schema() {
     let registry = virtwork::workloads::Registry::builtin();
     let run_id = test_config::RUN_ID.parse().unwrap();
     for (strategy, cpu, disk) in [
-        (EvictionStrategy::Auto, "LiveMigrate", "None"),
+        (
+            EvictionStrategy::Auto,
+            "LiveMigrate",
+            "LiveMigrateIfPossible",
+        ),
         (EvictionStrategy::LiveMigrate, "LiveMigrate", "LiveMigrate"),
         (
             EvictionStrategy::LiveMigrateIfPossible,
@@ -466,6 +470,27 @@ fn every_eviction_strategy_validates_against_kubevirt_schema() {
                 "{strategy}: {}",
                 vm.name
             );
+        }
+        // On a single-node cluster `auto` gives None; a strategy chosen by hand stays.
+        let single_node = plan.for_topology(1);
+        for ((vm, expected), multi) in single_node.vms.iter().zip([cpu, disk]).zip(&plan.vms) {
+            let value = serde_json::to_value(vm.vm()).unwrap();
+            let errors = schema::validate(&doc, "v1.VirtualMachine", &value, true);
+            assert!(errors.is_empty(), "{}: {errors:#?}", vm.name);
+            let expected = if strategy == EvictionStrategy::Auto {
+                "None"
+            } else {
+                expected
+            };
+            assert_eq!(
+                value["spec"]["template"]["spec"]["evictionStrategy"], expected,
+                "{strategy} on one node: {}",
+                vm.name
+            );
+            // Nothing but the strategy depends on the topology.
+            let mut multi = serde_json::to_value(multi.vm()).unwrap();
+            multi["spec"]["template"]["spec"]["evictionStrategy"] = json!(expected);
+            assert_eq!(value, multi);
         }
     }
 }

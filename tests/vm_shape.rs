@@ -159,10 +159,10 @@ async fn uncordon(client: kube::Client, node: &str) {
         .expect("uncordon");
 }
 
-/// A cluster with two nodes whose KubeVirt defaults to `LiveMigrate` (OpenShift
+/// A cluster with `nodes` nodes whose KubeVirt defaults to `LiveMigrate` (OpenShift
 /// Virtualization's default), so a VM that cannot migrate and sets no strategy of its own
 /// would block every drain.
-fn two_node_cluster() -> FakeApiServer {
+fn cluster_of(nodes: &[&str]) -> FakeApiServer {
     let server = FakeApiServer::start(Options {
         controllers: ControllerOptions {
             cluster_eviction_strategy: Some("LiveMigrate".into()),
@@ -170,34 +170,70 @@ fn two_node_cluster() -> FakeApiServer {
         },
         ..Options::default()
     });
-    for name in ["node-a", "node-b"] {
+    for name in nodes {
         server.insert(node(name, "32", "128Gi"));
     }
     server
 }
 
+fn two_node_cluster() -> FakeApiServer {
+    cluster_of(&["node-a", "node-b"])
+}
+
+/// The fake's default class `standard` with the StorageProfile of OpenShift
+/// Virtualization's Ceph RBD class: ReadWriteMany Block first.
+fn with_rwx_profile(server: &FakeApiServer) {
+    server.insert(json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "StorageProfile",
+        "metadata": { "name": "standard" },
+        "spec": {},
+        "status": { "storageClass": "standard", "claimPropertySets": [
+            { "accessModes": ["ReadWriteMany"], "volumeMode": "Block" },
+            { "accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem" },
+        ] },
+    }));
+}
+
+fn strategy_of(vm: &Value) -> &str {
+    str_at(vm, "/spec/template/spec/evictionStrategy")
+}
+
+fn has_data_disk(vm: &Value) -> bool {
+    vm.pointer("/spec/dataVolumeTemplates")
+        .is_some_and(|t| t.as_array().is_some_and(|t| !t.is_empty()))
+}
+
+/// Three nodes, the default class's StorageProfile giving ReadWriteMany: every node drains in
+/// turn under a fleet of every workload, and every VM, the data-disk ones included, is
+/// live-migrated (its VMI keeps its identity) rather than restarted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn both_nodes_drain_in_turn_under_a_fleet_of_every_workload() {
-    let server = two_node_cluster();
+async fn three_nodes_drain_in_turn_and_data_disk_vms_on_rwx_storage_migrate() {
+    let nodes = ["node-a", "node-b", "node-c"];
+    let server = cluster_of(&nodes);
+    with_rwx_profile(&server);
     let env = Env::for_subcommand(&server, "run");
     assert_success(&env.run(&["--timeout", "120"]));
     let vms = server.objects("virtualmachines", Some(NS));
     assert_eq!(vms.len(), 11, "every built-in workload");
-    // auto: VMs with a ReadWriteOnce data disk are evicted, the others migrate.
+    // auto on several nodes: migratable shapes LiveMigrate; data-disk VMs, whose access
+    // mode the StorageProfile decides, LiveMigrateIfPossible.
     for vm in &vms {
-        let with_disk = vm
-            .pointer("/spec/dataVolumeTemplates")
-            .is_some_and(|t| t.as_array().is_some_and(|t| !t.is_empty()));
-        let expected = if with_disk { "None" } else { "LiveMigrate" };
+        let expected = if has_data_disk(vm) {
+            "LiveMigrateIfPossible"
+        } else {
+            "LiveMigrate"
+        };
         assert_eq!(
-            str_at(vm, "/spec/template/spec/evictionStrategy"),
+            strategy_of(vm),
             expected,
             "{}",
             str_at(vm, "/metadata/name")
         );
     }
+    assert!(vms.iter().any(has_data_disk));
     let client = server.client_without_retries().await;
-    for (drained, other) in [("node-a", "node-b"), ("node-b", "node-a")] {
+    for drained in nodes {
         let before = running_vmis(&server);
         let outcome = drain(client.clone(), drained, Duration::from_secs(20)).await;
         assert!(
@@ -205,18 +241,9 @@ async fn both_nodes_drain_in_turn_under_a_fleet_of_every_workload() {
             "draining {drained} did not complete; refusals: {:?}",
             outcome.refusals
         );
-        assert!(
-            outcome
-                .refusals
-                .iter()
-                .all(|m| !m.contains("not live-migratable")),
-            "{:?}",
-            outcome.refusals
-        );
-        // Every VM runs again, all of them on the other node.
         let settled = server.wait_until(Duration::from_secs(20), |s| {
             let now = running_vmis(s);
-            now.len() == 11 && now.values().all(|(_, node)| node == other)
+            now.len() == 11 && now.values().all(|(_, node)| node != drained)
         });
         assert!(
             settled,
@@ -225,17 +252,69 @@ async fn both_nodes_drain_in_turn_under_a_fleet_of_every_workload() {
         );
         let after = running_vmis(&server);
         for (vmi, (uid, node)) in &before {
-            if node != drained {
-                continue;
+            if node == drained {
+                assert_eq!(&after[vmi].0, uid, "{vmi} was restarted, not migrated");
             }
-            let migrated = after[vmi].0 == *uid;
-            let vm = server.get("virtualmachines", NS, vmi).unwrap();
-            let strategy = str_at(&vm, "/spec/template/spec/evictionStrategy");
-            // A migrated VMI keeps its identity; an evicted one is replaced by its VM.
-            assert_eq!(migrated, strategy == "LiveMigrate", "{vmi} ({strategy})");
         }
         uncordon(client.clone(), drained).await;
     }
+}
+
+/// One schedulable node (Single Node OpenShift): `auto` gives every VM `None`, so a drain
+/// completes (each VM shuts down and starts again once the node is back); with
+/// `--eviction-strategy live-migrate` the run warns, and the drain cannot complete: every
+/// eviction triggers an evacuation whose migration has no target node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_node_cluster_drains_under_a_fleet_of_every_workload() {
+    let server = cluster_of(&["sno"]);
+    with_rwx_profile(&server);
+    let env = Env::for_subcommand(&server, "run");
+    assert_success(&env.run(&["--timeout", "120"]));
+    let vms = server.objects("virtualmachines", Some(NS));
+    assert_eq!(vms.len(), 11);
+    for vm in &vms {
+        assert_eq!(strategy_of(vm), "None", "{}", str_at(vm, "/metadata/name"));
+    }
+    let client = server.client_without_retries().await;
+    let outcome = drain(client.clone(), "sno", Duration::from_secs(20)).await;
+    assert!(
+        outcome.completed && outcome.refusals.is_empty(),
+        "refusals: {:?}",
+        outcome.refusals
+    );
+    uncordon(client.clone(), "sno").await;
+    let back = server.wait_until(Duration::from_secs(20), |s| running_vmis(s).len() == 11);
+    assert!(back, "{:?}", running_vmis(&server));
+
+    let server = cluster_of(&["sno"]);
+    let env = Env::for_subcommand(&server, "run");
+    let out = env.run(&[
+        "--workloads",
+        "cpu",
+        "--eviction-strategy",
+        "live-migrate",
+        "--timeout",
+        "60",
+    ]);
+    assert_success(&out);
+    assert!(
+        stderr(&out).contains(
+            "eviction-strategy of workload \"cpu\" migrates, but the cluster has one schedulable node"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let client = server.client_without_retries().await;
+    let outcome = drain(client, "sno", Duration::from_secs(2)).await;
+    assert!(!outcome.completed);
+    assert!(
+        outcome
+            .refusals
+            .iter()
+            .any(|m| m.contains("Eviction triggered evacuation")),
+        "{:?}",
+        outcome.refusals
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,6 +328,8 @@ async fn a_vm_that_cannot_migrate_blocks_the_drain_when_told_to_live_migrate() {
         "disk",
         "--eviction-strategy",
         "live-migrate",
+        "--access-mode",
+        "ReadWriteOnce",
         "--timeout",
         "60",
     ]);

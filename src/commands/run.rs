@@ -253,6 +253,7 @@ async fn drive(
 }
 
 /// One run against the cluster (a real one or `--dry-run=server`): what its steps share.
+#[derive(Clone, Copy)]
 struct Drive<'a> {
     settings: &'a RunSettings,
     plan: &'a Plan,
@@ -291,8 +292,8 @@ impl Drive<'_> {
     /// Preflight, creation alongside the readiness watch, then the readiness results into
     /// the summary and the audit record.
     async fn steps(&self, summary: &mut RunSummary) -> Result<()> {
-        let namespace_exists = match self.preflight().await {
-            Ok(exists) => exists,
+        let (namespace_exists, nodes) = match self.preflight().await {
+            Ok(found) => found,
             Err(e) => {
                 summary.create_duration = self.started.elapsed();
                 return Err(e);
@@ -301,6 +302,27 @@ impl Drive<'_> {
         if self.server_dry_run && !namespace_exists {
             return Err(server_dry_run_needs_namespace(&self.plan.namespace));
         }
+        // The eviction strategies `auto` gives depend on how many nodes can take VMs.
+        let Some(nodes) = nodes else {
+            return self.create_and_wait(summary).await;
+        };
+        let plan = self.plan.for_topology(nodes);
+        if nodes == 1 {
+            for warning in plan.single_node_warnings() {
+                tracing::warn!(warning = %warning, "preflight warning");
+            }
+        }
+        Drive {
+            plan: &plan,
+            ..*self
+        }
+        .create_and_wait(summary)
+        .await
+    }
+
+    /// Creation alongside the readiness watch, then the readiness results into the summary
+    /// and the audit record.
+    async fn create_and_wait(&self, summary: &mut RunSummary) -> Result<()> {
         let mut fleet = self.create_and_watch().await;
         summary.create_duration = fleet.created_at.saturating_duration_since(self.started);
         for (vm, at) in summary.vms.iter_mut().zip(&fleet.created_times) {
@@ -331,8 +353,8 @@ impl Drive<'_> {
     }
 
     /// Checks the cluster can take the plan, logging warnings and storage notes; returns
-    /// whether the namespace exists already.
-    async fn preflight(&self) -> Result<bool> {
+    /// whether the namespace exists already and how many nodes can take VMs (if known).
+    async fn preflight(&self) -> Result<(bool, Option<usize>)> {
         let needs = PreflightNeeds::from_plan(self.plan, self.wait);
         let report = preflight(self.cluster, &needs, self.deadline, self.cancel).await?;
         for warning in report.warnings {
@@ -341,7 +363,7 @@ impl Drive<'_> {
         for note in report.storage {
             tracing::info!("preflight: {note}");
         }
-        Ok(report.namespace_exists)
+        Ok((report.namespace_exists, report.schedulable_nodes))
     }
 
     /// Creates the plan's objects while one watch follows the VMs' readiness. The watch

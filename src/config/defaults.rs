@@ -5,7 +5,8 @@
 //! (`KUBECONFIG`, else in-cluster, else `~/.kube/config`), `catalog-dir` (`$HOME/...`),
 //! `audit-db` (the XDG state directory, see `resolve::default_audit_db`),
 //! `workloads` (every built-in unless catalog entries are asked for); `ssh-password`,
-//! `ssh-authorized-keys`, `from-catalog` and `params` have none.
+//! `ssh-authorized-keys`, `from-catalog`, `params` and `access-mode` (the StorageClass's
+//! StorageProfile decides) have none.
 
 use super::partial::Partial;
 use super::value::{Raw, Source};
@@ -23,7 +24,6 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("container-disk-image", "quay.io/containerdisks/fedora:42"),
     ("guest-os", "auto"),
     ("disk-size", "10Gi"),
-    ("access-mode", "ReadWriteOnce"),
     ("eviction-strategy", "auto"),
     ("cpu-cores", "2"),
     ("memory", "2Gi"),

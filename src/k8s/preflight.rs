@@ -30,7 +30,7 @@ use crate::k8s::list::list_pages;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, classify, retry};
 use crate::kubevirt::VirtualMachine;
 use crate::labels;
-use crate::model::Quantity;
+use crate::model::{AccessMode, Quantity};
 use crate::plan::{Plan, PlannedVm};
 
 /// How long we keep trying to reach an unresponsive API server before giving up.
@@ -58,6 +58,9 @@ pub struct PreflightNeeds {
     pub storage_classes: BTreeSet<String>,
     /// Some data disk names no class: CDI's default class is needed.
     pub default_class: bool,
+    /// (class, access mode, workload) of every workload with data disks: the class's
+    /// StorageProfile must offer the mode, or name one when none is given.
+    pub disk_modes: BTreeSet<(Option<String>, Option<AccessMode>, String)>,
     /// The run will watch VMIs for readiness.
     pub wait_for_ready: bool,
     /// The size of each workload's VMs, checked against the nodes.
@@ -85,6 +88,15 @@ impl PreflightNeeds {
             data_disks: plan.vms.iter().any(|v| !v.data_volumes.is_empty()),
             storage_classes: data_volume_classes(plan).flatten().collect(),
             default_class: data_volume_classes(plan).any(|class| class.is_none()),
+            disk_modes: plan
+                .vms
+                .iter()
+                .filter(|v| !v.data_volumes.is_empty())
+                .map(|v| {
+                    let class = v.storage_class().map(str::to_string);
+                    (class, v.access_mode(), v.workload.clone())
+                })
+                .collect(),
             wait_for_ready,
             sizes: plan
                 .workloads
@@ -119,6 +131,8 @@ pub struct PreflightReport {
     pub warnings: Vec<String>,
     /// Which StorageClass the data disks will use, for the log (empty without data disks).
     pub storage: Vec<String>,
+    /// How many nodes can take VMs; `None` when nodes could not be listed.
+    pub schedulable_nodes: Option<usize>,
 }
 
 /// The joined source chain of an error (see [`crate::error::chain_text`]).
@@ -200,19 +214,24 @@ pub async fn preflight(
         problems.extend(check_name_conflicts(&probe).await?);
     }
     let mut warnings = Vec::new();
+    let mut schedulable_nodes = None;
     match list_nodes(&probe).await? {
         Ok(nodes) => {
             let fit = check_node_fit(&needs.sizes, &nodes);
             problems.extend(fit.problems);
             warnings.extend(fit.notes);
+            schedulable_nodes = Some(nodes.len());
         }
-        Err(warning) => warnings.push(warning),
+        Err(warning) => warnings.push(format!(
+            "{warning}; eviction strategies assume several nodes (on a single-node cluster pass --eviction-strategy none)"
+        )),
     }
     let mut storage = Vec::new();
     if needs.data_disks {
         match check_storage_classes(&probe).await? {
             Ok(check) => {
                 problems.extend(check.problems);
+                warnings.extend(check.warnings);
                 storage = check.notes;
             }
             Err(warning) => warnings.push(warning),
@@ -230,6 +249,7 @@ pub async fn preflight(
         namespace_exists,
         warnings,
         storage,
+        schedulable_nodes,
     })
 }
 
@@ -564,7 +584,21 @@ async fn check_storage_classes(
     {
         Ok(list) => {
             let found: Vec<ClassInfo> = list.items.iter().map(ClassInfo::of).collect();
-            Ok(Ok(check_storage(needs, &found)))
+            let mut check = check_storage(needs, &found);
+            let default = match cdi_default_classes(&found).0.as_slice() {
+                [one] => Some(one.to_string()),
+                _ => None,
+            };
+            match list_storage_profiles(probe).await? {
+                Ok(profiles) => {
+                    let modes = check_profiles(needs, default.as_deref(), &profiles);
+                    check.problems.extend(modes.problems);
+                    check.notes.extend(modes.notes);
+                    check.warnings.extend(modes.warnings);
+                }
+                Err(warning) => check.warnings.push(warning),
+            }
+            Ok(Ok(check))
         }
         Err(RetryError::Cancelled) => Err(Error::Interrupted),
         Err(RetryError::Failed { error, .. }) => Ok(Err(format!(
@@ -715,11 +749,139 @@ impl ClassInfo {
     }
 }
 
-/// Problems (refusing the run) and notes (for the log) of the storage check.
+/// Problems (refusing the run), notes (for the log) and warnings of the storage check.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct StorageCheck {
     problems: Vec<String>,
     notes: Vec<String>,
+    warnings: Vec<String>,
+}
+
+/// CDI's `StorageProfile` (`cdi.kubevirt.io/v1beta1`, cluster-scoped, one per StorageClass,
+/// named like it): `status.claimPropertySets`, the access and volume modes the class can
+/// provide, the first being what CDI gives a DataVolume that names none.
+fn storage_profile_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "cdi.kubevirt.io".into(),
+        version: "v1beta1".into(),
+        api_version: "cdi.kubevirt.io/v1beta1".into(),
+        kind: "StorageProfile".into(),
+        plural: "storageprofiles".into(),
+    }
+}
+
+/// One entry of a StorageProfile's `status.claimPropertySets`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ClaimPropertySet {
+    pub access_modes: Vec<String>,
+    pub volume_mode: Option<String>,
+}
+
+impl ClaimPropertySet {
+    fn describe(&self) -> String {
+        match &self.volume_mode {
+            Some(mode) => format!("{} ({mode})", self.access_modes.join("/")),
+            None => self.access_modes.join("/"),
+        }
+    }
+}
+
+/// Every StorageProfile's claim property sets by class name. Inner `Err`: they could not be
+/// listed, a warning rather than a failure.
+async fn list_storage_profiles(
+    probe: &Probe<'_>,
+) -> Result<std::result::Result<BTreeMap<String, Vec<ClaimPropertySet>>, String>> {
+    let resource = storage_profile_resource();
+    let profiles: Api<kube::api::DynamicObject> = Api::all_with(probe.client.clone(), &resource);
+    let params = ListParams::default();
+    match retry(
+        &probe.policy,
+        probe.cancel,
+        "listing storage profiles",
+        || profiles.list(&params),
+    )
+    .await
+    {
+        Ok(list) => Ok(Ok(list
+            .items
+            .iter()
+            .map(|p| {
+                let sets = p
+                    .data
+                    .pointer("/status/claimPropertySets")
+                    .cloned()
+                    .and_then(|v| serde_json::from_value(v).ok())
+                    .unwrap_or_default();
+                (p.name_any(), sets)
+            })
+            .collect())),
+        Err(RetryError::Cancelled) => Err(Error::Interrupted),
+        Err(RetryError::Failed { error, .. }) => Ok(Err(format!(
+            "could not read CDI's StorageProfiles ({}); a data disk whose class cannot provide its access mode stays Provisioning",
+            error_chain(&error)
+        ))),
+    }
+}
+
+/// Pure: for each workload with data disks, the access mode its class's StorageProfile
+/// gives or refuses, as CDI decides it (containerized-data-importer
+/// pkg/controller/datavolume/util.go: without a mode, the first claim property set's, and
+/// "no accessMode specified in StorageProfile" when there is none; with one, the PVC asks
+/// for it and a class that cannot provide it never binds). `default` is the class CDI gives
+/// disks that name none (when the cluster has exactly one). A class without a profile is a
+/// warning: CDI creates one for every class, so it is not reconciled yet.
+fn check_profiles(
+    needs: &PreflightNeeds,
+    default: Option<&str>,
+    profiles: &BTreeMap<String, Vec<ClaimPropertySet>>,
+) -> StorageCheck {
+    let mut check = StorageCheck::default();
+    for (named, mode, workload) in &needs.disk_modes {
+        let Some(class) = named.as_deref().or(default) else {
+            continue;
+        };
+        let Some(sets) = profiles.get(class) else {
+            check.warnings.push(format!(
+                "StorageClass {class} has no CDI StorageProfile yet, so the access mode of workload {workload:?}'s data disks is not checked"
+            ));
+            continue;
+        };
+        let offered = || {
+            sets.iter()
+                .map(ClaimPropertySet::describe)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match mode {
+            Some(mode) if sets.iter().any(|s| s.access_modes.iter().any(|m| m == mode.as_str())) => {
+                check.notes.push(format!(
+                    "data disks of workload {workload:?} are {mode} on StorageClass {class} (access-mode)"
+                ));
+            }
+            Some(mode) if sets.is_empty() => check.warnings.push(format!(
+                "the StorageProfile of StorageClass {class} names no access modes, so whether it provides {mode} for workload {workload:?} is not known"
+            )),
+            Some(mode) => check.problems.push(format!(
+                "StorageClass {class} cannot provide access mode {mode} for the data disks of workload {workload:?} \
+                 (its StorageProfile offers {}): choose one of those with --access-mode (or workloads.{workload}.access-mode), \
+                 or another --storage-class",
+                offered()
+            )),
+            None => match sets.first() {
+                Some(first) if !first.access_modes.is_empty() => check.notes.push(format!(
+                    "data disks of workload {workload:?} get {} on StorageClass {class}, its StorageProfile's first choice",
+                    first.describe()
+                )),
+                _ => check.problems.push(format!(
+                    "the StorageProfile of StorageClass {class} names no access mode, so CDI cannot create the data disks of \
+                     workload {workload:?} (\"no accessMode specified in StorageProfile {class}\"): give --access-mode \
+                     (or workloads.{workload}.access-mode), or set spec.claimPropertySets on the StorageProfile"
+                )),
+            },
+        }
+    }
+    check
 }
 
 /// Pure: every named class exists; disks that name none get CDI's choice, the
@@ -750,20 +912,7 @@ fn check_storage(needs: &PreflightNeeds, classes: &[ClassInfo]) -> StorageCheck 
         }
     }
     if needs.default_class {
-        let names = |pick: fn(&ClassInfo) -> bool| -> Vec<&str> {
-            classes
-                .iter()
-                .filter(|c| pick(c))
-                .map(|c| c.name.as_str())
-                .collect()
-        };
-        let virt = names(|c| c.virt_default);
-        let kube = names(|c| c.kubernetes_default);
-        let (chosen, kind) = if !virt.is_empty() {
-            (virt, "virtualization default")
-        } else {
-            (kube, "default")
-        };
+        let (chosen, kind) = cdi_default_classes(classes);
         match chosen.as_slice() {
             [] => check.problems.push(format!(
                 "no default StorageClass: workloads with data disks need one, or choose a class with --storage-class (available: {}); \
@@ -780,6 +929,23 @@ fn check_storage(needs: &PreflightNeeds, classes: &[ClassInfo]) -> StorageCheck 
         }
     }
     check
+}
+
+/// The classes CDI may give a DataVolume that names none: the virtualization default ones,
+/// else the Kubernetes default ones; and which kind of default they are.
+fn cdi_default_classes(classes: &[ClassInfo]) -> (Vec<&str>, &'static str) {
+    let names = |pick: fn(&ClassInfo) -> bool| -> Vec<&str> {
+        classes
+            .iter()
+            .filter(|c| pick(c))
+            .map(|c| c.name.as_str())
+            .collect()
+    };
+    let virt = names(|c| c.virt_default);
+    if !virt.is_empty() {
+        return (virt, "virtualization default");
+    }
+    (names(|c| c.kubernetes_default), "default")
 }
 
 /// Adds `Kind name` to `conflicts[run_id]` for each managed object of `K` named like one of
@@ -867,9 +1033,80 @@ mod tests {
             data_disks: true,
             storage_classes: named.iter().map(|s| s.to_string()).collect(),
             default_class,
+            disk_modes: BTreeSet::new(),
             wait_for_ready: false,
             sizes: Vec::new(),
         }
+    }
+
+    fn set(modes: &[&str], volume: &str) -> ClaimPropertySet {
+        ClaimPropertySet {
+            access_modes: modes.iter().map(|m| m.to_string()).collect(),
+            volume_mode: Some(volume.into()),
+        }
+    }
+
+    #[test]
+    fn the_storage_profile_must_provide_the_mode_or_name_one() {
+        let mut needs = needs(&["rbd"], true);
+        needs.disk_modes = BTreeSet::from([
+            (None, None, "disk".to_string()),
+            (
+                Some("rbd".into()),
+                Some(AccessMode::ReadWriteMany),
+                "database".to_string(),
+            ),
+            (
+                Some("rbd".into()),
+                Some(AccessMode::ReadWriteOnce),
+                "chaos-disk".to_string(),
+            ),
+        ]);
+        let profiles = BTreeMap::from([
+            (
+                "rbd".to_string(),
+                vec![set(&["ReadWriteOnce"], "Filesystem")],
+            ),
+            ("virt".to_string(), vec![set(&["ReadWriteMany"], "Block")]),
+            ("bare".to_string(), vec![]),
+        ]);
+        let check = check_profiles(&needs, Some("virt"), &profiles);
+        assert_eq!(check.problems.len(), 1, "{check:?}");
+        assert!(
+            check.problems[0].contains("cannot provide access mode ReadWriteMany")
+                && check.problems[0].contains("offers ReadWriteOnce (Filesystem)"),
+            "{check:?}"
+        );
+        assert!(
+            check
+                .notes
+                .iter()
+                .any(|n| n.contains("\"disk\" get ReadWriteMany (Block) on StorageClass virt")),
+            "{check:?}"
+        );
+        // The default class's profile names no mode: CDI would refuse the DataVolume.
+        let check = check_profiles(&needs, Some("bare"), &profiles);
+        assert!(
+            check
+                .problems
+                .iter()
+                .any(|p| p.contains("no accessMode specified in StorageProfile bare")),
+            "{check:?}"
+        );
+        // No profile for the class, or no single default: not checked, said so.
+        let check = check_profiles(&needs, Some("gone"), &profiles);
+        assert!(
+            check
+                .warnings
+                .iter()
+                .any(|w| w.contains("gone has no CDI StorageProfile"))
+        );
+        let check = check_profiles(&needs, None, &profiles);
+        assert_eq!(
+            check.problems.len(),
+            1,
+            "only the named class is checked: {check:?}"
+        );
     }
 
     fn size(workload: &str, cpu_cores: u32, memory: &str) -> VmSize {

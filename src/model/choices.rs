@@ -164,8 +164,8 @@ pub enum AllowRestarts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EvictionStrategy {
-    /// Per VM: live-migrate when it can (no ReadWriteOnce data disk), otherwise none, so no
-    /// VM blocks a drain
+    /// Per VM: none on a single-node cluster; otherwise live-migrate when it can,
+    /// live-migrate-if-possible when its storage decides, none when it cannot
     #[default]
     Auto,
     /// Migrate on eviction; a VM that cannot migrate blocks the drain

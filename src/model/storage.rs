@@ -46,7 +46,9 @@ impl fmt::Display for StorageClassName {
 
 /// How the data disk volumes may be mounted. `ReadOnlyMany` is not offered: a data disk is
 /// formatted and written by its guest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Default, Serialize, Deserialize,
+)]
 pub enum AccessMode {
     /// One node at a time (what most block storage offers)
     #[default]

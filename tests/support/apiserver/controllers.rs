@@ -630,15 +630,60 @@ fn ensure_pvc_for_dv(store: &mut Store, dv: &Value) {
     if let Some(l) = dv.pointer("/metadata/labels") {
         metadata["labels"] = l.clone();
     }
-    let access_modes = dv
-        .pointer("/spec/storage/accessModes")
-        .cloned()
-        .unwrap_or(json!(["ReadWriteOnce"]));
     let class = dv
         .pointer("/spec/storage/storageClassName")
         .and_then(Value::as_str)
         .map(str::to_string)
         .or_else(|| cdi_default_class(store));
+    let given = dv
+        .pointer("/spec/storage/accessModes")
+        .filter(|m| m.as_array().is_some_and(|m| !m.is_empty()))
+        .cloned();
+    let mut volume_mode = dv
+        .pointer("/spec/storage/volumeMode")
+        .cloned()
+        .unwrap_or(json!("Filesystem"));
+    let access_modes = match given {
+        Some(modes) => modes,
+        // CDI fills in what the DataVolume leaves out from the class's StorageProfile: the
+        // first claim property set (containerized-data-importer
+        // pkg/controller/datavolume/util.go, getDefaultVolumeAndAccessMode). Without one it
+        // creates no PVC and records ErrClaimNotValid on the Bound condition
+        // (controller-base.go syncCommon; conditions.go updateBoundCondition).
+        None => match storage_profile_sets(store, class.as_deref()) {
+            // A store holding no StorageProfiles (most tests): every class gives ReadWriteOnce.
+            None => json!(["ReadWriteOnce"]),
+            Some(sets)
+                if sets[0]["accessModes"]
+                    .as_array()
+                    .is_some_and(|m| !m.is_empty()) =>
+            {
+                if let Some(mode) = sets[0].get("volumeMode") {
+                    volume_mode = mode.clone();
+                }
+                sets[0]["accessModes"].clone()
+            }
+            Some(_) => {
+                let message = format!(
+                    "no accessMode specified in StorageProfile {}",
+                    class.as_deref().unwrap_or("")
+                );
+                let mut dv = dv.clone();
+                dv["status"] = json!({
+                    "phase": "",
+                    "conditions": [
+                        { "type": "Bound", "status": "False", "reason": "ErrClaimNotValid",
+                          "message": message },
+                        { "type": "Ready", "status": "False", "reason": "ErrClaimNotValid",
+                          "message": message },
+                        { "type": "Running", "status": "False" },
+                    ],
+                });
+                store.put(&(DV, ns, name), dv);
+                return;
+            }
+        },
+    };
     store.upsert(
         PVC,
         json!({
@@ -646,10 +691,35 @@ fn ensure_pvc_for_dv(store: &mut Store, dv: &Value) {
             "kind": "PersistentVolumeClaim",
             "metadata": metadata,
             "spec": { "accessModes": access_modes, "resources": { "requests": { "storage": size } },
-                      "volumeMode": "Filesystem", "storageClassName": class },
+                      "volumeMode": volume_mode, "storageClassName": class },
             "status": { "phase": "Pending" },
         }),
     );
+}
+
+/// The `status.claimPropertySets` of `class`'s StorageProfile, `[{}]`-padded so the first
+/// entry can be indexed: `None` when the store holds no StorageProfile at all (the fake then
+/// behaves as before profiles were modelled), `Some([{}])` for a class without a profile or
+/// with no sets (as CDI sees an unknown provisioner).
+fn storage_profile_sets(store: &Store, class: Option<&str>) -> Option<Vec<Value>> {
+    let profiles = idx("storageprofiles");
+    let any = store
+        .objects
+        .range((profiles, String::new(), String::new())..)
+        .take_while(|((res, _, _), _)| *res == profiles)
+        .next()
+        .is_some();
+    if !any {
+        return None;
+    }
+    let sets = class
+        .and_then(|c| store.objects.get(&(profiles, String::new(), c.to_string())))
+        .and_then(|p| p.pointer("/status/claimPropertySets"))
+        .and_then(Value::as_array)
+        .filter(|s| !s.is_empty())
+        .cloned()
+        .unwrap_or_else(|| vec![json!({})]);
+    Some(sets)
 }
 
 /// The class CDI gives a DataVolume that names none: the virtualization default
@@ -682,6 +752,13 @@ fn spawn_dv_progress(shared: &Arc<Shared>, key: Key, uid: String, delay: Duratio
             return;
         };
         if meta_str(&dv, "uid") != uid || terminating(&dv) {
+            return;
+        }
+        // CDI refused the claim (no PVC): nothing to populate until the profile changes.
+        if !store
+            .objects
+            .contains_key(&(PVC, key.1.clone(), key.2.clone()))
+        {
             return;
         }
         let failing = shared
@@ -1039,13 +1116,21 @@ fn live_migratable(store: &Store, ns: &str, vmi_spec: &Value) -> Value {
         .flatten()
         .filter_map(|v| v.pointer("/dataVolume/name").and_then(Value::as_str))
         .any(|dv| {
+            // KubeVirt reads the claim (pkg/storage/types/pvc.go: HasSharedAccessMode): its
+            // modes are what CDI settled on, the DataVolume's own when it gave them.
             let modes = store
                 .objects
-                .get(&(DV, ns.to_string(), dv.to_string()))
-                .and_then(|d| {
-                    d.pointer("/spec/storage/accessModes")
-                        .or_else(|| d.pointer("/spec/pvc/accessModes"))
-                        .cloned()
+                .get(&(PVC, ns.to_string(), dv.to_string()))
+                .and_then(|c| c.pointer("/spec/accessModes").cloned())
+                .or_else(|| {
+                    store
+                        .objects
+                        .get(&(DV, ns.to_string(), dv.to_string()))
+                        .and_then(|d| {
+                            d.pointer("/spec/storage/accessModes")
+                                .or_else(|| d.pointer("/spec/pvc/accessModes"))
+                                .cloned()
+                        })
                 });
             !modes
                 .and_then(|m| m.as_array().cloned())

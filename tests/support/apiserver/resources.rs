@@ -348,6 +348,19 @@ pub const RESOURCES: &[ResourceInfo] = &[
         &["vmim", "vmims"],
         true,
     ),
+    // CDI's StorageProfiles (one per StorageClass, cluster-scoped; run's preflight lists
+    // them; tests insert them): status.claimPropertySets are the access and volume modes a
+    // class provides, the first being what a DataVolume naming none gets (controllers.rs).
+    res(
+        "cdi.kubevirt.io",
+        "v1beta1",
+        "storageprofiles",
+        "storageprofile",
+        "StorageProfile",
+        false,
+        &[],
+        true,
+    ),
 ];
 
 /// Index of a resource by group/version/plural.
