@@ -603,12 +603,13 @@ impl RunProgress {
                     from,
                     to,
                     message,
+                    stuck,
                 } => {
                     if let Some((_, shown)) = state.pending.get_mut(vm) {
                         shown.clone_from(to);
                     }
                     let was_stuck = from.as_deref().is_some_and(is_stuck_status);
-                    if is_stuck_status(to) && !was_stuck && state.stuck_warnings < STUCK_WARNINGS {
+                    if *stuck && !was_stuck && state.stuck_warnings < STUCK_WARNINGS {
                         state.stuck_warnings += 1;
                         tracing::warn!(
                             vm_name = %vm,

@@ -842,28 +842,68 @@ fn a_watch_that_drops_every_two_seconds_still_completes() {
     assert!(watches >= 2, "the stream was resumed: {watches} watches");
 }
 
+/// Run strategy `Always`: KubeVirt replaces a failed VMI after a back-off, so a failure is a
+/// CrashLoopBackOff given the `--fail-fast` grace (and, without it, the wait goes on to the
+/// timeout), never the end of the wait at the first failure.
 #[test]
-fn a_failed_vmi_fails_the_run_naming_the_vm() {
-    let server = FakeApiServer::start(Options {
-        controllers: ControllerOptions {
-            fail_image_pattern: Some("broken".into()),
-            ..ControllerOptions::default()
-        },
-        ..Options::default()
-    });
+fn a_failed_vmi_kubevirt_retries_gets_the_crash_loop_grace() {
+    let start = || {
+        FakeApiServer::start(Options {
+            controllers: ControllerOptions {
+                fail_image_pattern: Some("broken".into()),
+                crash_restart_delay: Some(Duration::from_millis(300)),
+                ..ControllerOptions::default()
+            },
+            ..Options::default()
+        })
+    };
+    let args = |extra: &[&'static str]| {
+        let mut args = vec![
+            "--workloads",
+            "cpu",
+            "--container-disk-image",
+            "quay.io/example/broken:1",
+        ];
+        args.extend_from_slice(extra);
+        args
+    };
+    let server = start();
     let env = run_env(&server);
-    let out = env.run(&[
-        "--workloads",
-        "cpu",
-        "--container-disk-image",
-        "quay.io/example/broken:1",
-        "--timeout",
-        "120",
-    ]);
+    let out = env.run(&args(&["--fail-fast=3s", "--timeout", "120"]));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     let vm = tagged_in(&server, "virtwork-cpu-0");
-    assert!(err.contains(&format!("VM virtwork/{vm} failed")), "{err}");
+    assert!(!err.contains(&format!("VM virtwork/{vm} failed")), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(&format!(
+            "--fail-fast: VM virtwork/{vm} has been CrashLoopBackOff for 3s"
+        )) && last.contains("crashed while booting"),
+        "{last}"
+    );
+    // The VM controller does retry: the failed VMI is replaced by a new one (a new uid).
+    let uid = |s: &FakeApiServer| {
+        s.get("virtualmachineinstances", "virtwork", &vm)
+            .and_then(|v| v["metadata"]["uid"].as_str().map(str::to_string))
+    };
+    let first = uid(&server);
+    assert!(
+        server.wait_until(Duration::from_secs(10), |s| {
+            uid(s).is_some_and(|u| Some(&u) != first.as_ref())
+        }),
+        "the failed VMI {first:?} was never replaced"
+    );
+
+    let server = start();
+    let env = run_env(&server);
+    let out = env.run(&args(&["--timeout", "4"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("readiness timeout after 4s") && last.contains("crashed while booting"),
+        "{last}"
+    );
 }
 
 #[test]
@@ -994,7 +1034,16 @@ fn fail_fast_stops_waiting_on_a_vm_that_needs_someone_to_act() {
             "metadata": {"name": "failing-ssd"}, "provisioner": "fake.virtwork.test/hostpath",
         }));
     };
-    let cases: [(&str, Vec<&str>, &str, &str); 3] = [
+    // A class with no StorageProfile while others have one: CDI cannot tell the access mode
+    // and refuses the claim (preflight only warns: the profile may not be reconciled yet).
+    let profile_for_other_class = |server: &FakeApiServer| {
+        server.insert(serde_json::json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "StorageProfile",
+            "metadata": {"name": "other"}, "spec": {},
+            "status": {"claimPropertySets": [{"accessModes": ["ReadWriteOnce"]}]},
+        }));
+    };
+    let cases: [(&str, Vec<&str>, &str, &str); 5] = [
         (
             "virtwork-cpu-0",
             vec!["--container-disk-image", "quay.io/example/unpullable:1"],
@@ -1013,9 +1062,24 @@ fn fail_fast_stops_waiting_on_a_vm_that_needs_someone_to_act() {
             "DataVolumeError",
             "No space left on device",
         ),
+        (
+            "virtwork-cpu-0",
+            vec!["--container-disk-image", "quay.io/example/ioerror:1"],
+            "Paused",
+            "VMI was paused, low-level IO error detected",
+        ),
+        (
+            "virtwork-chaos-disk-0",
+            vec![],
+            "Provisioning",
+            "no accessMode specified in StorageProfile standard",
+        ),
     ];
     for (vm, extra, status, why) in cases {
-        let workload = if vm.contains("disk") { "disk" } else { "cpu" };
+        let workload = vm
+            .strip_prefix("virtwork-")
+            .and_then(|w| w.strip_suffix("-0"))
+            .unwrap();
         let mut args = vec![
             "--workloads",
             workload,
@@ -1025,10 +1089,10 @@ fn fail_fast_stops_waiting_on_a_vm_that_needs_someone_to_act() {
         ];
         args.extend(&extra);
         let (out, took, id) = run_timed(
-            |server| {
-                if workload == "disk" {
-                    failing_class(server)
-                }
+            |server| match workload {
+                "disk" => failing_class(server),
+                "chaos-disk" => profile_for_other_class(server),
+                _ => {}
             },
             &args,
         );

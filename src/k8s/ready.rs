@@ -39,19 +39,27 @@ use crate::model::ReadyCondition;
 /// Phase shown for a VM whose VMI does not exist (yet).
 pub const NO_VMI_PHASE: &str = "NoVMI";
 
-/// KubeVirt's `printableStatus` values for a VM that cannot start until something changes:
-/// an image that cannot be pulled, no node that fits, a DataVolume or PVC in error, a launcher
-/// that keeps crashing. They can clear (a registry comes back, a node is added), which is why
-/// `--fail-fast` waits a grace period before giving up.
+/// KubeVirt's `printableStatus` values for a VM that cannot start or run until something
+/// changes (kubevirt pkg/virt-controller/watch/vm/vm.go, setPrintableStatus): an image that
+/// cannot be pulled, no node that fits, a DataVolume or PVC in error, a launcher that keeps
+/// crashing, a guest paused by an I/O error (`Paused`: its storage is full or gone). They can
+/// clear (a registry comes back, a node is added), which is why `--fail-fast` waits a grace
+/// period before giving up. (`ErrorDataVolumeNotFound` is gone since KubeVirt v0.57: a
+/// missing DataVolume now reads `Provisioning` or `ErrorPvcNotFound`.)
 pub const STUCK_STATUSES: [&str; 7] = [
     "ErrImagePull",
     "ImagePullBackOff",
     "ErrorUnschedulable",
     "DataVolumeError",
     "ErrorPvcNotFound",
-    "ErrorDataVolumeNotFound",
     "CrashLoopBackOff",
+    "Paused",
 ];
+
+/// Statuses of a VM whose volumes are not ready yet (`Provisioning`: a DataVolume is being
+/// populated; `WaitingForVolumeBinding`: a PVC is unbound). Normal for a while; stuck when
+/// CDI states a reason that needs someone to act ([`data_volume_pending`]).
+pub const VOLUME_STATUSES: [&str; 2] = ["Provisioning", "WaitingForVolumeBinding"];
 
 /// Whether `status` (a VM's printableStatus) is one of [`STUCK_STATUSES`].
 pub fn is_stuck_status(status: &str) -> bool {
@@ -77,16 +85,36 @@ pub struct VmReadiness {
     pub running_at: Option<jiff::Timestamp>,
     /// When the VM met the ready condition (first time; readiness does not regress).
     pub ready_at: Option<jiff::Timestamp>,
-    /// Why the VM failed (VMI phase Failed), if it did.
+    /// Why the VM failed (VMI phase Failed), if it did and KubeVirt will not retry it.
     pub failure: Option<String>,
-    /// The message of the VM's own conditions, and of its failing DataVolume.
+    /// Its run strategy restarts a failed VMI (`Always`, `RerunOnFailure`, `Once`, as KubeVirt's
+    /// CrashLoopBackOff counts them): a failure is then stuck-with-grace, not the end.
+    pub retried: bool,
+    /// Why its last VMI failed, while KubeVirt is retrying it.
+    crashed: Option<String>,
+    /// The message of the VM's own conditions, of its failing DataVolume, and of a
+    /// DataVolume pending for a reason CDI states (with whether that reason is stuck).
     vm_message: Option<String>,
     dv_problem: Option<String>,
+    dv_pending: Option<(String, bool)>,
 }
 
 impl VmReadiness {
     pub fn is_ready(&self) -> bool {
         self.ready_at.is_some()
+    }
+
+    /// In a state that needs someone to act: a stuck status, a volume status CDI explains
+    /// with a reason that does not clear by itself, or a failed VMI KubeVirt keeps retrying.
+    pub fn is_stuck(&self) -> bool {
+        if self.is_ready() {
+            return false;
+        }
+        let status = self.status.as_deref().unwrap_or_default();
+        is_stuck_status(status)
+            || (VOLUME_STATUSES.contains(&status)
+                && self.dv_pending.as_ref().is_some_and(|(_, stuck)| *stuck))
+            || self.crashed.is_some()
     }
 
     /// The state shown to the user: the VM's printableStatus, else its VMI's phase.
@@ -102,12 +130,18 @@ impl VmReadiness {
         }
     }
 
-    /// Recomputes the message from the VM's and the DataVolume's; true when it changed.
+    /// Recomputes the message from the VM's, the DataVolume's and a retried failure's; true
+    /// when it changed.
     fn refresh_message(&mut self) -> bool {
         let message = match self.status.as_deref() {
             Some("DataVolumeError") => self.dv_problem.clone().or(self.vm_message.clone()),
-            Some(status) if is_stuck_status(status) => self.vm_message.clone(),
-            _ => None,
+            Some(status) if VOLUME_STATUSES.contains(&status) => {
+                self.dv_pending.as_ref().map(|(message, _)| message.clone())
+            }
+            Some(status) if is_stuck_status(status) => {
+                self.vm_message.clone().or(self.crashed.clone())
+            }
+            _ => self.crashed.clone(),
         };
         let changed = message != self.message;
         self.message = message;
@@ -130,6 +164,8 @@ pub enum Transition {
         from: Option<String>,
         to: String,
         message: Option<String>,
+        /// The VM is now in a state that needs someone to act ([`VmReadiness::is_stuck`]).
+        stuck: bool,
     },
     /// The VM met the ready condition.
     Ready { vm: String, phase: String },
@@ -175,8 +211,12 @@ impl ReadinessTracker {
                     running_at: None,
                     ready_at: None,
                     failure: None,
+                    // virtwork's VMs run with strategy Always; the VM watch corrects it.
+                    retried: true,
+                    crashed: None,
                     vm_message: None,
                     dv_problem: None,
+                    dv_pending: None,
                 };
                 (name, state)
             })
@@ -228,7 +268,7 @@ impl ReadinessTracker {
         let shown_before = state.shown().to_string();
         let out = change(state);
         Self::count_change(&mut self.shown, &shown_before, state.shown());
-        let stuck = !state.is_ready() && state.status.as_deref().is_some_and(is_stuck_status);
+        let stuck = state.is_stuck();
         match (stuck, state.stuck_since) {
             (true, None) => {
                 state.stuck_since = Some(now);
@@ -248,7 +288,10 @@ impl ReadinessTracker {
         let Some(status) = vmi.status.as_ref() else {
             return false;
         };
-        let running = status.phase.as_deref() == Some("Running");
+        // A guest paused by an I/O error (or by hand) runs nothing, whatever else it reports
+        // (kubevirt pkg/virt-handler/vm.go sets Paused=True, reason PausedIOError).
+        let running = status.phase.as_deref() == Some("Running")
+            && !status.condition("Paused").is_some_and(|c| c.is_true());
         let condition_true = |t: &str| status.condition(t).is_some_and(|c| c.is_true());
         match condition {
             ReadyCondition::Running => running,
@@ -328,10 +371,8 @@ impl ReadinessTracker {
                 phase: phase.clone(),
             });
         }
-        let failed = phase == "Failed" && state.failure.is_none() && state.ready_at.is_none();
-        if failed {
-            let reason = vmi
-                .status
+        let reason = || {
+            vmi.status
                 .as_ref()
                 .and_then(|s| {
                     s.conditions
@@ -339,7 +380,28 @@ impl ReadinessTracker {
                         .find(|c| !c.is_true() && c.message.is_some())
                         .and_then(|c| c.message.clone())
                 })
-                .unwrap_or_else(|| "the VMI reached phase Failed".to_string());
+                .unwrap_or_else(|| "the VMI reached phase Failed".to_string())
+        };
+        let unready = state.failure.is_none() && state.ready_at.is_none();
+        // Under a run strategy that restarts it, KubeVirt retries a failed VMI with a
+        // growing back-off (the VM reads CrashLoopBackOff meanwhile): stuck, given the
+        // fail-fast grace, rather than the end of the wait. It stays stuck through the
+        // retries (a new VMI Pending, Scheduling) until one runs, so the grace counts from
+        // the first failure rather than restarting with every attempt.
+        let before = (state.status.clone(), state.message.clone());
+        if phase == "Failed" && unready && state.retried {
+            state.crashed = Some(reason());
+        } else if phase == "Running" {
+            state.crashed = None;
+        }
+        if state.refresh_message()
+            && let Some(change) = status_transition(state, before)
+        {
+            changes.push(change);
+        }
+        let failed = phase == "Failed" && unready && !state.retried;
+        if failed {
+            let reason = reason();
             state.failure = Some(reason.clone());
             changes.push(Transition::Failed { vm: name, reason });
         }
@@ -358,8 +420,16 @@ impl ReadinessTracker {
             .and_then(|s| s.printable_status.clone())
             .filter(|s| !s.is_empty());
         let message = vm.status.as_ref().and_then(condition_message);
+        // kubevirt pkg/virt-controller/watch/vm/vm.go, isVirtualMachineStatusCrashLoopBackOff:
+        // the strategies under which a failed start is retried.
+        let retried = vm
+            .spec
+            .run_strategy
+            .as_deref()
+            .is_none_or(|s| matches!(s, "Always" | "RerunOnFailure" | "Once"));
         self.update(name, now, |state| {
             let before = (state.status.clone(), state.message.clone());
+            state.retried = retried;
             state.vm_message = message;
             state.status = status.or(state.status.take());
             state.refresh_message();
@@ -374,18 +444,20 @@ impl ReadinessTracker {
     /// DataVolumes not owned by a tracked VM are ignored.
     pub fn observe_dv(&mut self, dv: &DataVolume, now: jiff::Timestamp) -> Vec<Transition> {
         let problem = data_volume_problem(dv);
-        self.dv_changed(dv, problem, now)
+        let pending = data_volume_pending(dv);
+        self.dv_changed(dv, problem, pending, now)
     }
 
     /// A DataVolume disappeared: it no longer explains anything.
     pub fn observe_dv_deleted(&mut self, dv: &DataVolume, now: jiff::Timestamp) -> Vec<Transition> {
-        self.dv_changed(dv, None, now)
+        self.dv_changed(dv, None, None, now)
     }
 
     fn dv_changed(
         &mut self,
         dv: &DataVolume,
         problem: Option<String>,
+        pending: Option<(String, bool)>,
         now: jiff::Timestamp,
     ) -> Vec<Transition> {
         let Some(owner) = owning_vm(dv) else {
@@ -394,6 +466,7 @@ impl ReadinessTracker {
         self.update(&owner, now, |state| {
             let before = (state.status.clone(), state.message.clone());
             state.dv_problem = problem;
+            state.dv_pending = pending;
             state.refresh_message();
             status_transition(state, before)
         })
@@ -498,6 +571,7 @@ fn status_transition(
         from: before.0,
         to,
         message: state.message.clone(),
+        stuck: state.is_stuck(),
     })
 }
 
@@ -510,15 +584,18 @@ pub fn condition_message(status: &VirtualMachineStatus) -> Option<String> {
         "ErrImagePull" | "ImagePullBackOff" | "ErrorPvcNotFound" => &["Synchronized", "Failure"],
         "ErrorUnschedulable" => &["PodScheduled", "Failure"],
         "CrashLoopBackOff" => &["Failure", "Ready"],
-        "DataVolumeError" | "ErrorDataVolumeNotFound" => &["Failure", "DataVolumesReady"],
+        "DataVolumeError" => &["Failure", "DataVolumesReady"],
+        "Paused" => &["Paused"],
         _ => return None,
     };
     let text = |c: &Condition| c.message.clone().filter(|m| !m.trim().is_empty());
+    // Failure and Paused explain while True, the others while False.
+    let explains = |c: &Condition| matches!(c.type_.as_str(), "Failure" | "Paused") == c.is_true();
     explaining.iter().find_map(|wanted| {
         status
             .conditions
             .iter()
-            .filter(|c| c.type_ == *wanted && (c.type_ == "Failure") == c.is_true())
+            .filter(|c| c.type_ == *wanted && explains(c))
             .find_map(text)
     })
 }
@@ -544,6 +621,28 @@ pub fn data_volume_problem(dv: &DataVolume) -> Option<String> {
         });
     }
     stopped.map(|_| format!("DataVolume {name}: {detail}"))
+}
+
+/// Why a DataVolume is not populated yet, as CDI states it on its `Bound` condition
+/// (containerized-data-importer pkg/controller/datavolume/conditions.go,
+/// updateBoundCondition): `DataVolume <name>: <message>`, and whether the reason needs someone
+/// to act. `Pending` (the claim waits for its volume) and `WaitForFirstConsumer` clear by
+/// themselves; any other reason CDI gives on an unbound DataVolume does not: `ErrClaimNotValid`
+/// (e.g. "no accessMode specified in StorageProfile …"), `ErrExceededQuota`, a provisioning
+/// failure copied from the claim. `None` once bound, or without a message.
+pub fn data_volume_pending(dv: &DataVolume) -> Option<(String, bool)> {
+    let name = dv.metadata.name.as_deref().unwrap_or_default();
+    let status = dv.status.as_ref()?;
+    let bound = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Bound" && !c.is_true())?;
+    let message = bound.message.as_deref().filter(|m| !m.trim().is_empty())?;
+    let clears = matches!(
+        bound.reason.as_deref().unwrap_or_default(),
+        "" | "Pending" | "WaitForFirstConsumer"
+    );
+    Some((format!("DataVolume {name}: {message}"), !clears))
 }
 
 /// The VM owning a DataVolume (its dataVolumeTemplates made it).
@@ -921,6 +1020,10 @@ mod tests {
     #[test]
     fn failed_vmi_is_reported_with_its_name_and_reason() {
         let mut t = ReadinessTracker::new(["a", "b"], ReadyCondition::Running);
+        // Under a run strategy that does not restart it, a failure ends the wait.
+        let mut halted = vm("b", "Stopped", &[]);
+        halted.spec.run_strategy = Some("Halted".into());
+        t.observe_vm(&halted, at(0));
         let mut failed = vmi("b", Some("Failed"), &[]);
         failed.status.as_mut().unwrap().conditions.push(Condition {
             type_: "Ready".into(),
@@ -979,6 +1082,119 @@ mod tests {
 
     const PULL: &str = "Back-off pulling image \"quay.io/x/unpullable:1\"";
 
+    const IO_ERROR: &str = "VMI was paused, low-level IO error detected";
+
+    #[test]
+    fn a_paused_vmi_is_never_ready_and_is_stuck() {
+        let paused = vmi(
+            "a",
+            Some("Running"),
+            &[
+                ("Paused", "True"),
+                ("Ready", "True"),
+                ("AgentConnected", "True"),
+            ],
+        );
+        for condition in [
+            ReadyCondition::Running,
+            ReadyCondition::Ready,
+            ReadyCondition::AgentConnected,
+        ] {
+            assert!(
+                !ReadinessTracker::meets(condition, &paused),
+                "{condition:?}"
+            );
+        }
+        let mut t = ReadinessTracker::new(["a"], ReadyCondition::Running)
+            .with_fail_fast(Some(Duration::from_secs(30)));
+        t.observe(&paused, at(0));
+        let changes = t.observe_vm(&vm("a", "Paused", &[("Paused", "True", IO_ERROR)]), at(1));
+        assert!(
+            matches!(&changes[..], [Transition::Status { stuck: true, .. }]),
+            "{changes:?}"
+        );
+        assert_eq!(
+            t.get("a").unwrap().describe(),
+            format!("Paused: {IO_ERROR}")
+        );
+        assert_eq!(t.stuck_too_long(at(31)).map(|v| v.name.as_str()), Some("a"));
+    }
+
+    fn dv(name: &str, owner: &str, bound: (&str, &str)) -> DataVolume {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "ownerReferences": [
+                {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": owner, "uid": "u"}
+            ]},
+            "status": {"phase": "", "conditions": [
+                {"type": "Bound", "status": "False", "reason": bound.0, "message": bound.1}
+            ]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn provisioning_is_named_with_cdis_message_and_stuck_only_for_a_reason_to_act() {
+        let mut t = ReadinessTracker::new(["a", "b"], ReadyCondition::Running)
+            .with_fail_fast(Some(Duration::from_secs(30)));
+        t.observe_vm(&vm("a", "Provisioning", &[]), at(0));
+        t.observe_vm(&vm("b", "Provisioning", &[]), at(0));
+        let refused = "no accessMode specified in StorageProfile standard";
+        t.observe_dv(&dv("data-a", "a", ("ErrClaimNotValid", refused)), at(1));
+        t.observe_dv(&dv("data-b", "b", ("Pending", "PVC data-b Pending")), at(1));
+        let a = t.get("a").unwrap();
+        assert_eq!(
+            a.describe(),
+            format!("Provisioning: DataVolume data-a: {refused}")
+        );
+        assert!(a.is_stuck());
+        let b = t.get("b").unwrap();
+        assert_eq!(
+            b.describe(),
+            "Provisioning: DataVolume data-b: PVC data-b Pending"
+        );
+        assert!(
+            !b.is_stuck(),
+            "a claim waiting for its volume clears by itself"
+        );
+        assert_eq!(t.stuck_count(), 1);
+        assert_eq!(t.stuck_too_long(at(31)).map(|v| v.name.as_str()), Some("a"));
+    }
+
+    #[test]
+    fn a_failed_vmi_kubevirt_retries_gets_the_grace_others_end_the_wait() {
+        let crash = "virt-launcher crashed";
+        let failed = || {
+            let mut v = vmi("a", Some("Failed"), &[("Ready", "False")]);
+            v.status.as_mut().unwrap().conditions[0].message = Some(crash.into());
+            v
+        };
+        let mut t = ReadinessTracker::new(["a"], ReadyCondition::Running)
+            .with_fail_fast(Some(Duration::from_secs(30)));
+        let mut always = vm("a", "Starting", &[]);
+        always.spec.run_strategy = Some("Always".into());
+        t.observe_vm(&always, at(0));
+        t.observe(&failed(), at(1));
+        assert!(t.first_failure().is_none(), "KubeVirt starts it again");
+        assert_eq!(t.get("a").unwrap().describe(), format!("Starting: {crash}"));
+        assert!(t.stuck_too_long(at(30)).is_none());
+        assert_eq!(t.stuck_too_long(at(31)).map(|v| v.name.as_str()), Some("a"));
+        // A retry on its way is still the same crash loop; one that runs ends it.
+        t.observe(&vmi("a", Some("Scheduling"), &[]), at(32));
+        assert_eq!(t.stuck_count(), 1);
+        t.observe(&vmi("a", Some("Running"), &[("Paused", "True")]), at(33));
+        assert_eq!(t.stuck_count(), 0);
+
+        let mut t = ReadinessTracker::new(["a"], ReadyCondition::Running);
+        let mut manual = vm("a", "Starting", &[]);
+        manual.spec.run_strategy = Some("Manual".into());
+        t.observe_vm(&manual, at(0));
+        t.observe(&failed(), at(1));
+        assert_eq!(
+            t.first_failure().map(|v| v.failure.clone()),
+            Some(Some(crash.into()))
+        );
+    }
+
     #[test]
     fn the_vm_status_is_shown_with_the_condition_explaining_it() {
         let mut t = ReadinessTracker::new(["a", "b"], ReadyCondition::Running);
@@ -1002,6 +1218,7 @@ mod tests {
                 from: None,
                 to: "ImagePullBackOff".into(),
                 message: Some(PULL.into()),
+                stuck: true,
             }]
         );
         let a = t.get("a").unwrap();

@@ -66,6 +66,16 @@ pub struct ControllerOptions {
     /// A halted VM's VMI → gone: the guest's shutdown. Meanwhile the VMI carries a
     /// deletionTimestamp and the VM is `Stopping`.
     pub stop_delay: Duration,
+    /// VMs whose image contains this substring run with their guest paused by an I/O error
+    /// from the start: condition `Paused=True` (reason PausedIOError, as virt-handler sets
+    /// it, kubevirt pkg/virt-handler/vm.go), `Ready=False`, and the VM reads `Paused`.
+    pub paused_image_pattern: Option<String>,
+    /// A Failed VMI of a VM whose run strategy restarts it (`Always`) is replaced by a new
+    /// one after this back-off, as KubeVirt's VM controller does (kubevirt
+    /// pkg/virt-controller/watch/vm/vm.go: start-failure back-off, CrashLoopBackOff
+    /// meanwhile); `None`: the failed VMI stays (the fake's behaviour before retries were
+    /// modelled, which status fixtures rely on).
+    pub crash_restart_delay: Option<Duration>,
 }
 
 impl Default for ControllerOptions {
@@ -89,6 +99,8 @@ impl Default for ControllerOptions {
             migration_delay: Duration::from_millis(50),
             finalized_migrations_kept: 5,
             stop_delay: Duration::from_millis(20),
+            paused_image_pattern: Some("ioerror".into()),
+            crash_restart_delay: None,
         }
     }
 }
@@ -538,14 +550,17 @@ fn refresh_vm_status(store: &mut Store, key: &Key) {
         .and_then(|v| v.pointer("/status/phase"))
         .and_then(Value::as_str)
         .unwrap_or("");
-    // KubeVirt's precedence (first match wins): Terminating, Stopping, Running,
-    // DataVolumeError, ErrorUnschedulable, Provisioning, ErrImagePull, ImagePullBackOff,
-    // Starting, CrashLoopBackOff, Stopped. (A failed VMI stays here instead of being
-    // restarted after a back-off, so Failed reads CrashLoopBackOff at once.)
+    // KubeVirt's precedence (first match wins; kubevirt pkg/virt-controller/watch/vm/vm.go,
+    // setPrintableStatus): Terminating, Stopping, Paused, Running, DataVolumeError,
+    // ErrorUnschedulable, Provisioning, ErrImagePull, ImagePullBackOff, Starting,
+    // CrashLoopBackOff, Stopped. (A failed VMI is kept until `crash_restart_delay` replaces
+    // it, so Failed reads CrashLoopBackOff at once.)
     let printable = if terminating(&vm) {
         "Terminating"
     } else if !wants_running(&vm) {
         if vmi.is_some() { "Stopping" } else { "Stopped" }
+    } else if phase == "Running" && vmi_condition(vmi.as_ref(), "Paused", "True", "PausedIOError") {
+        "Paused"
     } else if phase == "Running" {
         "Running"
     } else if datavolume_error(store, ns, &dvs) {
@@ -843,6 +858,23 @@ fn spawn_vmi_progress(shared: &Arc<Shared>, key: Key, uid: String) {
                     opts.agent_connect_delay.unwrap_or_default()
                 }
                 "Running" if probe_pending(&shared, &key, &opts) => opts.workload_ready_delay,
+                "Failed" => match opts.crash_restart_delay {
+                    Some(delay) => {
+                        tokio::time::sleep(delay).await;
+                        let mut store = shared.store.lock().unwrap();
+                        if store
+                            .objects
+                            .get(&key)
+                            .is_some_and(|v| meta_str(v, "uid") == uid)
+                        {
+                            // The VM controller deletes the failed VMI and starts a new one.
+                            store.remove_now(&key);
+                            reconcile_vm(&mut store, &(VM, key.1.clone(), key.2.clone()));
+                        }
+                        return;
+                    }
+                    None => return,
+                },
                 _ => return,
             };
             tokio::time::sleep(delay).await;
@@ -950,8 +982,11 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
         "Running" => {
             let probed = has_readiness_probe(&vmi);
             let broken = matches_pattern(&images(&spec), &opts.broken_unit_image_pattern);
+            let paused = matches_pattern(&images(&spec), &opts.paused_image_pattern);
             let conditions = vmi["status"]["conditions"].as_array_mut();
             match conditions {
+                // A paused guest runs nothing: its probe never passes, its agent is silent.
+                _ if paused => false,
                 Some(c)
                     if opts.agent_connect_delay.is_some()
                         && !c.iter().any(|x| x["type"] == "AgentConnected") =>
@@ -1003,11 +1038,22 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
                     json!({ "type": "Ready", "status": "True" })
                 };
                 let migratable = live_migratable(store, &ns, &spec);
+                let mut conditions = vec![ready, migratable];
+                if matches_pattern(&images(&spec), &opts.paused_image_pattern) {
+                    // The guest hit an I/O error as it started: libvirt paused it and the pod
+                    // is not ready.
+                    conditions[0] =
+                        json!({ "type": "Ready", "status": "False", "reason": "GuestPaused" });
+                    conditions.push(json!({
+                        "type": "Paused", "status": "True", "reason": "PausedIOError",
+                        "message": "VMI was paused, low-level IO error detected",
+                    }));
+                }
                 vmi["status"] = json!({
                     "phase": "Running",
                     "nodeName": node,
                     "interfaces": [{ "name": "default", "ipAddress": format!("10.244.0.{n}") }],
-                    "conditions": [ready, migratable],
+                    "conditions": conditions,
                 });
             }
             true
