@@ -1045,13 +1045,13 @@ fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
             "cpu",
             &[("profile", "step"), ("cpu-method", "matrixprod")][..],
             "5",
-            "--cpu-load \"$1\" --cpu-method matrixprod",
+            "--cpu-load \"$1\" --cpu-load-slice 20 --cpu-method matrixprod",
         ),
         (
             "memory",
             &[("profile", "step"), ("vm-method", "flip")][..],
             "3",
-            "--vm-bytes \"$1\"% --vm-method flip",
+            "--vm-bytes \"$1\"% --vm-keep --vm-method flip",
         ),
     ] {
         let rendered = rendered_files(workload, params);

@@ -206,7 +206,7 @@ fn cpu_unit_defaults_and_overrides() {
     assert!(unit.starts_with("[Unit]\nDescription=Virtwork CPU stress workload\n\n[Service]\n"));
     assert_eq!(
         exec_start(&unit),
-        "/usr/bin/stress-ng --cpu 0 --cpu-load 100 --cpu-method all --timeout 0"
+        "/usr/bin/stress-ng --cpu 0 --cpu-load 100 --cpu-load-slice 20 --cpu-method all --timeout 0"
     );
     assert!(unit.contains("Restart=always\nRestartSec=10\n"));
     assert!(unit.contains("[Install]\nWantedBy=multi-user.target\n"));
@@ -226,12 +226,12 @@ fn cpu_unit_defaults_and_overrides() {
     let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-cpu.service");
     assert_eq!(
         exec_start(&unit),
-        "/usr/bin/stress-ng --cpu 0 --cpu-load 55 --cpu-method matrixprod --timeout 0"
+        "/usr/bin/stress-ng --cpu 0 --cpu-load 55 --cpu-load-slice 20 --cpu-method matrixprod --timeout 0"
     );
     // Partial override keeps the other default.
     let ud = userdata("cpu", None, &[("cpu-method", "fft")]);
     let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-cpu.service");
-    assert!(exec_start(&unit).contains("--cpu-load 100 --cpu-method fft"));
+    assert!(exec_start(&unit).contains("--cpu-load 100 --cpu-load-slice 20 --cpu-method fft"));
 }
 
 #[test]
@@ -387,7 +387,7 @@ fn memory_unit_escapes_the_percent_for_systemd() {
     assert!(unit.contains("Description=Virtwork memory stress workload\n"));
     assert_eq!(
         exec_start(&unit),
-        "/usr/bin/stress-ng --vm 1 --vm-bytes 80%% --vm-method all --timeout 0"
+        "/usr/bin/stress-ng --vm 1 --vm-bytes 80%% --vm-keep --vm-method all --timeout 0"
     );
     let ud = userdata(
         "memory",
@@ -401,7 +401,7 @@ fn memory_unit_escapes_the_percent_for_systemd() {
     let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-memory.service");
     assert_eq!(
         exec_start(&unit),
-        "/usr/bin/stress-ng --vm 2 --vm-bytes 50%% --vm-method flip --timeout 0"
+        "/usr/bin/stress-ng --vm 2 --vm-bytes 50%% --vm-keep --vm-method flip --timeout 0"
     );
 }
 

@@ -130,10 +130,19 @@ pub fn schema() -> ParamSchema {
     ParamSchema::new(NAME, defs)
 }
 
-/// The stress-ng command line the unit runs.
+/// Milliseconds of each busy slice under a `--cpu-load` below 100 (`--cpu-load-slice`).
+///
+/// stress-ng's default slice is a number of method iterations, not a time: under a slow CPU
+/// (a TCG guest) one slice ran for seconds, so a 10 % level arrived in lumps (a 2 s window
+/// read 71 %). A positive slice is milliseconds busy before each idle gap (the man page:
+/// "small values ... smoother scheduling"), which bounds every burst in time at any CPU speed
+/// (a burst still lasts at least one method call). At 100 % the slice is never idled on.
+pub const CPU_LOAD_SLICE_MS: u32 = 20;
+
+/// The stress-ng command line the unit runs (steady and at each level of a profile).
 pub fn command_line(load_percent: &str, method: &str) -> String {
     format!(
-        "/usr/bin/stress-ng --cpu 0 --cpu-load {load_percent} --cpu-method {method} --timeout 0"
+        "/usr/bin/stress-ng --cpu 0 --cpu-load {load_percent} --cpu-load-slice {CPU_LOAD_SLICE_MS} --cpu-method {method} --timeout 0"
     )
 }
 
