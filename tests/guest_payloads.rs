@@ -1051,7 +1051,7 @@ fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
             "memory",
             &[("profile", "step"), ("vm-method", "flip")][..],
             "3",
-            "--vm-bytes \"$1\"% --vm-keep --vm-method flip",
+            "--vm-bytes \"$1\"% --vm-keep --vm-populate --vm-method flip",
         ),
     ] {
         let rendered = rendered_files(workload, params);

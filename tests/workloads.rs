@@ -387,7 +387,7 @@ fn memory_unit_escapes_the_percent_for_systemd() {
     assert!(unit.contains("Description=Virtwork memory stress workload\n"));
     assert_eq!(
         exec_start(&unit),
-        "/usr/bin/stress-ng --vm 1 --vm-bytes 80%% --vm-keep --vm-method all --timeout 0"
+        "/usr/bin/stress-ng --vm 1 --vm-bytes 80%% --vm-keep --vm-populate --vm-method all --timeout 0"
     );
     let ud = userdata(
         "memory",
@@ -401,7 +401,7 @@ fn memory_unit_escapes_the_percent_for_systemd() {
     let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-memory.service");
     assert_eq!(
         exec_start(&unit),
-        "/usr/bin/stress-ng --vm 2 --vm-bytes 50%% --vm-keep --vm-method flip --timeout 0"
+        "/usr/bin/stress-ng --vm 2 --vm-bytes 50%% --vm-keep --vm-populate --vm-method flip --timeout 0"
     );
 }
 
