@@ -532,7 +532,11 @@ const HOSTILE_VALUES: [&str; 14] = [
 /// that must be accepted and reach the user-data: the refusal is about the value, not the key.
 const BUILTIN_PARAMS: [(&str, &str, &str); 9] = [
     ("cpu.cpu-method", "matrixprod", "--cpu-method matrixprod"),
-    ("cpu.cpu-load-percent", "37", "--cpu-load 37"),
+    (
+        "cpu.cpu-load-percent",
+        "37",
+        "ExecStart=/usr/local/bin/virtwork-cpu-at-level 37",
+    ),
     ("memory.vm-method", "flip", "--vm-method flip"),
     ("chaos-disk.mount", "/mnt/chaos", "/mnt/chaos"),
     ("chaos-network.packet-loss-percent", "2.5", "loss 2.5%"),
@@ -765,7 +769,8 @@ fn a_load_profile_shows_its_driver_and_schedule_in_the_user_data() {
     for fragment in [
         "path: /usr/local/bin/virtwork-load-driver",
         "path: /etc/virtwork/cpu.schedule",
-        "exec /usr/bin/stress-ng --cpu 0 --cpu-load \"$1\" --cpu-load-slice 20 --cpu-method all --timeout 0",
+        "systemctl set-property --runtime virtwork-cpu.service \"CPUQuota=${QUOTA}\"",
+        "exec /usr/bin/stress-ng --cpu 0 --cpu-method all --timeout 0",
         "ExecStart=/usr/local/bin/virtwork-load-driver /etc/virtwork/cpu.schedule /var/lib/virtwork/cpu.profile-start /usr/local/bin/virtwork-cpu-at-level",
     ] {
         assert!(stdout.contains(fragment), "{fragment:?} not in:\n{stdout}");

@@ -467,21 +467,34 @@ fn fio_parses_every_job_file() {
     assert_eq!(checked, 4);
 }
 
-/// The stress-ng command line of a rendered unit, unescaped, with a 1 s timeout.
+/// The stress-ng command line of a rendered unit, unescaped, with a 1 s timeout: its
+/// `ExecStart=`, or the `exec` line of the level script it runs (cpu's).
 fn stress_ng_line(workload: &str, params: &[(&str, &str)]) -> Vec<String> {
     let w = Registry::builtin()
         .create(workload, &settings(params), &options(false))
         .unwrap();
-    let unit = files(&w.userdata(None).unwrap())
-        .into_iter()
+    let rendered = files(&w.userdata(None).unwrap());
+    let unit = rendered
+        .iter()
         .find(|f| f.path.ends_with(".service"))
         .unwrap();
-    let exec = unit
+    let mut exec = unit
         .content
         .lines()
         .find_map(|l| l.strip_prefix("ExecStart="))
         .unwrap()
         .replace("%%", "%");
+    if let Some(script) = rendered
+        .iter()
+        .find(|f| exec.starts_with(&format!("{} ", f.path)))
+    {
+        exec = script
+            .content
+            .lines()
+            .find_map(|l| l.strip_prefix("exec "))
+            .unwrap()
+            .to_string();
+    }
     assert!(exec.ends_with(" --timeout 0"), "{exec}");
     let exec = exec.replace(" --timeout 0", " --timeout 1s");
     exec.split_whitespace().map(str::to_string).collect()
@@ -1045,7 +1058,7 @@ fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
             "cpu",
             &[("profile", "step"), ("cpu-method", "matrixprod")][..],
             "5",
-            "--cpu-load \"$1\" --cpu-load-slice 20 --cpu-method matrixprod",
+            "exec /usr/bin/stress-ng --cpu 0 --cpu-method matrixprod --timeout 0",
         ),
         (
             "memory",
@@ -1060,11 +1073,15 @@ fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("level");
         executable(&path, script);
+        // The cpu script asks systemd for the unit's quota: a stand-in systemctl on PATH
+        // records what it was asked (this host has no virtwork-cpu.service).
+        let calls = systemctl_stand_in(dir.path(), 0);
         // Still running after 2 s (timeout's 124): stress-ng accepted the level and kept going.
         let out = Command::new("timeout")
             .arg("2")
             .arg(&path)
             .arg(level)
+            .env("PATH", path_with(dir.path()))
             .output()
             .unwrap();
         assert_eq!(
@@ -1073,7 +1090,89 @@ fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
             "{workload}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        if workload == "cpu" {
+            assert_eq!(
+                fs::read_to_string(&calls).unwrap(),
+                format!(
+                    "set-property --runtime virtwork-cpu.service CPUQuota={}%\n",
+                    5 * online_cpus()
+                )
+            );
+        }
     }
+}
+
+/// The cpu level script: level 100 lifts the unit's quota (an empty `CPUQuota=`), and a quota
+/// systemd refuses ends the script before any load runs, so the unit restarts instead of
+/// loading the guest at 100 %.
+#[test]
+fn cpu_level_script_lifts_the_quota_at_100_and_fails_when_systemd_refuses_it() {
+    if !have("stress-ng") || !have("timeout") {
+        return;
+    }
+    let rendered = rendered_files("cpu", &[]);
+    let script = &rendered["/usr/local/bin/virtwork-cpu-at-level"].content;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("level");
+    executable(&path, script);
+    let run_level = |level: &str| {
+        Command::new("timeout")
+            .arg("2")
+            .arg(&path)
+            .arg(level)
+            .env("PATH", path_with(dir.path()))
+            .output()
+            .unwrap()
+    };
+    let calls = systemctl_stand_in(dir.path(), 0);
+    // Level 100 on the host's CPUs: only for the half second before timeout stops it.
+    let out = Command::new("timeout")
+        .arg("0.5")
+        .arg(&path)
+        .arg("100")
+        .env("PATH", path_with(dir.path()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(124), "{out:?}");
+    assert_eq!(
+        fs::read_to_string(&calls).unwrap(),
+        "set-property --runtime virtwork-cpu.service CPUQuota=\n"
+    );
+    // Refused: the script ends with systemctl's status, not timeout's 124 (no load started).
+    systemctl_stand_in(dir.path(), 1);
+    let out = run_level("10");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+}
+
+/// Writes a `systemctl` into `dir` that appends its arguments to `dir/systemctl.calls` and
+/// exits `code`; returns the calls file (emptied).
+fn systemctl_stand_in(dir: &Path, code: i32) -> PathBuf {
+    let calls = dir.join("systemctl.calls");
+    fs::write(&calls, "").unwrap();
+    let stand_in = dir.join("systemctl");
+    executable(
+        &stand_in,
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexit {code}\n",
+            calls.display()
+        ),
+    );
+    calls
+}
+
+/// `dir` first, then this process's PATH.
+fn path_with(dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// What `nproc` says: the online CPUs the script multiplies the level by.
+fn online_cpus() -> u32 {
+    let out = Command::new("nproc").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 
 /// The catalog sysbench entry's level script, as rendered: sysbench 1.0 takes `--time=0` and

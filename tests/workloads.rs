@@ -204,9 +204,19 @@ fn cpu_unit_defaults_and_overrides() {
     let (unit, mode) = file(&ud, "/etc/systemd/system/virtwork-cpu.service");
     assert_eq!(mode, "0644");
     assert!(unit.starts_with("[Unit]\nDescription=Virtwork CPU stress workload\n\n[Service]\n"));
+    // Steady and profiled loads share the level script: the kernel holds the level.
     assert_eq!(
         exec_start(&unit),
-        "/usr/bin/stress-ng --cpu 0 --cpu-load 100 --cpu-load-slice 20 --cpu-method all --timeout 0"
+        "/usr/local/bin/virtwork-cpu-at-level 100"
+    );
+    let (script, mode) = file(&ud, "/usr/local/bin/virtwork-cpu-at-level");
+    assert_eq!(mode, "0755");
+    assert!(
+        script.ends_with(
+            "systemctl set-property --runtime virtwork-cpu.service \"CPUQuota=${QUOTA}\"\n\
+             exec /usr/bin/stress-ng --cpu 0 --cpu-method all --timeout 0\n"
+        ),
+        "{script}"
     );
     assert!(unit.contains("Restart=always\nRestartSec=10\n"));
     assert!(unit.contains("[Install]\nWantedBy=multi-user.target\n"));
@@ -224,14 +234,21 @@ fn cpu_unit_defaults_and_overrides() {
         &[("cpu-load-percent", "55"), ("cpu-method", "matrixprod")],
     );
     let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-cpu.service");
-    assert_eq!(
-        exec_start(&unit),
-        "/usr/bin/stress-ng --cpu 0 --cpu-load 55 --cpu-load-slice 20 --cpu-method matrixprod --timeout 0"
+    assert_eq!(exec_start(&unit), "/usr/local/bin/virtwork-cpu-at-level 55");
+    let (script, _) = file(&ud, "/usr/local/bin/virtwork-cpu-at-level");
+    assert!(
+        script.contains("exec /usr/bin/stress-ng --cpu 0 --cpu-method matrixprod --timeout 0\n"),
+        "{script}"
     );
     // Partial override keeps the other default.
     let ud = userdata("cpu", None, &[("cpu-method", "fft")]);
     let (unit, _) = file(&ud, "/etc/systemd/system/virtwork-cpu.service");
-    assert!(exec_start(&unit).contains("--cpu-load 100 --cpu-load-slice 20 --cpu-method fft"));
+    assert_eq!(
+        exec_start(&unit),
+        "/usr/local/bin/virtwork-cpu-at-level 100"
+    );
+    let (script, _) = file(&ud, "/usr/local/bin/virtwork-cpu-at-level");
+    assert!(script.contains("--cpu-method fft --timeout 0"), "{script}");
 }
 
 #[test]

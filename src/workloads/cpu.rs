@@ -1,11 +1,15 @@
 //! `cpu`: stress-ng CPU load on every VM, forever (`virtwork-cpu.service`), constant or
-//! following a load profile (levels are stress-ng's `--cpu-load` percent).
+//! following a load profile. A level is a percent of each CPU, held by the kernel: the unit's
+//! `CPUQuota=` (cgroup CFS bandwidth) is set to it, and stress-ng runs at full load inside.
+//!
+//! Owns: the cpu params, the level script and the unit. Must not: drive a profile's phases
+//! (the profile driver does) or know how verify judges the load.
 
 use super::params::{ParamDef, ParamSchema, StrRule};
 use super::profile_driver::{self, LevelScale};
 use super::scripts::{daemon_reload, enable_now, simple_service, strings};
 use super::{BuildContext, GuestFamily, RolePayload, Workload, WorkloadOptions, WorkloadSettings};
-use crate::cloudinit::CloudConfig;
+use crate::cloudinit::{CloudConfig, WriteFile};
 use crate::error::Result;
 
 pub const NAME: &str = "cpu";
@@ -101,7 +105,7 @@ pub const CPU_METHODS: &[&str] = &[
 
 /// What a load profile's level means for cpu.
 pub const LEVELS: LevelScale = LevelScale {
-    meaning: "percent load of each CPU (stress-ng --cpu-load)",
+    meaning: "percent load of each CPU (the unit's CPUQuota)",
     max: 100,
     default_low: 10,
     default_high: 90,
@@ -117,7 +121,7 @@ pub fn schema() -> ParamSchema {
             100,
             1,
             100,
-            "stress-ng --cpu-load: percent load per CPU",
+            "percent load per CPU (the unit's CPUQuota, stress-ng at full load inside)",
         ),
         ParamDef::string(
             "cpu-method",
@@ -130,20 +134,14 @@ pub fn schema() -> ParamSchema {
     ParamSchema::new(NAME, defs)
 }
 
-/// Milliseconds of each busy slice under a `--cpu-load` below 100 (`--cpu-load-slice`).
-///
-/// stress-ng's default slice is a number of method iterations, not a time: under a slow CPU
-/// (a TCG guest) one slice ran for seconds, so a 10 % level arrived in lumps (a 2 s window
-/// read 71 %). A positive slice is milliseconds busy before each idle gap (the man page:
-/// "small values ... smoother scheduling"), which bounds every burst in time at any CPU speed
-/// (a burst still lasts at least one method call). At 100 % the slice is never idled on.
-pub const CPU_LOAD_SLICE_MS: u32 = 20;
-
-/// The stress-ng command line the unit runs (steady and at each level of a profile).
-pub fn command_line(load_percent: &str, method: &str) -> String {
-    format!(
-        "/usr/bin/stress-ng --cpu 0 --cpu-load {load_percent} --cpu-load-slice {CPU_LOAD_SLICE_MS} --cpu-method {method} --timeout 0"
-    )
+/// The stress-ng command line the unit runs at every level: one stressor per online CPU at
+/// full load. The level is not stress-ng's `--cpu-load`: its own busy/idle loop measures
+/// bursts in wall time, and under a slow or descheduled CPU (a TCG guest on a shared host) a
+/// 10 % level still read 28-55 % in 2 s windows with 20 ms slices. The kernel's CFS bandwidth
+/// charges the cgroup's runtime per 100 ms period whatever the CPU's speed, so no 2 s window
+/// of the load can exceed its quota.
+pub fn command_line(method: &str) -> String {
+    format!("/usr/bin/stress-ng --cpu 0 --cpu-method {method} --timeout 0")
 }
 
 /// What the cpu payload needs on each guest family.
@@ -161,11 +159,22 @@ pub fn profile(family: GuestFamily) -> Profile {
     }
 }
 
-/// The level script of a profiled cpu unit: stress-ng at the load percent given as `$1`.
+/// The level script, steady or profiled: `$1` is the load percent of each CPU. It sets the
+/// unit's `CPUQuota=` to `$1` x the online CPUs (the CPUs `--cpu 0` starts stressors on; 100
+/// lifts the quota), `--runtime` so a reboot starts from the unit file and the script sets it
+/// again, then runs stress-ng at full load inside the quota. A quota systemd refuses fails
+/// the script, so the unit restarts loudly instead of loading the guest at 100 %.
 pub fn level_script(method: &str) -> String {
     format!(
-        "#!/bin/bash\n# virtwork cpu at one level of its load profile: $1 is the load percent of each CPU.\nexec {}\n",
-        command_line("\"$1\"", method)
+        "#!/bin/bash\n\
+         # virtwork cpu at one level: $1 is the load percent of each CPU, held by the kernel (the\n\
+         # unit's CPUQuota, CFS bandwidth); stress-ng runs at full load inside it.\n\
+         set -euo pipefail\n\
+         QUOTA=\"\"\n\
+         if [ \"$1\" -lt 100 ]; then QUOTA=\"$(( $1 * $(nproc) ))%\"; fi\n\
+         systemctl set-property --runtime {UNIT} \"CPUQuota=${{QUOTA}}\"\n\
+         exec {}\n",
+        command_line(method)
     )
 }
 
@@ -174,11 +183,15 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
     let profile = profile(ctx.family);
     let method = ctx.params.str("cpu-method");
     let load = profile_driver::from_params(NAME, &ctx.params, &settings.params, STEADY_KEYS)?;
+    // The steady load runs the level script too: one path sets every cpu level.
     let (exec, mut write_files) = match &load {
-        None => (
-            command_line(ctx.params.str("cpu-load-percent"), method),
-            Vec::new(),
-        ),
+        None => {
+            let script = profile_driver::level_script_path(NAME);
+            (
+                format!("{script} {}", ctx.params.str("cpu-load-percent")),
+                vec![WriteFile::new(&script, level_script(method), "0755")],
+            )
+        }
         Some(shape) => profile_driver::driven(NAME, shape, level_script(method)),
     };
     // No network needed: ordered after basic system start-up only (the default).
