@@ -769,8 +769,8 @@ fn a_load_profile_shows_its_driver_and_schedule_in_the_user_data() {
     for fragment in [
         "path: /usr/local/bin/virtwork-load-driver",
         "path: /etc/virtwork/cpu.schedule",
-        "systemctl set-property --runtime virtwork-cpu.service \"CPUQuota=${QUOTA}\"",
-        "exec /usr/bin/stress-ng --cpu 0 --cpu-method all --timeout 0",
+        "systemctl set-property --runtime virtwork-cpu.service \"CPUQuota=${CAP}\"",
+        "exec /usr/bin/stress-ng --cpu 0 --cpu-load \"$1\" --cpu-load-slice 20 --cpu-method all --timeout 0",
         "ExecStart=/usr/local/bin/virtwork-load-driver /etc/virtwork/cpu.schedule /var/lib/virtwork/cpu.profile-start /usr/local/bin/virtwork-cpu-at-level",
     ] {
         assert!(stdout.contains(fragment), "{fragment:?} not in:\n{stdout}");

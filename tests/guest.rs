@@ -366,17 +366,21 @@ fn cpu_busy_percent(stat0: &str, stat1: &str, _millis: u64) -> Option<(f64, Stri
 }
 
 /// The guest's CPU busy share over a window, as [`cpu_busy_percent`], and the cpu unit's own
-/// share beside it, from `<stat line> unit <usage_usec of the unit's cgroup>` samples: the
-/// judged figure is the guest's (what a dashboard sees), the unit's tells the load's share
-/// from the rest of the guest's work in the trace.
+/// share beside it, from `<stat line> unit <usage_usec of the unit's cgroup> <online CPUs>`
+/// samples: the judged figure is the guest's (what a dashboard sees), the unit's tells the
+/// load's share from the rest of the guest's work in the trace. The unit's share is over the
+/// window's wall time: cgroup usage is kept in scheduler-clock time, while /proc/stat counts
+/// timer ticks, which a TCG guest loses under load.
 fn cpu_busy_and_unit_percent(sample0: &str, sample1: &str, millis: u64) -> Option<(f64, String)> {
     let (stat0, unit0) = sample0.split_once(" unit ")?;
     let (stat1, unit1) = sample1.split_once(" unit ")?;
     let (busy, text) = cpu_busy_percent(stat0, stat1, millis)?;
-    let (usage0, usage1): (u64, u64) = (unit0.trim().parse().ok()?, unit1.trim().parse().ok()?);
-    // /proc/stat counts USER_HZ (100) jiffies over all CPUs: 10,000 us each.
-    let total_us = (cpu_jiffies(stat1).1 - cpu_jiffies(stat0).1).max(1) * 10_000;
-    let unit = usage1.saturating_sub(usage0) as f64 / total_us as f64 * 100.0;
+    let figures = |unit: &str| -> Option<(u64, u64)> {
+        let mut words = unit.split_whitespace().map(|w| w.parse::<u64>().ok());
+        Some((words.next()??, words.next()??))
+    };
+    let ((usage0, _), (usage1, cpus)) = (figures(unit0)?, figures(unit1)?);
+    let unit = usage1.saturating_sub(usage0) as f64 / (millis.max(1) * 1000 * cpus) as f64 * 100.0;
     Some((
         busy,
         format!("{text} (the unit {unit:.0} %, window {millis} ms)"),
@@ -386,8 +390,9 @@ fn cpu_busy_and_unit_percent(sample0: &str, sample1: &str, millis: u64) -> Optio
 /// The cpu case, on 2 s windows: >= 60 % busy in the 90 % phases, and within 15 points of the
 /// level (<= 25 %) in the 10 % ones. A low level must arrive smoothly, not in lumps: stress-ng's
 /// own `--cpu-load` loop read 71 % in a 2 s window at level 10 in a TCG guest with its default
-/// slice and 28-55 % with 20 ms slices on a busy host; the unit's `CPUQuota` caps the load's
-/// runtime in every 100 ms period, however slow the CPU.
+/// slice and 28-55 % with 20 ms slices on a busy host; the unit's `CPUQuota` caps it 10 points
+/// above the level in every 100 ms period, however slow the CPU. Windows from 4 s into a phase
+/// are judged: the driver restarts stress-ng and the script changes the quota first.
 fn cpu_step_signal(vm: &mut Guest) -> Result<String, Failure> {
     step_signal(
         vm,
@@ -395,12 +400,12 @@ fn cpu_step_signal(vm: &mut Guest) -> Result<String, Failure> {
             workload: "cpu",
             levels: Levels { low: 10, high: 90 },
             setup: "true".into(),
-            sample: "echo \"$(head -n1 /proc/stat) unit $(awk '/^usage_usec/ {print $2}' /sys/fs/cgroup/system.slice/virtwork-cpu.service/cpu.stat)\"",
+            sample: "echo \"$(head -n1 /proc/stat) unit $(awk '/^usage_usec/ {print $2}' /sys/fs/cgroup/system.slice/virtwork-cpu.service/cpu.stat) $(nproc)\"",
             interval: 2,
             reading: Reading::Window(cpu_busy_and_unit_percent),
             expected: f64::from,
             unit: "%",
-            settle: 2,
+            settle: 4,
             high: 60.0..=100.0,
             low: 0.0..=25.0,
         },

@@ -468,7 +468,7 @@ fn fio_parses_every_job_file() {
 }
 
 /// The stress-ng command line of a rendered unit, unescaped, with a 1 s timeout: its
-/// `ExecStart=`, or the `exec` line of the level script it runs (cpu's).
+/// `ExecStart=`, or the `exec` line of the level script it runs at the level it gives (cpu's).
 fn stress_ng_line(workload: &str, params: &[(&str, &str)]) -> Vec<String> {
     let w = Registry::builtin()
         .create(workload, &settings(params), &options(false))
@@ -488,12 +488,14 @@ fn stress_ng_line(workload: &str, params: &[(&str, &str)]) -> Vec<String> {
         .iter()
         .find(|f| exec.starts_with(&format!("{} ", f.path)))
     {
+        // The level the unit gives the script is its `$1`.
+        let level = exec[script.path.len()..].trim().to_string();
         exec = script
             .content
             .lines()
             .find_map(|l| l.strip_prefix("exec "))
             .unwrap()
-            .to_string();
+            .replace("\"$1\"", &level);
     }
     assert!(exec.ends_with(" --timeout 0"), "{exec}");
     let exec = exec.replace(" --timeout 0", " --timeout 1s");
@@ -1058,7 +1060,7 @@ fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
             "cpu",
             &[("profile", "step"), ("cpu-method", "matrixprod")][..],
             "5",
-            "exec /usr/bin/stress-ng --cpu 0 --cpu-method matrixprod --timeout 0",
+            "--cpu-load \"$1\" --cpu-load-slice 20 --cpu-method matrixprod",
         ),
         (
             "memory",
@@ -1073,7 +1075,7 @@ fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("level");
         executable(&path, script);
-        // The cpu script asks systemd for the unit's quota: a stand-in systemctl on PATH
+        // The cpu script asks systemd for the unit's cap: a stand-in systemctl on PATH
         // records what it was asked (this host has no virtwork-cpu.service).
         let calls = systemctl_stand_in(dir.path(), 0);
         // Still running after 2 s (timeout's 124): stress-ng accepted the level and kept going.
@@ -1095,18 +1097,18 @@ fn profiled_stress_ng_level_scripts_keep_stress_ng_running_at_the_level() {
                 fs::read_to_string(&calls).unwrap(),
                 format!(
                     "set-property --runtime virtwork-cpu.service CPUQuota={}%\n",
-                    5 * online_cpus()
+                    (5 + 10) * online_cpus()
                 )
             );
         }
     }
 }
 
-/// The cpu level script: level 100 lifts the unit's quota (an empty `CPUQuota=`), and a quota
-/// systemd refuses ends the script before any load runs, so the unit restarts instead of
-/// loading the guest at 100 %.
+/// The cpu level script: a level whose cap (10 points above it) reaches 100 % lifts the
+/// unit's quota (an empty `CPUQuota=`), and a cap systemd refuses ends the script before any
+/// load runs, so the unit restarts instead of running without it.
 #[test]
-fn cpu_level_script_lifts_the_quota_at_100_and_fails_when_systemd_refuses_it() {
+fn cpu_level_script_lifts_the_cap_at_high_levels_and_fails_when_systemd_refuses_it() {
     if !have("stress-ng") || !have("timeout") {
         return;
     }
@@ -1115,32 +1117,33 @@ fn cpu_level_script_lifts_the_quota_at_100_and_fails_when_systemd_refuses_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("level");
     executable(&path, script);
-    let run_level = |level: &str| {
+    let run_level = |level: &str, secs: &str| {
         Command::new("timeout")
-            .arg("2")
+            .arg(secs)
             .arg(&path)
             .arg(level)
             .env("PATH", path_with(dir.path()))
             .output()
             .unwrap()
     };
-    let calls = systemctl_stand_in(dir.path(), 0);
-    // Level 100 on the host's CPUs: only for the half second before timeout stops it.
-    let out = Command::new("timeout")
-        .arg("0.5")
-        .arg(&path)
-        .arg("100")
-        .env("PATH", path_with(dir.path()))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(124), "{out:?}");
-    assert_eq!(
-        fs::read_to_string(&calls).unwrap(),
-        "set-property --runtime virtwork-cpu.service CPUQuota=\n"
-    );
+    // High levels on the host's CPUs: only for the half second before timeout stops them.
+    for (level, cap) in [
+        ("100", String::new()),
+        ("90", String::new()),
+        ("89", format!("{}%", 99 * online_cpus())),
+    ] {
+        let calls = systemctl_stand_in(dir.path(), 0);
+        let out = run_level(level, "0.5");
+        assert_eq!(out.status.code(), Some(124), "{level}: {out:?}");
+        assert_eq!(
+            fs::read_to_string(&calls).unwrap(),
+            format!("set-property --runtime virtwork-cpu.service CPUQuota={cap}\n"),
+            "{level}"
+        );
+    }
     // Refused: the script ends with systemctl's status, not timeout's 124 (no load started).
     systemctl_stand_in(dir.path(), 1);
-    let out = run_level("10");
+    let out = run_level("10", "2");
     assert_eq!(out.status.code(), Some(1), "{out:?}");
 }
 

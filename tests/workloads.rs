@@ -204,7 +204,8 @@ fn cpu_unit_defaults_and_overrides() {
     let (unit, mode) = file(&ud, "/etc/systemd/system/virtwork-cpu.service");
     assert_eq!(mode, "0644");
     assert!(unit.starts_with("[Unit]\nDescription=Virtwork CPU stress workload\n\n[Service]\n"));
-    // Steady and profiled loads share the level script: the kernel holds the level.
+    // Steady and profiled loads share the level script: stress-ng at the level, capped by the
+    // unit's CPUQuota.
     assert_eq!(
         exec_start(&unit),
         "/usr/local/bin/virtwork-cpu-at-level 100"
@@ -213,8 +214,8 @@ fn cpu_unit_defaults_and_overrides() {
     assert_eq!(mode, "0755");
     assert!(
         script.ends_with(
-            "systemctl set-property --runtime virtwork-cpu.service \"CPUQuota=${QUOTA}\"\n\
-             exec /usr/bin/stress-ng --cpu 0 --cpu-method all --timeout 0\n"
+            "systemctl set-property --runtime virtwork-cpu.service \"CPUQuota=${CAP}\"\n\
+             exec /usr/bin/stress-ng --cpu 0 --cpu-load \"$1\" --cpu-load-slice 20 --cpu-method all --timeout 0\n"
         ),
         "{script}"
     );
@@ -237,7 +238,7 @@ fn cpu_unit_defaults_and_overrides() {
     assert_eq!(exec_start(&unit), "/usr/local/bin/virtwork-cpu-at-level 55");
     let (script, _) = file(&ud, "/usr/local/bin/virtwork-cpu-at-level");
     assert!(
-        script.contains("exec /usr/bin/stress-ng --cpu 0 --cpu-method matrixprod --timeout 0\n"),
+        script.contains("--cpu-load-slice 20 --cpu-method matrixprod --timeout 0\n"),
         "{script}"
     );
     // Partial override keeps the other default.

@@ -1,6 +1,6 @@
 //! `cpu`: stress-ng CPU load on every VM, forever (`virtwork-cpu.service`), constant or
-//! following a load profile. A level is a percent of each CPU, held by the kernel: the unit's
-//! `CPUQuota=` (cgroup CFS bandwidth) is set to it, and stress-ng runs at full load inside.
+//! following a load profile. A level is stress-ng's `--cpu-load` percent of each CPU, and the
+//! kernel caps the unit a little above it (`CPUQuota=`, cgroup CFS bandwidth).
 //!
 //! Owns: the cpu params, the level script and the unit. Must not: drive a profile's phases
 //! (the profile driver does) or know how verify judges the load.
@@ -105,7 +105,7 @@ pub const CPU_METHODS: &[&str] = &[
 
 /// What a load profile's level means for cpu.
 pub const LEVELS: LevelScale = LevelScale {
-    meaning: "percent load of each CPU (the unit's CPUQuota)",
+    meaning: "percent load of each CPU (stress-ng --cpu-load, capped by the unit's CPUQuota)",
     max: 100,
     default_low: 10,
     default_high: 90,
@@ -121,7 +121,7 @@ pub fn schema() -> ParamSchema {
             100,
             1,
             100,
-            "percent load per CPU (the unit's CPUQuota, stress-ng at full load inside)",
+            "stress-ng --cpu-load: percent load per CPU (the unit's CPUQuota caps it 10 points above)",
         ),
         ParamDef::string(
             "cpu-method",
@@ -134,14 +134,24 @@ pub fn schema() -> ParamSchema {
     ParamSchema::new(NAME, defs)
 }
 
-/// The stress-ng command line the unit runs at every level: one stressor per online CPU at
-/// full load. The level is not stress-ng's `--cpu-load`: its own busy/idle loop measures
-/// bursts in wall time, and under a slow or descheduled CPU (a TCG guest on a shared host) a
-/// 10 % level still read 28-55 % in 2 s windows with 20 ms slices. The kernel's CFS bandwidth
-/// charges the cgroup's runtime per 100 ms period whatever the CPU's speed, so no 2 s window
-/// of the load can exceed its quota.
-pub fn command_line(method: &str) -> String {
-    format!("/usr/bin/stress-ng --cpu 0 --cpu-method {method} --timeout 0")
+/// Milliseconds of each busy slice under a `--cpu-load` below 100 (`--cpu-load-slice`):
+/// stress-ng's default slice is a count of method iterations, which under a slow CPU (a TCG
+/// guest) ran for seconds, so a 10 % level arrived in lumps (a 2 s window read 71 %).
+pub const CPU_LOAD_SLICE_MS: u32 = 20;
+
+/// Points above the level at which the kernel caps the unit's CPU time (`CPUQuota=`, cgroup
+/// CFS bandwidth, per 100 ms period). stress-ng's `--cpu-load` loop times its busy slices in
+/// wall time, so a slow or descheduled CPU still let 2 s windows of level 10 read 28-55 %
+/// with 20 ms slices; the cap clips every such lump whatever the CPU's speed. It sits above
+/// the level, not at it: a quota at the level itself held low levels but throttled the whole
+/// unit, the profile driver included, so in a TCG guest a phase change took 10-20 s.
+pub const CPU_CAP_POINTS: u32 = 10;
+
+/// The stress-ng command line at a load of `load_percent` (`"$1"` in the level script).
+pub fn command_line(load_percent: &str, method: &str) -> String {
+    format!(
+        "/usr/bin/stress-ng --cpu 0 --cpu-load {load_percent} --cpu-load-slice {CPU_LOAD_SLICE_MS} --cpu-method {method} --timeout 0"
+    )
 }
 
 /// What the cpu payload needs on each guest family.
@@ -159,22 +169,23 @@ pub fn profile(family: GuestFamily) -> Profile {
     }
 }
 
-/// The level script, steady or profiled: `$1` is the load percent of each CPU. It sets the
-/// unit's `CPUQuota=` to `$1` x the online CPUs (the CPUs `--cpu 0` starts stressors on; 100
-/// lifts the quota), `--runtime` so a reboot starts from the unit file and the script sets it
-/// again, then runs stress-ng at full load inside the quota. A quota systemd refuses fails
-/// the script, so the unit restarts loudly instead of loading the guest at 100 %.
+/// The level script, steady or profiled: `$1` is the load percent of each CPU. It caps the
+/// unit's CPU time at [`CPU_CAP_POINTS`] above the level on every online CPU (the CPUs
+/// `--cpu 0` starts stressors on; a cap of 100 % or more lifts the quota) with `systemctl
+/// set-property --runtime`, so a reboot starts from the unit file and the script sets it
+/// again, then runs stress-ng at the level. A quota systemd refuses fails the script, so the
+/// unit restarts loudly instead of running without the cap.
 pub fn level_script(method: &str) -> String {
     format!(
         "#!/bin/bash\n\
-         # virtwork cpu at one level: $1 is the load percent of each CPU, held by the kernel (the\n\
-         # unit's CPUQuota, CFS bandwidth); stress-ng runs at full load inside it.\n\
+         # virtwork cpu at one level: $1 is the load percent of each CPU. stress-ng keeps the level;\n\
+         # the unit's CPUQuota (CFS bandwidth) caps it {CPU_CAP_POINTS} points above, so no lump gets through.\n\
          set -euo pipefail\n\
-         QUOTA=\"\"\n\
-         if [ \"$1\" -lt 100 ]; then QUOTA=\"$(( $1 * $(nproc) ))%\"; fi\n\
-         systemctl set-property --runtime {UNIT} \"CPUQuota=${{QUOTA}}\"\n\
+         CAP=\"\"\n\
+         if [ $(( $1 + {CPU_CAP_POINTS} )) -lt 100 ]; then CAP=\"$(( ($1 + {CPU_CAP_POINTS}) * $(nproc) ))%\"; fi\n\
+         systemctl set-property --runtime {UNIT} \"CPUQuota=${{CAP}}\"\n\
          exec {}\n",
-        command_line(method)
+        command_line("\"$1\"", method)
     )
 }
 
