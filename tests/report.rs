@@ -341,6 +341,13 @@ fn the_page_shows_the_run_with_hostile_text_escaped() {
         &html[html.find("-load\"").unwrap()..][..600]
     );
     assert!(html.contains("No alert history: no Prometheus reachable: "));
+    // Nor a cluster: the timeline is the churn actions', and says what it lacks.
+    assert!(
+        html.contains(
+            "Migrations, restarts and interruptions not measured: no cluster reachable: "
+        )
+    );
+    assert!(html.contains("<summary>All 30 events</summary>"));
     // Every chart is a labelled image followed by a table of its data.
     let charts = html.matches("<svg ").count();
     assert_eq!(charts, 3, "progress, histogram, churn timeline");

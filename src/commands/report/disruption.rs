@@ -87,6 +87,9 @@ async fn analysed(
     ctx: &ApiContext,
 ) -> Result<std::result::Result<Disruption, String>> {
     let e = &run.detail.execution;
+    if run.detail.vms.is_empty() {
+        return Ok(Err("the run created no VMs".into()));
+    }
     let Some(window) = RunWindow::of(run) else {
         return Ok(Err("the run's start time is not readable".into()));
     };
