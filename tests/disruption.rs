@@ -24,9 +24,9 @@ const NS: &str = "virtwork";
 const METRICS_PATH: &str =
     "/api/v1/namespaces/kubevirt/services/https:kubevirt-prometheus-metrics:metrics/proxy/metrics";
 
-struct Env {
-    server: FakeApiServer,
-    dir: tempfile::TempDir,
+pub(crate) struct Env {
+    pub(crate) server: FakeApiServer,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 fn service(namespace: &str, name: &str, port_name: &str, port: u16) -> Value {
@@ -50,7 +50,7 @@ impl Env {
     /// Two nodes, OpenShift Virtualization's `LiveMigrate` default, evacuations taking
     /// 2 s, and one finalized migration kept per VMI (KubeVirt keeps 5), so garbage
     /// collection shows within a test.
-    fn start() -> Env {
+    pub(crate) fn start() -> Env {
         let server = FakeApiServer::start(Options {
             namespaces: vec![NS.into(), "kubevirt".into()],
             controllers: ControllerOptions {
@@ -87,7 +87,7 @@ impl Env {
         self.dir.path().join("kubeconfig")
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_virtwork"))
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -107,7 +107,7 @@ impl Env {
     }
 
     /// Starts the real Prometheus on the fake's metrics, behind monitoring/prometheus-k8s.
-    fn prometheus(&self) -> Option<Prometheus> {
+    pub(crate) fn prometheus(&self) -> Option<Prometheus> {
         let binary = tool("prometheus")?;
         let address = self.server.url().trim_start_matches("http://").to_string();
         let prometheus = Prometheus::start(
@@ -134,7 +134,7 @@ impl Env {
     }
 
     /// The names of the VMs of the run whose `run` output is `out`, sorted.
-    fn vms_of(&self, out: &Output) -> Vec<String> {
+    pub(crate) fn vms_of(&self, out: &Output) -> Vec<String> {
         let doc: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("run output is not JSON ({e}): {}", text(&out.stderr)));
         let run_id = doc["run_id"].as_str().expect("run id").to_string();
@@ -149,7 +149,7 @@ impl Env {
         names
     }
 
-    fn vmi_field(&self, name: &str, pointer: &str) -> String {
+    pub(crate) fn vmi_field(&self, name: &str, pointer: &str) -> String {
         self.server
             .get("virtualmachineinstances", NS, name)
             .and_then(|v| v.pointer(pointer).and_then(Value::as_str).map(String::from))
@@ -157,7 +157,7 @@ impl Env {
     }
 
     /// Creates a migration of `vm` (as `virtctl migrate` does) and waits until it is over.
-    fn migrate(&self, vm: &str, name: &str) {
+    pub(crate) fn migrate(&self, vm: &str, name: &str) {
         self.server.insert(json!({
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
             "metadata": {"name": name, "namespace": NS},
@@ -178,7 +178,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn assert_ok(out: &Output, what: &str) {
+pub(crate) fn assert_ok(out: &Output, what: &str) {
     assert_eq!(
         out.status.code(),
         Some(0),

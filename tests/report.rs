@@ -341,6 +341,13 @@ fn the_page_shows_the_run_with_hostile_text_escaped() {
         &html[html.find("-load\"").unwrap()..][..600]
     );
     assert!(html.contains("No alert history: no Prometheus reachable: "));
+    // Nor a cluster: the timeline is the churn actions', and says what it lacks.
+    assert!(
+        html.contains(
+            "Migrations, restarts and interruptions not measured: no cluster reachable: "
+        )
+    );
+    assert!(html.contains("<summary>All 30 events</summary>"));
     // Every chart is a labelled image followed by a table of its data.
     let charts = html.matches("<svg ").count();
     assert_eq!(charts, 3, "progress, histogram, churn timeline");
@@ -518,7 +525,13 @@ fn load_and_alerts_come_from_prometheus_over_the_runs_window() {
         .map(|r| percent_decoded(&r.path_and_query))
         .collect();
     assert!(seen.iter().any(|q| q.contains("ALERTS{")), "{seen:?}");
-    for query in &seen {
+    // Besides the one first contact a direct Prometheus gets (a constant, not retried).
+    let first_contact = "/api/v1/query?query=vector(1)";
+    assert!(
+        seen.iter().filter(|q| *q == first_contact).count() <= 1,
+        "{seen:?}"
+    );
+    for query in seen.iter().filter(|q| *q != first_contact) {
         assert!(query.contains("/api/v1/query_range?"), "{query}");
         assert!(
             query.contains(&format!("start={T0}&end={}&step={step}", T0 + 240 * step)),
@@ -758,4 +771,383 @@ fn a_page_that_fetches_is_caught_by_the_console_check() {
         !console_messages(&stderr).is_empty(),
         "no console message for a refused load:\n{stderr}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The timeline against a cluster: the fake API server and a real Prometheus
+// ---------------------------------------------------------------------------------------------
+
+/// The cells of each row of the page's event table (tags stripped, entities as written).
+fn event_rows(html: &str) -> Vec<Vec<String>> {
+    let table = html
+        .split_once("</summary><table><caption>Every churn action, migration, restart")
+        .map(|(_, t)| t.split_once("</table>").unwrap().0)
+        .unwrap_or_else(|| panic!("no event table in the page"));
+    table
+        .split("<tr>")
+        .skip(2)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let inner = cell.split_once('>').unwrap().1;
+                    let inner = inner.split_once("</td>").unwrap().0;
+                    let mut text = String::new();
+                    let mut in_tag = false;
+                    for c in inner.chars() {
+                        match c {
+                            '<' => in_tag = true,
+                            '>' => in_tag = false,
+                            c if !in_tag => text.push(c),
+                            _ => {}
+                        }
+                    }
+                    text
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_timeline_shows_churn_restarts_and_migrations_from_the_cluster_and_prometheus() {
+    use crate::disruption::{Env, assert_ok};
+    use std::time::Duration;
+    let env = Env::start();
+    let Some(prometheus) = env.prometheus() else {
+        return;
+    };
+    let out = env.run(&[
+        "--output",
+        "json",
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "3",
+        "--timeout",
+        "60",
+    ]);
+    assert_ok(&out, "run");
+    let run_id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let vms = env.vms_of(&out);
+    assert!(
+        prometheus.wait_for_series(
+            "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+            3,
+            Duration::from_secs(60)
+        ),
+        "Prometheus never saw the VMIs:\n{}",
+        prometheus.log()
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    let churn = env.run(&[
+        "churn",
+        "--run-id",
+        &run_id,
+        "--actions",
+        "restart",
+        "--duration",
+        "1s",
+        "--rate",
+        "60/m",
+        "--seed",
+        "1",
+    ]);
+    assert_ok(&churn, "churn");
+    let source = env.vmi_field(&vms[0], "/status/nodeName");
+    env.migrate(&vms[0], "move-1");
+    let target = env.vmi_field(&vms[0], "/status/nodeName");
+    assert_ne!(source, target, "the fake moved the VMI");
+    std::thread::sleep(Duration::from_secs(5));
+
+    let page = env.dir.path().join("run.html");
+    let out = env.run(&[
+        "report",
+        "--run-id",
+        &run_id,
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_ok(&out, "report");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let part = html.split_once("id=\"run-1-churn\"").unwrap().1;
+    let part = part.split_once("id=\"run-1-alerts\"").unwrap().0;
+    assert!(
+        part.contains("of the 3 VMs of the run in the cluster"),
+        "{part}"
+    );
+    assert!(
+        part.contains("interruptions measured with"),
+        "Prometheus was found through the cluster: {part}"
+    );
+    let rows = event_rows(part);
+    eprintln!("{rows:#?}");
+    let of_kind =
+        |kind: &str| -> Vec<&Vec<String>> { rows.iter().filter(|r| r[3] == kind).collect() };
+    // The migration: its nodes, its object, how long it took.
+    let migration = of_kind("migration")
+        .into_iter()
+        .find(|r| r[2] == vms[0])
+        .unwrap_or_else(|| panic!("no migration of {}: {rows:#?}", vms[0]));
+    assert!(
+        migration[4].starts_with(&format!(
+            "{source} → {target}, succeeded, read from migration-object (move-1)"
+        )),
+        "{migration:?}"
+    );
+    assert_ne!(migration[1], "-", "a start and an end");
+    // Every VM churn restarted has its churn action and the restart the analysis found,
+    // caused by that action.
+    let churned: Vec<&String> = of_kind("churn action").iter().map(|r| &r[2]).collect();
+    assert!(!churned.is_empty(), "{rows:#?}");
+    for vm in churned {
+        let restart = of_kind("restart")
+            .into_iter()
+            .find(|r| &r[2] == vm)
+            .unwrap_or_else(|| panic!("no restart of {vm}: {rows:#?}"));
+        assert!(restart[4].contains("cause: churn restart"), "{restart:?}");
+    }
+    // On the timeline itself: a row per disturbed VM with the items' tooltips.
+    let svg = part
+        .split_once("<svg ")
+        .unwrap()
+        .1
+        .split_once("</svg>")
+        .unwrap()
+        .0;
+    assert!(svg.contains(&format!("<title>{}</title>", vms[0])), "{svg}");
+    assert!(svg.contains(&format!("<title>migration of virtwork/{} at ", vms[0])));
+    assert!(svg.contains("<title>restart of virtwork/"));
+    assert!(svg.contains("<title>churn action of virtwork/"));
+    assert!(part.contains("VMs disturbed</summary>"));
+    // The VMs nothing happened to have no row and no event: their workload was measured
+    // throughout (a window reaching past the last scrape would read as an interruption).
+    let untouched: Vec<&String> = vms
+        .iter()
+        .filter(|vm| !rows.iter().any(|r| &&r[2] == vm && r[3] != "interruption"))
+        .collect();
+    assert!(!untouched.is_empty(), "churn restarted every VM: {rows:#?}");
+    assert!(
+        rows.iter().all(|r| !untouched.contains(&&r[2])),
+        "an interruption of an untouched VM: {rows:#?}"
+    );
+}
+
+/// A recorded 1,000-VM run and its disruption analysis, made by `disturb(i)` for VM `i`.
+fn analysed_fleet(
+    db: &Path,
+    disturb: impl Fn(usize, &mut virtwork::disruption::Findings),
+) -> virtwork::htmlreport::RunRecord {
+    use virtwork::disruption::evidence::VmiFacts;
+    use virtwork::disruption::{Budget, Findings, assess};
+    use virtwork::htmlreport::data::{Disruption, Fetched};
+    let (run_id, _) = record_fleet(db, 1000, 0);
+    let id: virtwork::model::RunId = run_id.to_string().parse().unwrap();
+    let mut run = virtwork::commands::report::read_runs(db, &[id])
+        .unwrap()
+        .remove(0);
+    let budget = Budget {
+        max_interruption: Some(30.0),
+        max_interruption_from: "two scrape intervals of 15s".into(),
+        allow_restarts: virtwork::model::AllowRestarts::None,
+    };
+    let vms = (0..1000)
+        .map(|i| {
+            let mut f = Findings {
+                namespace: "virtwork".into(),
+                name: vm_name(i),
+                workload: if i.is_multiple_of(2) { "cpu" } else { "memory" }.into(),
+                run_id: Some(run_id.to_string()),
+                vmi: Some(VmiFacts {
+                    phase: Some("Running".into()),
+                    ..VmiFacts::default()
+                }),
+                migrations: Vec::new(),
+                restarts: Vec::new(),
+                interruption: Some(virtwork::disruption::interruption::Interruption {
+                    intervals: Vec::new(),
+                    longest_seconds: 0.0,
+                    total_seconds: 0.0,
+                }),
+                measured_by: vec!["vcpu-busy".into()],
+            };
+            disturb(i, &mut f);
+            assess(f, &budget, true)
+        })
+        .collect();
+    let span = virtwork::disruption::Span {
+        from: T0 as f64,
+        to: (T0 + 7200) as f64,
+    };
+    run.disruption = Fetched::Data(Disruption {
+        vms,
+        context: virtwork::disruption::report::Context {
+            namespace: Some("virtwork".into()),
+            run_id: Some(run_id.to_string()),
+            span,
+            span_from: "the run's window".into(),
+            prometheus: Ok("prometheus-k8s in monitoring (service proxy)".into()),
+            step: Some(15.0),
+            scrape_interval: Some(15.0),
+            budget,
+        },
+    });
+    run
+}
+
+fn migration(
+    i: usize,
+    at: i64,
+    from: virtwork::disruption::evidence::Source,
+) -> virtwork::disruption::evidence::Migration {
+    virtwork::disruption::evidence::Migration {
+        name: Some(format!("{}-m{at}", vm_name(i))),
+        start: Some((T0 + at) as f64),
+        end: Some((T0 + at + 12) as f64),
+        source_node: Some(format!("worker-{}.example.internal", i % 10)),
+        target_node: Some(format!("worker-{}.example.internal", (i + 1) % 10)),
+        result: virtwork::disruption::evidence::MigrationResult::Succeeded,
+        from,
+    }
+}
+
+fn interrupted(f: &mut virtwork::disruption::Findings, from: i64, seconds: i64) {
+    let i = f.interruption.as_mut().unwrap();
+    i.intervals
+        .push(virtwork::disruption::interruption::Interval {
+            start: (T0 + from) as f64,
+            end: (T0 + from + seconds) as f64,
+            ongoing: false,
+        });
+    i.longest_seconds = i.longest_seconds.max(seconds as f64);
+    i.total_seconds += seconds as f64;
+}
+
+/// The page of a 1,000-VM run with its disruption timeline stays under 2 MiB, for the
+/// shape an upgrade gives (`disruption`'s bench: 100 VMs migrated twice or once, 20
+/// restarted, 10 silent for 10 minutes) and for the worst case, every VM migrated twice,
+/// restarted once and interrupted twice. Prints both sizes for docs/performance.md
+/// (`cargo test --test integration report::a_thousand_vm_timeline -- --nocapture`); with
+/// Chromium, renders the worst case and checks its console.
+#[test]
+fn a_thousand_vm_timeline_stays_under_two_mib() {
+    use virtwork::disruption::evidence::{Restart, RestartEvidence, Source};
+    let provenance = virtwork::htmlreport::Provenance {
+        database: "virtwork.db".into(),
+        generated_at: at(7200),
+        generator: "virtwork test".into(),
+    };
+    let restart = |i: usize, at: i64| Restart {
+        at: (T0 + at) as f64,
+        evidence: RestartEvidence::NewVmiAndCounterReset,
+        vmi_uid: Some(format!("0b6c4a8e-3f1d-4d2a-9c7e-{i:012}")),
+        cause: Some(format!(
+            "churn restart (execution 0b6c4a8e-3f1d-4d2a-9c7e-{i:012})"
+        )),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let upgrade = analysed_fleet(&dir.path().join("upgrade.db"), |i, f| {
+        let at = 1800 + (i as i64 % 50) * 30;
+        match i {
+            0..=49 => {
+                f.migrations
+                    .push(migration(i, at, Source::PrometheusMigrationMetrics));
+                f.migrations
+                    .push(migration(i, at + 2400, Source::MigrationObject));
+            }
+            50..=99 => f.migrations.push(migration(i, at, Source::VmiStatus)),
+            100..=119 => {
+                f.restarts.push(restart(i, at));
+                interrupted(f, at - 30, 90);
+            }
+            120..=129 => interrupted(f, at, 600),
+            _ => {}
+        }
+    });
+    let worst = analysed_fleet(&dir.path().join("worst.db"), |i, f| {
+        let at = 600 + (i as i64 % 100) * 50;
+        f.migrations.push(migration(i, at, Source::MigrationObject));
+        f.migrations
+            .push(migration(i, at + 900, Source::PrometheusNodeChange));
+        f.restarts.push(restart(i, at + 1800));
+        interrupted(f, at + 1790, 45);
+        interrupted(f, at + 2400, 20);
+    });
+    for (name, run) in [("upgrade", upgrade), ("worst", worst)] {
+        let started = std::time::Instant::now();
+        let html = virtwork::htmlreport::page(std::slice::from_ref(&run), &provenance);
+        let took = started.elapsed();
+        let size = html.as_str().len();
+        eprintln!(
+            "1000-VM page with the {name} timeline: {size} bytes ({} KiB), built in {took:.2?}",
+            size / 1024
+        );
+        assert!(size < 2 * 1024 * 1024, "{name}: {size} bytes");
+        let timeline = html
+            .as_str()
+            .split_once("id=\"run-1-timeline-t\"")
+            .unwrap()
+            .1;
+        let timeline = timeline.split_once("</svg>").unwrap().0;
+        let rows = timeline
+            .matches("text-anchor=\"end\" fill=\"#1a1a1a\"><title>")
+            .count();
+        assert_eq!(rows, 40, "{name}: at most 40 rows drawn");
+        assert!(timeline.contains("Not drawn: "), "{name}");
+        let page = dir.path().join(format!("{name}.html"));
+        std::fs::write(&page, html.as_str()).unwrap();
+        if name == "upgrade"
+            && let Ok(dest) = std::env::var("VIRTWORK_REPORT_TIMELINE_SCREENSHOT")
+            && let Some(browser) = chromium()
+        {
+            timeline_screenshot(browser, html.as_str(), dir.path(), Path::new(&dest));
+        }
+        if name == "worst"
+            && let Some(browser) = chromium()
+        {
+            let profile = dir.path().join("profile");
+            std::fs::create_dir_all(&profile).unwrap();
+            let started = std::time::Instant::now();
+            let out = headless(browser, &profile, &page, &["--dump-dom"]);
+            eprintln!(
+                "chromium built its DOM in {:.2?} (process start to exit)",
+                started.elapsed()
+            );
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            assert_eq!(console_messages(&text(&out.stderr)), Vec::<&str>::new());
+            assert!(text(&out.stdout).contains("<summary>All 5030 events</summary>"));
+        }
+    }
+}
+
+/// docs/report-timeline.png: the churn and disruption part of `page` alone (its head, style
+/// sheet and that part's markup as generated), rendered by Chromium into `dest`, the page
+/// beside it as .html.
+fn timeline_screenshot(browser: &str, page: &str, dir: &Path, dest: &Path) {
+    let head = page.split_once("<body>").unwrap().0;
+    let part = page.split_once("<h3 id=\"run-1-churn\">").unwrap().1;
+    let part = part.split_once("<h3 id=\"run-1-alerts\">").unwrap().0;
+    let alone = format!("{head}<body><main><h3 id=\"run-1-churn\">{part}</main></body></html>");
+    let file = dir.join("timeline.html");
+    std::fs::write(&file, &alone).unwrap();
+    let profile = dir.join("shot-profile");
+    std::fs::create_dir_all(&profile).unwrap();
+    let shot = dir.join("timeline.png");
+    let out = headless(
+        browser,
+        &profile,
+        &file,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1200,1900",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(console_messages(&text(&out.stderr)), Vec::<&str>::new());
+    std::fs::copy(&shot, dest).unwrap();
+    std::fs::copy(&file, dest.with_extension("html")).unwrap();
 }

@@ -30,9 +30,9 @@ use crate::disruption::{Assessed, Budget, Findings, Span, assess, failure_messag
 use crate::error::{Error, Result};
 use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
-use crate::k8s::scope::{ApiContext, list_in_scope};
+use crate::k8s::scope::{ApiContext, Scope, list_in_scope};
 use crate::model::ManagedKind;
-use crate::model::{OutputFormat, Window};
+use crate::model::{AllowRestarts, OutputFormat, Window};
 use crate::signals::contract::{SignalGroup, checks, profile_range_query};
 use crate::verify::evaluate::{QueryAnswer, RangeAnswer, vcpu_counter_in_millis};
 use crate::verify::listed::ListedVm;
@@ -74,44 +74,24 @@ pub async fn disruption(settings: &DisruptionSettings) -> Result<()> {
     };
     let (span, span_from, churn) = window(settings)?;
     crate::k8s::reach::reach(&cluster, &ctx.policy, &cancel).await?;
-    let (vms, vmis, migrations) = list_objects(settings, &ctx).await?;
-    if vms.is_empty() {
+    let listed = list_objects(&settings.scope, &ctx).await?;
+    if listed.vms.is_empty() {
         return Err(nothing_found(settings));
     }
-    let catalog = load_catalog(&settings.catalog_dir, &vms);
-    let found = targets(&vms, &[], &catalog);
     let prometheus = match &settings.prometheus {
         None => Err("--no-prometheus".to_string()),
         Some(target) => reach_prometheus(target, settings, &cluster, &cancel).await,
     };
-    let measured = match &prometheus {
-        Ok(api) => Ok(measure(api, &found, span, &ctx.policy, &cancel).await?),
-        Err(why) => Err(why.clone()),
-    };
-    let budget = budget(settings, measured.as_ref().ok());
-    let assessed = assess_all(
-        &found,
-        &vms,
-        &vmis,
-        &migrations,
-        &churn,
-        measured.as_ref().ok(),
-        span,
-        &budget,
-    );
-    let context = Context {
-        namespace: settings.scope.namespace.clone(),
-        run_id: settings.scope.run_id.clone(),
+    let request = Request {
+        scope: &settings.scope,
         span,
         span_from,
-        prometheus: measured
-            .as_ref()
-            .map(|m| m.describe.clone())
-            .map_err(|why| format!("{why}: migrations and restarts are from the API alone")),
-        step: measured.as_ref().ok().map(|m| m.grid.step),
-        scrape_interval: measured.as_ref().ok().and_then(|m| m.interval),
-        budget,
+        churn: &churn,
+        catalog_dir: &settings.catalog_dir,
+        max_interruption: settings.max_interruption,
+        allow_restarts: settings.allow_restarts,
     };
+    let (assessed, context) = analyse(&listed, &request, prometheus.as_ref(), &ctx).await?;
     let text = match settings.output {
         OutputFormat::Json | OutputFormat::Yaml => super::document_text(
             settings.output,
@@ -124,6 +104,68 @@ pub async fn disruption(settings: &DisruptionSettings) -> Result<()> {
         Some(message) => Err(Error::runtime(message)),
         None => Ok(()),
     }
+}
+
+/// What the analysis of a window needs besides the cluster's objects and Prometheus.
+pub(crate) struct Request<'a> {
+    pub scope: &'a Scope,
+    pub span: Span,
+    /// How the window was given, for the report.
+    pub span_from: String,
+    /// The churn actions the audit database recorded in the window.
+    pub churn: &'a [ChurnRecord],
+    pub catalog_dir: &'a std::path::Path,
+    /// None: two scrape intervals, once Prometheus shows them.
+    pub max_interruption: Option<Duration>,
+    pub allow_restarts: AllowRestarts,
+}
+
+/// The scope's VMs and VMIs and the migrations of their namespaces.
+pub(crate) struct Listed {
+    pub vms: Vec<ListedVm>,
+    pub vmis: Vec<SlimVmi>,
+    pub migrations: Vec<SlimMigration>,
+}
+
+/// Every listed VM judged over the window: measured with `prometheus` when it was reached
+/// (else the reason interruptions were not measured), and how the report was made. Shared
+/// by `virtwork disruption` and `virtwork report`'s timeline.
+pub(crate) async fn analyse(
+    listed: &Listed,
+    request: &Request<'_>,
+    prometheus: std::result::Result<&PrometheusApi, &String>,
+    ctx: &ApiContext,
+) -> Result<(Vec<Assessed>, Context)> {
+    let span = request.span;
+    let catalog = load_catalog(request.catalog_dir, &listed.vms);
+    let found = targets(&listed.vms, &[], &catalog);
+    let measured = match prometheus {
+        Ok(api) => Ok(measure(api, &found, span, &ctx.policy, &ctx.cancel).await?),
+        Err(why) => Err(why.clone()),
+    };
+    let budget = budget(request, measured.as_ref().ok());
+    let assessed = assess_all(
+        &found,
+        listed,
+        request.churn,
+        measured.as_ref().ok(),
+        span,
+        &budget,
+    );
+    let context = Context {
+        namespace: request.scope.namespace.clone(),
+        run_id: request.scope.run_id.clone(),
+        span,
+        span_from: request.span_from.clone(),
+        prometheus: measured
+            .as_ref()
+            .map(|m| m.describe.clone())
+            .map_err(|why| format!("{why}: migrations and restarts are from the API alone")),
+        step: measured.as_ref().ok().map(|m| m.grid.step),
+        scrape_interval: measured.as_ref().ok().and_then(|m| m.interval),
+        budget,
+    };
+    Ok((assessed, context))
 }
 
 fn nothing_found(settings: &DisruptionSettings) -> Error {
@@ -203,7 +245,7 @@ fn execution_span(db: &std::path::Path, id: &str) -> Result<Span> {
 }
 
 /// Succeeded churn actions in `span` (`<action> <ns>/<vm>: succeeded`).
-fn read_churn(db: &std::path::Path, span: Span) -> Result<Vec<ChurnRecord>> {
+pub(crate) fn read_churn(db: &std::path::Path, span: Span) -> Result<Vec<ChurnRecord>> {
     let conn = open_existing(db)?;
     let text = |t: f64| crate::disruption::report::time_text(t);
     let rows = churn_actions(&conn, &text(span.from - 60.0), &text(span.to + 900.0))?;
@@ -225,26 +267,25 @@ fn read_churn(db: &std::path::Path, span: Span) -> Result<Vec<ChurnRecord>> {
 }
 
 /// The VMs and VMIs in scope and the migrations of their namespaces (all three at once).
-async fn list_objects(
-    settings: &DisruptionSettings,
-    ctx: &ApiContext,
-) -> Result<(Vec<ListedVm>, Vec<SlimVmi>, Vec<SlimMigration>)> {
-    futures::try_join!(
-        list_in_scope::<ListedVm>(ctx, &settings.scope, ManagedKind::VirtualMachine),
-        list_in_scope::<SlimVmi>(ctx, &settings.scope, ManagedKind::VirtualMachineInstance),
-        list_migrations(settings, ctx),
-    )
+pub(crate) async fn list_objects(scope: &Scope, ctx: &ApiContext) -> Result<Listed> {
+    let (vms, vmis, migrations) = futures::try_join!(
+        list_in_scope::<ListedVm>(ctx, scope, ManagedKind::VirtualMachine),
+        list_in_scope::<SlimVmi>(ctx, scope, ManagedKind::VirtualMachineInstance),
+        list_migrations(scope, ctx),
+    )?;
+    Ok(Listed {
+        vms,
+        vmis,
+        migrations,
+    })
 }
 
 /// Every VirtualMachineInstanceMigration of the scope's namespace (or all of them): the
 /// evacuation controller's carry no virtwork label, so none is asked for; they are matched
 /// to the VMs by `spec.vmiName`.
-async fn list_migrations(
-    settings: &DisruptionSettings,
-    ctx: &ApiContext,
-) -> Result<Vec<SlimMigration>> {
+async fn list_migrations(scope: &Scope, ctx: &ApiContext) -> Result<Vec<SlimMigration>> {
     let resource = ManagedKind::VirtualMachineInstanceMigration.api_resource();
-    let api: kube::Api<SlimMigration> = match &settings.scope.namespace {
+    let api: kube::Api<SlimMigration> = match &scope.namespace {
         Some(ns) => kube::Api::namespaced_with(ctx.client.clone(), ns, &resource),
         None => kube::Api::all_with(ctx.client.clone(), &resource),
     };
@@ -339,8 +380,8 @@ async fn cluster_credentials(settings: &DisruptionSettings) -> Result<ClusterCre
 }
 
 /// The budget: the flags', else two scrape intervals (once Prometheus showed them).
-fn budget(settings: &DisruptionSettings, measured: Option<&Measured>) -> Budget {
-    let (max_interruption, from) = match (settings.max_interruption, measured) {
+fn budget(request: &Request, measured: Option<&Measured>) -> Budget {
+    let (max_interruption, from) = match (request.max_interruption, measured) {
         (Some(max), _) => (Some(max.as_secs_f64()), "--max-interruption".to_string()),
         (None, Some(m)) => {
             let interval = m.interval.unwrap_or(m.grid.step);
@@ -357,36 +398,35 @@ fn budget(settings: &DisruptionSettings, measured: Option<&Measured>) -> Budget 
     Budget {
         max_interruption,
         max_interruption_from: from,
-        allow_restarts: settings.allow_restarts,
+        allow_restarts: request.allow_restarts,
     }
 }
 
 // long: one pass joining each VM's objects, series and churn records into its findings.
-#[allow(clippy::too_many_arguments)]
 fn assess_all(
     found: &[Target],
-    vms: &[ListedVm],
-    vmis: &[SlimVmi],
-    migrations: &[SlimMigration],
+    listed: &Listed,
     churn: &[ChurnRecord],
     measured: Option<&Measured>,
     span: Span,
     budget: &Budget,
 ) -> Vec<Assessed> {
     let key = |ns: &str, name: &str| (ns.to_string(), name.to_string());
-    let vmis: BTreeMap<(String, String), VmiFacts> = vmis
+    let vmis: BTreeMap<(String, String), VmiFacts> = listed
+        .vmis
         .iter()
         .filter_map(SlimVmi::facts)
         .map(|v| (key(&v.namespace, &v.name), v))
         .collect();
     let mut objects: BTreeMap<(String, String), Vec<MigrationObject>> = BTreeMap::new();
-    for m in migrations.iter().filter_map(SlimMigration::facts) {
+    for m in listed.migrations.iter().filter_map(SlimMigration::facts) {
         objects
             .entry(key(&m.namespace, &m.vmi_name))
             .or_default()
             .push(m);
     }
-    let created: BTreeMap<(String, String), f64> = vms
+    let created: BTreeMap<(String, String), f64> = listed
+        .vms
         .iter()
         .filter_map(|vm| {
             let meta = vm.meta();

@@ -578,6 +578,7 @@ impl ReportSettings {
             run_ids,
             html: html.clone(),
             prometheus,
+            catalog_dir: catalog_dir(&layers, false)?,
         })
     }
 }

@@ -147,6 +147,8 @@ pub struct ReportSettings {
     pub html: PathBuf,
     /// Where the load and alert sections come from; None with `--no-prometheus`.
     pub prometheus: Option<PrometheusTarget>,
+    /// Where catalog workloads' signals are read from (for the disruption timeline).
+    pub catalog_dir: PathBuf,
 }
 
 /// Where `virtwork verify` finds Prometheus.

@@ -1,4 +1,5 @@
-//! Small SVG charts: bars, step lines and a timeline of marks, each an accessible image.
+//! Small SVG charts: bars, step lines, a timeline of marks and swimlanes of several kinds of
+//! happening per row, each an accessible image.
 //!
 //! Owns: the drawing (scales, axes with round ticks, legends) and the accessibility every
 //! chart carries: `role="img"`, a `<title>` and `<desc>` it is labelled by, colours from
@@ -497,6 +498,245 @@ fn timeline_legend(x: f64, y: f64) -> Html {
         .into()
 }
 
+/// How one kind of happening is drawn on [`Swimlanes`]: a bar (filled, or an outline with a
+/// white inside) while it lasts, or a glyph at its moment. Shape, not colour, tells the kinds
+/// apart; the legend names each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Look {
+    Bar,
+    OutlinedBar,
+    Diamond,
+    Triangle,
+    /// The failure cross (drawn in [`FAILURE`] whatever the kind's colour).
+    Cross,
+}
+
+/// One kind of item: its legend name, shape and colour (from [`PALETTE`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kind {
+    pub name: String,
+    pub look: Look,
+    pub colour: &'static str,
+}
+
+/// One item on a row: of kind `kind` (an index into [`Swimlanes::kinds`]), at `at` seconds,
+/// until `until` for a bar (None: still going at the end of the axis).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub kind: usize,
+    pub at: f64,
+    pub until: Option<f64>,
+    /// The item's tooltip (`<title>`).
+    pub label: String,
+}
+
+/// A named row of items (one VM).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub name: String,
+    pub items: Vec<Item>,
+}
+
+/// Rows of items of several kinds over one time axis (seconds from 0 to `x_max`), with a
+/// legend and an optional line under the rows (what is not drawn).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Swimlanes {
+    pub title: String,
+    pub desc: String,
+    pub x_label: String,
+    pub x_max: f64,
+    pub kinds: Vec<Kind>,
+    pub rows: Vec<Row>,
+    pub footnote: Option<String>,
+}
+
+/// Width of the row names on [`swimlanes`], and the characters shown of a name.
+const ROW_NAMES: f64 = 200.0;
+const ROW_NAME_CHARS: usize = 30;
+const ROW_HEIGHT: f64 = 26.0;
+/// The narrowest bar drawn, so a 10 s migration on a two-hour axis stays visible.
+const MIN_BAR: f64 = 3.0;
+
+/// A swimlane timeline: one row per name, each bar kind in its own band of the row (so
+/// overlapping bars of two kinds stay apart), glyphs on the row's middle line, a legend of
+/// every kind below the axis.
+pub fn swimlanes(id: &str, chart: &Swimlanes) -> Html {
+    let rows = chart.rows.len().max(1) as f64;
+    let legend_rows = chart.kinds.len().div_ceil(3) as f64;
+    let footnote = if chart.footnote.is_some() { 20.0 } else { 0.0 };
+    let bottom = TOP + ROW_HEIGHT * rows;
+    let height = bottom + 44.0 + footnote + legend_rows * 20.0 + 6.0;
+    let x_ticks = ticks(chart.x_max);
+    let bar_kinds: Vec<usize> = (0..chart.kinds.len())
+        .filter(|k| matches!(chart.kinds[*k].look, Look::Bar | Look::OutlinedBar))
+        .collect();
+    let lanes = Lanes {
+        left: ROW_NAMES + 8.0,
+        x_max: *x_ticks.last().unwrap_or(&1.0),
+        band: 16.0 / bar_kinds.len().max(1) as f64,
+        bar_kinds,
+    };
+    let mut body = Html::new();
+    for (n, row) in chart.rows.iter().enumerate() {
+        body.push(lanes.row(row, &chart.kinds, TOP + ROW_HEIGHT * (n as f64 + 0.5)));
+    }
+    body.push(lanes.axis(&x_ticks, bottom, &chart.x_label));
+    if let Some(note) = &chart.footnote {
+        body.push(
+            el("text")
+                .num("x", LEFT)
+                .num("y", bottom + 34.0 + footnote)
+                .attr("fill", INK)
+                .text(note),
+        );
+    }
+    body.push(kinds_legend(&chart.kinds, bottom + 52.0 + footnote));
+    frame(id, &chart.title, &chart.desc, height, body)
+}
+
+/// The geometry of a [`swimlanes`] chart.
+struct Lanes {
+    /// Where the plot begins (row names left of it).
+    left: f64,
+    x_max: f64,
+    /// The kinds drawn as bars, in order: each gets its band of a row.
+    bar_kinds: Vec<usize>,
+    band: f64,
+}
+
+impl Lanes {
+    fn x(&self, t: f64) -> f64 {
+        self.left + (t / self.x_max).clamp(0.0, 1.0) * (WIDTH - RIGHT - self.left)
+    }
+
+    /// One row at height `y`: its grid line, its name, its bars, then its glyphs over them.
+    fn row(&self, row: &Row, kinds: &[Kind], y: f64) -> Html {
+        let mut out = line(self.left, y, WIDTH - RIGHT, y, GRID);
+        out.push(
+            el("text")
+                .num("x", self.left - 6.0)
+                .num("y", y + 4.0)
+                .attr("text-anchor", "end")
+                .attr("fill", INK)
+                .child(el("title").text(&row.name))
+                .text(crate::terminal::safe(&row.name, ROW_NAME_CHARS)),
+        );
+        let mut glyphs = Html::new();
+        for item in &row.items {
+            let Some(kind) = kinds.get(item.kind) else {
+                continue;
+            };
+            let tooltip = el("title").text(&item.label);
+            let at = self.x(item.at);
+            if matches!(kind.look, Look::Bar | Look::OutlinedBar) {
+                let slot = self.bar_kinds.iter().position(|k| *k == item.kind);
+                let top = y - 8.0 + self.band * slot.unwrap_or(0) as f64 + 0.5;
+                let end = self.x(item.until.unwrap_or(self.x_max)).max(at + MIN_BAR);
+                let rect = bar_rect(kind, at, top, end - at, self.band - 1.0);
+                out.push(rect.child(tooltip));
+            } else {
+                glyphs.push(glyph(kind.look, kind.colour, at, y).child(tooltip));
+            }
+        }
+        out.push(glyphs);
+        out
+    }
+
+    /// The time axis along `bottom`, its tick labels and its title.
+    fn axis(&self, x_ticks: &[f64], bottom: f64, label: &str) -> Html {
+        let mut out = line(self.left, bottom, WIDTH - RIGHT, bottom, INK);
+        for &tick in x_ticks {
+            out.push(line(self.x(tick), bottom, self.x(tick), bottom + 4.0, INK));
+            out.push(
+                el("text")
+                    .num("x", self.x(tick))
+                    .num("y", bottom + 17.0)
+                    .attr("text-anchor", "middle")
+                    .attr("fill", INK)
+                    .text(seconds_label(tick)),
+            );
+        }
+        out.push(
+            el("text")
+                .num("x", (self.left + WIDTH - RIGHT) / 2.0)
+                .num("y", bottom + 34.0)
+                .attr("text-anchor", "middle")
+                .attr("fill", INK)
+                .text(label),
+        );
+        out
+    }
+}
+
+/// A bar of `kind`: filled, or outlined with a white inside.
+fn bar_rect(kind: &Kind, x: f64, y: f64, width: f64, height: f64) -> super::Element {
+    let rect = el("rect")
+        .num("x", x)
+        .num("y", y)
+        .num("width", width)
+        .num("height", height);
+    match kind.look {
+        Look::Bar => rect.attr("fill", kind.colour),
+        _ => rect
+            .attr("fill", "#ffffff")
+            .attr("stroke", kind.colour)
+            .attr("stroke-width", "1.5"),
+    }
+}
+
+/// Each kind's sample and name, three to a line, from `top`.
+fn kinds_legend(kinds: &[Kind], top: f64) -> Html {
+    let mut out = Html::new();
+    for (k, kind) in kinds.iter().enumerate() {
+        let x = LEFT + (k % 3) as f64 * 230.0;
+        let y = top + 20.0 * (k / 3) as f64;
+        let sample = match kind.look {
+            Look::Bar | Look::OutlinedBar => bar_rect(kind, x, y - 9.0, 24.0, 8.0),
+            look => glyph(look, kind.colour, x + 12.0, y - 5.0),
+        };
+        out.push(
+            el("g").child(sample).child(
+                el("text")
+                    .num("x", x + 30.0)
+                    .num("y", y)
+                    .attr("fill", INK)
+                    .text(crate::terminal::safe(&kind.name, 34)),
+            ),
+        );
+    }
+    out
+}
+
+/// A glyph centred on (`x`, `y`), its tooltip still to be added.
+fn glyph(look: Look, colour: &'static str, x: f64, y: f64) -> super::Element {
+    let (d, fill, stroke) = match look {
+        Look::Diamond => (
+            format!("M{} {}l6 6l-6 6l-6 -6z", number(x), number(y - 6.0)),
+            colour,
+            None,
+        ),
+        Look::Triangle => (
+            format!("M{} {}l5.5 10h-11z", number(x), number(y - 6.0)),
+            colour,
+            None,
+        ),
+        _ => (
+            format!(
+                "M{} {}l10 10m-10 0l10 -10",
+                number(x - 5.0),
+                number(y - 5.0)
+            ),
+            "none",
+            Some(FAILURE),
+        ),
+    };
+    let path = el("path").attr("d", d).attr("fill", fill);
+    match stroke {
+        Some(stroke) => path.attr("stroke", stroke).attr("stroke-width", "2.5"),
+        None => path,
+    }
+}
+
 /// WCAG 2 contrast ratio of two `#rrggbb` colours.
 pub fn contrast(a: &str, b: &str) -> f64 {
     let luminance = |hex: &str| {
@@ -581,5 +821,65 @@ mod tests {
         assert!(svg.as_str().contains("stroke-dasharray=\"8 4\""));
         assert!(svg.as_str().contains(">created</text>"));
         assert!(svg.as_str().contains(">ready</text>"));
+    }
+
+    #[test]
+    fn swimlanes_tell_kinds_apart_by_shape_and_escape_names() {
+        let kind = |name: &str, look: Look| Kind {
+            name: name.into(),
+            look,
+            colour: PALETTE[0],
+        };
+        let item = |kind: usize, at: f64, until: Option<f64>| Item {
+            kind,
+            at,
+            until,
+            label: "<i>tip</i>".into(),
+        };
+        let svg = swimlanes(
+            "s",
+            &Swimlanes {
+                title: "t".into(),
+                desc: "d".into(),
+                x_label: "x".into(),
+                x_max: 7200.0,
+                kinds: vec![
+                    kind("moved", Look::Bar),
+                    kind("out", Look::OutlinedBar),
+                    kind("restart", Look::Diamond),
+                    kind("failed", Look::Cross),
+                ],
+                rows: vec![Row {
+                    name: "vm-<b>".into(),
+                    items: vec![
+                        item(0, 100.0, Some(101.0)),
+                        item(1, 200.0, None),
+                        item(2, 300.0, None),
+                        item(3, 400.0, None),
+                    ],
+                }],
+                footnote: Some("3 more <VMs>".into()),
+            },
+        );
+        let svg = svg.as_str();
+        assert!(svg.contains("role=\"img\" aria-labelledby=\"s-t s-d\""));
+        assert!(svg.contains("vm-&lt;b&gt;") && !svg.contains("<b>"));
+        assert!(svg.contains("3 more &lt;VMs&gt;"));
+        assert_eq!(
+            svg.matches("<title>&lt;i&gt;tip&lt;/i&gt;</title>").count(),
+            4
+        );
+        // A one-second bar on a two-hour axis is still drawn 3 px wide; an outlined bar
+        // without an end runs to the end of the axis.
+        assert!(svg.contains("width=\"3\""), "{svg}");
+        assert!(svg.contains("fill=\"#ffffff\" stroke=\"#1f4e9c\""));
+        assert!(svg.contains("l6 6l-6 6l-6 -6z"), "the diamond");
+        assert!(svg.contains(&format!("stroke=\"{FAILURE}\"")), "the cross");
+        for name in ["moved", "out", "restart", "failed"] {
+            assert!(
+                svg.contains(&format!(">{name}</text>")),
+                "{name} in the legend"
+            );
+        }
     }
 }

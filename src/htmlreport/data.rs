@@ -11,6 +11,8 @@
 use std::collections::BTreeMap;
 
 use crate::audit::query::{EventRow, ExecutionDetail, VmRow, seconds_between};
+use crate::disruption::Assessed;
+use crate::disruption::report::Context;
 use crate::signals::contract::Unit;
 
 /// One run as recorded: its own detail, the churn executions that acted on its VMs, and
@@ -22,6 +24,18 @@ pub struct RunRecord {
     pub churns: Vec<ExecutionDetail>,
     pub load: Fetched<Vec<SignalSeries>>,
     pub alerts: Fetched<Vec<AlertSpan>>,
+    /// What `virtwork disruption`'s analysis found over the run's window, or why the page
+    /// has none (no cluster reachable, the VMs gone).
+    pub disruption: Fetched<Disruption>,
+}
+
+/// The disruption analysis of the run's window ([`crate::disruption`]): every VM of the run
+/// still in the cluster with its migrations, restarts and interruptions judged, and how the
+/// analysis was made (Prometheus, or why interruptions were not measured; the budget).
+#[derive(Debug, Clone)]
+pub struct Disruption {
+    pub vms: Vec<Assessed>,
+    pub context: Context,
 }
 
 /// Data read from outside the audit database, or why there is none (shown on the page).
@@ -452,8 +466,67 @@ fn churn_event(event: &EventRow) -> Option<(String, String)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::audit::query::ExecutionRecord;
+
+    /// A recorded execution started at `started` (RFC 3339) with `events`.
+    pub(crate) fn detail(started: &str, events: Vec<EventRow>) -> ExecutionDetail {
+        ExecutionDetail {
+            execution: ExecutionRecord {
+                run_id: "3f1c7a00-0000-4000-8000-000000000001".into(),
+                command: "run".into(),
+                status: "success".into(),
+                namespace: "ns".into(),
+                kubeconfig_path: None,
+                cluster_context: None,
+                container_disk_image: None,
+                default_cpu_cores: None,
+                default_memory: None,
+                data_disk_size: None,
+                workloads: Vec::new(),
+                total_vm_count: None,
+                total_workload_count: None,
+                dry_run: false,
+                ssh_auth_configured: false,
+                cleanup_mode: None,
+                wait_for_ready: true,
+                ready_timeout_seconds: None,
+                linked_run_ids: Vec::new(),
+                deleted: None,
+                started_at: started.into(),
+                completed_at: None,
+                duration_seconds: None,
+                error_summary: None,
+            },
+            workloads: Vec::new(),
+            vms: Vec::new(),
+            resources: Vec::new(),
+            events,
+            linked_cleanups: Vec::new(),
+        }
+    }
+
+    /// How a disruption analysis of the window was made: Prometheus read.
+    pub(crate) fn context() -> Context {
+        Context {
+            namespace: Some("ns".into()),
+            run_id: None,
+            span: crate::disruption::Span {
+                from: 1_772_359_200.0,
+                to: 1_772_362_800.0,
+            },
+            span_from: "the run's window".into(),
+            prometheus: Ok("prometheus-k8s in monitoring".into()),
+            step: Some(15.0),
+            scrape_interval: Some(15.0),
+            budget: crate::disruption::Budget {
+                max_interruption: Some(30.0),
+                max_interruption_from: "two scrape intervals of 15s".into(),
+                allow_restarts: crate::model::AllowRestarts::None,
+            },
+        }
+    }
 
     #[test]
     fn nearest_rank_percentiles() {

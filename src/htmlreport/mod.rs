@@ -11,6 +11,7 @@
 
 pub mod data;
 mod sections;
+pub mod timeline;
 
 use crate::html::{Html, el};
 pub use data::RunRecord;
@@ -115,4 +116,169 @@ fn contents(runs: &[RunRecord]) -> Html {
         .child(el("h2").text("Contents"))
         .child(list)
         .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::data::tests::{context, detail};
+    use super::data::{Disruption, Fetched};
+    use super::*;
+    use crate::audit::query::EventRow;
+    use crate::disruption::evidence::{
+        Migration, MigrationResult, Restart, RestartEvidence, Source, VmiFacts,
+    };
+    use crate::disruption::interruption::{Interruption, Interval};
+    use crate::disruption::{Findings, assess};
+
+    const HOSTILE: &str = "<script>alert(1)</script>";
+    const T0: f64 = 1_772_359_200.0; // 2026-03-01T10:00:00Z
+
+    fn provenance() -> Provenance {
+        Provenance {
+            database: "/tmp/v.db".into(),
+            generated_at: "2026-03-01T12:00:00Z".into(),
+            generator: "virtwork test".into(),
+        }
+    }
+
+    fn hostile_vm() -> Findings {
+        Findings {
+            namespace: "ns".into(),
+            name: format!("vm-{HOSTILE}"),
+            workload: format!("cpu{HOSTILE}"),
+            run_id: None,
+            vmi: Some(VmiFacts {
+                phase: Some("Running".into()),
+                ..VmiFacts::default()
+            }),
+            migrations: vec![Migration {
+                name: Some(format!("m-{HOSTILE}")),
+                start: Some(T0 + 60.0),
+                end: Some(T0 + 72.0),
+                source_node: Some("node-<a>".into()),
+                target_node: Some("node-\"b\"".into()),
+                result: MigrationResult::Succeeded,
+                from: Source::MigrationObject,
+            }],
+            restarts: vec![Restart {
+                at: T0 + 300.0,
+                evidence: RestartEvidence::NewVmi,
+                vmi_uid: None,
+                cause: Some(format!("churn restart {HOSTILE}")),
+            }],
+            interruption: Some(Interruption {
+                intervals: vec![Interval {
+                    start: T0 + 290.0,
+                    end: T0 + 330.0,
+                    ongoing: false,
+                }],
+                longest_seconds: 40.0,
+                total_seconds: 40.0,
+            }),
+            measured_by: vec!["vcpu-busy".into()],
+        }
+    }
+
+    fn run_with(disruption: Fetched<Disruption>) -> RunRecord {
+        let mut churn = detail(
+            "2026-03-01T10:04:00Z",
+            vec![EventRow {
+                occurred_at: "2026-03-01T10:05:10Z".into(),
+                event_type: "churn_action_failed".into(),
+                message: Some(format!("restart ns/vm-{HOSTILE}: failed")),
+                error_detail: Some(format!("webhook said {HOSTILE}")),
+                vm_name: None,
+                workload: None,
+            }],
+        );
+        churn.execution.command = "churn".into();
+        RunRecord {
+            detail: detail("2026-03-01T10:00:00Z", Vec::new()),
+            churns: vec![churn],
+            load: Fetched::Missing("left out with --no-prometheus".into()),
+            alerts: Fetched::Missing("left out with --no-prometheus".into()),
+            disruption,
+        }
+    }
+
+    /// The part of the page between the churn heading and the alerts heading.
+    fn churn_part(html: &str) -> &str {
+        let part = html.split_once("id=\"run-1-churn\"").unwrap().1;
+        part.split_once("id=\"run-1-alerts\"").unwrap().0
+    }
+
+    #[test]
+    fn the_timeline_draws_every_kind_with_escaped_cluster_text_and_its_tables() {
+        let mut ctx = context();
+        ctx.prometheus = Ok(format!("prometheus {HOSTILE}"));
+        let vm = assess(hostile_vm(), &ctx.budget, true);
+        let run = run_with(Fetched::Data(Disruption {
+            vms: vec![vm],
+            context: ctx,
+        }));
+        let doc = page(&[run], &provenance());
+        let html = doc.as_str();
+        assert!(!html.contains("<script"), "raw hostile text in the page");
+        let part = churn_part(html);
+        // One labelled timeline image, every kind in its legend, followed by its tables.
+        assert_eq!(part.matches("<svg ").count(), 1);
+        let svg = part.split_once("<svg ").unwrap().1;
+        assert!(svg.contains("role=\"img\" aria-labelledby=\"run-1-timeline-t run-1-timeline-d\""));
+        assert!(svg.contains("<title id=\"run-1-timeline-t\">Churn actions, migrations, restarts and interruptions over time</title>"));
+        for legend in [
+            ">churn action failed</text>",
+            ">migration (start to end)</text>",
+            ">restart</text>",
+            ">workload interrupted</text>",
+        ] {
+            assert!(svg.contains(legend), "{legend}");
+        }
+        let after = svg.split_once("</svg>").unwrap().1;
+        assert!(after.starts_with("<details><summary>All 4 events</summary><table>"));
+        // Each event in the table, the cluster's and the database's text escaped.
+        let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;";
+        assert!(part.contains(&format!(
+            "<td class=\"num\">1m</td><td class=\"num\">12s</td><td>vm-{escaped}</td><td>migration</td><td>node-&lt;a&gt; → node-&quot;b&quot;, succeeded, read from migration-object (m-{escaped})</td>"
+        )), "{part}");
+        assert!(part.contains(&format!("a new VMI; cause: churn restart {escaped}")));
+        assert!(part.contains(&format!("restart: failed: webhook said {escaped}")));
+        assert!(part.contains("<td class=\"num\">4m50s</td><td class=\"num\">40s</td>"));
+        assert!(part.contains(&format!("interruptions measured with prometheus {escaped}")));
+        // Its tooltip names the kind, the VM and when, in words.
+        assert!(svg.contains(&format!(
+            "<title>migration of ns/vm-{escaped} at 1m for 12s: "
+        )));
+        // The VM is beyond the budget (restarted, 40 s > 30 s): said in words, not colour.
+        assert!(part.contains("<span class=\"bad\">beyond-budget</span>"));
+        assert!(part.contains("workload interrupted for 40s (longest; budget 30s)"));
+    }
+
+    #[test]
+    fn without_a_cluster_the_section_says_what_was_not_measured_and_why() {
+        let run = run_with(Fetched::Missing(format!("no cluster reachable: {HOSTILE}")));
+        let doc = page(&[run], &provenance());
+        let part = churn_part(doc.as_str());
+        assert!(part.contains(
+            "Migrations, restarts and interruptions not measured: no cluster reachable: \
+             &lt;script&gt;alert(1)&lt;/script&gt;. The timeline shows only the churn actions"
+        ));
+        // The churn action is still on the timeline, as the failure cross.
+        assert_eq!(part.matches("<svg ").count(), 1);
+        assert!(part.contains("<summary>All 1 events</summary>"));
+        assert!(!part.contains("VMs disturbed"));
+
+        let mut ctx = context();
+        ctx.prometheus =
+            Err("--no-prometheus: migrations and restarts are from the API alone".into());
+        let mut quiet = hostile_vm();
+        quiet.interruption = None;
+        let run = run_with(Fetched::Data(Disruption {
+            vms: vec![assess(quiet, &ctx.budget, false)],
+            context: ctx,
+        }));
+        let doc = page(&[run], &provenance());
+        assert!(churn_part(doc.as_str()).contains(
+            "Interruptions not measured: --no-prometheus: migrations and restarts are from the API alone."
+        ));
+    }
 }

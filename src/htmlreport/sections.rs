@@ -3,8 +3,15 @@
 //! of the same data; a section without data says why.
 
 use super::data::{self, Fetched, Percentiles, RunRecord};
+use super::timeline::{self, Event, What};
 use crate::audit::query::{ExecutionDetail, ExecutionRecord, VmRow};
-use crate::html::chart::{self, Bar, Bars, Lane, Lines, Mark, Series, Timeline, seconds_label};
+use crate::disruption::Outcome;
+use crate::disruption::evidence::RestartEvidence;
+use crate::disruption::report::{seconds_text, time_text};
+use crate::html::chart::{
+    self, Bar, Bars, Item, Kind, Lane, Lines, Look, Mark, Row, Series, Swimlanes, Timeline,
+    seconds_label,
+};
 use crate::html::{Html, el};
 
 /// The parts of each run's section: (anchor suffix, heading).
@@ -794,7 +801,8 @@ fn alerts(id: &str, run: &RunRecord) -> Html {
     out
 }
 
-/// The churn actions of every churn execution linked to the run, on one timeline.
+/// The churn executions linked to the run and the disruption analysis of its window on one
+/// timeline, with what was measured and what was not (and why).
 fn churn(id: &str, run: &RunRecord) -> Html {
     let mut out = part_heading(id, 3);
     if run.churns.is_empty() {
@@ -803,12 +811,326 @@ fn churn(id: &str, run: &RunRecord) -> Html {
         ));
     } else {
         out.push(churn_executions(run));
-        out.push(churn_timeline(id, run));
     }
-    out.push(missing(
-        "No disruption report: `virtwork report` does not read disruption records yet.",
-    ));
+    out.push(disruption_summary(run));
+    out.push(disruption_timeline(id, run));
     out
+}
+
+/// The analysis' fleet figures and what it measured, or which parts were not measured and why.
+fn disruption_summary(run: &RunRecord) -> Html {
+    let d = match &run.disruption {
+        Fetched::Missing(why) => {
+            return missing(format!(
+                "Migrations, restarts and interruptions not measured: {why}. The timeline shows \
+                 only the churn actions the audit database recorded."
+            ));
+        }
+        Fetched::Data(d) => d,
+    };
+    let c = &d.context;
+    let f = crate::disruption::fleet(&d.vms);
+    let mut out: Html = el("p")
+        .text(format!(
+            "The disruption analysis (`virtwork disruption --run-id {} --from {} --to {}` in \
+             namespace {}) of the {} VMs of the run in the cluster: {} undisturbed, {} migrated, \
+             {} restarted, {} beyond the budget, {} unknown. {} migrations ({} failed){}. \
+             Budget: interruptions of at most {}, restarts allowed: {}.",
+            run.detail.execution.run_id,
+            time_text(c.span.from),
+            time_text(c.span.to),
+            run.detail.execution.namespace,
+            f.vms,
+            f.undisturbed,
+            f.migrated,
+            f.restarted,
+            f.beyond_budget,
+            f.unknown,
+            f.migrations,
+            f.migrations_failed,
+            f.migration_seconds
+                .map_or(String::new(), |[p50, p90, p99, max]| format!(
+                    ", durations p50 {}, p90 {}, p99 {}, max {}",
+                    seconds_text(p50),
+                    seconds_text(p90),
+                    seconds_text(p99),
+                    seconds_text(max)
+                )),
+            c.budget.max_interruption.map_or("-".into(), |m| format!(
+                "{} ({})",
+                seconds_text(m),
+                c.budget.max_interruption_from
+            )),
+            c.budget.allow_restarts,
+        ))
+        .into();
+    out.push(match &c.prometheus {
+        Ok(p) => el("p")
+            .attr("class", "note")
+            .text(format!(
+                "Migrations and restarts from the API server and Prometheus; interruptions \
+                 measured with {p} at a step of {}.",
+                c.step.map_or("-".into(), seconds_text)
+            ))
+            .into(),
+        Err(why) => missing(format!("Interruptions not measured: {why}.")),
+    });
+    out
+}
+
+/// How each kind of event is drawn, in [`What::kind`]'s words (indices used by [`kind_of`]).
+fn timeline_kinds() -> Vec<Kind> {
+    let kind = |name: &str, look: Look, colour: &'static str| Kind {
+        name: name.into(),
+        look,
+        colour,
+    };
+    vec![
+        kind(
+            "churn action (when it ended)",
+            Look::Triangle,
+            chart::PALETTE[2],
+        ),
+        kind("churn action failed", Look::Cross, chart::FAILURE),
+        kind("migration (start to end)", Look::Bar, chart::PALETTE[0]),
+        kind("restart", Look::Diamond, chart::PALETTE[3]),
+        kind("workload interrupted", Look::OutlinedBar, chart::PALETTE[1]),
+    ]
+}
+
+fn kind_of(what: &What) -> usize {
+    match what {
+        What::Churn { failed: false, .. } => 0,
+        What::Churn { failed: true, .. } => 1,
+        What::Migration { .. } => 2,
+        What::Restart { .. } => 3,
+        What::Interruption { .. } => 4,
+    }
+}
+
+/// What an event was, in words (the tooltip's and the table's).
+fn event_detail(what: &What) -> String {
+    match what {
+        What::Churn {
+            action,
+            failed,
+            error,
+        } => match (failed, error) {
+            (false, _) => format!("{action}: succeeded"),
+            (true, Some(e)) => format!("{action}: failed: {e}"),
+            (true, None) => format!("{action}: failed"),
+        },
+        What::Migration {
+            name,
+            source,
+            target,
+            result,
+            from,
+        } => format!(
+            "{} → {}, {}, read from {from}{}",
+            source.as_deref().unwrap_or("?"),
+            target.as_deref().unwrap_or("?"),
+            result.as_str(),
+            name.as_deref().map_or(String::new(), |n| format!(" ({n})"))
+        ),
+        What::Restart { evidence, cause } => format!(
+            "{}; cause: {}",
+            match evidence {
+                RestartEvidence::NewVmi => "a new VMI",
+                RestartEvidence::VcpuCounterReset => "the vCPU counter started afresh",
+                RestartEvidence::NewVmiAndCounterReset =>
+                    "a new VMI and the vCPU counter started afresh",
+            },
+            cause.as_deref().unwrap_or("not stated by the cluster")
+        ),
+        What::Interruption { ongoing: true } => {
+            "expected signals absent or below the threshold, still at the end of the window".into()
+        }
+        What::Interruption { ongoing: false } => {
+            "expected signals absent or below the threshold".into()
+        }
+    }
+}
+
+fn when(at: Option<f64>) -> String {
+    at.map_or("time unknown".into(), seconds_label)
+}
+
+fn lasted(e: &Event) -> Option<f64> {
+    Some((e.until? - e.at?).max(0.0))
+}
+
+/// One timeline per run: a row per disturbed VM (the most disturbed first, at most
+/// [`timeline::MAX_ROWS`]), then every event and every disturbed VM in tables.
+fn disruption_timeline(id: &str, run: &RunRecord) -> Html {
+    let tl = timeline::timeline(run);
+    if tl.events.is_empty() {
+        return el("p")
+            .text("Nothing on the timeline: no churn action recorded and no migration, restart or interruption found.")
+            .into();
+    }
+    let rows: Vec<Row> = tl
+        .rows
+        .iter()
+        .map(|row| Row {
+            name: row
+                .vm
+                .split_once('/')
+                .map_or(row.vm.as_str(), |s| s.1)
+                .to_string(),
+            items: tl
+                .events
+                .iter()
+                .filter(|e| e.vm == row.vm)
+                .filter_map(|e| {
+                    Some(Item {
+                        kind: kind_of(&e.what),
+                        at: e.at?,
+                        until: e.until,
+                        label: format!(
+                            "{} of {} at {}{}: {}",
+                            e.what.kind(),
+                            e.vm,
+                            seconds_label(e.at?),
+                            lasted(e)
+                                .map_or(String::new(), |s| format!(" for {}", seconds_text(s))),
+                            event_detail(&e.what)
+                        ),
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    let vms = tl.rows.len() + tl.not_drawn;
+    let footnote = (tl.not_drawn + tl.undisturbed > 0).then(|| {
+        format!(
+            "Not drawn: {} more VMs with events (in the tables below); {} VMs with none.",
+            tl.not_drawn, tl.undisturbed
+        )
+    });
+    let mut out = chart::swimlanes(
+        &format!("{id}-timeline"),
+        &Swimlanes {
+            title: "Churn actions, migrations, restarts and interruptions over time".into(),
+            desc: format!(
+                "{} events of {vms} VMs since the run started, one row per VM ({} drawn, the \
+                 most disturbed first; {} more not drawn; {} VMs without events): churn \
+                 actions as triangles when each ended, failed ones as crosses, migrations as \
+                 filled bars from start to end, restarts as diamonds, workload interruptions \
+                 as outlined bars. The tables below list every event and every disturbed VM.",
+                tl.events.len(),
+                tl.rows.len(),
+                tl.not_drawn,
+                tl.undisturbed
+            ),
+            x_label: "time since the run started".into(),
+            x_max: tl.x_max,
+            kinds: timeline_kinds(),
+            rows,
+            footnote,
+        },
+    );
+    out.push(event_table(&tl, &run.detail.execution.namespace));
+    out.push(disturbed_vms(run));
+    out
+}
+
+/// `<namespace>/<name>` as the name alone when the namespace is the run's (said once above).
+fn in_run<'a>(vm: &'a str, namespace: &str) -> &'a str {
+    vm.strip_prefix(namespace)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .unwrap_or(vm)
+}
+
+fn event_table(tl: &timeline::Timeline, namespace: &str) -> Html {
+    let rows = tl
+        .events
+        .iter()
+        .map(|e| {
+            let failed = matches!(e.what, What::Churn { failed: true, .. });
+            vec![
+                t(when(e.at)),
+                t(lasted(e).map_or("-".into(), seconds_text)),
+                t(in_run(&e.vm, namespace)),
+                if failed {
+                    el("span").attr("class", "bad").text(e.what.kind()).into()
+                } else {
+                    t(e.what.kind())
+                },
+                msg(&event_detail(&e.what)),
+            ]
+        })
+        .collect();
+    el("details")
+        .child(el("summary").text(format!("All {} events", tl.events.len())))
+        .child(table(
+            &format!(
+                "Every churn action, migration, restart and interruption (times since the run \
+                 started; VMs in namespace {namespace})"
+            ),
+            &[
+                Col("At", true),
+                Col("Lasted", true),
+                Col("VM", false),
+                Col("What", false),
+                Col("Detail", false),
+            ],
+            rows,
+        ))
+        .into()
+}
+
+/// The analysed VMs that were not undisturbed, with their verdict and why.
+fn disturbed_vms(run: &RunRecord) -> Html {
+    let Fetched::Data(d) = &run.disruption else {
+        return Html::new();
+    };
+    let rows: Vec<Vec<Html>> = d
+        .vms
+        .iter()
+        .filter(|a| a.outcome != Outcome::Undisturbed)
+        .map(|a| {
+            let f = &a.findings;
+            let outcome = a.outcome.as_str();
+            let name = format!("{}/{}", f.namespace, f.name);
+            vec![
+                t(in_run(&name, &run.detail.execution.namespace)),
+                t(&f.workload),
+                if a.outcome == Outcome::BeyondBudget {
+                    el("span").attr("class", "bad").text(outcome).into()
+                } else {
+                    t(outcome)
+                },
+                t(f.migrations.len().to_string()),
+                t(f.restarts.len().to_string()),
+                t(f.interruption
+                    .as_ref()
+                    .map_or("-".into(), |i| seconds_text(i.longest_seconds))),
+                msg(&a.reasons.join("; ")),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        return el("p")
+            .text("Every VM of the run came through the window undisturbed.")
+            .into();
+    }
+    el("details")
+        .child(el("summary").text(format!("{} VMs disturbed", rows.len())))
+        .child(table(
+            "Each VM the analysis did not find undisturbed, with its verdict",
+            &[
+                Col("VM", false),
+                Col("Workload", false),
+                Col("Verdict", false),
+                Col("Migrations", true),
+                Col("Restarts", true),
+                Col("Longest interruption", true),
+                Col("Beyond the budget because", false),
+            ],
+            rows,
+        ))
+        .into()
 }
 
 fn churn_executions(run: &RunRecord) -> Html {
@@ -840,83 +1162,4 @@ fn churn_executions(run: &RunRecord) -> Html {
         ],
         rows,
     )
-}
-
-fn churn_timeline(id: &str, run: &RunRecord) -> Html {
-    let marks = data::churn_marks(run);
-    if marks.is_empty() {
-        return missing("The churn executions recorded no ended action.");
-    }
-    let mut lanes: Vec<Lane> = Vec::new();
-    for m in &marks {
-        let label = format!(
-            "{} {} at {}: {}",
-            m.action,
-            m.vm,
-            seconds_label(m.at as f64),
-            if m.failed { "failed" } else { "succeeded" }
-        );
-        let mark = Mark {
-            at: m.at as f64,
-            until: None,
-            failed: m.failed,
-            label,
-        };
-        match lanes.iter_mut().find(|l| l.name == m.action) {
-            Some(lane) => lane.marks.push(mark),
-            None => lanes.push(Lane {
-                name: m.action.clone(),
-                marks: vec![mark],
-            }),
-        }
-    }
-    let x_max = marks.iter().map(|m| m.at).max().unwrap_or(0) as f64;
-    let failed = marks.iter().filter(|m| m.failed).count();
-    let mut out = chart::timeline(
-        &format!("{id}-churn"),
-        &Timeline {
-            title: "Churn actions over time".into(),
-            desc: format!(
-                "{} actions ended ({failed} failed), one row per kind of action, placed at the \
-                 time each ended after the run started; the table below lists them.",
-                marks.len()
-            ),
-            x_label: "time since the run started (when each action ended)".into(),
-            x_max,
-            lanes,
-            legend: true,
-        },
-    );
-    let rows = marks
-        .iter()
-        .map(|m| {
-            vec![
-                secs(Some(m.at)),
-                t(&m.action),
-                t(&m.vm),
-                if m.failed {
-                    el("span").attr("class", "bad").text("failed").into()
-                } else {
-                    t("succeeded")
-                },
-                m.error.as_deref().map_or_else(|| t("-"), msg),
-            ]
-        })
-        .collect();
-    out.push(
-        el("details")
-            .child(el("summary").text(format!("All {} churn actions", marks.len())))
-            .child(table(
-                "Every churn action, by the time it ended",
-                &[
-                    Col("Ended at", true),
-                    Col("Action", false),
-                    Col("VM", false),
-                    Col("Result", false),
-                    Col("Error", false),
-                ],
-                rows,
-            )),
-    );
-    out
 }

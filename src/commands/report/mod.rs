@@ -2,7 +2,9 @@
 //!
 //! Owns: reading each run's records (and those of the churn executions linked to it) from
 //! the audit database, reading its signals and alerts over its window from Prometheus when
-//! one is reachable (found as verify finds it, or `--prometheus`; [`prometheus`]), handing
+//! one is reachable (found as verify finds it, or `--prometheus`; [`prometheus`]), running
+//! `virtwork disruption`'s analysis over its window when the cluster is reachable
+//! ([`disruption`]), handing
 //! them to [`crate::htmlreport::page`], and writing the page in one step (a temporary file
 //! beside it, then a rename, so a reader never sees half a page). Never writes to the
 //! database beyond the in-place schema upgrade that opening performs, and never creates one;
@@ -10,6 +12,7 @@
 //! leaves a note on the page, not a failed command. Must not: compute figures or build
 //! markup.
 
+mod disruption;
 mod prometheus;
 
 use std::io::Write;
@@ -21,13 +24,18 @@ use crate::error::{Error, Result};
 use crate::htmlreport::data::Fetched;
 use crate::htmlreport::{Provenance, RunRecord, page};
 use crate::model::RunId;
+use tokio_util::sync::CancellationToken;
 
 /// Runs `virtwork report`: reads the runs, adds what Prometheus holds, writes the page, says
 /// where on stdout.
 pub async fn report(settings: &ReportSettings) -> Result<()> {
     let db = &settings.global.audit.path;
     let mut runs = read_runs(db, &settings.run_ids)?;
-    prometheus::add(settings, &mut runs).await?;
+    let cancel = CancellationToken::new();
+    crate::commands::install_interrupt_handler(cancel.clone());
+    let api = prometheus::reach_or_why(settings, &cancel).await?;
+    prometheus::add(api.as_ref(), &mut runs, &cancel).await?;
+    disruption::add(settings, api.as_ref(), &mut runs, &cancel).await?;
     let provenance = Provenance {
         database: db.display().to_string(),
         generated_at: crate::audit::timestamp_now(),
@@ -82,6 +90,7 @@ fn read_run(conn: &rusqlite::Connection, db: &Path, run_id: RunId) -> Result<Run
         churns,
         load: Fetched::Missing("Prometheus was not read".into()),
         alerts: Fetched::Missing("Prometheus was not read".into()),
+        disruption: Fetched::Missing("the cluster was not read".into()),
     })
 }
 

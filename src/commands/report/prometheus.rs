@@ -39,24 +39,39 @@ const MAX_SPAN: u64 = 7 * 24 * 3600;
 /// Longest `name=~` alternation sent; beyond it the answer is filtered by name instead.
 const NAME_PATTERN_MAX_CHARS: usize = 4_000;
 
-/// Fills each run's load and alerts, or the reason they are missing.
-pub async fn add(settings: &ReportSettings, runs: &mut [RunRecord]) -> Result<()> {
+/// Prometheus as the settings name it, or the reason the page gives for its absence (only
+/// an interrupt is an error).
+pub async fn reach_or_why(
+    settings: &ReportSettings,
+    cancel: &CancellationToken,
+) -> Result<std::result::Result<PrometheusApi, String>> {
     let Some(target) = &settings.prometheus else {
-        set_missing(runs, "left out with --no-prometheus");
-        return Ok(());
+        return Ok(Err("left out with --no-prometheus".into()));
     };
-    let cancel = CancellationToken::new();
-    crate::commands::install_interrupt_handler(cancel.clone());
-    let api = match reach(settings, target, &cancel).await {
-        Ok(api) => api,
-        Err(Error::Interrupted) => return Err(Error::Interrupted),
+    match reach(settings, target, cancel).await {
+        Ok(api) => Ok(Ok(api)),
+        Err(Error::Interrupted) => Err(Error::Interrupted),
         Err(err) => {
             let why = format!("no Prometheus reachable: {err}");
             tracing::warn!(
                 "{}",
                 crate::terminal::safe(&why, crate::terminal::LINE_CHARS)
             );
-            set_missing(runs, &why);
+            Ok(Err(why))
+        }
+    }
+}
+
+/// Fills each run's load and alerts, or the reason they are missing.
+pub async fn add(
+    prometheus: std::result::Result<&PrometheusApi, &String>,
+    runs: &mut [RunRecord],
+    cancel: &CancellationToken,
+) -> Result<()> {
+    let api = match prometheus {
+        Ok(api) => api,
+        Err(why) => {
+            set_missing(runs, why);
             return Ok(());
         }
     };
@@ -69,8 +84,8 @@ pub async fn add(settings: &ReportSettings, runs: &mut [RunRecord]) -> Result<()
             continue;
         };
         let policy = RetryPolicy::until(Instant::now() + DEADLINE);
-        run.load = fetched(load(&api, run, &window, &policy, &cancel).await)?;
-        run.alerts = fetched(alerts(&api, run, &window, &policy, &cancel).await)?;
+        run.load = fetched(load(api, run, &window, &policy, cancel).await)?;
+        run.alerts = fetched(alerts(api, run, &window, &policy, cancel).await)?;
     }
     Ok(())
 }
@@ -83,7 +98,7 @@ fn set_missing(runs: &mut [RunRecord], why: &str) {
 }
 
 /// An answer, or the reason the page gives for its absence (an interrupt stays an error).
-fn fetched<T>(result: Result<T>) -> Result<Fetched<T>> {
+pub fn fetched<T>(result: Result<T>) -> Result<Fetched<T>> {
     match result {
         Ok(data) => Ok(Fetched::Data(data)),
         Err(Error::Interrupted) => Err(Error::Interrupted),
@@ -133,15 +148,15 @@ async fn reach(
 }
 
 /// The range a run's page reads, in Unix seconds.
-struct RunWindow {
-    start: u64,
-    end: u64,
+pub struct RunWindow {
+    pub start: u64,
+    pub end: u64,
     step: u64,
 }
 
 impl RunWindow {
     /// From the run's start to the first cleanup of its objects, or now.
-    fn of(run: &RunRecord) -> Option<RunWindow> {
+    pub fn of(run: &RunRecord) -> Option<RunWindow> {
         let unix = |text: &str| {
             text.parse::<jiff::Timestamp>()
                 .ok()
