@@ -507,6 +507,29 @@ fn discovery_failures_name_every_candidate_and_the_way_out() {
         "{stderr}"
     );
 
+    // RBAC: a denied proxy is named with the grant it needs.
+    env.monitoring(Backend::Respond(200, "{}".into()));
+    env.server.update_faults(|f| {
+        f.denials
+            .push(Denial::new("get", "services/proxy").in_namespace("monitoring"))
+    });
+    let out = env.run(&["--namespace", NS, "verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("forbidden")
+            && stderr.contains("grant get on services/proxy in monitoring"),
+        "{stderr}"
+    );
+    // The skipped route is warned about, with why.
+    assert!(
+        stderr.contains("WARN")
+            && stderr.contains("not using the cluster's monitoring route")
+            && stderr.contains("not found"),
+        "{stderr}"
+    );
+    env.server.update_faults(|f| f.denials.clear());
+
     // OpenShift: thanos-querier's auth proxy refuses what the API server forwards without
     // credentials; the message says so and points at --prometheus.
     env.server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "openshift-monitoring"}}));
@@ -522,6 +545,15 @@ fn discovery_failures_name_every_candidate_and_the_way_out() {
         "web",
         Backend::Respond(401, "Unauthorized\n".into()),
     );
+    // A `monitoring/prometheus-k8s` answering as a healthy Prometheus: on OpenShift anyone
+    // allowed to create namespaces could have put it there, so it is not even asked.
+    env.monitoring(Backend::Respond(200, ONE_SAMPLE.into()));
+    let asked_before = env
+        .server
+        .request_log()
+        .iter()
+        .filter(|r| r.path.contains("/namespaces/monitoring/services/"))
+        .count();
     let out = env.run(&["--namespace", NS, "verify"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
@@ -530,21 +562,18 @@ fn discovery_failures_name_every_candidate_and_the_way_out() {
             && stderr.contains("--prometheus with its route URL"),
         "{stderr}"
     );
-
-    // RBAC: a denied proxy is named with the grant it needs.
-    env.monitoring(Backend::Respond(200, "{}".into()));
-    env.server.update_faults(|f| {
-        f.denials
-            .push(Denial::new("get", "services/proxy").in_namespace("monitoring"))
-    });
-    let out = env.run(&["--namespace", NS, "verify"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("forbidden")
-            && stderr.contains("grant get on services/proxy in monitoring"),
+        stderr.contains("monitoring/http:prometheus-k8s:web: not tried, since the cluster has an openshift-monitoring namespace")
+            && stderr.contains("pass --prometheus URL"),
         "{stderr}"
     );
+    let asked_after = env
+        .server
+        .request_log()
+        .iter()
+        .filter(|r| r.path.contains("/namespaces/monitoring/services/"))
+        .count();
+    assert_eq!(asked_before, asked_after, "{stderr}");
 }
 
 #[test]
@@ -936,8 +965,8 @@ fn a_prometheus_refusing_the_at_modifier_gets_the_plain_subquery_for_the_oldest_
             samples.join(",")
         )
     };
-    // Ten seconds of 1 s scrapes, idle: below the threshold, which the series' youth
-    // explains only when its oldest sample is known.
+    // Ten seconds of 1 s scrapes, busy: 0.1 over the 60 s window is 0.6 over its 10 s, so
+    // the series' youth explains the shortfall, which is known only with its oldest sample.
     let facts = vector(vec![
         sample(&format!("age|{vm}"), "0.5"),
         sample(&format!("samples|{vm}"), "11"),
@@ -954,7 +983,7 @@ fn a_prometheus_refusing_the_at_modifier_gets_the_plain_subquery_for_the_oldest_
                 ),
                 ("virtwork_part".into(), facts),
                 ("timestamp(".into(), vector(vec![sample(&vm, "990")])),
-                ("label_join(".into(), vector(vec![sample(&vm, "0")])),
+                ("label_join(".into(), vector(vec![sample(&vm, "0.1")])),
             ],
             otherwise: ONE_SAMPLE.into(),
         },
@@ -2069,5 +2098,77 @@ fn a_prometheus_that_keeps_dropping_connections_is_retried_and_the_error_says_fo
             && error.contains("verify retries timeouts, dropped connections, 429 and 5xx")
             && error.contains("--timeout with --wait, else 60 s"),
         "{error}"
+    );
+}
+
+/// A rule that fires within seconds of a cpu VM's load and resolves as soon as it stops.
+const FLIP_RULES: &str = "groups:
+  - name: virtwork-test-flip
+    rules:
+      - alert: VirtworkTestCpuBusyNow
+        expr: sum by (namespace, name) (rate(kubevirt_vmi_vcpu_seconds_total[3s])) > 0.5
+      - alert: VirtworkTestNeverFires
+        expr: vector(1) < 0
+";
+
+#[test]
+fn firing_for_counts_only_the_time_the_alert_was_firing() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus_rules(&env, Some(FLIP_RULES)) else {
+        return;
+    };
+    run(&env, "cpu", &[]);
+    let vm = t(&env, "virtwork-cpu-0");
+    let firing = "ALERTS{alertname=\"VirtworkTestCpuBusyNow\",alertstate=\"firing\"}";
+    assert!(
+        prometheus.wait_for_series(firing, 1, Duration::from_secs(90)),
+        "{}",
+        prometheus.log()
+    );
+    // Firing about 15 s, resolved about 30 s, firing again about 10 s.
+    std::thread::sleep(Duration::from_secs(15));
+    env.server.set_metrics_flat(NS, &vm, true);
+    assert!(prometheus.wait_for_none(firing, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_secs(30));
+    env.server.set_metrics_flat(NS, &vm, false);
+    assert!(prometheus.wait_for_series(firing, 1, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_secs(10));
+    let (_, doc, stderr) = verify_json(&env, "2m", &["--alerts"]);
+    let fired = doc["alerts"]["fired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["alertname"] == "VirtworkTestCpuBusyNow")
+        .unwrap_or_else(|| panic!("{stderr}\n{doc:#}"))
+        .clone();
+    let first = fired["first_firing"].as_f64().unwrap();
+    let last = fired["last_firing"].as_f64().unwrap();
+    let seconds = fired["firing_seconds"].as_f64().unwrap();
+    eprintln!("fired {first}..{last}, firing for {seconds}s");
+    assert!(last - first >= 50.0, "{fired:#}");
+    // About 25 s of firing over more than 50 s: the resolved half minute is not counted.
+    assert!(
+        (15.0..=40.0).contains(&seconds),
+        "firing for {seconds}s between {first} and {last}: {fired:#}"
+    );
+    assert!(fired["firing_now"].as_bool().unwrap(), "{fired:#}");
+
+    // An expected alert that never fires says how long verify waited for it.
+    let (code, _, stderr) = verify_json(
+        &env,
+        "20s",
+        &[
+            "--wait",
+            "--timeout",
+            "5",
+            "--expect-alert",
+            "VirtworkTestNeverFires",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("expected alert VirtworkTestNeverFires did not fire")
+            && stderr.contains("by the end of --timeout 5s"),
+        "{stderr}"
     );
 }

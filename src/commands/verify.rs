@@ -154,7 +154,7 @@ fn outcome(
             }
             _ => message,
         })
-        .or_else(|| expectation_failure(expectations, settings.window));
+        .or_else(|| expectation_failure(expectations, settings.window, settings.wait));
     match failure {
         Some(message) => Err(Error::runtime(message)),
         None => Ok(()),
