@@ -188,6 +188,11 @@ pub struct Check {
     pub profile: Option<ProfiledCheck>,
 }
 
+/// The share of a profile's amplitude a phase may read above its level (a phase reads its
+/// level within a few percent once settled; half the amplitude let a low phase pass
+/// half-way to the high level).
+pub const CEILING_SHARE: f64 = 0.3;
+
 /// How a profiled signal's value relates to the profile's level.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LevelMapping {
@@ -227,12 +232,13 @@ impl ProfiledCheck {
             .then(|| idle + 0.5 * (self.nominal(level, factor) - idle) * active.clamp(0.0, 1.0))
     }
 
-    /// The most a phase at `level` may average: its value at full effect plus half the
-    /// profile's amplitude, so a phase stuck at a higher level fails.
+    /// The most a phase at `level` may average: its value at full effect plus
+    /// [`CEILING_SHARE`] of the profile's amplitude, so a phase stuck at a higher level, or
+    /// half-way to it, fails.
     pub fn ceiling(&self, level: u32, factor: f64) -> f64 {
         let levels = self.profile.levels();
         let amplitude = self.nominal(levels.high, factor) - self.nominal(levels.low, factor);
-        self.nominal(level, factor) + 0.5 * amplitude
+        self.nominal(level, factor) + CEILING_SHARE * amplitude
     }
 }
 
@@ -1258,7 +1264,7 @@ mod tests {
         assert_eq!(driven.nominal(2000, 0.0), 2000.0);
         assert_eq!(driven.floor(2000, 0.0, 1.0), Some(1000.0));
         assert_eq!(driven.floor(0, 0.0, 1.0), None);
-        assert_eq!(driven.ceiling(100, 0.0), 100.0 + 950.0);
+        assert_eq!(driven.ceiling(100, 0.0), 100.0 + 0.3 * 1900.0);
         for other in all.iter().filter(|c| c.signal != "disk-iops") {
             assert_eq!(other.threshold, None, "{other:?}");
             assert!(
