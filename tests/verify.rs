@@ -1599,11 +1599,11 @@ fn a_tps_vm_in_its_pause_is_not_failed() {
     }
 }
 
-/// A 10/90 % cpu step of 30 s: with Prometheus scraping every second (up to two on a busy
-/// machine), each 15 s phase holds samples past the rate window of three scrapes and the
-/// level change.
+/// A 10/90 % cpu step of 60 s: with Prometheus scraping every second (up to two on a busy
+/// machine), each 30 s phase holds the 6 samples a phase is judged on past the rate window of
+/// three scrapes and the level change.
 const CPU_STEP: &str =
-    "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=30s";
+    "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=60s";
 
 #[test]
 fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
@@ -1614,16 +1614,17 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     run(&env, "cpu", &["--vm-count", "2", "--params", CPU_STEP]);
     let (following, stuck) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
     env.server.set_profile_stuck_high(NS, &stuck);
-    // Two periods and a little more in Prometheus before judging a 60 s window.
+    // Two periods and a little more in Prometheus before judging a 120 s window (summed over
+    // the vCPU's `state` series, which change with the level).
     let promql = format!(
-        "count_over_time(kubevirt_vmi_vcpu_seconds_total{{name=\"{following}\",id=\"0\"}}[5m]) >= 65"
+        "sum by (name) (count_over_time(kubevirt_vmi_vcpu_seconds_total{{name=\"{following}\",id=\"0\"}}[5m])) >= 125"
     );
     assert!(
         prometheus.wait_for_series(&promql, 1, Duration::from_secs(240)),
-        "Prometheus never held 65 samples:\n{}",
+        "Prometheus never held 125 samples:\n{}",
         prometheus.log()
     );
-    let (code, doc, stderr) = verify_json(&env, "60s", &[]);
+    let (code, doc, stderr) = verify_json(&env, "120s", &[]);
     assert_eq!(code, Some(1), "{stderr}\n{doc:#}");
     let signal = |vm: &str| -> Value {
         let vm_doc = doc["vms"]
@@ -1690,7 +1691,7 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     );
 
     // The text names the missed phases under the table.
-    let out = env.run(&["--namespace", NS, "verify", "--window", "60s"]);
+    let out = env.run(&["--namespace", NS, "verify", "--window", "120s"]);
     let stdout = text(&out.stdout);
     eprintln!("verify table of a profiled run:\n{stdout}");
     assert!(stdout.contains("step profile"), "{stdout}");
@@ -1704,7 +1705,7 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     let (_, doc, _) = verify_json(&env, "20s", &[]);
     let (status, note) = signal_of(&doc, &following, "vcpu-busy");
     assert_eq!(status, "not_expected", "{doc:#}");
-    assert!(note.contains("--window 30s"), "{note}");
+    assert!(note.contains("--window 60s"), "{note}");
 }
 
 #[test]

@@ -529,8 +529,8 @@ pub fn judge_profile(
     let (phases, failed) = phase_reports(check, &judged, &skipped, factor, range);
     report.phases = phases;
     let amplitude = shape_amplitude(check, &judged, factor);
-    let judgeable = longest_phase(&schedule)
-        > fitted.settle + fitted.uncertainty + range.step * MIN_PHASE_SAMPLES as f64;
+    let judgeable = longest_phase(&schedule) - fitted.settle - fitted.uncertainty
+        >= range.step * (MIN_PHASE_SAMPLES - 1) as f64;
     let levels =
         |it: &mut dyn Iterator<Item = u32>| it.collect::<std::collections::BTreeSet<u32>>();
     let judged_levels = levels(&mut judged.iter().map(|m| m.level));
