@@ -1498,8 +1498,7 @@ mod tests {
         );
         assert!(
             run.tally
-                .get(&("DoublePeriod".into(), "off profile"))
-                .is_some()
+                .contains_key(&("DoublePeriod".into(), "off profile"))
         );
         assert!(run.wrong.is_empty(), "{:#?}", run.wrong);
     }
