@@ -473,7 +473,10 @@ fn verify_sends_only_label_selected_lists_and_proxy_gets() {
         .collect();
     seen.sort();
     seen.dedup();
+    // The namespace GET asks whether openshift-monitoring exists before the monitoring
+    // fallback is tried (anyone may create a namespace named monitoring on OpenShift).
     let expected: Vec<(String, String, String)> = [
+        ("get", "namespaces", ""),
         ("get", "routes", "openshift-monitoring"),
         ("get", "services/proxy", "monitoring"),
         ("get", "services/proxy", "openshift-monitoring"),
@@ -507,6 +510,29 @@ fn discovery_failures_name_every_candidate_and_the_way_out() {
         "{stderr}"
     );
 
+    // RBAC: a denied proxy is named with the grant it needs.
+    env.monitoring(Backend::Respond(200, "{}".into()));
+    env.server.update_faults(|f| {
+        f.denials
+            .push(Denial::new("get", "services/proxy").in_namespace("monitoring"))
+    });
+    let out = env.run(&["--namespace", NS, "verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("forbidden")
+            && stderr.contains("grant get on services/proxy in monitoring"),
+        "{stderr}"
+    );
+    // The skipped route is warned about, with why.
+    assert!(
+        stderr.contains("WARN")
+            && stderr.contains("not using the cluster's monitoring route")
+            && stderr.contains("not found"),
+        "{stderr}"
+    );
+    env.server.update_faults(|f| f.denials.clear());
+
     // OpenShift: thanos-querier's auth proxy refuses what the API server forwards without
     // credentials; the message says so and points at --prometheus.
     env.server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "openshift-monitoring"}}));
@@ -522,6 +548,15 @@ fn discovery_failures_name_every_candidate_and_the_way_out() {
         "web",
         Backend::Respond(401, "Unauthorized\n".into()),
     );
+    // A `monitoring/prometheus-k8s` answering as a healthy Prometheus: on OpenShift anyone
+    // allowed to create namespaces could have put it there, so it is not even asked.
+    env.monitoring(Backend::Respond(200, ONE_SAMPLE.into()));
+    let asked_before = env
+        .server
+        .request_log()
+        .iter()
+        .filter(|r| r.path.contains("/namespaces/monitoring/services/"))
+        .count();
     let out = env.run(&["--namespace", NS, "verify"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
@@ -530,21 +565,18 @@ fn discovery_failures_name_every_candidate_and_the_way_out() {
             && stderr.contains("--prometheus with its route URL"),
         "{stderr}"
     );
-
-    // RBAC: a denied proxy is named with the grant it needs.
-    env.monitoring(Backend::Respond(200, "{}".into()));
-    env.server.update_faults(|f| {
-        f.denials
-            .push(Denial::new("get", "services/proxy").in_namespace("monitoring"))
-    });
-    let out = env.run(&["--namespace", NS, "verify"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("forbidden")
-            && stderr.contains("grant get on services/proxy in monitoring"),
+        stderr.contains("monitoring/http:prometheus-k8s:web: not tried, since the cluster has an openshift-monitoring namespace")
+            && stderr.contains("pass --prometheus URL"),
         "{stderr}"
     );
+    let asked_after = env
+        .server
+        .request_log()
+        .iter()
+        .filter(|r| r.path.contains("/namespaces/monitoring/services/"))
+        .count();
+    assert_eq!(asked_before, asked_after, "{stderr}");
 }
 
 #[test]
@@ -936,8 +968,8 @@ fn a_prometheus_refusing_the_at_modifier_gets_the_plain_subquery_for_the_oldest_
             samples.join(",")
         )
     };
-    // Ten seconds of 1 s scrapes, idle: below the threshold, which the series' youth
-    // explains only when its oldest sample is known.
+    // Ten seconds of 1 s scrapes, busy: 0.1 over the 60 s window is 0.6 over its 10 s, so
+    // the series' youth explains the shortfall, which is known only with its oldest sample.
     let facts = vector(vec![
         sample(&format!("age|{vm}"), "0.5"),
         sample(&format!("samples|{vm}"), "11"),
@@ -954,7 +986,7 @@ fn a_prometheus_refusing_the_at_modifier_gets_the_plain_subquery_for_the_oldest_
                 ),
                 ("virtwork_part".into(), facts),
                 ("timestamp(".into(), vector(vec![sample(&vm, "990")])),
-                ("label_join(".into(), vector(vec![sample(&vm, "0")])),
+                ("label_join(".into(), vector(vec![sample(&vm, "0.1")])),
             ],
             otherwise: ONE_SAMPLE.into(),
         },
@@ -1287,8 +1319,9 @@ fn a_fresh_healthy_vm_is_too_young_then_passes() {
     let Some(prometheus) = with_prometheus(&env) else {
         return;
     };
-    run(&env, "cpu", &[]);
-    let vm = t(&env, "virtwork-cpu-0");
+    run(&env, "cpu", &["--vm-count", "2"]);
+    let (vm, broken) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
+    env.server.set_metrics_flat(NS, &broken, true);
     wait_for_samples(&prometheus, &vm, 2);
     // Seconds old, the series cannot fill a minute: a rate over it reads low, which is
     // youth, not a missing load.
@@ -1297,8 +1330,10 @@ fn a_fresh_healthy_vm_is_too_young_then_passes() {
     let (status, note) = signal_of(&doc, &vm, "vcpu-busy");
     assert_eq!(status, "too_young", "{doc:#}");
     assert!(note.contains("younger than the 1m window"), "{note}");
-    assert!(stderr.contains("too young"), "{stderr}");
+    // Just as young, an idle VM is idle over its own seconds too: waiting cannot help it.
+    assert_eq!(signal_of(&doc, &broken, "vcpu-busy").0, "below", "{doc:#}");
     // Once the window is full, --wait sees it pass.
+    env.server.set_metrics_flat(NS, &broken, false);
     let (code, doc, stderr) = verify_json(&env, "1m", &["--wait", "--timeout", "150"]);
     assert_eq!(code, Some(0), "{stderr}\n{doc:#}");
     assert_eq!(signal_of(&doc, &vm, "vcpu-busy").0, "pass");
@@ -1389,29 +1424,155 @@ fn a_relabelled_namespace_is_named_when_its_data_is_missing() {
     );
 }
 
+/// The `counter_unit` and observed value of VM `vm`'s vcpu-busy in a verify document.
+fn vcpu_unit_of(doc: &Value, vm: &str) -> (String, f64) {
+    let s = doc["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == vm)
+        .and_then(|v| v["signals"].as_array())
+        .and_then(|s| s.iter().find(|s| s["signal"] == "vcpu-busy"))
+        .unwrap_or_else(|| panic!("{vm} vcpu-busy not in {doc:#}"));
+    (
+        s["counter_unit"].as_str().unwrap_or("-").to_string(),
+        s["observed"].as_f64().unwrap_or(f64::NAN),
+    )
+}
+
 #[test]
-fn a_millisecond_vcpu_counter_is_judged_in_seconds() {
+fn the_vcpu_counter_unit_is_decided_per_vm() {
     let env = Env::start();
-    env.server.set_vcpu_millis(true);
     let Some(prometheus) = with_prometheus(&env) else {
         return;
     };
-    run(&env, "cpu", &["--vm-count", "2"]);
-    let (vm0, vm1) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
-    // vm1 idles at 2% of a vCPU: 20 "seconds" per second on such a cluster.
-    env.server.set_metrics_flat(NS, &vm1, true);
-    wait_for_samples(&prometheus, &vm1, 15);
+    run(&env, "cpu", &["--vm-count", "3"]);
+    let (ms, seconds, ms_idle) = (
+        t(&env, "virtwork-cpu-0"),
+        t(&env, "virtwork-cpu-1"),
+        t(&env, "virtwork-cpu-2"),
+    );
+    // A virt-handler rollout: two VMs' nodes still count milliseconds, one already seconds.
+    env.server.set_vcpu_millis_for(NS, &ms);
+    env.server.set_vcpu_millis_for(NS, &ms_idle);
+    // The idle one runs at 2% of a vCPU: 20 "seconds" per second on its counter.
+    env.server.set_metrics_flat(NS, &ms_idle, true);
+    wait_for_samples(&prometheus, &ms_idle, 15);
     let (code, doc, stderr) = verify_json(&env, "10s", &[]);
     assert_eq!(code, Some(1), "{stderr}\n{doc:#}");
-    let idle = signal_of(&doc, &vm1, "vcpu-busy");
+    let idle = signal_of(&doc, &ms_idle, "vcpu-busy");
     assert_eq!(idle.0, "below", "{doc:#}");
     assert!(idle.1.contains("milliseconds"), "{}", idle.1);
-    assert_eq!(signal_of(&doc, &vm0, "vcpu-busy").0, "pass");
-    let observed = doc["vms"][0]["signals"][0]["observed"].as_f64().unwrap();
+    // The VM in seconds keeps its value: the milliseconds of its neighbours are theirs.
+    assert_eq!(signal_of(&doc, &seconds, "vcpu-busy").0, "pass", "{doc:#}");
+    assert_eq!(signal_of(&doc, &ms, "vcpu-busy").0, "pass", "{doc:#}");
+    let (unit, observed) = vcpu_unit_of(&doc, &seconds);
+    assert_eq!(unit, "seconds", "{doc:#}");
+    assert!(observed > 0.5 && observed <= 1.2, "{observed}");
+    let (unit, observed) = vcpu_unit_of(&doc, &ms);
+    assert_eq!(unit, "milliseconds", "{doc:#}");
     assert!(
         observed > 0.5 && observed <= 1.2,
         "in seconds per second: {observed}"
     );
+    assert_eq!(vcpu_unit_of(&doc, &ms_idle).0, "milliseconds");
+    assert!(
+        !signal_of(&doc, &seconds, "vcpu-busy")
+            .1
+            .contains("milliseconds"),
+        "{doc:#}"
+    );
+}
+
+#[test]
+fn a_series_that_died_early_neither_refuses_the_window_nor_fails_its_neighbours() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(&env, "cpu", &["--vm-count", "2"]);
+    let (healthy, died) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
+    wait_for_samples(&prometheus, &died, 3);
+    env.server.set_metrics_hidden(NS, &died, true);
+    wait_for_samples(&prometheus, &healthy, 25);
+    // The dead series' few samples spread over its 20-odd seconds must not read as a scrape
+    // every 10 s: the 4 s window is accepted (Prometheus scrapes every second).
+    let (code, doc, stderr) = verify_json(&env, "4s", &[]);
+    assert_eq!(code, Some(1), "{stderr}\n{doc:#}");
+    assert_eq!(signal_of(&doc, &healthy, "vcpu-busy").0, "pass", "{doc:#}");
+    assert_eq!(signal_of(&doc, &died, "vcpu-busy").0, "stale", "{doc:#}");
+}
+
+/// [`with_prometheus`] with the rule evaluation interval (the default subquery step) at
+/// `evaluation_secs`, scraping every second.
+fn with_prometheus_evaluating_every(env: &Env, evaluation_secs: u64) -> Option<Prometheus> {
+    let binary = tool("prometheus")?;
+    let address = env.server.url().trim_start_matches("http://").to_string();
+    let prometheus = Prometheus::start_with_evaluation(
+        &binary,
+        &[ScrapeJob {
+            name: "kubevirt".into(),
+            address,
+            path: METRICS_PATH.into(),
+            bearer: Some(TOKEN.into()),
+        }],
+        None,
+        evaluation_secs,
+    );
+    env.monitoring(Backend::Upstream(prometheus.url.clone()));
+    Some(prometheus)
+}
+
+#[test]
+fn subqueries_step_at_the_scrape_interval_not_the_evaluation_interval() {
+    let env = Env::start();
+    // kube-prometheus and OpenShift evaluate every 30 s: a subquery without a step would
+    // hold no step at all in a 5 s window.
+    let Some(prometheus) = with_prometheus_evaluating_every(&env, 30) else {
+        return;
+    };
+    run(
+        &env,
+        "memory,chaos-disk",
+        &["--params", "chaos-disk.release-sleep=5"],
+    );
+    let (memory, disk) = (
+        t(&env, "virtwork-memory-0"),
+        t(&env, "virtwork-chaos-disk-0"),
+    );
+    wait_for_samples(&prometheus, &disk, 45);
+    for _ in 0..3 {
+        let (code, doc, stderr) = verify_json(&env, "5s", &[]);
+        let (status, _) = signal_of(&doc, &memory, "memory-used");
+        assert_eq!(status, "pass", "{stderr}\n{doc:#}");
+        let query = doc["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == memory)
+            .and_then(|v| v["signals"].as_array())
+            .and_then(|s| s.iter().find(|s| s["signal"] == "memory-used"))
+            .and_then(|s| s["query"].as_str())
+            .unwrap_or_else(|| panic!("{doc:#}"))
+            .to_string();
+        // Stepped at the measured 1 s scrape interval (jitter may read it a little under or
+        // over), never at the 30 s evaluation interval nor without a step.
+        let step_ms: u64 = query
+            .split_once("[5s:")
+            .and_then(|(_, rest)| rest.split_once("ms]"))
+            .and_then(|(ms, _)| ms.parse().ok())
+            .unwrap_or_else(|| panic!("no [5s:<n>ms] step: {query}"));
+        assert!((500..=2_000).contains(&step_ms), "{query}");
+        assert_ne!(code, Some(2), "{stderr}");
+        // 40 s windows hold the 60 s fill: at the scrape interval's step every one sees it.
+        let (_, doc, stderr) = verify_json(&env, "40s", &[]);
+        assert_eq!(
+            signal_of(&doc, &disk, "fs-fill").0,
+            "pass",
+            "{stderr}\n{doc:#}"
+        );
+        assert!(!stderr.contains("Prometheus refused"), "{stderr}");
+    }
 }
 
 #[test]
@@ -1448,11 +1609,11 @@ fn a_tps_vm_in_its_pause_is_not_failed() {
     }
 }
 
-/// A 10/90 % cpu step of 30 s: with Prometheus scraping every second (up to two on a busy
-/// machine), each 15 s phase holds samples past the rate window of three scrapes and the
-/// level change.
+/// A 10/90 % cpu step of 60 s: with Prometheus scraping every second (up to two on a busy
+/// machine), each 30 s phase holds the 6 samples a phase is judged on past the rate window of
+/// three scrapes and the level change.
 const CPU_STEP: &str =
-    "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=30s";
+    "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=60s";
 
 #[test]
 fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
@@ -1463,16 +1624,17 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     run(&env, "cpu", &["--vm-count", "2", "--params", CPU_STEP]);
     let (following, stuck) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
     env.server.set_profile_stuck_high(NS, &stuck);
-    // Two periods and a little more in Prometheus before judging a 60 s window.
+    // Two periods and a little more in Prometheus before judging a 120 s window (summed over
+    // the vCPU's `state` series, which change with the level).
     let promql = format!(
-        "count_over_time(kubevirt_vmi_vcpu_seconds_total{{name=\"{following}\",id=\"0\"}}[5m]) >= 65"
+        "sum by (name) (count_over_time(kubevirt_vmi_vcpu_seconds_total{{name=\"{following}\",id=\"0\"}}[5m])) >= 125"
     );
     assert!(
         prometheus.wait_for_series(&promql, 1, Duration::from_secs(240)),
-        "Prometheus never held 65 samples:\n{}",
+        "Prometheus never held 125 samples:\n{}",
         prometheus.log()
     );
-    let (code, doc, stderr) = verify_json(&env, "60s", &[]);
+    let (code, doc, stderr) = verify_json(&env, "120s", &[]);
     assert_eq!(code, Some(1), "{stderr}\n{doc:#}");
     let signal = |vm: &str| -> Value {
         let vm_doc = doc["vms"]
@@ -1539,7 +1701,7 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     );
 
     // The text names the missed phases under the table.
-    let out = env.run(&["--namespace", NS, "verify", "--window", "60s"]);
+    let out = env.run(&["--namespace", NS, "verify", "--window", "120s"]);
     let stdout = text(&out.stdout);
     eprintln!("verify table of a profiled run:\n{stdout}");
     assert!(stdout.contains("step profile"), "{stdout}");
@@ -1553,7 +1715,7 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
     let (_, doc, _) = verify_json(&env, "20s", &[]);
     let (status, note) = signal_of(&doc, &following, "vcpu-busy");
     assert_eq!(status, "not_expected", "{doc:#}");
-    assert!(note.contains("--window 30s"), "{note}");
+    assert!(note.contains("--window 60s"), "{note}");
 }
 
 #[test]
@@ -1947,5 +2109,77 @@ fn a_prometheus_that_keeps_dropping_connections_is_retried_and_the_error_says_fo
             && error.contains("verify retries timeouts, dropped connections, 429 and 5xx")
             && error.contains("--timeout with --wait, else 60 s"),
         "{error}"
+    );
+}
+
+/// A rule that fires within seconds of a cpu VM's load and resolves as soon as it stops.
+const FLIP_RULES: &str = "groups:
+  - name: virtwork-test-flip
+    rules:
+      - alert: VirtworkTestCpuBusyNow
+        expr: sum by (namespace, name) (rate(kubevirt_vmi_vcpu_seconds_total[3s])) > 0.5
+      - alert: VirtworkTestNeverFires
+        expr: vector(1) < 0
+";
+
+#[test]
+fn firing_for_counts_only_the_time_the_alert_was_firing() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus_rules(&env, Some(FLIP_RULES)) else {
+        return;
+    };
+    run(&env, "cpu", &[]);
+    let vm = t(&env, "virtwork-cpu-0");
+    let firing = "ALERTS{alertname=\"VirtworkTestCpuBusyNow\",alertstate=\"firing\"}";
+    assert!(
+        prometheus.wait_for_series(firing, 1, Duration::from_secs(90)),
+        "{}",
+        prometheus.log()
+    );
+    // Firing about 15 s, resolved about 30 s, firing again about 10 s.
+    std::thread::sleep(Duration::from_secs(15));
+    env.server.set_metrics_flat(NS, &vm, true);
+    assert!(prometheus.wait_for_none(firing, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_secs(30));
+    env.server.set_metrics_flat(NS, &vm, false);
+    assert!(prometheus.wait_for_series(firing, 1, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_secs(10));
+    let (_, doc, stderr) = verify_json(&env, "2m", &["--alerts"]);
+    let fired = doc["alerts"]["fired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["alertname"] == "VirtworkTestCpuBusyNow")
+        .unwrap_or_else(|| panic!("{stderr}\n{doc:#}"))
+        .clone();
+    let first = fired["first_firing"].as_f64().unwrap();
+    let last = fired["last_firing"].as_f64().unwrap();
+    let seconds = fired["firing_seconds"].as_f64().unwrap();
+    eprintln!("fired {first}..{last}, firing for {seconds}s");
+    assert!(last - first >= 50.0, "{fired:#}");
+    // About 25 s of firing over more than 50 s: the resolved half minute is not counted.
+    assert!(
+        (15.0..=40.0).contains(&seconds),
+        "firing for {seconds}s between {first} and {last}: {fired:#}"
+    );
+    assert!(fired["firing_now"].as_bool().unwrap(), "{fired:#}");
+
+    // An expected alert that never fires says how long verify waited for it.
+    let (code, _, stderr) = verify_json(
+        &env,
+        "20s",
+        &[
+            "--wait",
+            "--timeout",
+            "5",
+            "--expect-alert",
+            "VirtworkTestNeverFires",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("expected alert VirtworkTestNeverFires did not fire")
+            && stderr.contains("by the end of --timeout 5s"),
+        "{stderr}"
     );
 }

@@ -34,7 +34,7 @@ use crate::k8s::scope::{ApiContext, Scope, list_in_scope};
 use crate::model::ManagedKind;
 use crate::model::{AllowRestarts, OutputFormat, Window};
 use crate::signals::contract::{SignalGroup, checks, profile_range_query};
-use crate::verify::evaluate::{QueryAnswer, RangeAnswer, vcpu_counter_in_millis};
+use crate::verify::evaluate::{QueryAnswer, RangeAnswer, subquery_step_ms, vcpu_counter_in_millis};
 use crate::verify::listed::ListedVm;
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
 use crate::verify::{LocalCatalog, Target, catalog_names, targets};
@@ -574,7 +574,14 @@ async fn measure(
     let range = (grid.start as u64, grid.end() as u64, grid.step as u64);
     let facts = read_evidence(api, found, range, policy, cancel).await?;
     let rate_window = (3.0 * interval.unwrap_or(grid.step)).max(grid.step).ceil();
-    let expected = read_signals(api, found, range, rate_window, policy, cancel).await?;
+    // Without a measured interval the grid's step stands in (the window is then unused).
+    let step_ms = subquery_step_ms(interval.or(Some(grid.step)), Window::DEFAULT);
+    let signals = SignalRange {
+        range,
+        rate_window,
+        step_ms,
+    };
+    let expected = read_signals(api, found, &signals, policy, cancel).await?;
     Ok(Measured {
         describe: api.describe.clone(),
         interval,
@@ -621,17 +628,30 @@ type Expectations = BTreeMap<(String, String), Vec<(String, Vec<(f64, f64)>, Opt
 /// The VMs of one signal query and the threshold each sample of theirs must reach.
 type GroupVms<'a> = Vec<(&'a str, Option<f64>)>;
 
+/// How the expected signals are read: the grid (start, end, step), the seconds each sample's
+/// rate covers, and the step of the level signals' subqueries (the scrape interval, as verify
+/// steps them: Prometheus' default is the rule evaluation interval).
+struct SignalRange {
+    range: (u64, u64, u64),
+    rate_window: f64,
+    step_ms: u64,
+}
+
 /// The samples of each VM's expected signals: one range query per signal group and batch
-/// (verify's expression of the signal, each sample a rate over `rate_window`), each sample
+/// (verify's expression of the signal, each sample a rate over the rate window), each sample
 /// held to the contract's threshold for that rate window.
 async fn read_signals(
     api: &PrometheusApi,
     found: &[Target],
-    range: (u64, u64, u64),
-    rate_window: f64,
+    signals: &SignalRange,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<Expectations> {
+    let SignalRange {
+        range,
+        rate_window,
+        step_ms,
+    } = *signals;
     let window = Window::from_secs(rate_window as u64).unwrap_or(Window::DEFAULT);
     let mut groups: BTreeMap<SignalGroup, Vec<(&str, Option<f64>)>> = BTreeMap::new();
     for t in found.iter().filter(|t| t.unverifiable.is_none()) {
@@ -657,7 +677,7 @@ async fn read_signals(
     let answers: Vec<Result<(SignalGroup, GroupVms, RangeAnswer)>> = futures::stream::iter(jobs)
         .map(|(group, vms)| async move {
             let names: Vec<&str> = vms.iter().map(|(n, _)| *n).collect();
-            let query = profile_range_query(&group, &names, window);
+            let query = profile_range_query(&group, &names, window, Some(step_ms));
             let answer = api.query_range(&query, range, policy, cancel).await?;
             Ok((group, vms, answer))
         })
@@ -665,30 +685,23 @@ async fn read_signals(
         .collect()
         .await;
     let mut out = Expectations::new();
-    let mut vcpu_max: f64 = 0.0;
     for answer in answers {
         let (group, vms, answer) = answer?;
         let RangeAnswer::Series(mut series) = answer else {
             continue;
         };
         for (name, threshold) in vms {
-            let samples = series.remove(name).unwrap_or_default();
-            if group.signal == "vcpu-busy" {
-                vcpu_max = samples.iter().map(|s| s.1).fold(vcpu_max, f64::max);
+            let mut samples = series.remove(name).unwrap_or_default();
+            // The unit is this VM's own (VMs of one cluster differ during a virt-handler
+            // rollout): milliseconds when any of its samples exceeds what seconds allow.
+            let busiest = samples.iter().map(|s| s.1).reduce(f64::max);
+            if group.signal == "vcpu-busy" && vcpu_counter_in_millis(busiest, None, None) {
+                samples.iter_mut().for_each(|s| s.1 /= 1000.0);
             }
             let key = (group.namespace.clone(), name.to_string());
             out.entry(key)
                 .or_default()
                 .push((group.signal.to_string(), samples, threshold));
-        }
-    }
-    // One KubeVirt release counts vCPU milliseconds for every VM: seconds, as verify judges.
-    if vcpu_counter_in_millis(Some(vcpu_max)) {
-        for signals in out.values_mut() {
-            for (signal, samples, _) in signals.iter_mut().filter(|s| s.0 == "vcpu-busy") {
-                let _ = signal;
-                samples.iter_mut().for_each(|s| s.1 /= 1000.0);
-            }
         }
     }
     Ok(out)

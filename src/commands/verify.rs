@@ -25,19 +25,22 @@ use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, list_in_scope};
 use crate::model::ManagedKind;
 use crate::model::{OutputFormat, Window};
-use crate::signals::contract::{Check, SignalGroup, checks, group_queries, profile_range_query};
+use crate::signals::contract::{
+    Check, SignalGroup, checks, checks_stepped, group_queries, profile_range_query,
+};
 use crate::verify::alerts::{
     FiredAlert, alerts_query, expectation_failure, expectations, fired_alerts,
     text_section as alerts_text, worth_waiting,
 };
 use crate::verify::evaluate::{
-    QueryAnswer, RangeAnswer, SeriesFacts, facts_by_name, first_steps, group_facts_query,
-    group_oldest_fallback_query, group_oldest_query, group_value_query, set_spans, values_by_name,
+    QueryAnswer, RangeAnswer, SeriesFacts, facts_by_name, first_steps, fleet_interval,
+    group_facts_query, group_oldest_fallback_query, group_oldest_query, group_value_query,
+    set_spans, subquery_step_ms, values_by_name,
 };
 use crate::verify::listed::{ListedVm, ListedVmi};
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
 use crate::verify::{
-    Answered, GroupRange, LocalCatalog, ProfileRanges, Target, VmResult, catalog_names,
+    Answered, GroupRange, LocalCatalog, ProfileRanges, Round, Target, VmResult, catalog_names,
     failure_message, json_report, judge_answers, not_running, not_running_results, range_spec,
     targets, text_report, unverifiable_result, window_too_short,
 };
@@ -151,7 +154,7 @@ fn outcome(
             }
             _ => message,
         })
-        .or_else(|| expectation_failure(expectations, settings.window));
+        .or_else(|| expectation_failure(expectations, settings.window, settings.wait));
     match failure {
         Some(message) => Err(Error::runtime(message)),
         None => Ok(()),
@@ -354,10 +357,11 @@ fn poll_interval(window: Window) -> Duration {
 }
 
 /// Queries every check of every running target and judges the answers (results in target
-/// order). Built-in signals are queried by group (one value query and one facts query per
-/// namespace, signal and mount, whatever the number of VMs); catalog signals one by one.
-/// VMs that are not running, and catalog VMs without a matching local entry, are judged
-/// without a query.
+/// order). Built-in signals are queried by group (per namespace, signal and mount, whatever
+/// the number of VMs): first the facts of every group's series, from which the fleet's
+/// scrape interval is measured (it refuses a window too short and steps every subquery),
+/// then one value query per group; catalog signals one by one. VMs that are not running,
+/// and catalog VMs without a matching local entry, are judged without a query.
 async fn evaluate(
     api: &PrometheusApi,
     targets: Vec<Target>,
@@ -365,26 +369,53 @@ async fn evaluate(
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<Vec<VmResult>> {
-    let jobs: Vec<(usize, Check)> = targets
+    let running: Vec<(usize, &Target)> = targets
         .iter()
         .enumerate()
         .filter(|(_, t)| t.unverifiable.is_none() && not_running(t).is_none())
-        .flat_map(|(i, t)| checks(&t.facts, window).into_iter().map(move |c| (i, c)))
         .collect();
-    let groups: BTreeSet<SignalGroup> = jobs
+    let groups: BTreeSet<SignalGroup> = running
         .iter()
-        .filter(|(_, c)| c.threshold.is_some())
-        .filter_map(|(_, c)| c.group.clone())
+        .flat_map(|(_, t)| checks(&t.facts, window))
+        .filter(|c| c.threshold.is_some())
+        .filter_map(|c| c.group)
         .collect();
-    let grouped: Vec<Result<(SignalGroup, GroupAnswer)>> = futures::stream::iter(groups)
-        .map(|g| async move {
-            let answer = answer_group(api, &g, window, policy, cancel).await?;
+    let facts: Vec<Result<(SignalGroup, BTreeMap<String, SeriesFacts>)>> =
+        futures::stream::iter(groups.iter().cloned())
+            .map(|g| async move {
+                let facts = group_facts(api, &g, window, policy, cancel).await?;
+                Ok((g, facts))
+            })
+            .buffered(QUERY_CONCURRENCY)
+            .collect()
+            .await;
+    let facts: BTreeMap<SignalGroup, BTreeMap<String, SeriesFacts>> =
+        facts.into_iter().collect::<Result<_>>()?;
+    let interval = fleet_interval(facts.values().flat_map(|by_vm| by_vm.values()), window);
+    if let Some((interval, shortest)) = window_too_short(interval, window) {
+        return Err(Error::input(format!(
+            "invalid value \"{window}\" for --window: Prometheus scrapes these series every {interval:.1}s, \
+             so a window shorter than two scrapes holds too few samples; use --window {shortest}s or longer"
+        )));
+    }
+    let step_ms = subquery_step_ms(interval, window);
+    let values: Vec<Result<(SignalGroup, GroupAnswer)>> = futures::stream::iter(facts)
+        .map(|(g, facts)| async move {
+            let answer = group_values(api, &g, facts, window, step_ms, policy, cancel).await?;
             Ok((g, answer))
         })
         .buffered(QUERY_CONCURRENCY)
         .collect()
         .await;
-    let grouped: BTreeMap<SignalGroup, GroupAnswer> = grouped.into_iter().collect::<Result<_>>()?;
+    let grouped: BTreeMap<SignalGroup, GroupAnswer> = values.into_iter().collect::<Result<_>>()?;
+    let jobs: Vec<(usize, Check)> = running
+        .iter()
+        .flat_map(|(i, t)| {
+            checks_stepped(&t.facts, window, Some(step_ms))
+                .into_iter()
+                .map(move |c| (*i, c))
+        })
+        .collect();
     let answers: Vec<Result<(usize, Answered)>> = futures::stream::iter(jobs)
         .map(|(i, check)| {
             let name = targets[i].facts.name.as_str();
@@ -404,12 +435,6 @@ async fn evaluate(
         .collect()
         .await;
     let answers = answers.into_iter().collect::<Result<Vec<_>>>()?;
-    if let Some((interval, shortest)) = window_too_short(&answers, window) {
-        return Err(Error::input(format!(
-            "invalid value \"{window}\" for --window: Prometheus scrapes these series every {interval:.1}s, \
-             so a window shorter than two scrapes holds too few samples; use --window {shortest}s or longer"
-        )));
-    }
     let mut results: Vec<VmResult> = targets
         .into_iter()
         .map(|target| {
@@ -421,42 +446,50 @@ async fn evaluate(
             VmResult { target, signals }
         })
         .collect();
-    let ranges = profile_ranges(api, &answers, window, policy, cancel).await?;
-    for (i, signal) in judge_answers(answers, window, &ranges) {
+    let now = unix_now();
+    let ranges = profile_ranges(api, &answers, window, interval, now, policy, cancel).await?;
+    let round = Round {
+        window,
+        interval,
+        now,
+    };
+    for (i, signal) in judge_answers(answers, round, &ranges) {
         results[i].signals.push(signal);
     }
     Ok(results)
 }
 
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// The range answers for the profiled checks among `answers`: one range query per group
 /// (namespace, signal, mount) over the group's profiled VMs, whose samples each cover three
-/// scrapes of the interval the group's series show.
+/// scrapes of the fleet's scrape interval.
 async fn profile_ranges(
     api: &PrometheusApi,
     answers: &[(usize, Answered)],
     window: Window,
+    interval: Option<f64>,
+    now: f64,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<ProfileRanges> {
-    let mut groups: BTreeMap<&SignalGroup, (Vec<&str>, f64)> = BTreeMap::new();
+    let mut groups: BTreeMap<&SignalGroup, Vec<&str>> = BTreeMap::new();
     for (_, a) in answers {
         let (Some(_), Some(group)) = (&a.check.profile, &a.check.group) else {
             continue;
         };
-        let entry = groups.entry(group).or_insert((Vec::new(), 0.0));
-        entry.0.push(a.vm_name.as_str());
-        if let Some(interval) = a.facts.and_then(|f| f.scrape_interval(window)) {
-            entry.1 = entry.1.max(interval);
-        }
+        groups.entry(group).or_default().push(a.vm_name.as_str());
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
+    let step_ms = subquery_step_ms(interval, window);
     let queried: Vec<Result<(SignalGroup, GroupRange)>> = futures::stream::iter(groups)
-        .map(|(group, (names, interval))| async move {
-            let spec = range_spec(window, interval, now);
+        .map(|(group, names)| async move {
+            let spec = range_spec(window, interval.unwrap_or(0.0), now);
             let rate_window = Window::from_secs(spec.rate_window as u64).unwrap_or(window);
-            let query = profile_range_query(group, &names, rate_window);
+            let query = profile_range_query(group, &names, rate_window, Some(step_ms));
             let answer = api
                 .query_range(
                     &query,
@@ -487,7 +520,7 @@ async fn profile_ranges(
     queried.into_iter().collect()
 }
 
-/// What a group's two queries said, by VM name.
+/// What a group's queries said, by VM name.
 struct GroupAnswer {
     values: BTreeMap<String, f64>,
     facts: BTreeMap<String, SeriesFacts>,
@@ -509,43 +542,62 @@ impl GroupAnswer {
     }
 }
 
-/// A group's value and facts queries, sent together, then the query for its series'
-/// oldest samples, which needs the facts' answer.
-async fn answer_group(
+/// A group's facts query, then the query for its series' oldest samples, which needs the
+/// facts' answer: each VM's [`SeriesFacts`].
+async fn group_facts(
     api: &PrometheusApi,
     group: &SignalGroup,
     window: Window,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
-) -> Result<GroupAnswer> {
-    let q = group_queries(group, window);
-    let value_query = group_value_query(&q.value);
+) -> Result<BTreeMap<String, SeriesFacts>> {
+    let q = group_queries(group, window, None);
     let facts_query = group_facts_query(&q.series, &q.relabelled, window);
-    let (value, facts) = futures::join!(
-        api.query(&value_query, policy, cancel),
-        api.query(&facts_query, policy, cancel)
-    );
-    let (value, facts) = (value?, facts?);
+    let facts = api.query(&facts_query, policy, cancel).await?;
+    let mut facts_by_vm = facts_by_name(&facts);
+    if let Some((now, firsts)) = first_steps(&facts)
+        && let Some(oldest_query) = group_oldest_query(&q.series, &firsts, window)
+    {
+        let mut oldest = api.query(&oldest_query, policy, cancel).await?;
+        if let QueryAnswer::Rejected { error_type, error } = &oldest {
+            tracing::warn!(
+                error_type = error_type.as_str(),
+                error = error.as_str(),
+                "Prometheus refused the query for the series' oldest samples (an @ modifier); \
+                 using the slower plain subquery"
+            );
+            let fallback = group_oldest_fallback_query(&q.series, window);
+            oldest = api.query(&fallback, policy, cancel).await?;
+        }
+        set_spans(&mut facts_by_vm, now, &values_by_name(&oldest));
+    }
+    Ok(facts_by_vm)
+}
+
+/// A group's value query, its subqueries stepped at `step_ms`, with the facts gathered
+/// before.
+async fn group_values(
+    api: &PrometheusApi,
+    group: &SignalGroup,
+    facts: BTreeMap<String, SeriesFacts>,
+    window: Window,
+    step_ms: u64,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<GroupAnswer> {
+    let q = group_queries(group, window, Some(step_ms));
+    let value = api
+        .query(&group_value_query(&q.value), policy, cancel)
+        .await?;
     let error = match &value {
         QueryAnswer::Rejected { error_type, error } => Some(format!(
             "Prometheus rejected the query ({error_type}): {error}"
         )),
         _ => None,
     };
-    let mut facts_by_vm = facts_by_name(&facts);
-    if let Some((now, firsts)) = first_steps(&facts)
-        && let Some(oldest_query) = group_oldest_query(&q.series, &firsts)
-    {
-        let mut oldest = api.query(&oldest_query, policy, cancel).await?;
-        if let QueryAnswer::Rejected { .. } = oldest {
-            let fallback = group_oldest_fallback_query(&q.series, window);
-            oldest = api.query(&fallback, policy, cancel).await?;
-        }
-        set_spans(&mut facts_by_vm, now, &values_by_name(&oldest));
-    }
     Ok(GroupAnswer {
         values: values_by_name(&value),
-        facts: facts_by_vm,
+        facts,
         error,
     })
 }

@@ -188,6 +188,11 @@ pub struct Check {
     pub profile: Option<ProfiledCheck>,
 }
 
+/// The share of a profile's amplitude a phase may read above its level (a phase reads its
+/// level within a few percent once settled; half the amplitude let a low phase pass
+/// half-way to the high level).
+pub const CEILING_SHARE: f64 = 0.3;
+
 /// How a profiled signal's value relates to the profile's level.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LevelMapping {
@@ -227,12 +232,13 @@ impl ProfiledCheck {
             .then(|| idle + 0.5 * (self.nominal(level, factor) - idle) * active.clamp(0.0, 1.0))
     }
 
-    /// The most a phase at `level` may average: its value at full effect plus half the
-    /// profile's amplitude, so a phase stuck at a higher level fails.
+    /// The most a phase at `level` may average: its value at full effect plus
+    /// [`CEILING_SHARE`] of the profile's amplitude, so a phase stuck at a higher level, or
+    /// half-way to it, fails.
     pub fn ceiling(&self, level: u32, factor: f64) -> f64 {
         let levels = self.profile.levels();
         let amplitude = self.nominal(levels.high, factor) - self.nominal(levels.low, factor);
-        self.nominal(level, factor) + 0.5 * amplitude
+        self.nominal(level, factor) + CEILING_SHARE * amplitude
     }
 }
 
@@ -255,7 +261,7 @@ pub struct GroupQueries {
 
 /// The grouped queries of `group` over `window` (the same expressions as each VM's
 /// [`Check`], over `namespace` alone instead of one VM's name).
-pub fn group_queries(group: &SignalGroup, window: Window) -> GroupQueries {
+pub fn group_queries(group: &SignalGroup, window: Window, step_ms: Option<u64>) -> GroupQueries {
     let def = WORKLOADS
         .iter()
         .flat_map(|w| builtin_signals(w).iter())
@@ -264,7 +270,7 @@ pub fn group_queries(group: &SignalGroup, window: Window) -> GroupQueries {
     let m = Matchers::default().with("namespace", &group.namespace);
     let moved = Matchers::default().with("exported_namespace", &group.namespace);
     GroupQueries {
-        value: expression(def, &m, window, &group.mount),
+        value: expression_stepped(def, &m, window, &group.mount, step_ms),
         series: primary_series(def, &m, &group.mount),
         relabelled: primary_series(def, &moved, &group.mount),
     }
@@ -277,7 +283,12 @@ const NAME_SELECTOR_MAX_CHARS: usize = 4_000;
 /// The range query of a profiled group: the signal's expression with each sample covering
 /// `rate_window`, over the `names` of the namespace (VM names are DNS names: only `.` is a
 /// regex metacharacter, and it is escaped).
-pub fn profile_range_query(group: &SignalGroup, names: &[&str], rate_window: Window) -> String {
+pub fn profile_range_query(
+    group: &SignalGroup,
+    names: &[&str],
+    rate_window: Window,
+    step_ms: Option<u64>,
+) -> String {
     let def = WORKLOADS
         .iter()
         .flat_map(|w| builtin_signals(w).iter())
@@ -292,7 +303,7 @@ pub fn profile_range_query(group: &SignalGroup, names: &[&str], rate_window: Win
     if alternatives.len() <= NAME_SELECTOR_MAX_CHARS {
         m = m.with_op("name", "=~", &alternatives);
     }
-    expression(def, &m, rate_window, &group.mount)
+    expression_stepped(def, &m, rate_window, &group.mount, step_ms)
 }
 
 /// One built-in signal: name, what it shows, and how to write its query.
@@ -482,7 +493,31 @@ fn int_param(facts: &VmFacts, key: &str) -> f64 {
 /// The PromQL expression of a built-in signal over the series matching `m` (one VMI, or all
 /// VMIs of a workload), one value per (namespace, name).
 pub fn expression(def: &SignalDef, m: &Matchers, window: Window, mount: &str) -> String {
+    expression_stepped(def, m, window, mount, None)
+}
+
+/// The subquery resolution of `step_ms` as PromQL writes it after the range's colon: empty
+/// (Prometheus' default, its rule evaluation interval) for None, else whole milliseconds,
+/// at least one (a zero step is a query error).
+pub fn subquery_step(step_ms: Option<u64>) -> String {
+    step_ms.map_or_else(String::new, |ms| format!("{}ms", ms.max(1)))
+}
+
+/// [`expression`] with every subquery at `step_ms` (memory-used and fs-fill take the
+/// maximum of a ratio over the window through a subquery). verify passes the scrape
+/// interval it measured: the default step, the rule evaluation interval (30 s on
+/// kube-prometheus and OpenShift), would leave a short window without a step, or a step
+/// between the samples that matter. None (the default) is for rules, which Prometheus
+/// evaluates at that interval anyway.
+pub fn expression_stepped(
+    def: &SignalDef,
+    m: &Matchers,
+    window: Window,
+    mount: &str,
+    step_ms: Option<u64>,
+) -> String {
     let w = window;
+    let step = subquery_step(step_ms);
     let drive = m.clone().with("drive", DATA_DRIVE);
     let by = "sum by (namespace, name)";
     match def.name {
@@ -490,7 +525,7 @@ pub fn expression(def: &SignalDef, m: &Matchers, window: Window, mount: &str) ->
             "{by} (rate(kubevirt_vmi_vcpu_seconds_total{{{m}}}[{w}])) / count by (namespace, name) (count by (namespace, name, id) (kubevirt_vmi_vcpu_seconds_total{{{m}}}))"
         ),
         "memory-used" => format!(
-            "max by (namespace, name) (max_over_time(((kubevirt_vmi_memory_available_bytes{{{m}}} - kubevirt_vmi_memory_usable_bytes{{{m}}}) / kubevirt_vmi_memory_available_bytes{{{m}}})[{w}:]))"
+            "max by (namespace, name) (max_over_time(((kubevirt_vmi_memory_available_bytes{{{m}}} - kubevirt_vmi_memory_usable_bytes{{{m}}}) / kubevirt_vmi_memory_available_bytes{{{m}}})[{w}:{step}]))"
         ),
         "disk-write" => {
             format!("{by} (rate(kubevirt_vmi_storage_write_traffic_bytes_total{{{drive}}}[{w}]))")
@@ -515,7 +550,7 @@ pub fn expression(def: &SignalDef, m: &Matchers, window: Window, mount: &str) ->
         "fs-fill" => {
             let fs = m.clone().with("mount_point", mount);
             format!(
-                "max by (namespace, name) (max_over_time((kubevirt_vmi_filesystem_used_bytes{{{fs}}} / kubevirt_vmi_filesystem_capacity_bytes{{{fs}}})[{w}:]))"
+                "max by (namespace, name) (max_over_time((kubevirt_vmi_filesystem_used_bytes{{{fs}}} / kubevirt_vmi_filesystem_capacity_bytes{{{fs}}})[{w}:{step}]))"
             )
         }
         "net-reporting" => format!(
@@ -780,6 +815,11 @@ fn profiled(mut check: Check, facts: &VmFacts, profile: LoadProfile, window: Win
 
 /// Every expected signal of one VM over `window`, built-ins first, then catalog signals.
 pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
+    checks_stepped(facts, window, None)
+}
+
+/// [`checks`] whose queries run their subqueries at `step_ms` (see [`expression_stepped`]).
+pub fn checks_stepped(facts: &VmFacts, window: Window, step_ms: Option<u64>) -> Vec<Check> {
     let m = Matchers::vmi(&facts.namespace, &facts.name);
     let moved = Matchers::default()
         .with("exported_namespace", &facts.namespace)
@@ -792,7 +832,7 @@ pub fn checks(facts: &VmFacts, window: Window) -> Vec<Check> {
             Check {
                 signal: def.name.to_string(),
                 description: def.description.to_string(),
-                query: expression(def, &m, window, mount),
+                query: expression_stepped(def, &m, window, mount, step_ms),
                 threshold,
                 unit: def.unit,
                 note,
@@ -1224,7 +1264,7 @@ mod tests {
         assert_eq!(driven.nominal(2000, 0.0), 2000.0);
         assert_eq!(driven.floor(2000, 0.0, 1.0), Some(1000.0));
         assert_eq!(driven.floor(0, 0.0, 1.0), None);
-        assert_eq!(driven.ceiling(100, 0.0), 100.0 + 950.0);
+        assert_eq!(driven.ceiling(100, 0.0), 100.0 + 0.3 * 1900.0);
         for other in all.iter().filter(|c| c.signal != "disk-iops") {
             assert_eq!(other.threshold, None, "{other:?}");
             assert!(

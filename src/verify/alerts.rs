@@ -39,7 +39,8 @@ pub struct FiredAlert {
     /// Unix time of the first and the last evaluation that saw it firing in the window.
     pub first_firing: f64,
     pub last_firing: f64,
-    /// Seconds between them plus one evaluation step.
+    /// Seconds it was firing in the window: the subquery steps that saw it firing times the
+    /// step (resolved gaps between firings are not counted).
     pub firing_seconds: f64,
     /// Whether it fires at query time.
     pub firing_now: bool,
@@ -51,8 +52,9 @@ pub fn step_secs(window: Window) -> u64 {
 }
 
 /// The query for the VMs `names` of `namespace`: per firing alert series, the first and
-/// last firing evaluation in the window and whether it fires now, each named by
-/// [`FACT_LABEL`] as `part|alertname|namespace|name`.
+/// last firing evaluation in the window, how many subquery steps saw it firing and whether
+/// it fires now, each named by [`FACT_LABEL`] as `part|alertname|namespace|name`. A resolved
+/// alert's series ends with a stale marker, so the steps of a gap do not see it.
 pub fn alerts_query(namespace: &str, names: &[&str], window: Window) -> String {
     let pattern = names
         .iter()
@@ -74,6 +76,10 @@ pub fn alerts_query(namespace: &str, names: &[&str], window: Window) -> String {
             "last",
             format!("max_over_time(timestamp({firing})[{window}:{step}s])"),
         ),
+        (
+            "steps",
+            format!("count_over_time(timestamp({firing})[{window}:{step}s])"),
+        ),
         ("now", format!("timestamp({firing})")),
     ];
     parts
@@ -89,7 +95,7 @@ pub fn alerts_query(namespace: &str, names: &[&str], window: Window) -> String {
 
 /// Reads an [`alerts_query`] answer (its facts) into the alerts that fired, sorted.
 pub fn fired_alerts(facts: &BTreeMap<String, f64>, window: Window) -> Vec<FiredAlert> {
-    let mut by_alert: BTreeMap<(String, String, String), [Option<f64>; 3]> = BTreeMap::new();
+    let mut by_alert: BTreeMap<(String, String, String), [Option<f64>; 4]> = BTreeMap::new();
     for (key, value) in facts {
         let mut fields = key.splitn(4, '|');
         let (Some(part), Some(alert), Some(ns), Some(name)) =
@@ -101,6 +107,7 @@ pub fn fired_alerts(facts: &BTreeMap<String, f64>, window: Window) -> Vec<FiredA
             "first" => 0,
             "last" => 1,
             "now" => 2,
+            "steps" => 3,
             _ => continue,
         };
         by_alert
@@ -110,19 +117,24 @@ pub fn fired_alerts(facts: &BTreeMap<String, f64>, window: Window) -> Vec<FiredA
     let step = step_secs(window) as f64;
     by_alert
         .into_iter()
-        .filter_map(|((alertname, namespace, name), [first, last, now])| {
-            let first = first.or(now)?;
-            let last = last.or(now).unwrap_or(first);
-            Some(FiredAlert {
-                alertname,
-                namespace,
-                name,
-                first_firing: first,
-                last_firing: last,
-                firing_seconds: (last - first).max(0.0) + step,
-                firing_now: now.is_some(),
-            })
-        })
+        .filter_map(
+            |((alertname, namespace, name), [first, last, now, steps])| {
+                let first = first.or(now)?;
+                let last = last.or(now).unwrap_or(first);
+                let span = (last - first).max(0.0) + step;
+                // Never more than the span from the first to the last firing step.
+                let firing_seconds = steps.map_or(span, |n| (n * step).min(span));
+                Some(FiredAlert {
+                    alertname,
+                    namespace,
+                    name,
+                    first_firing: first,
+                    last_firing: last,
+                    firing_seconds,
+                    firing_now: now.is_some(),
+                })
+            },
+        )
         .collect()
 }
 
@@ -177,13 +189,21 @@ pub fn expectations(checks: &AlertChecks, fired: &[FiredAlert]) -> Vec<Expectati
     expect.chain(forbid).collect()
 }
 
-/// The one-line failure of the first unmet expectation (and how many more).
-pub fn expectation_failure(expectations: &[Expectation], window: Window) -> Option<String> {
+/// The one-line failure of the first unmet expectation (and how many more); `waited` is
+/// the `--timeout` verify waited for an expected alert (with `--wait`).
+pub fn expectation_failure(
+    expectations: &[Expectation],
+    window: Window,
+    waited: Option<std::time::Duration>,
+) -> Option<String> {
     let unmet: Vec<&Expectation> = expectations.iter().filter(|e| !e.met).collect();
     let first = unmet.first()?;
+    let until = waited.map_or(String::new(), |t| {
+        format!(" by the end of --timeout {}s", t.as_secs())
+    });
     let what = match first.expected {
         "fire" => format!(
-            "expected alert {} did not fire for any of the VMs in the {window} window",
+            "expected alert {} did not fire for any of the VMs in the {window} window{until}",
             first.alert
         ),
         _ => format!(
@@ -284,7 +304,8 @@ mod tests {
             "{q}"
         );
         assert!(q.contains("[10m:2s]"), "{q}");
-        assert_eq!(q.matches(" or ").count(), 2);
+        assert_eq!(q.matches(" or ").count(), 3);
+        assert!(q.contains("count_over_time(timestamp(ALERTS{"), "{q}");
     }
 
     #[test]
@@ -296,10 +317,13 @@ mod tests {
             ("first|Gone|virtwork|virtwork-cpu-1".to_string(), 900.0),
             ("last|Gone|virtwork|virtwork-cpu-1".to_string(), 960.0),
         ]);
+        let mut facts = facts;
+        // Firing at 20 of the 2 s steps from 1000 to 1100: 40 s, the resolved gap not counted.
+        facts.insert("steps|CpuBusy|virtwork|virtwork-cpu-0".to_string(), 20.0);
         let fired = fired_alerts(&facts, window());
         assert_eq!(fired.len(), 2);
         assert_eq!(fired[0].alertname, "CpuBusy");
-        assert!(fired[0].firing_now && (fired[0].firing_seconds - 102.0).abs() < 1e-9);
+        assert!(fired[0].firing_now && (fired[0].firing_seconds - 40.0).abs() < 1e-9);
         assert!(!fired[1].firing_now && (fired[1].firing_seconds - 62.0).abs() < 1e-9);
         let checks = AlertChecks {
             report: true,
@@ -311,10 +335,16 @@ mod tests {
             e.iter().map(|e| e.met).collect::<Vec<_>>(),
             vec![true, false, false, true]
         );
-        let failure = expectation_failure(&e, window()).unwrap();
+        let failure = expectation_failure(&e, window(), None).unwrap();
         assert!(
             failure.starts_with("expected alert Never did not fire"),
             "{failure}"
+        );
+        let waited =
+            expectation_failure(&e, window(), Some(std::time::Duration::from_secs(90))).unwrap();
+        assert!(
+            waited.contains("in the 10m window by the end of --timeout 90s"),
+            "{waited}"
         );
         assert!(
             failure.ends_with("(and 1 more unmet alert expectation(s))"),
@@ -323,6 +353,6 @@ mod tests {
         let text = text_section(&fired, &e, window());
         assert!(text.contains("alert Gone must not fire: NOT MET"), "{text}");
         assert!(text.lines().next().unwrap().starts_with("ALERT"), "{text}");
-        assert!(expectation_failure(&e[..1], window()).is_none());
+        assert!(expectation_failure(&e[..1], window(), None).is_none());
     }
 }

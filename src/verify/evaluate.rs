@@ -231,32 +231,50 @@ pub struct SeriesFacts {
     /// Seconds since the freshest sample; None when no sample is current (the series
     /// vanished from its target's scrape or the target is down: Prometheus marks it stale).
     pub age: Option<f64>,
-    /// Samples in the fact window ([`fact_window`]).
+    /// Samples in the fact range ([`fact_range`]).
     pub samples: Option<f64>,
-    /// Seconds since the oldest sample seen in the fact window (more than the window when
+    /// Seconds since the oldest sample seen in the fact range (more than the window when
     /// the series is older than it).
     pub span: Option<f64>,
     /// Series of this VM stored under `exported_namespace` (a scrape that overwrote
     /// `namespace`).
     pub relabelled: Option<f64>,
+    /// The largest current value among the VM's series (for the vCPU counter: the busiest
+    /// vCPU's total, which in seconds can never exceed the VMI's age).
+    pub peak: Option<f64>,
 }
 
-/// The range over which [`SeriesFacts`] are gathered: the window, but at least 5 minutes,
-/// so the scrape interval is measured even for a window too short to hold two samples.
-pub fn fact_window(window: Window) -> Window {
-    Window::from_secs(window.as_secs().max(300)).expect("at least 300 s")
+/// The range over which [`SeriesFacts`] are gathered and the step of its subqueries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FactRange {
+    pub secs: u64,
+    pub step_secs: u64,
+}
+
+/// The [`FactRange`] of a window: the window, but at least 5 minutes (so the scrape interval
+/// is measured even for a window too short to hold two samples), plus two subquery steps, so
+/// a series older than the window shows at the range's first step and is never taken for
+/// one that began inside the window. The step (about a hundredth of the range) is explicit:
+/// Prometheus' default, its evaluation interval, may be coarser than the window.
+pub fn fact_range(window: Window) -> FactRange {
+    let base = window.as_secs().max(300);
+    let step_secs = base.div_ceil(100).max(1);
+    FactRange {
+        secs: base + 2 * step_secs,
+        step_secs,
+    }
 }
 
 /// The query that gathers the [`SeriesFacts`] of every VM of a signal group at once (by VM
 /// `name`, each sample named `part|name`): one query per namespace and signal, not per VM.
 ///
 /// The oldest sample's age (`span`) takes a second query, [`group_oldest_query`]: this one
-/// finds, per VM, the first step of the fact window's subquery at which its series
+/// finds, per VM, the first step of the fact range's subquery at which its series
 /// existed (`first`, from `time()`, cheap) and when it was evaluated (`now|`). Asking for
 /// `timestamp()` at every step instead is what Prometheus answers slowly (seconds per
 /// thousand series at a 1 s evaluation interval, growing with the series' samples).
 pub fn group_facts_query(series: &str, relabelled: &str, window: Window) -> String {
-    let f = fact_window(window);
+    let FactRange { secs, step_secs } = fact_range(window);
     let part = |expr: String, name: &str| {
         format!(
             "label_join(label_replace({expr}, \"virtwork_part\", \"{name}\", \"\", \"\"), \"{FACT_LABEL}\", \"|\", \"virtwork_part\", \"name\")"
@@ -268,13 +286,16 @@ pub fn group_facts_query(series: &str, relabelled: &str, window: Window) -> Stri
             "age",
         ),
         part(
-            format!("max by (name) (count_over_time({series}[{f}]))"),
+            format!("max by (name) (count_over_time({series}[{secs}s]))"),
             "samples",
         ),
         part(
-            format!("min_over_time((time() + 0 * count by (name) ({series}))[{f}:])"),
+            format!(
+                "min_over_time((time() + 0 * count by (name) ({series}))[{secs}s:{step_secs}s])"
+            ),
             FIRST_PART,
         ),
+        part(format!("max by (name) ({series})"), "peak"),
         part(format!("count by (name) ({relabelled})"), "relabelled"),
         part("vector(time())".to_string(), NOW_PART),
     ]
@@ -314,7 +335,11 @@ pub fn first_steps(answer: &QueryAnswer) -> Option<(f64, BTreeMap<String, f64>)>
 /// minimum is the one at its first step. The earliest of those steps (every VM older than
 /// the window shares it) is read alone; the later ones from one subquery spanning just
 /// them. None when no VM has a first step.
-pub fn group_oldest_query(series: &str, firsts: &BTreeMap<String, f64>) -> Option<String> {
+pub fn group_oldest_query(
+    series: &str,
+    firsts: &BTreeMap<String, f64>,
+    window: Window,
+) -> Option<String> {
     let mut steps: Vec<i64> = firsts
         .values()
         .map(|t| (t * 1000.0).round() as i64)
@@ -324,23 +349,36 @@ pub fn group_oldest_query(series: &str, firsts: &BTreeMap<String, f64>) -> Optio
     let at = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
     let (&earliest, later) = steps.split_first()?;
     let mut expression = format!("min by (name) (timestamp({series} @ {}))", at(earliest));
-    if let (Some(&from), Some(&to)) = (later.first(), later.last()) {
-        // The subquery's steps are the evaluation interval's multiples in [to - range, to]:
-        // `from` and `to` are such multiples, the earliest step is not in it.
-        expression = format!(
-            "{expression} or min by (name) (min_over_time(timestamp({series})[{}ms:] @ {}))",
-            to - from,
-            at(to)
-        );
+    match later {
+        [] => {}
+        // One later step: read there alone (a subquery spanning nothing would be `[0ms:]`,
+        // which Prometheus refuses).
+        [only] => {
+            expression = format!(
+                "{expression} or min by (name) (timestamp({series} @ {}))",
+                at(*only)
+            );
+        }
+        [from, .., to] => {
+            // The subquery's steps are the fact range's step's multiples in [to - range, to]
+            // (Prometheus aligns them so): `from` and `to` are such multiples, the earliest
+            // step is not in it.
+            let step = fact_range(window).step_secs;
+            expression = format!(
+                "{expression} or min by (name) (min_over_time(timestamp({series})[{}ms:{step}s] @ {}))",
+                to - from,
+                at(*to)
+            );
+        }
     }
     Some(group_value_query(&expression))
 }
 
 /// [`group_oldest_query`] for a server that refuses the `@` modifier: the slow subquery.
 pub fn group_oldest_fallback_query(series: &str, window: Window) -> String {
-    let f = fact_window(window);
+    let FactRange { secs, step_secs } = fact_range(window);
     group_value_query(&format!(
-        "min by (name) (min_over_time(timestamp({series})[{f}:]))"
+        "min by (name) (min_over_time(timestamp({series})[{secs}s:{step_secs}s]))"
     ))
 }
 
@@ -391,6 +429,7 @@ pub fn facts_by_name(answer: &QueryAnswer) -> BTreeMap<String, SeriesFacts> {
             "age" => f.age = Some(*value),
             "samples" => f.samples = Some(*value),
             "relabelled" => f.relabelled = Some(*value),
+            "peak" => f.peak = Some(*value),
             _ => {}
         }
     }
@@ -398,19 +437,58 @@ pub fn facts_by_name(answer: &QueryAnswer) -> BTreeMap<String, SeriesFacts> {
 }
 
 impl SeriesFacts {
-    /// The scrape interval the samples show: the time between the oldest and the newest
-    /// sample of the fact window over their count. None with fewer than two samples.
+    /// The scrape interval this VM's series shows: the time between the oldest and the
+    /// newest sample of the fact range over their count. None with fewer than two samples,
+    /// or when the series is not current: a series that died after a few scrapes would
+    /// spread them over the whole range.
     pub fn scrape_interval(&self, window: Window) -> Option<f64> {
+        let age = self.age?;
         let samples = self.samples.filter(|n| *n >= 2.0)?;
-        let since_oldest = self.span?.min(fact_window(window).as_secs() as f64);
-        let covered = since_oldest - self.age.unwrap_or(0.0);
+        let since_oldest = self.span?.min(fact_range(window).secs as f64);
+        let covered = since_oldest - age;
         (covered > 0.0).then(|| covered / (samples - 1.0))
     }
 
-    /// Whether the series began inside the window (so a rate over it reads low).
+    /// Whether the series began inside the window (so a rate over it reads low). A series
+    /// with samples but no oldest one is younger than the fact range's last step: young.
     pub fn younger_than(&self, window: Window) -> bool {
-        self.span.is_some_and(|span| span < window.as_secs() as f64)
+        match self.span {
+            Some(span) => span < window.as_secs() as f64,
+            None => self.samples.is_some_and(|n| n > 0.0),
+        }
     }
+}
+
+/// The scrape interval of a fleet: the median of the intervals its current series show
+/// (each VM counted once per signal). One series that died, restarted or began late cannot
+/// move it; None when no series is current.
+pub fn fleet_interval<'a>(
+    facts: impl IntoIterator<Item = &'a SeriesFacts>,
+    window: Window,
+) -> Option<f64> {
+    let mut intervals: Vec<f64> = facts
+        .into_iter()
+        .filter_map(|f| f.scrape_interval(window))
+        .collect();
+    if intervals.is_empty() {
+        return None;
+    }
+    intervals.sort_by(f64::total_cmp);
+    let mid = intervals.len() / 2;
+    Some(match intervals.len() % 2 {
+        1 => intervals[mid],
+        _ => (intervals[mid - 1] + intervals[mid]) / 2.0,
+    })
+}
+
+/// The subquery step for a measured scrape interval, in milliseconds: the interval itself
+/// (each step then sees a new sample), or a 60th of the window while no interval is known;
+/// never zero.
+pub fn subquery_step_ms(interval: Option<f64>, window: Window) -> u64 {
+    let secs = interval
+        .filter(|i| i.is_finite() && *i > 0.0)
+        .unwrap_or((window.as_secs() as f64 / 60.0).clamp(1.0, 30.0));
+    ((secs * 1000.0).round() as u64).max(1)
 }
 
 /// A sample older than this many scrape intervals (plus [`STALE_SLACK_SECS`] for the
@@ -420,9 +498,34 @@ pub const STALE_SLACK_SECS: f64 = 1.0;
 /// The shortest window, in scrape intervals, that holds the two samples a rate needs.
 pub const MIN_WINDOW_INTERVALS: f64 = 2.0;
 
+/// What a verdict depends on beyond the VM's own answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Context {
+    pub window: Window,
+    /// The fleet's scrape interval ([`fleet_interval`]); None: each series' own.
+    pub interval: Option<f64>,
+    /// Seconds since the VM's VMI was created; None when unknown.
+    pub vmi_age: Option<f64>,
+}
+
+impl Context {
+    /// A context of `window` alone (each series' own interval, the VMI's age unknown).
+    pub fn of(window: Window) -> Context {
+        Context {
+            window,
+            interval: None,
+            vmi_age: None,
+        }
+    }
+
+    fn interval_of(&self, facts: &SeriesFacts) -> Option<f64> {
+        self.interval.or_else(|| facts.scrape_interval(self.window))
+    }
+}
+
 /// Whether the freshest sample is too old for the scrape interval (or there is none).
-pub fn is_stale(facts: &SeriesFacts, window: Window) -> bool {
-    match (facts.age, facts.scrape_interval(window)) {
+pub fn is_stale(facts: &SeriesFacts, ctx: &Context) -> bool {
+    match (facts.age, ctx.interval_of(facts)) {
         (None, _) => true,
         (Some(age), Some(interval)) => age > STALE_INTERVALS * interval + STALE_SLACK_SECS,
         (Some(_), None) => false,
@@ -434,9 +537,55 @@ pub fn is_stale(facts: &SeriesFacts, window: Window) -> bool {
 /// nanoseconds by 10^6).
 pub const VCPU_MILLIS_ABOVE: f64 = 1.2;
 
-/// Whether a vcpu-busy value shows a millisecond counter.
-pub fn vcpu_counter_in_millis(observed: Option<f64>) -> bool {
-    observed.is_some_and(|v| v > VCPU_MILLIS_ABOVE)
+/// The unit of one VM's vCPU counter, decided from that VM's own series alone (during a
+/// virt-handler rollout, VMs of one cluster count in both): milliseconds when its busy
+/// fraction over the window, or its busiest vCPU's total over the VMI's age, exceeds what
+/// seconds allow ([`VCPU_MILLIS_ABOVE`]). The second catches a nearly idle VM, whose rate
+/// alone would pass for a busy one in seconds: its boot alone put seconds on the counter.
+pub fn vcpu_counter_in_millis(
+    observed: Option<f64>,
+    peak: Option<f64>,
+    vmi_age: Option<f64>,
+) -> bool {
+    let over_window = observed.is_some_and(|v| v > VCPU_MILLIS_ABOVE);
+    let over_life = match (peak, vmi_age) {
+        (Some(total), Some(age)) if age > 0.0 => total / age > VCPU_MILLIS_ABOVE,
+        _ => false,
+    };
+    over_window || over_life
+}
+
+/// Whether a signal is a level over the window (the largest ratio in it, a count of
+/// series) rather than a rate: a young series does not read low for a level.
+fn is_level(check: &Check) -> bool {
+    matches!(
+        check.unit,
+        crate::signals::contract::Unit::Ratio | crate::signals::contract::Unit::Series
+    )
+}
+
+/// Whether the series' youth explains a shortfall: the VM is young (a level signal: its VMI
+/// is younger than the window, so its payload may not have reached the level yet), or its
+/// rate, over the seconds the series has existed instead of the whole window, would pass.
+/// A VM whose load is missing gets its own verdict, however young its series.
+fn youth_explains(
+    check: &Check,
+    observed: Option<f64>,
+    facts: &SeriesFacts,
+    ctx: &Context,
+) -> bool {
+    let window = ctx.window.as_secs() as f64;
+    if is_level(check) {
+        return ctx.vmi_age.is_none_or(|age| age < window);
+    }
+    let (Some(threshold), Some(value)) = (check.threshold, observed) else {
+        return true;
+    };
+    // Without an oldest sample (younger than one step of the fact range) the newest
+    // sample's age is the least the series can have lived: its rate over that is the most
+    // it can be, so youth is given the benefit of the doubt.
+    let lived = facts.span.or(facts.age).unwrap_or(0.0).max(1.0);
+    value * window / lived >= threshold
 }
 
 /// The verdict on a built-in check from its value and its series' facts; the note says
@@ -445,8 +594,9 @@ pub fn judge_series(
     check: &Check,
     observed: Option<f64>,
     facts: &SeriesFacts,
-    window: Window,
+    ctx: &Context,
 ) -> (Verdict, Option<String>) {
+    let window = ctx.window;
     if check.threshold.is_none() {
         return (Verdict::NotExpected, None);
     }
@@ -458,8 +608,8 @@ pub fn judge_series(
         });
         return (Verdict::NoData, note);
     }
-    if is_stale(facts, window) {
-        let note = match (facts.age, facts.scrape_interval(window)) {
+    if is_stale(facts, ctx) {
+        let note = match (facts.age, ctx.interval_of(facts)) {
             (Some(age), Some(interval)) => format!(
                 "the newest sample is {age:.0}s old although Prometheus scrapes it every {interval:.0}s"
             ),
@@ -468,13 +618,17 @@ pub fn judge_series(
         return (Verdict::Stale, Some(note));
     }
     match judge(check, observed) {
-        Verdict::Below | Verdict::NoData if facts.younger_than(window) => (
-            Verdict::TooYoung,
-            Some(format!(
-                "the series is only {:.0}s old, younger than the {window} window: wait (--wait) or use a shorter --window",
-                facts.span.unwrap_or(0.0)
-            )),
-        ),
+        Verdict::Below | Verdict::NoData
+            if facts.younger_than(window) && youth_explains(check, observed, facts, ctx) =>
+        {
+            (
+                Verdict::TooYoung,
+                Some(format!(
+                    "the series is only {:.0}s old, younger than the {window} window: wait (--wait) or use a shorter --window",
+                    facts.span.unwrap_or(0.0)
+                )),
+            )
+        }
         verdict => (verdict, None),
     }
 }
@@ -741,6 +895,7 @@ mod tests {
             samples: Some(samples),
             span: Some(span),
             relabelled: None,
+            peak: None,
         }
     }
 
@@ -772,8 +927,8 @@ mod tests {
         assert_eq!(a, facts(Some(0.4), 301.0, 330.0));
         let interval = a.scrape_interval(secs(30)).unwrap();
         assert!(
-            (interval - 299.6 / 300.0).abs() < 1e-9,
-            "oldest to newest over 300 gaps: {interval}"
+            (interval - 305.6 / 300.0).abs() < 1e-9,
+            "oldest to newest of the 306 s fact range over 300 gaps: {interval}"
         );
         assert_eq!(by_name["vm-b"].age, None, "no current sample: stale");
         assert_eq!(by_name["vm-c"].relabelled, Some(2.0));
@@ -790,13 +945,17 @@ mod tests {
             secs(30),
         );
         assert!(
-            q.contains(r#"max by (name) (count_over_time(m{namespace="ns"}[5m]))"#),
+            q.contains(r#"max by (name) (count_over_time(m{namespace="ns"}[306s]))"#),
             "{q}"
         );
+        // An explicit step: the default (the evaluation interval) may be coarser than the window.
         assert!(
-            q.contains(r#"min_over_time((time() + 0 * count by (name) (m{namespace="ns"}))[5m:])"#),
+            q.contains(
+                r#"min_over_time((time() + 0 * count by (name) (m{namespace="ns"}))[306s:3s])"#
+            ),
             "{q}"
         );
+        assert!(q.contains(r#"max by (name) (m{namespace="ns"})"#), "{q}");
         assert!(!q.contains("timestamp(m{namespace=\"ns\"})["), "{q}");
         assert!(
             q.contains(r#"count by (name) (m{exported_namespace="ns"})"#),
@@ -811,91 +970,180 @@ mod tests {
     #[test]
     fn oldest_samples_are_read_only_at_each_vms_first_step() {
         let series = r#"m{namespace="ns"}"#;
-        assert_eq!(group_oldest_query(series, &BTreeMap::new()), None);
+        let w = secs(600);
+        assert_eq!(group_oldest_query(series, &BTreeMap::new(), w), None);
         // Every VM older than the window: one instant read at the first step.
         let old = BTreeMap::from([
             ("a".to_string(), 1700000000.0),
             ("b".to_string(), 1700000000.0),
         ]);
         assert_eq!(
-            group_oldest_query(series, &old).unwrap(),
+            group_oldest_query(series, &old, w).unwrap(),
             r#"label_join(min by (name) (timestamp(m{namespace="ns"} @ 1700000000.000)), "virtwork_fact", "|", "name")"#
         );
-        // Younger VMs: a subquery from the second first step to the last, at the last.
+        // Younger VMs: a subquery from the second first step to the last, at the last, at
+        // the fact range's own step.
         let mixed = BTreeMap::from([
             ("a".to_string(), 1700000000.0),
             ("b".to_string(), 1700000030.0),
-            ("c".to_string(), 1700000047.5),
+            ("c".to_string(), 1700000048.0),
             ("d".to_string(), 1700000030.0),
         ]);
-        let q = group_oldest_query(series, &mixed).unwrap();
+        let q = group_oldest_query(series, &mixed, w).unwrap();
         assert!(
-            q.contains(r#"min by (name) (timestamp(m{namespace="ns"} @ 1700000000.000)) or min by (name) (min_over_time(timestamp(m{namespace="ns"})[17500ms:] @ 1700000047.500))"#),
+            q.contains(r#"min by (name) (timestamp(m{namespace="ns"} @ 1700000000.000)) or min by (name) (min_over_time(timestamp(m{namespace="ns"})[18000ms:6s] @ 1700000048.000))"#),
+            "{q}"
+        );
+        // One younger step: read there alone, never as a subquery spanning nothing.
+        let one = BTreeMap::from([
+            ("a".to_string(), 1700000000.0),
+            ("b".to_string(), 1700000030.0),
+        ]);
+        let q = group_oldest_query(series, &one, w).unwrap();
+        assert!(!q.contains("[0ms:"), "{q}");
+        assert!(
+            q.contains(r#"or min by (name) (timestamp(m{namespace="ns"} @ 1700000030.000))"#),
             "{q}"
         );
         assert_eq!(
-            group_oldest_fallback_query(series, secs(600)),
-            r#"label_join(min by (name) (min_over_time(timestamp(m{namespace="ns"})[10m:])), "virtwork_fact", "|", "name")"#
+            group_oldest_fallback_query(series, w),
+            r#"label_join(min by (name) (min_over_time(timestamp(m{namespace="ns"})[612s:6s])), "virtwork_fact", "|", "name")"#
         );
     }
 
     #[test]
     fn series_must_be_current_for_the_scrape_interval() {
         let c = check(Some(0.5));
-        let w = secs(30);
+        let w = Context::of(secs(30));
         // Healthy: fresh sample, old enough series.
         assert_eq!(
-            judge_series(&c, Some(0.9), &facts(Some(0.5), 301.0, 400.0), w).0,
+            judge_series(&c, Some(0.9), &facts(Some(0.5), 301.0, 400.0), &w).0,
             Verdict::Pass
         );
         // Stopped reporting: Prometheus marked it stale, or the newest sample is 3 scrapes old.
-        let (v, note) = judge_series(&c, Some(0.9), &facts(None, 200.0, 400.0), w);
+        let (v, note) = judge_series(&c, Some(0.9), &facts(None, 200.0, 400.0), &w);
         assert_eq!(v, Verdict::Stale);
         assert!(note.unwrap().contains("stale"));
-        // Scraped every ~30 s, newest sample 70 s old: 8 samples in the last 230 s.
-        let (v, note) = judge_series(&c, Some(0.9), &facts(Some(70.0), 8.0, 400.0), w);
+        // Scraped every ~34 s, newest sample 70 s old: 8 samples in the last 236 s.
+        let (v, note) = judge_series(&c, Some(0.9), &facts(Some(70.0), 8.0, 400.0), &w);
         let note = note.unwrap();
         assert_eq!(v, Verdict::Stale);
         assert!(
-            note.contains("70s old") && note.contains("every 33s"),
+            note.contains("70s old") && note.contains("every 34s"),
             "{note}"
         );
         let fresh_enough = facts(Some(59.0), 9.0, 400.0);
         assert_eq!(
-            judge_series(&c, Some(0.9), &fresh_enough, w).0,
+            judge_series(&c, Some(0.9), &fresh_enough, &w).0,
             Verdict::Pass,
-            "59 s < 2 x 30 s + 1 s"
+            "59 s < 2 x 31 s + 1 s"
+        );
+        // The fleet's interval decides, not a series' own: a gap in one series cannot excuse
+        // its newest sample being old.
+        let fleet = Context {
+            interval: Some(2.0),
+            ..w
+        };
+        assert_eq!(
+            judge_series(&c, Some(0.9), &fresh_enough, &fleet).0,
+            Verdict::Stale
         );
         // Never there.
         assert_eq!(
-            judge_series(&c, None, &SeriesFacts::default(), w).0,
+            judge_series(&c, None, &SeriesFacts::default(), &w).0,
             Verdict::NoData
         );
         // Not expected stays not expected.
         assert_eq!(
-            judge_series(&check(None), None, &SeriesFacts::default(), w).0,
+            judge_series(&check(None), None, &SeriesFacts::default(), &w).0,
             Verdict::NotExpected
         );
     }
 
     #[test]
-    fn young_series_are_too_young_not_below() {
-        let c = check(Some(0.5));
-        let (v, note) = judge_series(&c, Some(0.2), &facts(Some(0.5), 11.0, 10.0), secs(30));
+    fn the_fleet_interval_ignores_dead_and_young_outliers() {
+        let w = secs(30);
+        let healthy = facts(Some(0.5), 151.0, 400.0); // every 2 s
+        // Died after three scrapes: no current sample, so no interval of its own.
+        let dead = facts(None, 3.0, 300.0);
+        assert_eq!(dead.scrape_interval(w), None);
+        // A series with a long gap shows a long interval; the median ignores it.
+        let gapped = facts(Some(1.0), 20.0, 400.0);
+        let all = [healthy, healthy, dead, gapped, healthy];
+        let interval = fleet_interval(&all, w).unwrap();
+        assert!((interval - 2.033).abs() < 0.01, "{interval}");
+        assert_eq!(fleet_interval(&[dead], w), None);
+        // Subqueries step at the interval, never at zero.
+        assert_eq!(subquery_step_ms(Some(2.0333), w), 2033);
+        assert_eq!(subquery_step_ms(Some(0.0001), w), 1);
+        assert_eq!(subquery_step_ms(None, secs(600)), 10_000);
+        assert_eq!(subquery_step_ms(None, secs(5)), 1000);
+    }
+
+    fn rate_check(threshold: f64) -> Check {
+        Check {
+            unit: crate::signals::contract::Unit::VcpuFraction,
+            ..check(Some(threshold))
+        }
+    }
+
+    #[test]
+    fn young_series_are_too_young_only_when_youth_explains_the_shortfall() {
+        let c = rate_check(0.5);
+        let w = Context::of(secs(30));
+        // 10 s old at 0.2 over 30 s: 0.6 over its own 10 s, so youth explains it.
+        let (v, note) = judge_series(&c, Some(0.2), &facts(Some(0.5), 11.0, 10.0), &w);
         assert_eq!(v, Verdict::TooYoung);
         assert!(note.unwrap().contains("only 10s old"));
+        // 0.02 over its own 10 s is still idle: below, however young.
         assert_eq!(
-            judge_series(&c, Some(0.2), &facts(Some(0.5), 40.0, 40.0), secs(30)).0,
+            judge_series(&c, Some(0.02), &facts(Some(0.5), 11.0, 10.0), &w).0,
             Verdict::Below
         );
         assert_eq!(
-            judge_series(&c, Some(0.9), &facts(Some(0.5), 11.0, 10.0), secs(30)).0,
+            judge_series(&c, Some(0.2), &facts(Some(0.5), 40.0, 40.0), &w).0,
+            Verdict::Below
+        );
+        assert_eq!(
+            judge_series(&c, Some(0.9), &facts(Some(0.5), 11.0, 10.0), &w).0,
             Verdict::Pass
         );
         assert_eq!(
-            judge_series(&c, None, &facts(Some(0.5), 1.0, 0.5), secs(30)).0,
+            judge_series(&c, None, &facts(Some(0.5), 1.0, 0.5), &w).0,
             Verdict::TooYoung
         );
+        // A level (the largest ratio in the window): young only while the VMI is.
+        let level = check(Some(0.5));
+        let young_vm = Context {
+            vmi_age: Some(25.0),
+            ..w
+        };
+        let old_vm = Context {
+            vmi_age: Some(480.0),
+            ..w
+        };
+        let f = facts(Some(0.5), 11.0, 10.0);
+        assert_eq!(
+            judge_series(&level, Some(0.1), &f, &young_vm).0,
+            Verdict::TooYoung
+        );
+        assert_eq!(
+            judge_series(&level, Some(0.1), &f, &old_vm).0,
+            Verdict::Below
+        );
+    }
+
+    #[test]
+    fn a_series_older_than_the_window_is_never_young() {
+        // With a 30 s default subquery step the first step fell up to 30 s into a 5m window,
+        // and an 8-minute-old VM read "only 282s old". The fact range now reaches two steps
+        // before the window, so the oldest sample read there is older than the window.
+        let w = secs(300);
+        let range = fact_range(w);
+        assert!(range.secs >= 300 + 2 * range.step_secs, "{range:?}");
+        let first_step = range.secs - range.step_secs; // the range's first aligned step at worst
+        let f = facts(Some(0.5), 150.0, first_step as f64);
+        assert!(!f.younger_than(w));
     }
 
     #[test]
@@ -904,16 +1152,25 @@ mod tests {
             relabelled: Some(2.0),
             ..SeriesFacts::default()
         };
-        let (v, note) = judge_series(&check(Some(0.5)), None, &f, secs(30));
+        let (v, note) = judge_series(&check(Some(0.5)), None, &f, &Context::of(secs(30)));
         assert_eq!(v, Verdict::NoData);
         assert!(note.unwrap().contains("exported_namespace"));
     }
 
     #[test]
-    fn vcpu_values_above_one_per_vcpu_are_milliseconds() {
-        assert!(vcpu_counter_in_millis(Some(20.0)));
-        assert!(!vcpu_counter_in_millis(Some(1.0)));
-        assert!(!vcpu_counter_in_millis(None));
+    fn a_vcpu_counter_is_in_milliseconds_by_its_own_rate_or_lifetime() {
+        assert!(vcpu_counter_in_millis(Some(20.0), None, None));
+        assert!(!vcpu_counter_in_millis(Some(1.0), None, None));
+        assert!(!vcpu_counter_in_millis(None, None, None));
+        // Nearly idle (0.1 % of a vCPU reads 1.0 in milliseconds), but 8 s of boot in 600 s
+        // of life read 8,600: more than seconds allow.
+        assert!(vcpu_counter_in_millis(Some(1.0), Some(8600.0), Some(600.0)));
+        // A busy VM in seconds: its busiest vCPU spent at most its life.
+        assert!(!vcpu_counter_in_millis(
+            Some(0.97),
+            Some(590.0),
+            Some(600.0)
+        ));
     }
 
     #[test]

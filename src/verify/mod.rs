@@ -255,6 +255,7 @@ pub fn unverifiable_result(target: &Target, reason: &str) -> SignalResult {
         status: Verdict::Unverifiable,
         error: Some(reason.to_string()),
         profile: None,
+        counter_unit: None,
     }
 }
 
@@ -328,52 +329,74 @@ pub fn not_running_results(target: &Target, window: Window, why: &str) -> Vec<Si
                 status: Verdict::NotRunning,
                 error: None,
                 profile: None,
+                counter_unit: None,
             }
         })
         .collect()
 }
 
-/// When the window is shorter than [`evaluate::MIN_WINDOW_INTERVALS`] of the largest
-/// scrape interval the answers show (a rate then sees fewer than two samples): that
+/// When the window is shorter than [`evaluate::MIN_WINDOW_INTERVALS`] of the fleet's scrape
+/// interval ([`evaluate::fleet_interval`]; a rate then sees fewer than two samples): that
 /// interval and the shortest window accepted, in seconds.
-pub fn window_too_short(answers: &[(usize, Answered)], window: Window) -> Option<(f64, u64)> {
-    let interval = answers
-        .iter()
-        .filter_map(|(_, a)| a.facts?.scrape_interval(window))
-        .fold(None, |acc: Option<f64>, v| {
-            Some(acc.map_or(v, |a| a.max(v)))
-        })?;
+pub fn window_too_short(interval: Option<f64>, window: Window) -> Option<(f64, u64)> {
+    let interval = interval?;
     // 10% tolerance: the interval is measured from sample timestamps, which jitter.
     let needed = evaluate::MIN_WINDOW_INTERVALS * interval * 0.9;
     ((window.as_secs() as f64) < needed).then_some((interval, needed.ceil() as u64))
 }
 
-/// Judges every answer: vcpu-busy values in milliseconds (detected on any VM, since one
-/// KubeVirt release reports them all) are converted to seconds first; a profiled signal
-/// whose series is present and current is judged by its profile over `ranges`.
+/// What every verdict of one verify round shares: the window, the fleet's scrape interval
+/// and the time the answers were read at (Unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Round {
+    pub window: Window,
+    pub interval: Option<f64>,
+    pub now: f64,
+}
+
+/// The note of a vcpu-busy value read from a millisecond counter.
+const MILLIS_NOTE: &str = "this VM's kubevirt_vmi_vcpu_seconds_total counts milliseconds (virt-handler before the fix of kubevirt/kubevirt#13898): values divided by 1000";
+
+/// Judges every answer: a vcpu-busy value from a counter in milliseconds (decided per VM,
+/// from its own series: VMs of one cluster differ during a virt-handler rollout) is converted
+/// to seconds first; a profiled signal whose series is present and current is judged by its
+/// profile over `ranges`.
 pub fn judge_answers(
     answers: Vec<(usize, Answered)>,
-    window: Window,
+    round: Round,
     ranges: &ProfileRanges,
 ) -> Vec<(usize, SignalResult)> {
-    let millis = answers.iter().any(|(_, a)| {
-        a.check.signal == "vcpu-busy" && evaluate::vcpu_counter_in_millis(a.observed)
-    });
     let mut fits = profile::FitCache::default();
     answers
         .into_iter()
         .map(|(i, mut a)| {
+            let ctx = evaluate::Context {
+                window: round.window,
+                interval: round.interval,
+                vmi_age: a.vmi_created.map(|c| round.now - c),
+            };
             let mut unit_note = None;
-            let in_millis = millis && a.check.signal == "vcpu-busy";
+            let mut counter_unit = None;
+            let in_millis = a.check.signal == "vcpu-busy"
+                && evaluate::vcpu_counter_in_millis(
+                    a.observed,
+                    a.facts.and_then(|f| f.peak),
+                    ctx.vmi_age,
+                );
+            if a.check.signal == "vcpu-busy" && a.error.is_none() && a.facts.is_some() {
+                counter_unit = Some(if in_millis {
+                    CounterUnit::Milliseconds
+                } else {
+                    CounterUnit::Seconds
+                });
+            }
             if in_millis {
                 a.observed = a.observed.map(|v| v / 1000.0);
-                unit_note = Some(
-                    "kubevirt_vmi_vcpu_seconds_total counts milliseconds on this cluster (KubeVirt before the fix of kubevirt/kubevirt#13898): values divided by 1000".to_string(),
-                );
+                unit_note = Some(MILLIS_NOTE.to_string());
             }
             let (mut status, mut note) = match (&a.error, &a.facts) {
                 (Some(_), _) => (Verdict::Error, None),
-                (None, Some(facts)) => evaluate::judge_series(&a.check, a.observed, facts, window),
+                (None, Some(facts)) => evaluate::judge_series(&a.check, a.observed, facts, &ctx),
                 (None, None) => (evaluate::judge(&a.check, a.observed), None),
             };
             let mut report = None;
@@ -406,11 +429,32 @@ pub fn judge_answers(
                     }
                 }
             }
-            let notes: Vec<String> = [a.check.note.take(), unit_note, note].into_iter().flatten().collect();
+            let notes: Vec<String> = [a.check.note.take(), unit_note, note]
+                .into_iter()
+                .flatten()
+                .collect();
             a.check.note = (!notes.is_empty()).then(|| notes.join("; "));
-            (i, SignalResult { check: a.check, observed: a.observed, status, error: a.error, profile: report })
+            (
+                i,
+                SignalResult {
+                    check: a.check,
+                    observed: a.observed,
+                    status,
+                    error: a.error,
+                    profile: report,
+                    counter_unit,
+                },
+            )
         })
         .collect()
+}
+
+/// The unit a VM's vCPU counter was read in (`counter_unit` in the JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CounterUnit {
+    Seconds,
+    Milliseconds,
 }
 
 /// Text from the cluster or Prometheus made safe for a terminal: control characters
@@ -450,6 +494,9 @@ pub struct SignalResult {
     /// How a profiled signal followed its load profile, phase by phase.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<profile::ProfileReport>,
+    /// vcpu-busy: the unit this VM's vCPU counter counts in, as decided from its own series.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counter_unit: Option<CounterUnit>,
 }
 
 /// One VM's outcome.
@@ -844,18 +891,23 @@ mod tests {
         assert!(unverifiable.status.is_missing());
     }
 
-    fn answered(signal: &str, observed: f64, interval: f64) -> (usize, Answered) {
+    const NOW: f64 = 1_800_000_000.0;
+
+    /// A vcpu-busy answer of VM `vm` at `observed` (per vCPU), its VMI 600 s old, its busiest
+    /// vCPU's counter at `peak`.
+    fn answered(vm: &str, observed: f64, peak: f64) -> (usize, Answered) {
         let facts = SeriesFacts {
             age: Some(0.0),
-            samples: Some(300.0 / interval + 1.0),
+            samples: Some(11.0),
             span: Some(600.0),
             relabelled: None,
+            peak: Some(peak),
         };
         (
             0,
             Answered {
                 check: Check {
-                    signal: signal.into(),
+                    signal: "vcpu-busy".into(),
                     description: String::new(),
                     query: "q".into(),
                     threshold: Some(0.5),
@@ -869,59 +921,79 @@ mod tests {
                 observed: Some(observed),
                 facts: Some(facts),
                 error: None,
-                vm_name: "virtwork-cpu-0".into(),
-                vmi_created: None,
+                vm_name: vm.into(),
+                vmi_created: Some(NOW - 600.0),
             },
         )
     }
 
+    fn round() -> Round {
+        Round {
+            window: Window::from_secs(60).unwrap(),
+            interval: Some(30.0),
+            now: NOW,
+        }
+    }
+
     #[test]
-    fn a_millisecond_vcpu_counter_is_judged_in_seconds() {
-        let w = Window::from_secs(60).unwrap();
-        // An idle VM (2% busy) reads 20 "seconds" per second on such a cluster.
+    fn the_vcpu_counter_unit_is_decided_per_vm() {
+        // An idle VM (2% busy) reads 20 "seconds" per second from a millisecond counter.
         let judged = judge_answers(
-            vec![answered("vcpu-busy", 20.0, 30.0)],
-            w,
+            vec![answered("a", 20.0, 12_000.0)],
+            round(),
             &ProfileRanges::new(),
         );
         let r = &judged[0].1;
         assert_eq!(r.status, Verdict::Below);
         assert!((r.observed.unwrap() - 0.02).abs() < 1e-9);
         assert!(r.check.note.as_deref().unwrap().contains("milliseconds"));
-        // One VM's impossible value shows the unit for all of them.
+        assert_eq!(r.counter_unit, Some(CounterUnit::Milliseconds));
+        // During a virt-handler rollout: one VM in milliseconds, its neighbours in seconds.
+        // The neighbours keep their values (a busy 0.4 must not read 0.0004).
         let judged = judge_answers(
             vec![
-                answered("vcpu-busy", 970.0, 30.0),
-                answered("vcpu-busy", 1.0, 30.0),
+                answered("ms", 970.0, 580_000.0),
+                answered("busy", 0.97, 580.0),
+                answered("idle", 0.4, 240.0),
             ],
-            w,
+            round(),
             &ProfileRanges::new(),
         );
-        assert_eq!(judged[0].1.status, Verdict::Pass);
-        assert_eq!(judged[1].1.status, Verdict::Below, "1.0 ms/s is idle");
-        let judged = judge_answers(
-            vec![answered("vcpu-busy", 0.9, 30.0)],
-            w,
-            &ProfileRanges::new(),
-        );
+        let got: Vec<(Verdict, Option<CounterUnit>, f64)> = judged
+            .iter()
+            .map(|(_, r)| (r.status, r.counter_unit, r.observed.unwrap()))
+            .collect();
         assert_eq!(
-            (judged[0].1.status, judged[0].1.check.note.clone()),
-            (Verdict::Pass, None)
+            got,
+            vec![
+                (Verdict::Pass, Some(CounterUnit::Milliseconds), 0.97),
+                (Verdict::Pass, Some(CounterUnit::Seconds), 0.97),
+                (Verdict::Below, Some(CounterUnit::Seconds), 0.4),
+            ]
         );
+        // A nearly idle VM on a millisecond counter reads 1.0 "seconds" per second, which
+        // would pass; its counter's total over the VMI's life shows the unit.
+        let judged = judge_answers(
+            vec![answered("quiet", 1.0, 9_000.0)],
+            round(),
+            &ProfileRanges::new(),
+        );
+        assert_eq!(judged[0].1.status, Verdict::Below, "{:?}", judged[0].1);
+        let doc = serde_json::to_value(&judged[0].1).unwrap();
+        assert_eq!(doc["counter_unit"], "milliseconds");
     }
 
     #[test]
     fn windows_shorter_than_two_scrapes_are_refused_with_the_interval() {
-        let answers = vec![answered("vcpu-busy", 0.9, 30.0)];
         assert_eq!(
-            window_too_short(&answers, Window::from_secs(30).unwrap()),
+            window_too_short(Some(30.0), Window::from_secs(30).unwrap()),
             Some((30.0, 54))
         );
         assert_eq!(
-            window_too_short(&answers, Window::from_secs(60).unwrap()),
+            window_too_short(Some(30.0), Window::from_secs(60).unwrap()),
             None
         );
-        assert_eq!(window_too_short(&[], Window::from_secs(1).unwrap()), None);
+        assert_eq!(window_too_short(None, Window::from_secs(1).unwrap()), None);
     }
 
     #[test]
@@ -972,6 +1044,7 @@ mod tests {
                 observed: None,
                 error: None,
                 profile: None,
+                counter_unit: None,
             })
             .collect();
         let results = vec![VmResult { target: t, signals }];

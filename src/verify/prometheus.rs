@@ -595,9 +595,68 @@ async fn try_route(
     Ok(Err(finding))
 }
 
+/// Whether the cluster has OpenShift's monitoring namespace, as far as the user can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenShiftMonitoring {
+    Present,
+    Absent,
+    /// The user may not read the namespace, and the cluster serves OpenShift's Route API:
+    /// taken as present.
+    Unknown,
+}
+
+impl OpenShiftMonitoring {
+    /// Whether kube-prometheus' `monitoring` namespace may be trusted for discovery: only
+    /// where OpenShift's monitoring is absent. On OpenShift any self-provisioner can create
+    /// a `monitoring` namespace with a `prometheus-k8s` answering whatever it likes.
+    pub fn allows_kube_prometheus(self) -> bool {
+        self == OpenShiftMonitoring::Absent
+    }
+}
+
+/// Reads whether the namespace `openshift-monitoring` exists: 404 absent, 200 present;
+/// refused, it counts as absent only where the API serves no `route.openshift.io` (not
+/// OpenShift).
+async fn openshift_monitoring(
+    client: &kube::Client,
+    cancel: &CancellationToken,
+) -> Result<OpenShiftMonitoring> {
+    let (namespace, _) = MONITORING_ROUTE;
+    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+    let policy = RetryPolicy::until(Instant::now() + PROBE_DEADLINE);
+    match retry(
+        &policy,
+        cancel,
+        "reading the openshift-monitoring namespace",
+        || api.get_opt(namespace),
+    )
+    .await
+    {
+        Ok(Some(_)) => Ok(OpenShiftMonitoring::Present),
+        Ok(None) => Ok(OpenShiftMonitoring::Absent),
+        Err(RetryError::Cancelled) => Err(Error::Interrupted),
+        Err(RetryError::Failed { .. }) => {
+            let routes = retry(&policy, cancel, "reading the Route API", || {
+                client.list_api_group_resources("route.openshift.io/v1")
+            })
+            .await;
+            match routes {
+                Err(RetryError::Cancelled) => Err(Error::Interrupted),
+                Err(RetryError::Failed {
+                    error: kube::Error::Api(status),
+                    ..
+                }) if status.code == 404 => Ok(OpenShiftMonitoring::Absent),
+                _ => Ok(OpenShiftMonitoring::Unknown),
+            }
+        }
+    }
+}
+
 /// Finds Prometheus: first the cluster's monitoring route (with `credentials`, the
 /// kubeconfig's token), then behind the API server's service proxy; the first that
-/// answers the Prometheus API wins. Err names every place tried and what it said.
+/// answers the Prometheus API wins. A route that is skipped is warned about with the
+/// reason; kube-prometheus' `monitoring/prometheus-k8s` is tried only where no
+/// `openshift-monitoring` namespace exists. Err names every place tried and what it said.
 pub async fn discover(
     client: &kube::Client,
     server: &str,
@@ -609,9 +668,34 @@ pub async fn discover(
     let mut findings = Vec::new();
     match try_route(client, credentials, gate, cancel).await? {
         Ok(api) => return Ok(api),
-        Err(finding) => findings.push(format!("route {namespace}/{name}: {finding}")),
+        Err(finding) => {
+            tracing::warn!(
+                route = format!("{namespace}/{name}").as_str(),
+                reason = finding.as_str(),
+                "not using the cluster's monitoring route"
+            );
+            findings.push(format!("route {namespace}/{name}: {finding}"));
+        }
     }
+    let openshift = openshift_monitoring(client, cancel).await?;
     for (namespace, service) in CANDIDATES {
+        if namespace != MONITORING_ROUTE.0 && !openshift.allows_kube_prometheus() {
+            let why = match openshift {
+                OpenShiftMonitoring::Present => "the cluster has an openshift-monitoring namespace",
+                _ => {
+                    "the cluster serves OpenShift's Route API and the openshift-monitoring namespace cannot be read"
+                }
+            };
+            tracing::warn!(
+                service = format!("{namespace}/{service}").as_str(),
+                "not trying kube-prometheus' service: {why}, so a {namespace} namespace may be anyone's"
+            );
+            findings.push(format!(
+                "{namespace}/{service}: not tried, since {why} (on OpenShift anyone allowed to create \
+                 namespaces could create {namespace})"
+            ));
+            continue;
+        }
         let api = PrometheusApi::via_proxy(client.clone(), namespace, service, server);
         let finding = match api.probe(cancel).await {
             Ok(Probe::Found) => return Ok(api),

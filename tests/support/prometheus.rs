@@ -63,9 +63,21 @@ impl Prometheus {
         jobs: &[ScrapeJob],
         rules: Option<&str>,
     ) -> Prometheus {
+        Prometheus::start_with_evaluation(binary, jobs, rules, 1)
+    }
+
+    /// Like [`Prometheus::start_with_rules`] with the global evaluation interval at
+    /// `evaluation_secs` (30 on kube-prometheus and OpenShift): also the default step of a
+    /// subquery that names none.
+    pub fn start_with_evaluation(
+        binary: &PathBuf,
+        jobs: &[ScrapeJob],
+        rules: Option<&str>,
+        evaluation_secs: u64,
+    ) -> Prometheus {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = String::from(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n",
+        let mut config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: {evaluation_secs}s\n",
         );
         if let Some(rules) = rules {
             let path = dir.path().join("rules.yml");

@@ -233,7 +233,9 @@ async fn load(
             let Some(group) = &check.group else {
                 continue;
             };
-            let query = profile_range_query(group, &names, Window::DEFAULT);
+            // Subqueries step at the finest step explicitly, not at the rule evaluation
+            // interval Prometheus would default to.
+            let query = profile_range_query(group, &names, Window::DEFAULT, Some(MIN_STEP * 1000));
             let series = match api
                 .query_range(&query, window.range(), policy, cancel)
                 .await?

@@ -12,7 +12,8 @@
 //! (its clock), unless marked stuck at the high level (`set_profile_stuck_high`). Also as
 //! real clusters go wrong: a VMI whose series vanish while it runs
 //! (`set_metrics_hidden`), a vCPU counter in milliseconds as KubeVirt reported it before
-//! kubevirt/kubevirt#13898 (`set_vcpu_millis`), and a scrape that overwrote `namespace`
+//! kubevirt/kubevirt#13898 (`set_vcpu_millis`, or `set_vcpu_millis_for` one VMI, as during a
+//! virt-handler rollout), and a scrape that overwrote `namespace`
 //! (`set_namespace_relabelled`: the VMI's namespace in `exported_namespace`). Served through
 //! the fake's service proxy (see proxy.rs); Prometheus scrapes it like virt-handler.
 //!
@@ -43,6 +44,9 @@ pub struct MetricsState {
     pub stuck_high: BTreeSet<(String, String)>,
     /// The vCPU counter advances in milliseconds.
     pub vcpu_millis: bool,
+    /// VMIs whose vCPU counter advances in milliseconds (a node whose virt-handler is not
+    /// yet upgraded, during a rollout).
+    pub vcpu_millis_vmis: BTreeSet<(String, String)>,
     /// `namespace` holds virt-handler's namespace; the VMI's is in `exported_namespace`.
     pub namespace_relabelled: bool,
     counters: BTreeMap<(String, String), Counters>,
@@ -379,7 +383,8 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
             };
             load = load_at_level(workload, &params, f64::from(level));
         }
-        let vcpu_unit = if state.vcpu_millis { 1000.0 } else { 1.0 };
+        let millis = state.vcpu_millis || state.vcpu_millis_vmis.contains(&key);
+        let vcpu_unit = if millis { 1000.0 } else { 1.0 };
         counters.vcpu_seconds.resize(vcpus, 0.0);
         for v in &mut counters.vcpu_seconds {
             *v += load.vcpu_busy * dt * vcpu_unit;

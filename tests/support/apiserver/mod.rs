@@ -439,6 +439,19 @@ impl FakeApiServer {
         self.shared.proxy.lock().unwrap().metrics.vcpu_millis = millis;
     }
 
+    /// Makes VMI `namespace/name`'s vCPU counter advance in milliseconds, the others' in
+    /// seconds: virt-handler is per node, so during its rollout VMs of one cluster differ.
+    pub fn set_vcpu_millis_for(&self, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        self.shared
+            .proxy
+            .lock()
+            .unwrap()
+            .metrics
+            .vcpu_millis_vmis
+            .insert(key);
+    }
+
     /// Serves every series as a scrape without honorLabels stores them: `namespace` is
     /// virt-handler's, the VMI's moves to `exported_namespace`.
     pub fn set_namespace_relabelled(&self, relabelled: bool) {
