@@ -782,7 +782,7 @@ fn record_apply_event(
 fn print_summary(output: OutputFormat, summary: &RunSummary) -> Result<()> {
     let text = match output {
         OutputFormat::Json | OutputFormat::Yaml => {
-            let doc = serde_json::to_string_pretty(&report::run_summary_json(summary))
+            let doc = serde_json::to_string_pretty(&report::run_summary_document(summary))
                 .map_err(|e| Error::runtime(format!("rendering the run summary: {e}")))?;
             super::document_text(output, &doc)?
         }
