@@ -17,7 +17,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::model::{
     AccessMode, Burst, ColorChoice, CpuCores, DnsLabel, DryRunFlag, EvictionStrategy, GuestOs,
-    ImageRef, LogFormat, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret,
+    ImageRef, LogFormat, OutputChoice, PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret,
     SshUser, StorageClassName, Switch, TimeoutSecs, VmConcurrency, VmCount,
 };
 
@@ -109,7 +109,7 @@ pub struct GlobalArgs {
 
     /// Format of the result on stdout [env: VIRTWORK_OUTPUT] [default: text]
     #[arg(short = 'o', long, global = true, value_enum, value_name = "FORMAT")]
-    pub output: Option<OutputFormat>,
+    pub output: Option<OutputChoice>,
 
     /// Colour in log lines: auto (a terminal, and NO_COLOR unset), always or never
     #[arg(long, global = true, value_enum, value_name = "WHEN")]
@@ -534,7 +534,25 @@ pub struct StatusArgs {
     #[arg(long, short = 'A')]
     pub all_namespaces: bool,
 
-    /// Time limit: seconds or a duration (30s, 2m) [env: VIRTWORK_TIMEOUT] [default: 1m]
+    /// Follow the runs until every VM runs and is ready (exit 0) or one failed (exit 1),
+    /// showing each change (as lines when stdout is not a terminal)
+    #[arg(long, short = 'w')]
+    pub watch: bool,
+
+    /// With --watch: stop (exit 1) once a VM stayed ErrImagePull, ErrorUnschedulable,
+    /// CrashLoopBackOff... for GRACE; off: until --timeout [env: VIRTWORK_FAIL_FAST] [default: 1m]
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "on",
+        value_name = "GRACE",
+        requires = "watch"
+    )]
+    pub fail_fast: Option<crate::model::FailFast>,
+
+    /// Time limit: seconds or a duration (30s, 2m) [env: VIRTWORK_TIMEOUT] [default: 1m, with
+    /// --watch 10m]
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<TimeoutSecs>,
 }

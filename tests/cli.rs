@@ -255,7 +255,7 @@ fn cases() -> Vec<Bad> {
         bad_env(
             "VIRTWORK_OUTPUT",
             "xml",
-            &["VIRTWORK_OUTPUT", "text, json, yaml"],
+            &["VIRTWORK_OUTPUT", "text, wide, json, yaml"],
         ),
         bad_env(
             "VIRTWORK_READY_CONDITION",

@@ -105,6 +105,7 @@ pub fn cleanup(args: &CleanupArgs) -> Partial {
 pub fn status(args: &StatusArgs) -> Partial {
     Partial {
         timeout: given(&args.timeout, "--timeout"),
+        fail_fast: given(&args.fail_fast, "--fail-fast"),
         ..Partial::default()
     }
 }

@@ -10,7 +10,7 @@ use super::value::{KeyValue, Raw, Source, Sourced};
 use crate::error::{Error, Result};
 use crate::model::{
     AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, EvictionStrategy, GuestOs, ImageRef,
-    LogFormat, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
+    LogFormat, OutputChoice, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
     StorageClassName, TimeoutSecs, VmConcurrency, VmCount,
 };
 
@@ -75,7 +75,7 @@ configuration_keys! {
     audit: bool = "audit", env ["VIRTWORK_AUDIT"];
     audit_db: PathBuf = "audit-db", env ["VIRTWORK_AUDIT_DB"];
     log_format: LogFormat = "log-format", env ["VIRTWORK_LOG_FORMAT"];
-    output: OutputFormat = "output", env ["VIRTWORK_OUTPUT"];
+    output: OutputChoice = "output", env ["VIRTWORK_OUTPUT"];
     qps: Qps = "qps", env ["VIRTWORK_QPS"];
     burst: Burst = "burst", env ["VIRTWORK_BURST"];
     container_disk_image: ImageRef = "container-disk-image", env ["VIRTWORK_CONTAINER_DISK_IMAGE"];

@@ -162,7 +162,7 @@ impl GlobalSettings {
             },
             log_format: required(&p.log_format, "log-format")?.value,
             verbose: required(&p.verbose, "verbose")?.value,
-            output: required(&p.output, "output")?.value,
+            output: required(&p.output, "output")?.value.format(),
             ansi: layers.color.unwrap_or_default().use_ansi(
                 layers.env.get("NO_COLOR").is_some_and(|v| !v.is_empty()),
                 std::io::stderr().is_terminal(),
@@ -287,14 +287,24 @@ impl StatusSettings {
             env,
         )?;
         let timeout = required(&layers.merged.timeout, "timeout")?;
+        let fail_fast = required(&layers.merged.fail_fast, "fail-fast")?;
         Ok(StatusSettings {
             global: GlobalSettings::from_layers(&layers)?,
             run_id: args.run_id,
             all_namespaces: args.all_namespaces,
-            // status only lists: the shared key's default (sized for waiting on VMs) would
-            // leave a user staring at an unreachable cluster for ten minutes.
+            wide: required(&layers.merged.output, "output")?.value.is_wide(),
+            watch: args.watch,
+            // Following ends on a failure; a VM stuck for a minute (an image that cannot be
+            // pulled, no node that fits) is one unless the user says to wait longer.
+            fail_fast: match fail_fast.source {
+                Source::Default(_) => Some(crate::model::FailFast::DEFAULT_GRACE),
+                _ => fail_fast.value.grace(),
+            },
+            // A plain status only lists: the shared key's default (sized for waiting on VMs)
+            // would leave a user staring at an unreachable cluster for ten minutes. --watch
+            // waits on VMs, as run does.
             timeout: match timeout.source {
-                Source::Default(_) => STATUS_DEFAULT_TIMEOUT,
+                Source::Default(_) if !args.watch => STATUS_DEFAULT_TIMEOUT,
                 _ => timeout.value,
             },
         })
@@ -498,7 +508,7 @@ impl ChurnSettings {
 /// broken configuration file must not stop `virtwork version` from saying what it is.
 pub fn output_format(global: &GlobalArgs, env: &[(String, String)]) -> Result<OutputFormat> {
     if let Some(output) = global.output {
-        return Ok(output);
+        return Ok(output.format());
     }
     let mut layer = Partial::default();
     if let Some(text) = EnvView::new(env).get("VIRTWORK_OUTPUT") {
@@ -508,7 +518,10 @@ pub fn output_format(global: &GlobalArgs, env: &[(String, String)]) -> Result<Ou
             Source::Env("VIRTWORK_OUTPUT"),
         )?;
     }
-    Ok(layer.output.map(|given| given.value).unwrap_or_default())
+    Ok(layer
+        .output
+        .map(|given| given.value.format())
+        .unwrap_or_default())
 }
 
 impl AuditSettings {

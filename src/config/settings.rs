@@ -103,7 +103,14 @@ pub struct StatusSettings {
     pub global: GlobalSettings,
     pub run_id: Option<RunId>,
     pub all_namespaces: bool,
-    /// Bounds the whole command.
+    /// `-o wide`: one row per VM instead of one line per run.
+    pub wide: bool,
+    /// `--watch`: follow the runs until they are ready or one failed.
+    pub watch: bool,
+    /// With `--watch`: how long a VM may stay stuck before following ends (None: until the
+    /// timeout).
+    pub fail_fast: Option<std::time::Duration>,
+    /// Bounds the whole command (with `--watch`, the whole following).
     pub timeout: TimeoutSecs,
 }
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::model::{
     AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat,
-    Minimum, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
+    Minimum, OutputChoice, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
     StorageClassName, TimeoutSecs, VmConcurrency, VmCount,
 };
 
@@ -125,6 +125,7 @@ read_by_from_str!(
     ImageRef,
     LogFormat,
     OutputFormat,
+    OutputChoice,
     PublicKey,
     Qps,
     Quantity,

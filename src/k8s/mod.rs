@@ -6,6 +6,7 @@ pub mod churn;
 pub mod cleanup;
 pub mod client;
 pub mod error_line;
+pub mod follow;
 pub mod list;
 pub mod namespace;
 pub mod pacing;

@@ -90,6 +90,14 @@ pub struct VmReadiness {
     /// Its run strategy restarts a failed VMI (`Always`, `RerunOnFailure`, `Once`, as KubeVirt's
     /// CrashLoopBackOff counts them): a failure is then stuck-with-grace, not the end.
     pub retried: bool,
+    /// What explains a VM that is not doing well; boxed, and absent for the many VMs that
+    /// are, so a 10,000-VM fleet does not carry 100 empty bytes per VM.
+    explained: Option<Box<Explanations>>,
+}
+
+/// The messages that can explain a VM's state, kept apart from [`VmReadiness`] (see there).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Explanations {
     /// Why its last VMI failed, while KubeVirt is retrying it.
     crashed: Option<String>,
     /// The message of the VM's own conditions, of its failing DataVolume, and of a
@@ -99,9 +107,29 @@ pub struct VmReadiness {
     dv_pending: Option<(String, bool)>,
 }
 
+const UNEXPLAINED: Explanations = Explanations {
+    crashed: None,
+    vm_message: None,
+    dv_problem: None,
+    dv_pending: None,
+};
+
 impl VmReadiness {
     pub fn is_ready(&self) -> bool {
         self.ready_at.is_some()
+    }
+
+    fn explanations(&self) -> &Explanations {
+        self.explained.as_deref().unwrap_or(&UNEXPLAINED)
+    }
+
+    /// Changes the explanations, keeping no box when nothing explains anything.
+    fn explain(&mut self, change: impl FnOnce(&mut Explanations)) {
+        let mut explained = self.explained.take().unwrap_or_default();
+        change(&mut explained);
+        if *explained != UNEXPLAINED {
+            self.explained = Some(explained);
+        }
     }
 
     /// In a state that needs someone to act: a stuck status, a volume status CDI explains
@@ -113,8 +141,12 @@ impl VmReadiness {
         let status = self.status.as_deref().unwrap_or_default();
         is_stuck_status(status)
             || (VOLUME_STATUSES.contains(&status)
-                && self.dv_pending.as_ref().is_some_and(|(_, stuck)| *stuck))
-            || self.crashed.is_some()
+                && self
+                    .explanations()
+                    .dv_pending
+                    .as_ref()
+                    .is_some_and(|(_, stuck)| *stuck))
+            || self.explanations().crashed.is_some()
     }
 
     /// The state shown to the user: the VM's printableStatus, else its VMI's phase.
@@ -133,15 +165,14 @@ impl VmReadiness {
     /// Recomputes the message from the VM's, the DataVolume's and a retried failure's; true
     /// when it changed.
     fn refresh_message(&mut self) -> bool {
+        let e = self.explanations();
         let message = match self.status.as_deref() {
-            Some("DataVolumeError") => self.dv_problem.clone().or(self.vm_message.clone()),
+            Some("DataVolumeError") => e.dv_problem.clone().or(e.vm_message.clone()),
             Some(status) if VOLUME_STATUSES.contains(&status) => {
-                self.dv_pending.as_ref().map(|(message, _)| message.clone())
+                e.dv_pending.as_ref().map(|(message, _)| message.clone())
             }
-            Some(status) if is_stuck_status(status) => {
-                self.vm_message.clone().or(self.crashed.clone())
-            }
-            _ => self.crashed.clone(),
+            Some(status) if is_stuck_status(status) => e.vm_message.clone().or(e.crashed.clone()),
+            _ => e.crashed.clone(),
         };
         let changed = message != self.message;
         self.message = message;
@@ -197,30 +228,27 @@ impl ReadinessTracker {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let vms = names
-            .into_iter()
-            .map(|n| {
-                let name = n.into();
-                let state = VmReadiness {
-                    name: name.clone(),
-                    phase: NO_VMI_PHASE.to_string(),
-                    status: None,
-                    message: None,
-                    stuck_since: None,
-                    scheduled_at: None,
-                    running_at: None,
-                    ready_at: None,
-                    failure: None,
-                    // virtwork's VMs run with strategy Always; the VM watch corrects it.
-                    retried: true,
-                    crashed: None,
-                    vm_message: None,
-                    dv_problem: None,
-                    dv_pending: None,
-                };
-                (name, state)
-            })
-            .collect::<BTreeMap<_, _>>();
+        // Inserted one by one: collecting would first gather every entry in a Vec to sort
+        // (3.5 MB beside the map's 3.5 MB at 10,000 VMs, the run's peak heap).
+        let mut vms = BTreeMap::new();
+        for n in names {
+            let name: String = n.into();
+            let state = VmReadiness {
+                name: name.clone(),
+                phase: NO_VMI_PHASE.to_string(),
+                status: None,
+                message: None,
+                stuck_since: None,
+                scheduled_at: None,
+                running_at: None,
+                ready_at: None,
+                failure: None,
+                // virtwork's VMs run with strategy Always; the VM watch corrects it.
+                retried: true,
+                explained: None,
+            };
+            vms.insert(name, state);
+        }
         let shown = if vms.is_empty() {
             BTreeMap::new()
         } else {
@@ -390,9 +418,10 @@ impl ReadinessTracker {
         // the first failure rather than restarting with every attempt.
         let before = (state.status.clone(), state.message.clone());
         if phase == "Failed" && unready && state.retried {
-            state.crashed = Some(reason());
+            let crashed = reason();
+            state.explain(|e| e.crashed = Some(crashed));
         } else if phase == "Running" {
-            state.crashed = None;
+            state.explain(|e| e.crashed = None);
         }
         if state.refresh_message()
             && let Some(change) = status_transition(state, before)
@@ -430,7 +459,7 @@ impl ReadinessTracker {
         self.update(name, now, |state| {
             let before = (state.status.clone(), state.message.clone());
             state.retried = retried;
-            state.vm_message = message;
+            state.explain(|e| e.vm_message = message);
             state.status = status.or(state.status.take());
             state.refresh_message();
             status_transition(state, before)
@@ -465,8 +494,10 @@ impl ReadinessTracker {
         };
         self.update(&owner, now, |state| {
             let before = (state.status.clone(), state.message.clone());
-            state.dv_problem = problem;
-            state.dv_pending = pending;
+            state.explain(|e| {
+                e.dv_problem = problem;
+                e.dv_pending = pending;
+            });
             state.refresh_message();
             status_transition(state, before)
         })

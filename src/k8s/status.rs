@@ -1,9 +1,11 @@
 //! `virtwork status`: the runs present on the cluster, read from label-selected VMs and VMIs.
 //!
-//! [`assemble`] is the pure part (join VMs with their VMIs, group by run, sort); [`collect`]
-//! lists the two kinds through the shared client and retry policy, with the bounds of
-//! [`crate::k8s::list`], keeping of each object only the fields it shows. Read-only: nothing here
-//! writes to the cluster.
+//! Owns: [`assemble`], the pure part (join VMs with their VMIs, judge each VM's
+//! [`Readiness`] and the reason KubeVirt gives, group by run, sort), the per-run
+//! [`RunSummary`] the default view and the documents show, and [`collect`], which lists the
+//! two kinds through the shared client and retry policy with the bounds of
+//! [`crate::k8s::list`], keeping of each object only the fields it shows.
+//! Must not: write to the cluster, or decide when a followed fleet is done (`follow.rs`).
 
 use std::collections::BTreeMap;
 
@@ -11,9 +13,29 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::k8s::ready::{condition_message, is_stuck_status};
 use crate::k8s::scope::{ApiContext, Scope, for_each_in_scope};
+use crate::kubevirt::VirtualMachineStatus;
 use crate::labels;
 use crate::model::ManagedKind;
+
+/// Where a VM stands, as `status` judges it from one read of its VM and VMI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Readiness {
+    /// Its VMI runs, not paused, and is not reported unready (condition Ready not False).
+    Ready,
+    /// On its way: no VMI yet, Provisioning, Scheduling, Starting, or running with a
+    /// readiness probe that has not passed yet.
+    Pending,
+    /// In a state that needs someone to act but can clear (`ErrImagePull`,
+    /// `ErrorUnschedulable`, `CrashLoopBackOff`, `Paused`, ...; the list run's readiness
+    /// watch uses).
+    Stuck,
+    /// Its VMI failed and KubeVirt will not start it again (a crash KubeVirt retries reads
+    /// `CrashLoopBackOff`, which is stuck).
+    Failed,
+}
 
 /// One VM of a run as the cluster reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -35,6 +57,100 @@ pub struct VmStatus {
     pub ready: Option<bool>,
     /// The VM's `metadata.creationTimestamp`.
     pub created_at: Option<jiff::Timestamp>,
+    /// Where the VM stands.
+    pub readiness: Readiness,
+    /// Why it is not ready, as KubeVirt says it: the message of the condition explaining a
+    /// stuck status, else of the VMI's unmet Ready condition. None when ready or unexplained.
+    pub reason: Option<String>,
+}
+
+impl VmStatus {
+    /// The state shown for the VM: its printableStatus (what `kubectl get vm` shows), else
+    /// its VMI's phase, else `Unknown`.
+    pub fn shown(&self) -> &str {
+        self.printable_status
+            .as_deref()
+            .or(self.vmi_phase.as_deref())
+            .unwrap_or("Unknown")
+    }
+
+    /// `ErrImagePull: <message>`, or the shown state alone when nothing explains it.
+    pub fn why(&self) -> String {
+        match (&self.reason, self.readiness) {
+            (Some(reason), _) => format!("{}: {reason}", self.shown()),
+            (None, Readiness::Pending) if self.vmi_phase.as_deref() == Some("Running") => {
+                format!("{}, not ready", self.shown())
+            }
+            (None, _) => self.shown().to_string(),
+        }
+    }
+}
+
+/// What one run amounts to: the one line of `status` and the `summary` of its document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary<'a> {
+    /// Namespaces the run's VMs are in (one, unless VMs without a run id are grouped).
+    pub namespaces: Vec<&'a str>,
+    pub vm_count: usize,
+    pub ready: usize,
+    /// VMs per shown state ([`VmStatus::shown`]).
+    pub by_status: BTreeMap<&'a str, usize>,
+    /// VMs per readiness.
+    pub by_readiness: BTreeMap<Readiness, usize>,
+    /// The workloads (component labels), sorted.
+    pub workloads: Vec<&'a str>,
+    /// The VM not ready that was created first (by name among equals).
+    #[serde(skip)]
+    pub oldest_not_ready: Option<&'a VmStatus>,
+}
+
+impl<'a> RunSummary<'a> {
+    /// Summarises `run`.
+    pub fn of(run: &'a RunStatus) -> Self {
+        let mut summary = RunSummary {
+            namespaces: Vec::new(),
+            vm_count: run.vms.len(),
+            ready: 0,
+            by_status: BTreeMap::new(),
+            by_readiness: BTreeMap::new(),
+            workloads: Vec::new(),
+            oldest_not_ready: None,
+        };
+        for vm in &run.vms {
+            if !summary.namespaces.contains(&vm.namespace.as_str()) {
+                summary.namespaces.push(&vm.namespace);
+            }
+            if let Some(w) = vm.workload.as_deref()
+                && !summary.workloads.contains(&w)
+            {
+                summary.workloads.push(w);
+            }
+            *summary.by_status.entry(vm.shown()).or_default() += 1;
+            *summary.by_readiness.entry(vm.readiness).or_default() += 1;
+            if vm.readiness == Readiness::Ready {
+                summary.ready += 1;
+                continue;
+            }
+            // Unknown creation times sort last: they cannot be the oldest we know of.
+            let key = |v: &VmStatus| (v.created_at.is_none(), v.created_at);
+            if summary
+                .oldest_not_ready
+                .is_none_or(|oldest| key(vm) < key(oldest))
+            {
+                summary.oldest_not_ready = Some(vm);
+            }
+        }
+        summary.workloads.sort_unstable();
+        summary
+    }
+
+    /// The shown states, most VMs first (by name among equals): `[("Running", 298),
+    /// ("Provisioning", 2)]`.
+    pub fn statuses(&self) -> Vec<(&'a str, usize)> {
+        let mut statuses: Vec<_> = self.by_status.iter().map(|(s, n)| (*s, *n)).collect();
+        statuses.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        statuses
+    }
 }
 
 /// One run and its VMs, sorted by namespace and name.
@@ -68,11 +184,59 @@ fn status_str(object: &DynamicObject, field: &str) -> Option<String> {
 
 /// The VMI's `Ready` condition as a bool.
 fn ready_condition(vmi: &DynamicObject) -> Option<bool> {
+    condition_status(vmi, "Ready")
+}
+
+/// Judges one VM from its VM's and VMI's status (`vm_status` as listed: printableStatus and
+/// conditions): its readiness and the reason KubeVirt gives when it is not ready.
+fn judge(
+    vm_status: Option<&serde_json::Value>,
+    vmi: Option<&DynamicObject>,
+) -> (Readiness, Option<String>) {
+    let typed: VirtualMachineStatus = vm_status
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .unwrap_or_default();
+    let printable = typed.printable_status.as_deref().unwrap_or_default();
+    let phase = vmi.and_then(|v| status_str(v, "phase"));
+    let ready = vmi.and_then(ready_condition);
+    let paused = vmi.is_some_and(|v| condition_status(v, "Paused") == Some(true));
+    let readiness = match phase.as_deref() {
+        _ if is_stuck_status(printable) => Readiness::Stuck,
+        Some("Running") if !paused && ready != Some(false) => Readiness::Ready,
+        // Under a run strategy that restarts it the VM reads CrashLoopBackOff (stuck, above).
+        Some("Failed") => Readiness::Failed,
+        _ => Readiness::Pending,
+    };
+    let reason = match readiness {
+        Readiness::Ready => None,
+        Readiness::Stuck => condition_message(&typed),
+        // What kubevirt's VMI conditions say, as run's readiness watch reads a failure.
+        Readiness::Failed => vmi.and_then(|v| unmet_condition_message(v, None)),
+        Readiness::Pending => vmi.and_then(|v| unmet_condition_message(v, Some("Ready"))),
+    };
+    (readiness, reason)
+}
+
+/// The message of the first VMI condition (of type `wanted`, when given) that is not True.
+fn unmet_condition_message(vmi: &DynamicObject, wanted: Option<&str>) -> Option<String> {
     vmi.data
         .pointer("/status/conditions")?
         .as_array()?
         .iter()
-        .find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"))
+        .filter(|c| wanted.is_none_or(|w| c.get("type").and_then(|t| t.as_str()) == Some(w)))
+        .filter(|c| c.get("status").and_then(|s| s.as_str()) != Some("True"))
+        .filter_map(|c| c.get("message")?.as_str())
+        .find(|m| !m.trim().is_empty())
+        .map(String::from)
+}
+
+/// The VMI's condition `wanted` as a bool.
+fn condition_status(vmi: &DynamicObject, wanted: &str) -> Option<bool> {
+    vmi.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(|t| t.as_str()) == Some(wanted))
         .and_then(|c| c.get("status")?.as_str())
         .map(|status| status == "True")
 }
@@ -94,6 +258,7 @@ pub fn assemble(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<RunStatus>
         let (namespace, name) = key(vm);
         let vmi = vmis.get(&(namespace.clone(), name.clone()));
         let run_id = label(vm, labels::RUN_ID);
+        let (readiness, reason) = judge(vm.data.get("status"), vmi.copied());
         runs.entry((run_id.is_none(), run_id.unwrap_or_default()))
             .or_default()
             .push(VmStatus {
@@ -104,6 +269,8 @@ pub fn assemble(vms: &[DynamicObject], vmis: &[DynamicObject]) -> Vec<RunStatus>
                 node: vmi.and_then(|v| status_str(v, "nodeName")),
                 ready: vmi.and_then(|v| ready_condition(v)),
                 created_at: vm.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                readiness,
+                reason,
                 namespace,
                 name,
             });

@@ -51,6 +51,7 @@ macro_rules! text_form {
 text_form!(
     LogFormat,
     OutputFormat,
+    OutputChoice,
     DryRunMode,
     ReadyCondition,
     EvictionStrategy,
@@ -94,6 +95,36 @@ impl OutputFormat {
     /// Whether the result is a machine-readable document (JSON or YAML), not text.
     pub fn is_document(self) -> bool {
         !matches!(self, OutputFormat::Text)
+    }
+}
+
+/// `--output` as given: a format, or `wide`, text with one row per object where a command
+/// has such a view (`status`: one row per VM instead of one line per run). Commands without
+/// a wider view print their text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum OutputChoice {
+    #[default]
+    Text,
+    /// Text, one row per object (status: per VM)
+    Wide,
+    Json,
+    /// The JSON document written as YAML
+    Yaml,
+}
+
+impl OutputChoice {
+    /// The format of the result: `wide` is text.
+    pub fn format(self) -> OutputFormat {
+        match self {
+            OutputChoice::Text | OutputChoice::Wide => OutputFormat::Text,
+            OutputChoice::Json => OutputFormat::Json,
+            OutputChoice::Yaml => OutputFormat::Yaml,
+        }
+    }
+
+    /// Whether the wider text view was asked for.
+    pub fn is_wide(self) -> bool {
+        self == OutputChoice::Wide
     }
 }
 
@@ -316,6 +347,13 @@ mod tests {
             "xml".parse::<OutputFormat>().unwrap_err().to_string(),
             "expected one of text, json, yaml"
         );
+        assert_eq!(
+            "xml".parse::<OutputChoice>().unwrap_err().to_string(),
+            "expected one of text, wide, json, yaml"
+        );
+        assert_eq!("WIDE".parse::<OutputChoice>(), Ok(OutputChoice::Wide));
+        assert_eq!(OutputChoice::Wide.format(), OutputFormat::Text);
+        assert_eq!(OutputChoice::Yaml.format(), OutputFormat::Yaml);
         assert_eq!(
             "up".parse::<ReadyCondition>().unwrap_err().to_string(),
             "expected one of running, ready, agent-connected, workload"

@@ -27,8 +27,8 @@ mod suggest;
 mod window;
 
 pub use choices::{
-    AllowRestarts, ColorChoice, DryRunFlag, DryRunMode, EvictionStrategy, LogFormat, OutputFormat,
-    ReadyCondition, Switch,
+    AllowRestarts, ColorChoice, DryRunFlag, DryRunMode, EvictionStrategy, LogFormat, OutputChoice,
+    OutputFormat, ReadyCondition, Switch,
 };
 pub use churn::{ChurnAction, ChurnActions, ChurnRate, ChurnSeed, MAX_CHURN_RATE, Share};
 pub use counts::{

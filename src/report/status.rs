@@ -1,9 +1,33 @@
-//! What `virtwork status` prints: a table of the runs' VMs, or one JSON document
-//! (schema in docs/output-json.md). Pure rendering; `now` is passed in for the ages.
+//! What `virtwork status` prints: one line per run (VMs by state, workloads, the oldest VM
+//! not ready and why), with `-o wide` one row per VM, under `--watch` the lines of the runs
+//! that changed, or one JSON document (schema in docs/output-json.md) with each run's summary
+//! and its VMs. Pure rendering; `now` is passed in for the ages.
 
 use serde::Serialize;
 
-use crate::k8s::status::{RunStatus, VmStatus};
+use crate::k8s::status::{RunStatus, RunSummary, VmStatus};
+
+/// How much of KubeVirt's explanation the one-line view keeps (`-o wide` and the documents
+/// have it whole).
+const WHY_CHARS: usize = 120;
+
+/// The oldest VM not ready, in a run's summary document.
+#[derive(Debug, Clone, Serialize)]
+struct OldestDoc<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    state: &'a str,
+    reason: Option<&'a str>,
+    age_seconds: Option<i64>,
+}
+
+/// A run's summary in the document.
+#[derive(Debug, Clone, Serialize)]
+struct SummaryDoc<'a> {
+    #[serde(flatten)]
+    summary: RunSummary<'a>,
+    oldest_not_ready: Option<OldestDoc<'a>>,
+}
 
 /// A VM row of the JSON document: the cluster's view plus its age at `now`.
 #[derive(Debug, Clone, Serialize)]
@@ -17,6 +41,7 @@ struct VmDoc<'a> {
 struct RunDoc<'a> {
     run_id: Option<&'a str>,
     vm_count: usize,
+    summary: SummaryDoc<'a>,
     vms: Vec<VmDoc<'a>>,
 }
 
@@ -62,6 +87,7 @@ pub fn status_json(
             .map(|run| RunDoc {
                 run_id: run.run_id.as_deref(),
                 vm_count: run.vms.len(),
+                summary: summary_doc(run, now),
                 vms: run
                     .vms
                     .iter()
@@ -76,19 +102,178 @@ pub fn status_json(
     serde_json::to_string(&doc).expect("the status document is always serialisable")
 }
 
-/// The human table, sorted by run then VM; a clear sentence when there is nothing.
+fn summary_doc(run: &RunStatus, now: jiff::Timestamp) -> SummaryDoc<'_> {
+    let summary = RunSummary::of(run);
+    let oldest_not_ready = summary.oldest_not_ready.map(|vm| OldestDoc {
+        namespace: &vm.namespace,
+        name: &vm.name,
+        state: vm.shown(),
+        reason: vm.reason.as_deref(),
+        age_seconds: age_seconds(vm, now),
+    });
+    SummaryDoc {
+        summary,
+        oldest_not_ready,
+    }
+}
+
+/// Where the runs were looked for, as the sentences say it.
+pub fn place(namespace: Option<&str>) -> String {
+    namespace.map_or("any namespace".to_string(), |n| format!("namespace {n}"))
+}
+
+/// The sentence for no runs, or None.
+fn nothing(
+    namespace: Option<&str>,
+    run_id_filter: Option<&str>,
+    runs: &[RunStatus],
+) -> Option<String> {
+    let place = place(namespace);
+    runs.is_empty().then(|| match run_id_filter {
+        Some(id) => format!("No VMs of run {id} found in {place}.\n"),
+        None => format!("No virtwork runs found in {place}.\n"),
+    })
+}
+
+/// `298 Running, 2 ErrorUnschedulable`.
+fn statuses_cell(summary: &RunSummary<'_>) -> String {
+    summary
+        .statuses()
+        .iter()
+        .map(|(status, n)| format!("{n} {status}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `virtwork-cpu-3 (5m): ErrImagePull: <message>`, or `-` when every VM is ready.
+fn oldest_cell(summary: &RunSummary<'_>, now: jiff::Timestamp) -> String {
+    summary.oldest_not_ready.map_or("-".to_string(), |vm| {
+        format!(
+            "{} ({}): {}",
+            vm.name,
+            format_age(age_seconds(vm, now)),
+            crate::terminal::safe(&vm.why(), WHY_CHARS)
+        )
+    })
+}
+
+/// The default view: one line per run (namespace, ready VMs, VMs by state, workloads, the
+/// oldest VM not ready and why); a clear sentence when there is nothing.
 pub fn status_text(
     namespace: Option<&str>,
     run_id_filter: Option<&str>,
     runs: &[RunStatus],
     now: jiff::Timestamp,
 ) -> String {
-    let place = namespace.map_or("any namespace".to_string(), |n| format!("namespace {n}"));
-    if runs.is_empty() {
-        return match run_id_filter {
-            Some(id) => format!("No VMs of run {id} found in {place}.\n"),
-            None => format!("No virtwork runs found in {place}.\n"),
-        };
+    if let Some(sentence) = nothing(namespace, run_id_filter, runs) {
+        return sentence;
+    }
+    let header = [
+        "RUN ID",
+        "NAMESPACE",
+        "READY",
+        "VMS",
+        "WORKLOADS",
+        "OLDEST NOT READY",
+    ];
+    let rows: Vec<[String; 6]> = runs
+        .iter()
+        .map(|run| {
+            let summary = RunSummary::of(run);
+            [
+                run_id_cell(run),
+                summary.namespaces.join(","),
+                format!("{}/{}", summary.ready, summary.vm_count),
+                statuses_cell(&summary),
+                none_dash(summary.workloads.join(",")),
+                oldest_cell(&summary, now),
+            ]
+        })
+        .collect();
+    let mut out = crate::table::columns(&header, &rows, "");
+    out.push_str(&totals(namespace, runs));
+    out
+}
+
+fn run_id_cell(run: &RunStatus) -> String {
+    run.run_id.clone().unwrap_or_else(|| "(none)".to_string())
+}
+
+fn none_dash(text: String) -> String {
+    if text.is_empty() {
+        "-".to_string()
+    } else {
+        text
+    }
+}
+
+/// `2 run(s), 300 VM(s) in namespace virtwork.`
+fn totals(namespace: Option<&str>, runs: &[RunStatus]) -> String {
+    let vm_total: usize = runs.iter().map(|r| r.vms.len()).sum();
+    format!(
+        "{} run(s), {vm_total} VM(s) in {}.\n",
+        runs.len(),
+        place(namespace)
+    )
+}
+
+/// One run as a line of `status --watch` when its output is not a terminal:
+/// `<run id> in <namespace>: 298/300 ready; 298 Running, 2 Provisioning; oldest not ready
+/// virtwork-cpu-3 (5m): Provisioning`.
+pub fn run_line(run: &RunStatus, now: jiff::Timestamp) -> String {
+    let summary = RunSummary::of(run);
+    let mut line = format!(
+        "{} in {}: {}/{} ready; {}",
+        run_id_cell(run),
+        summary.namespaces.join(","),
+        summary.ready,
+        summary.vm_count,
+        statuses_cell(&summary)
+    );
+    if summary.oldest_not_ready.is_some() {
+        line.push_str("; oldest not ready ");
+        line.push_str(&oldest_cell(&summary, now));
+    }
+    crate::terminal::safe(&line, crate::terminal::LINE_CHARS)
+}
+
+/// What a run's line says apart from ages (with `per_vm`, what each of its rows in `-o wide`
+/// says), to tell whether it changed between two reads.
+pub fn run_change_key(run: &RunStatus, per_vm: bool) -> String {
+    let summary = RunSummary::of(run);
+    let mut key = format!(
+        "{}|{}|{}|{}",
+        summary.ready,
+        statuses_cell(&summary),
+        summary
+            .oldest_not_ready
+            .map(|vm| vm.name.as_str())
+            .unwrap_or_default(),
+        summary
+            .oldest_not_ready
+            .map(VmStatus::why)
+            .unwrap_or_default()
+    );
+    if per_vm {
+        for vm in &run.vms {
+            key.push_str(&format!(
+                "|{}/{} {:?} {:?} {:?} {:?}",
+                vm.namespace, vm.name, vm.printable_status, vm.vmi_phase, vm.ready, vm.node
+            ));
+        }
+    }
+    key
+}
+
+/// `-o wide`: one row per VM, sorted by run then VM; a clear sentence when there is nothing.
+pub fn status_wide_text(
+    namespace: Option<&str>,
+    run_id_filter: Option<&str>,
+    runs: &[RunStatus],
+    now: jiff::Timestamp,
+) -> String {
+    if let Some(sentence) = nothing(namespace, run_id_filter, runs) {
+        return sentence;
     }
     let header = [
         "RUN ID",
@@ -101,13 +286,14 @@ pub fn status_text(
         "READY",
         "NODE",
         "AGE",
+        "REASON",
     ];
     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_string());
-    let mut rows: Vec<[String; 10]> = Vec::new();
+    let mut rows: Vec<[String; 11]> = Vec::new();
     for run in runs {
         for vm in &run.vms {
             rows.push([
-                run.run_id.clone().unwrap_or_else(|| "(none)".to_string()),
+                run_id_cell(run),
                 vm.namespace.clone(),
                 vm.name.clone(),
                 dash(&vm.workload),
@@ -121,21 +307,19 @@ pub fn status_text(
                 },
                 dash(&vm.node),
                 format_age(age_seconds(vm, now)),
+                dash(&vm.reason),
             ]);
         }
     }
     let mut out = crate::table::columns(&header, &rows, "");
-    let vm_total: usize = runs.iter().map(|r| r.vms.len()).sum();
-    out.push_str(&format!(
-        "{} run(s), {vm_total} VM(s) in {place}.\n",
-        runs.len()
-    ));
+    out.push_str(&totals(namespace, runs));
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k8s::status::Readiness;
 
     fn vm(name: &str, phase: Option<&str>) -> VmStatus {
         VmStatus {
@@ -148,6 +332,21 @@ mod tests {
             node: phase.map(|_| "worker-1".to_string()),
             ready: phase.map(|p| p == "Running"),
             created_at: Some("2026-01-01T00:00:00Z".parse().unwrap()),
+            readiness: match phase {
+                Some("Running") => Readiness::Ready,
+                _ => Readiness::Pending,
+            },
+            reason: None,
+        }
+    }
+
+    fn stuck(name: &str, created: &str, message: &str) -> VmStatus {
+        VmStatus {
+            printable_status: Some("ErrImagePull".into()),
+            created_at: Some(created.parse().unwrap()),
+            readiness: Readiness::Stuck,
+            reason: Some(message.into()),
+            ..vm(name, Some("Scheduling"))
         }
     }
 
@@ -173,15 +372,69 @@ mod tests {
                 vm("virtwork-cpu-1", None),
             ],
         }];
-        let text = status_text(Some("virtwork"), None, &runs, now());
+        let text = status_wide_text(Some("virtwork"), None, &runs, now());
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("RUN ID  NAMESPACE  VM "), "{text}");
         assert!(lines[0].contains(" VMI PHASE  READY  NODE "), "{text}");
         assert!(lines[1].contains("virtwork-cpu-0") && lines[1].contains("worker-1"));
         assert!(lines[1].contains(" Running    yes    worker-1"), "{text}");
-        assert!(lines[1].ends_with("3h"), "{text}");
+        assert!(lines[1].ends_with("  3h   -"), "{text}");
+        assert!(lines[0].ends_with("AGE  REASON"), "{text}");
         assert!(lines[2].contains("virtwork-cpu-1") && lines[2].contains(" - "));
         assert_eq!(lines[3], "1 run(s), 2 VM(s) in namespace virtwork.");
+    }
+
+    #[test]
+    fn a_run_is_one_line_with_its_states_and_the_oldest_vm_not_ready() {
+        let mut vms: Vec<VmStatus> = (0..4)
+            .map(|i| vm(&format!("virtwork-cpu-{i}"), Some("Running")))
+            .collect();
+        vms.push(stuck("virtwork-cpu-5", "2026-01-01T02:00:00Z", "late"));
+        vms.push(stuck(
+            "virtwork-cpu-4",
+            "2026-01-01T01:00:00Z",
+            "pull \u{1b}[2J failed",
+        ));
+        vms.push(VmStatus {
+            printable_status: Some("Provisioning".into()),
+            created_at: Some("2026-01-01T02:30:00Z".parse().unwrap()),
+            ..vm("virtwork-cpu-6", None)
+        });
+        let runs = vec![RunStatus {
+            run_id: Some("run-a".into()),
+            vms,
+        }];
+        let text = status_text(Some("virtwork"), None, &runs, now());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[0].starts_with("RUN ID  NAMESPACE  READY  VMS "),
+            "{text}"
+        );
+        assert!(lines[0].ends_with("WORKLOADS  OLDEST NOT READY"), "{text}");
+        // Most VMs first; the oldest VM not ready by creation time, its reason escaped.
+        assert!(
+            lines[1].starts_with(
+                "run-a   virtwork   4/7    4 Running, 2 ErrImagePull, 1 Provisioning  cpu "
+            ),
+            "{text}"
+        );
+        assert!(
+            lines[1].ends_with("virtwork-cpu-4 (2h): ErrImagePull: pull \\u{1b}[2J failed"),
+            "{text}"
+        );
+        assert_eq!(lines[2], "1 run(s), 7 VM(s) in namespace virtwork.");
+        let line = run_line(&runs[0], now());
+        assert_eq!(
+            line,
+            "run-a in virtwork: 4/7 ready; 4 Running, 2 ErrImagePull, 1 Provisioning; oldest not \
+             ready virtwork-cpu-4 (2h): ErrImagePull: pull \\u{1b}[2J failed"
+        );
+        // Ages are not a change; a VM becoming ready is.
+        let key = run_change_key(&runs[0], false);
+        let mut later = runs[0].clone();
+        later.vms[6] = vm("virtwork-cpu-6", Some("Running"));
+        assert_ne!(run_change_key(&later, false), key);
     }
 
     #[test]
@@ -205,5 +458,12 @@ mod tests {
         assert_eq!(v["runs"][0]["vms"][0]["vmi_phase"], "Running");
         assert_eq!(v["runs"][0]["vms"][0]["ready"], true);
         assert_eq!(v["runs"][0]["vms"][0]["created_at"], "2026-01-01T00:00:00Z");
+        assert_eq!(v["runs"][0]["vms"][0]["readiness"], "ready");
+        let summary = &v["runs"][0]["summary"];
+        assert_eq!(summary["ready"], 1);
+        assert_eq!(summary["by_status"]["Running"], 1);
+        assert_eq!(summary["by_readiness"]["ready"], 1);
+        assert_eq!(summary["workloads"][0], "cpu");
+        assert_eq!(summary["oldest_not_ready"], serde_json::Value::Null);
     }
 }

@@ -112,6 +112,20 @@ impl Cluster {
         vms: usize,
         image: &str,
     ) -> Vec<String> {
+        self.seed_run_within(ns, run_id, workload, vms, image, SETTLE)
+    }
+
+    /// Like [`Cluster::seed_run_with_image`], waiting up to `settle` for the controllers (a
+    /// hang guard sized for hundreds of VMs on a loaded machine).
+    pub fn seed_run_within(
+        &self,
+        ns: &str,
+        run_id: &str,
+        workload: &str,
+        vms: usize,
+        image: &str,
+        settle: Duration,
+    ) -> Vec<String> {
         let labels = |name: &str| {
             json!({
                 MANAGED_BY: "virtwork",
@@ -158,7 +172,7 @@ impl Cluster {
             }));
             names.push(vm);
         }
-        let settled = self.server.wait_until(SETTLE, |s| {
+        let settled = self.server.wait_until(settle, |s| {
             names.iter().all(|vm| {
                 s.get("virtualmachineinstances", ns, vm).is_some()
                     && s.get("persistentvolumeclaims", ns, &format!("data-{vm}"))
