@@ -11,6 +11,13 @@ use support::{FakeApiServer, FaultAction, Options, ScriptedFault};
 
 const NS: &str = "virtwork";
 
+/// The namespace a run would have made: `status` says when a namespace does not exist.
+fn with_namespace(server: &FakeApiServer) {
+    server.insert(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}
+    }));
+}
+
 /// A scratch HOME with an audit DB path; every run starts from an empty environment.
 struct Sandbox {
     dir: tempfile::TempDir,
@@ -83,6 +90,7 @@ fn closed_port() -> u16 {
 #[test]
 fn an_existing_home_kubeconfig_wins_over_the_in_cluster_service_account() {
     let server = FakeApiServer::start(Options::default());
+    with_namespace(&server);
     let sandbox = Sandbox::new();
     sandbox.home_kubeconfig(&server.kubeconfig_yaml(None));
     let port = closed_port().to_string();
@@ -312,6 +320,7 @@ fn basic(userinfo: &str) -> String {
 #[test]
 fn https_proxy_carries_every_request_and_no_proxy_bypasses_it() {
     let server = FakeApiServer::start(Options::secure());
+    with_namespace(&server);
     let proxy = CountingProxy::start(server_addr(&server));
     let sandbox = Sandbox::new();
     let kubeconfig = sandbox.home().join("kubeconfig");
@@ -381,6 +390,7 @@ fn https_proxy_carries_every_request_and_no_proxy_bypasses_it() {
 #[test]
 fn http_proxy_serves_an_http_server_and_kubeconfig_proxy_url_wins() {
     let server = FakeApiServer::start(Options::default());
+    with_namespace(&server);
     let env_proxy = CountingProxy::start(server_addr(&server));
     let sandbox = Sandbox::new();
     let kubeconfig = sandbox.home().join("kubeconfig");
