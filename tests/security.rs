@@ -261,7 +261,12 @@ fn hostile_status_fields_are_escaped_in_the_status_table() {
         "spec": { "domain": { "devices": {} } },
         "status": { "phase": "Running", "nodeName": "node\u{1b}[8m-hidden" },
     }));
-    let out = c.run(&["--namespace", NS, "status"], None, &[]);
+    // The one-line-per-run summary shows the oldest VM not ready and why: escaped too.
+    let summary = c.run(&["--namespace", NS, "status"], None, &[]);
+    assert_eq!(summary.status.code(), Some(0), "{}", text(&summary.stderr));
+    let summary = text(&summary.stdout);
+    assert!(!drives_the_terminal(&summary), "{summary:?}");
+    let out = c.run(&["--namespace", NS, "status", "-o", "wide"], None, &[]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(

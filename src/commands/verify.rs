@@ -362,6 +362,7 @@ fn poll_interval(window: Window) -> Duration {
 /// scrape interval is measured (it refuses a window too short and steps every subquery),
 /// then one value query per group; catalog signals one by one. VMs that are not running,
 /// and catalog VMs without a matching local entry, are judged without a query.
+// long: the verify pipeline in order (discover, measure, query, judge, alerts); splitting it into named steps is queued with the verify/disruption discovery merge
 async fn evaluate(
     api: &PrometheusApi,
     targets: Vec<Target>,

@@ -361,6 +361,7 @@ const MILLIS_NOTE: &str = "this VM's kubevirt_vmi_vcpu_seconds_total counts mill
 /// from its own series: VMs of one cluster differ during a virt-handler rollout) is converted
 /// to seconds first; a profiled signal whose series is present and current is judged by its
 /// profile over `ranges`.
+// long: one pass over each VM's answers with per-VM unit and step decisions; to be split into named steps next
 pub fn judge_answers(
     answers: Vec<(usize, Answered)>,
     round: Round,

@@ -474,6 +474,7 @@ fn phases_in(schedule: &Schedule, start: f64, from: f64, to: f64) -> Vec<(f64, f
 
 /// Judges `samples` (one VM's, time-ordered) against the profile of `check`. `earliest` is
 /// when the VMI was created, before which the profile's clock cannot have started.
+// long: the phase-by-phase profile judge as one readable sequence (fit, judge each phase, require both sides); to be split next
 pub fn judge_profile(
     check: &ProfiledCheck,
     samples: &[(f64, f64)],
@@ -828,6 +829,7 @@ fn has_bounded_phase(judged: &[Measured]) -> bool {
 /// The verdict and its one-line summary from the judged phases, the fit and the shape's
 /// amplitude (share shown, share needed). A weak fit fails before anything else: a series that
 /// follows no clock start must never pass, nor be excused as not expected.
+// long: one match over every verdict case of a profile, kept together so no case is missed; to be split next
 fn verdict(
     judged: Judged,
     fit: Fit,
