@@ -17,8 +17,8 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::model::{
     AccessMode, Burst, ColorChoice, CpuCores, DnsLabel, DryRunFlag, EvictionStrategy, GuestOs,
-    ImageRef, LogFormat, OutputChoice, PublicKey, Qps, Quantity, ReadyCondition, RunId, Secret,
-    SshUser, StorageClassName, Switch, TimeoutSecs, VmConcurrency, VmCount,
+    ImageRef, LogFormat, OutputChoice, PublicKey, Qps, Quantity, ReadyCondition, RunIdSelector,
+    Secret, SshUser, StorageClassName, Switch, TimeoutSecs, VmConcurrency, VmCount,
 };
 
 /// Create VMs on OpenShift Virtualization / KubeVirt with continuous workloads.
@@ -480,9 +480,10 @@ pub struct CleanupArgs {
     #[arg(long, conflicts_with = "all_namespaces")]
     pub delete_namespace: bool,
 
-    /// Only delete resources from this specific run (UUID)
-    #[arg(long, value_name = "UUID")]
-    pub run_id: Option<RunId>,
+    /// Only delete resources from this specific run: its id, or at least its first 6 hex
+    /// digits (the run tag in VM names)
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<RunIdSelector>,
 
     /// Print intent without destroying resources
     // `--dry-run=true|false` is the Go tool's spelling, still accepted (with a warning).
@@ -526,9 +527,9 @@ pub struct ValidateArgs {
 /// Flags of `virtwork status`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct StatusArgs {
-    /// Only show this run (UUID)
-    #[arg(long, value_name = "UUID")]
-    pub run_id: Option<RunId>,
+    /// Only show this run: its id, or at least its first 6 hex digits
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<RunIdSelector>,
 
     /// Look in every namespace instead of --namespace
     #[arg(long, short = 'A')]
@@ -561,9 +562,9 @@ pub struct StatusArgs {
 /// `config::VerifySettings::resolve` for how they combine with the configuration.
 #[derive(Debug, Args, Clone, Default)]
 pub struct VerifyArgs {
-    /// Only verify this run (UUID)
-    #[arg(long, value_name = "UUID")]
-    pub run_id: Option<RunId>,
+    /// Only verify this run: its id, or at least its first 6 hex digits
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<RunIdSelector>,
 
     /// Look in every namespace instead of --namespace
     #[arg(long, short = 'A')]
@@ -642,9 +643,9 @@ fn parse_alert_name(text: &str) -> Result<String, String> {
 /// Flags of `virtwork disruption`. See `config::DisruptionSettings::resolve`.
 #[derive(Debug, Args)]
 pub struct DisruptionArgs {
-    /// Only this run's VMs (UUID)
-    #[arg(long, value_name = "UUID")]
-    pub run_id: Option<RunId>,
+    /// Only this run's VMs: its id, or at least its first 6 hex digits
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<RunIdSelector>,
 
     /// Look in every namespace instead of --namespace
     #[arg(long, short = 'A')]
@@ -662,9 +663,10 @@ pub struct DisruptionArgs {
     #[arg(long, value_name = "TIME", value_parser = parse_timestamp, requires = "from")]
     pub to: Option<jiff::Timestamp>,
 
-    /// Take the window of this recorded execution (a churn's run id in the audit database)
-    #[arg(long, value_name = "UUID")]
-    pub execution: Option<RunId>,
+    /// Take the window of this recorded execution (a churn's run id in the audit database,
+    /// or at least its first 6 hex digits)
+    #[arg(long, value_name = "ID")]
+    pub execution: Option<RunIdSelector>,
 
     /// Longest workload interruption within the budget (e.g. 30s, 2m) [default: two scrape
     /// intervals]
@@ -717,9 +719,10 @@ fn parse_timestamp(text: &str) -> Result<jiff::Timestamp, String> {
 /// `config::ChurnSettings::resolve` for how they combine with the configuration.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ChurnArgs {
-    /// Only churn this run's VMs (UUID) [default: every run in scope]
-    #[arg(long, value_name = "UUID")]
-    pub run_id: Option<RunId>,
+    /// Only churn this run's VMs: its id, or at least its first 6 hex digits [default: every
+    /// run in scope]
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<RunIdSelector>,
 
     /// Look in every namespace instead of --namespace
     #[arg(long, short = 'A')]
@@ -768,9 +771,10 @@ pub struct ChurnArgs {
 /// Flags of `virtwork report`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ReportArgs {
-    /// The run to report on (UUID); repeat to compare runs side by side
-    #[arg(long = "run-id", value_name = "UUID", required = true)]
-    pub run_ids: Vec<RunId>,
+    /// The run to report on: its id, or at least its first 6 hex digits; repeat to compare
+    /// runs side by side
+    #[arg(long = "run-id", value_name = "ID", required = true)]
+    pub run_ids: Vec<RunIdSelector>,
 
     /// The HTML file to write (replaced when it exists)
     #[arg(long, value_name = "FILE", required = true)]
@@ -832,8 +836,8 @@ pub enum AuditCommand {
     },
     /// Show one execution: parameters, workloads, VMs, events and linked cleanups
     Show {
-        /// The run id (UUID) to show
-        run_id: RunId,
+        /// The run id to show, or at least its first 6 hex digits
+        run_id: RunIdSelector,
     },
 }
 

@@ -165,7 +165,7 @@ fn a_run_id_that_is_not_a_uuid_is_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("--run-id") && stderr.contains("UUID"),
+        stderr.contains("--run-id") && stderr.contains("at least its first 6 hex digits"),
         "{stderr}"
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");

@@ -177,13 +177,22 @@ fn cases() -> Vec<Bad> {
             &["run", "--config", "settings.toml"],
             &["--config", "settings.toml", "YAML"],
         ),
-        bad(&["cleanup", "--run-id", "1234"], &["--run-id", "UUID"]),
+        bad(
+            &["cleanup", "--run-id", "1234"],
+            &["--run-id", "first 6 hex digits"],
+        ),
         bad(
             &["cleanup", "--wait", "--timeout", "0"],
             &["--timeout", "at least 1"],
         ),
-        bad(&["status", "--run-id", "latest"], &["--run-id", "UUID"]),
-        bad(&["audit", "show", "nope"], &["audit show", "UUID"]),
+        bad(
+            &["status", "--run-id", "latest"],
+            &["--run-id", "first 6 hex digits"],
+        ),
+        bad(
+            &["audit", "show", "nope"],
+            &["audit show", "first 6 hex digits"],
+        ),
         bad(&["audit", "list", "--limit", "lots"], &["--limit", "lots"]),
         // Environment.
         bad_env(

@@ -36,6 +36,7 @@ mod pipes;
 mod plan;
 mod report;
 mod run;
+mod run_ids;
 mod schema;
 mod security;
 mod status;

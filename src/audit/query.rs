@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::audit::file::open_connection;
 use crate::audit::records::ExecutionStatus;
 use crate::error::{Error, Result};
-use crate::model::KindCounts;
+use crate::model::{KindCounts, RunId, RunIdPrefix};
 
 /// Which executions `audit list` shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -238,6 +238,61 @@ pub fn churn_actions(conn: &Connection, from: &str, to: &str) -> Result<Vec<Chur
         })
         .map_err(query_failed)?;
     rows.collect::<rusqlite::Result<_>>().map_err(query_failed)
+}
+
+/// Which executions a run id prefix is looked up among.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executions {
+    /// Every recorded execution (`audit show`, `--execution`, `report`).
+    All,
+    /// Only `run` executions: the ids that label objects on the cluster (`--run-id`).
+    Runs,
+}
+
+/// Most ids a prefix lookup returns: more would only be listed as ambiguous.
+pub const MAX_PREFIX_MATCHES: i64 = 100;
+
+/// The distinct run ids in the database at `path` that begin with `prefix`, among `which`
+/// executions; none when there is no database. Opens read-only: a lookup never upgrades or
+/// creates a file.
+pub fn run_ids_with_prefix(
+    path: &Path,
+    prefix: &RunIdPrefix,
+    which: Executions,
+) -> Result<Vec<RunId>> {
+    if path.as_os_str() == ":memory:" || !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+    .map_err(query_failed)?;
+    // The prefix is hex digits only, so it holds no LIKE wildcard.
+    let mut stmt = conn
+        .prepare(
+            "SELECT DISTINCT run_id FROM audit_log
+             WHERE replace(lower(run_id), '-', '') LIKE ?1 || '%' AND (?2 = 0 OR command = 'run')
+             ORDER BY run_id LIMIT ?3",
+        )
+        .map_err(query_failed)?;
+    let rows = stmt
+        .query_map(
+            params![
+                prefix.digits(),
+                which == Executions::Runs,
+                MAX_PREFIX_MATCHES
+            ],
+            |r| r.get::<_, String>(0),
+        )
+        .map_err(query_failed)?;
+    let ids: Vec<String> = rows
+        .collect::<rusqlite::Result<_>>()
+        .map_err(query_failed)?;
+    Ok(ids
+        .iter()
+        .filter_map(|id| uuid::Uuid::parse_str(id).ok().map(RunId::from))
+        .collect())
 }
 
 /// Everything recorded for `run_id`, or `None` when no execution has that id.

@@ -9,11 +9,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::audit::ExecutionStatus;
-use crate::audit::query::{self, ExecutionDetail, ExecutionRecord, ListFilter};
+use crate::audit::query::{self, ExecutionDetail, ExecutionRecord, Executions, ListFilter};
 use crate::cli::AuditCommand;
 use crate::config::AuditSettings;
 use crate::error::{Error, Result};
-use crate::model::{OutputFormat, RunId};
+use crate::model::{OutputFormat, RunIdSelector};
 
 /// What `virtwork audit` reads and how it prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub fn run(command: &AuditCommand, options: &AuditOptions, out: &mut dyn Write) 
             };
             list(options, &filter, out)
         }
-        AuditCommand::Show { run_id } => show(options, *run_id, out),
+        AuditCommand::Show { run_id } => show(options, run_id, out),
     }
 }
 
@@ -94,13 +94,14 @@ fn list(options: &AuditOptions, filter: &ListFilter, out: &mut dyn Write) -> Res
     emit(out, &text)
 }
 
-fn show(options: &AuditOptions, run_id: RunId, out: &mut dyn Write) -> Result<()> {
+fn show(options: &AuditOptions, given: &RunIdSelector, out: &mut dyn Write) -> Result<()> {
     if !database_exists(&options.db_path) {
         return Err(Error::input(format!(
-            "no audit database at {}: pass the file that recorded run {run_id} with --audit-db",
+            "no audit database at {}: pass the file that recorded run {given} with --audit-db",
             options.db_path.display()
         )));
     }
+    let run_id = super::run_ids::in_database(given, "run id", &options.db_path, Executions::All)?;
     let conn = query::open_existing(&options.db_path)?;
     let Some(detail) = query::show_execution(&conn, &run_id.to_string())? else {
         return Err(Error::input(format!(

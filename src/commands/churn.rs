@@ -63,10 +63,11 @@ pub async fn churn(settings: &ChurnSettings) -> Result<()> {
     let cancel = CancellationToken::new();
     super::install_interrupt_handler(cancel.clone());
     let ctx = api_context(&cluster, Instant::now() + LIST_TIMEOUT, cancel.clone());
-    let fleet = match reach_and_list(settings, &cluster, &ctx).await {
-        Ok(fleet) => fleet,
+    let (resolved, fleet) = match reach_and_list(settings, &cluster, &ctx).await {
+        Ok(found) => found,
         Err(error) => return fail(&execution, error),
     };
+    let settings = &resolved;
     let spec = ChurnSpec {
         rate: settings.rate,
         duration: settings.duration,
@@ -121,17 +122,30 @@ pub async fn churn(settings: &ChurnSettings) -> Result<()> {
     conclude(&execution, status, &tally)
 }
 
-/// Reaches the server (like run, status and cleanup, nothing listening fails at once) and
-/// lists the fleet; no running VM in scope is an error.
+/// Reaches the server (like run, status and cleanup, nothing listening fails at once),
+/// resolves `--run-id` (a prefix among the runs on the cluster and in the audit database)
+/// and lists the fleet; no running VM in scope is an error.
 async fn reach_and_list(
     settings: &ChurnSettings,
     cluster: &Cluster,
     ctx: &ApiContext,
-) -> Result<Fleet> {
+) -> Result<(ChurnSettings, Fleet)> {
     crate::k8s::reach::reach(cluster, &ctx.policy, &ctx.cancel).await?;
+    let unscoped = crate::k8s::scope::Scope {
+        run_id: None,
+        ..settings.scope.clone()
+    };
+    let db = &settings.global.audit.path;
+    let scope =
+        super::run_ids::scope_on_cluster(&unscoped, settings.run_id.as_ref(), ctx, db).await?;
+    let settings = ChurnSettings {
+        scope,
+        ..settings.clone()
+    };
     match find_fleet(ctx, &settings.scope).await {
-        Ok(fleet) if fleet.running.is_empty() => Err(no_running_vms(settings, &fleet)),
-        other => other,
+        Ok(fleet) if fleet.running.is_empty() => Err(no_running_vms(&settings, &fleet)),
+        Ok(fleet) => Ok((settings, fleet)),
+        Err(error) => Err(error),
     }
 }
 

@@ -312,7 +312,8 @@ impl<'a> Cleanup<'a> {
     fn start(settings: &'a CleanupSettings, auditor: &Auditor, cluster: &Cluster) -> Self {
         let scope = Scope {
             namespace: (!settings.all_namespaces).then(|| settings.global.namespace.to_string()),
-            run_id: settings.run_id.map(|id| id.to_string()),
+            // The text given until `discover` resolves it: a prefix alone matches nothing.
+            run_id: settings.run_id.as_ref().map(|id| id.to_string()),
         };
         let run_id = uuid::Uuid::new_v4();
         let execution = auditor.start_execution(
@@ -354,7 +355,11 @@ impl<'a> Cleanup<'a> {
         let mut own_namespaces = vec![TOOL_NAMESPACE.to_string()];
         own_namespaces.extend(cluster.home_namespace.clone());
         let reached = crate::k8s::reach::reach(cluster, &self.ctx.policy, &self.cancel).await;
-        let found = match reached {
+        let resolved = match reached {
+            Ok(()) => self.resolve_run().await,
+            Err(e) => Err(e),
+        };
+        let found = match resolved {
             Ok(()) => {
                 discover(
                     &self.ctx,
@@ -371,6 +376,20 @@ impl<'a> Cleanup<'a> {
             Err(_) => self.execution.finish(&found),
         }
         found
+    }
+
+    /// Narrows the scope to the run `--run-id` names (a prefix resolved among the runs on
+    /// the cluster and in the audit database).
+    async fn resolve_run(&mut self) -> Result<()> {
+        let db = &self.settings.global.audit.path;
+        let selector = self.settings.run_id.as_ref();
+        let unscoped = Scope {
+            run_id: None,
+            ..self.scope.clone()
+        };
+        self.scope = super::run_ids::scope_on_cluster(&unscoped, selector, &self.ctx, db).await?;
+        self.summary.run_id_filter = self.scope.run_id.clone();
+        Ok(())
     }
 
     fn record_found(&mut self, discovery: &Discovery) {

@@ -19,7 +19,7 @@ use kube::Resource;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::query::{churn_actions, open_existing, show_execution};
+use crate::audit::query::{Executions, churn_actions, open_existing, show_execution};
 use crate::config::{DisruptionSettings, DisruptionSpan, PrometheusCredential, PrometheusTarget};
 use crate::disruption::evidence::{self, ChurnRecord, MetricFacts, MigrationObject, VmiFacts};
 use crate::disruption::interruption::{self, Expected, Grid};
@@ -31,8 +31,8 @@ use crate::error::{Error, Result};
 use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, Scope, list_in_scope};
-use crate::model::ManagedKind;
 use crate::model::{AllowRestarts, OutputFormat, Window};
+use crate::model::{ManagedKind, RunRef};
 use crate::signals::contract::{SignalGroup, checks, profile_range_query};
 use crate::verify::evaluate::{QueryAnswer, RangeAnswer, subquery_step_ms, vcpu_counter_in_millis};
 use crate::verify::listed::ListedVm;
@@ -74,6 +74,8 @@ pub async fn disruption(settings: &DisruptionSettings) -> Result<()> {
     };
     let (span, span_from, churn) = window(settings)?;
     crate::k8s::reach::reach(&cluster, &ctx.policy, &cancel).await?;
+    let resolved = resolve_run(settings, &ctx).await?;
+    let settings = &resolved;
     let listed = list_objects(&settings.scope, &ctx).await?;
     if listed.vms.is_empty() {
         return Err(nothing_found(settings));
@@ -184,6 +186,25 @@ fn now() -> f64 {
     jiff::Timestamp::now().as_millisecond() as f64 / 1000.0
 }
 
+/// The settings with `--run-id` resolved (a prefix among the runs on the cluster and in
+/// the audit database).
+async fn resolve_run(
+    settings: &DisruptionSettings,
+    ctx: &ApiContext,
+) -> Result<DisruptionSettings> {
+    let unscoped = crate::k8s::scope::Scope {
+        run_id: None,
+        ..settings.scope.clone()
+    };
+    let db = &settings.global.audit.path;
+    let scope =
+        super::run_ids::scope_on_cluster(&unscoped, settings.run_id.as_ref(), ctx, db).await?;
+    Ok(DisruptionSettings {
+        scope,
+        ..settings.clone()
+    })
+}
+
 fn ts(t: &jiff::Timestamp) -> f64 {
     t.as_millisecond() as f64 / 1000.0
 }
@@ -207,7 +228,10 @@ fn window(settings: &DisruptionSettings) -> Result<(Span, String, Vec<ChurnRecor
             },
             "--from/--to".to_string(),
         ),
-        DisruptionSpan::Execution(id) => (execution_span(db, id)?, format!("--execution {id}")),
+        DisruptionSpan::Execution(selector) => {
+            let id = super::run_ids::in_database(selector, "--execution", db, Executions::All)?;
+            (execution_span(db, &id)?, format!("--execution {id}"))
+        }
     };
     let churn = match db.exists() {
         true => read_churn(db, span)?,
@@ -217,7 +241,7 @@ fn window(settings: &DisruptionSettings) -> Result<(Span, String, Vec<ChurnRecor
 }
 
 /// The start and end (or now, while it runs) of the recorded execution `id`.
-fn execution_span(db: &std::path::Path, id: &str) -> Result<Span> {
+fn execution_span(db: &std::path::Path, id: &RunRef) -> Result<Span> {
     let refuse = |why: String| {
         Error::input(format!(
             "invalid value \"{id}\" for --execution: {why}; list them with virtwork audit list"
@@ -230,8 +254,8 @@ fn execution_span(db: &std::path::Path, id: &str) -> Result<Span> {
         )));
     }
     let conn = open_existing(db)?;
-    let detail =
-        show_execution(&conn, id)?.ok_or_else(|| refuse("no execution has this run id".into()))?;
+    let detail = show_execution(&conn, &id.to_string())?
+        .ok_or_else(|| refuse("no execution has this run id".into()))?;
     let parse = |t: &str| crate::disruption::listed::seconds(t);
     let from = parse(&detail.execution.started_at)
         .ok_or_else(|| refuse("its start time is unreadable".into()))?;

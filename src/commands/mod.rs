@@ -12,6 +12,7 @@ pub mod completion;
 pub mod disruption;
 pub mod report;
 pub mod run;
+mod run_ids;
 pub mod status;
 pub mod validate;
 pub mod verify;

@@ -27,10 +27,6 @@ use crate::report::status::{
 
 /// Runs `virtwork status` with its resolved settings.
 pub async fn status(settings: &StatusSettings) -> Result<()> {
-    let scope = Scope {
-        namespace: (!settings.all_namespaces).then(|| settings.global.namespace.to_string()),
-        run_id: settings.run_id.map(|id| id.to_string()),
-    };
     let access = &settings.global.cluster;
     let cluster = connect_from_env(
         &access.kubeconfig,
@@ -50,6 +46,13 @@ pub async fn status(settings: &StatusSettings) -> Result<()> {
         cancel,
     };
     crate::k8s::reach::reach(&cluster, &ctx.policy, &ctx.cancel).await?;
+    let everything = Scope {
+        namespace: (!settings.all_namespaces).then(|| settings.global.namespace.to_string()),
+        run_id: None,
+    };
+    let db = &settings.global.audit.path;
+    let scope =
+        super::run_ids::scope_on_cluster(&everything, settings.run_id.as_ref(), &ctx, db).await?;
     let runs = collect(&ctx, &scope).await?;
     if runs.is_empty()
         && let Some(ns) = scope.namespace.as_deref()

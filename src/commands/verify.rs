@@ -85,6 +85,8 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
         cancel: cancel.clone(),
     };
     crate::k8s::reach::reach(&cluster, &ctx.policy, &cancel).await?;
+    let resolved = resolve_run(settings, &ctx).await?;
+    let settings = &resolved;
     let api = reach_prometheus(settings, &cluster, &cancel).await?;
     tracing::info!(
         prometheus = api.describe.as_str(),
@@ -138,6 +140,22 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     };
     super::write_stdout(&text)?;
     outcome(settings, &results, &expectations)
+}
+
+/// The settings with `--run-id` resolved (a prefix among the runs on the cluster and in
+/// the audit database).
+async fn resolve_run(settings: &VerifySettings, ctx: &ApiContext) -> Result<VerifySettings> {
+    let unscoped = crate::k8s::scope::Scope {
+        run_id: None,
+        ..settings.scope.clone()
+    };
+    let db = &settings.global.audit.path;
+    let scope =
+        super::run_ids::scope_on_cluster(&unscoped, settings.run_id.as_ref(), ctx, db).await?;
+    Ok(VerifySettings {
+        scope,
+        ..settings.clone()
+    })
 }
 
 /// Exit status: the signals' failure first, then an unmet alert expectation.

@@ -264,7 +264,7 @@ impl CleanupSettings {
             global: GlobalSettings::from_layers(&layers)?,
             dry_run: required(&p.dry_run, "dry-run")?.value.is_some(),
             delete_namespace: args.delete_namespace,
-            run_id: args.run_id,
+            run_id: args.run_id.clone(),
             yes: args.yes,
             wait: args.wait,
             timeout: timeout.value,
@@ -290,7 +290,7 @@ impl StatusSettings {
         let fail_fast = required(&layers.merged.fail_fast, "fail-fast")?;
         Ok(StatusSettings {
             global: GlobalSettings::from_layers(&layers)?,
-            run_id: args.run_id,
+            run_id: args.run_id.clone(),
             all_namespaces: args.all_namespaces,
             wide: required(&layers.merged.output, "output")?.value.is_wide(),
             watch: args.watch,
@@ -366,8 +366,9 @@ impl VerifySettings {
         Ok(VerifySettings {
             scope: Scope {
                 namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
-                run_id: args.run_id.map(|id| id.to_string()),
+                run_id: args.run_id.as_ref().map(|id| id.to_string()),
             },
+            run_id: args.run_id.clone(),
             window: args.window.unwrap_or(Window::DEFAULT),
             wait: args.wait.then(|| {
                 std::time::Duration::from_secs(args.timeout.unwrap_or(VERIFY_DEFAULT_WAIT).get())
@@ -411,8 +412,9 @@ impl DisruptionSettings {
         Ok(DisruptionSettings {
             scope: Scope {
                 namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
-                run_id: args.run_id.map(|id| id.to_string()),
+                run_id: args.run_id.as_ref().map(|id| id.to_string()),
             },
+            run_id: args.run_id.clone(),
             span: disruption_span(args)?,
             max_interruption: args.max_interruption.map(Window::as_duration),
             allow_restarts: args.allow_restarts.unwrap_or_default(),
@@ -432,8 +434,8 @@ fn disruption_span(args: &DisruptionArgs) -> Result<DisruptionSpan> {
             "invalid value \"{given}\" for {flag}: the window may be at most 7d; look at one upgrade or drain at a time"
         ))
     };
-    if let Some(id) = args.execution {
-        return Ok(DisruptionSpan::Execution(id.to_string()));
+    if let Some(id) = &args.execution {
+        return Ok(DisruptionSpan::Execution(id.clone()));
     }
     let Some(from) = args.from else {
         let since = args.since.unwrap_or(Window::from_secs(3_600).expect("1h"));
@@ -487,8 +489,9 @@ impl ChurnSettings {
         Ok(ChurnSettings {
             scope: Scope {
                 namespace: (!args.all_namespaces).then(|| global.namespace.to_string()),
-                run_id: args.run_id.map(|id| id.to_string()),
+                run_id: args.run_id.as_ref().map(|id| id.to_string()),
             },
+            run_id: args.run_id.clone(),
             duration: required(&p.churn_duration, "churn-duration")?.value.get(),
             rate: required(&p.churn_rate, "churn-rate")?.value,
             share: required(&p.churn_share, "churn-share")?.value,
@@ -550,12 +553,7 @@ impl ReportSettings {
         env: &[(String, String)],
     ) -> Result<ReportSettings> {
         let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
-        let mut run_ids = Vec::new();
-        for id in &args.run_ids {
-            if !run_ids.contains(id) {
-                run_ids.push(*id);
-            }
-        }
+        let run_ids = args.run_ids.clone();
         let html = &args.html;
         if html.is_dir() {
             return Err(Error::input(format!(

@@ -9,7 +9,7 @@ use crate::k8s::client::RateLimit;
 use crate::k8s::scope::Scope;
 use crate::model::Window;
 use crate::model::{
-    DnsLabel, DryRunMode, LogFormat, OutputFormat, Quantity, ReadyCondition, RunId, Secret,
+    DnsLabel, DryRunMode, LogFormat, OutputFormat, Quantity, ReadyCondition, RunIdSelector, Secret,
     TimeoutSecs,
 };
 use crate::plan::PlanInput;
@@ -87,7 +87,8 @@ pub struct CleanupSettings {
     /// Preview only (`--dry-run`, or `dry-run` from the environment or file).
     pub dry_run: bool,
     pub delete_namespace: bool,
-    pub run_id: Option<RunId>,
+    /// `--run-id` as given; resolved once the cluster is reached.
+    pub run_id: Option<RunIdSelector>,
     /// Delete without asking (`--yes`).
     pub yes: bool,
     /// Wait until every deleted object is gone (`--wait`).
@@ -101,7 +102,8 @@ pub struct CleanupSettings {
 #[derive(Debug, Clone)]
 pub struct StatusSettings {
     pub global: GlobalSettings,
-    pub run_id: Option<RunId>,
+    /// `--run-id` as given; resolved once the cluster is reached.
+    pub run_id: Option<RunIdSelector>,
     pub all_namespaces: bool,
     /// `-o wide`: one row per VM instead of one line per run.
     pub wide: bool,
@@ -148,8 +150,9 @@ pub struct AuditSettings {
 #[derive(Debug, Clone)]
 pub struct ReportSettings {
     pub global: GlobalSettings,
-    /// The runs on the page, in the order given, each once.
-    pub run_ids: Vec<RunId>,
+    /// The runs on the page as given (resolved against the audit database by the command,
+    /// which also drops repeats).
+    pub run_ids: Vec<RunIdSelector>,
     /// The page's file; its directory exists and it is not a directory itself.
     pub html: PathBuf,
     /// Where the load and alert sections come from; None with `--no-prometheus`.
@@ -185,8 +188,11 @@ pub enum PrometheusCredential {
 #[derive(Debug, Clone)]
 pub struct VerifySettings {
     pub global: GlobalSettings,
-    /// The run's namespace (None: every namespace) and run id.
+    /// The run's namespace (None: every namespace) and run id (the text of `--run-id` until
+    /// the command resolves it).
     pub scope: Scope,
+    /// `--run-id` as given.
+    pub run_id: Option<RunIdSelector>,
     pub window: Window,
     /// Some(timeout) with `--wait`.
     pub wait: Option<Duration>,
@@ -211,16 +217,20 @@ pub enum DisruptionSpan {
         from: jiff::Timestamp,
         to: Option<jiff::Timestamp>,
     },
-    /// `--execution`: the start and end of a recorded execution (its run id).
-    Execution(String),
+    /// `--execution`: the start and end of a recorded execution (its run id, or a prefix
+    /// resolved against the audit database).
+    Execution(RunIdSelector),
 }
 
 /// `virtwork disruption`.
 #[derive(Debug, Clone)]
 pub struct DisruptionSettings {
     pub global: GlobalSettings,
-    /// The run's namespace (None: every namespace) and run id.
+    /// The run's namespace (None: every namespace) and run id (the text of `--run-id` until
+    /// the command resolves it).
     pub scope: Scope,
+    /// `--run-id` as given.
+    pub run_id: Option<RunIdSelector>,
     pub span: DisruptionSpan,
     /// `--max-interruption`; None: two scrape intervals, once known.
     pub max_interruption: Option<Duration>,
@@ -235,8 +245,11 @@ pub struct DisruptionSettings {
 #[derive(Debug, Clone)]
 pub struct ChurnSettings {
     pub global: GlobalSettings,
-    /// The run's namespace (None: every namespace) and run id (None: every run).
+    /// The run's namespace (None: every namespace) and run id (None: every run; the text of
+    /// `--run-id` until the command resolves it).
     pub scope: Scope,
+    /// `--run-id` as given.
+    pub run_id: Option<RunIdSelector>,
     pub duration: Duration,
     pub rate: crate::model::ChurnRate,
     pub share: crate::model::Share,

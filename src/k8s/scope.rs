@@ -11,7 +11,7 @@
 //! Must not: decide what to delete, wait for or count (cleanup, status and churn do); list
 //! anything outside a scope.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
@@ -29,7 +29,7 @@ use crate::kubevirt::{
     DataVolume, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration,
 };
 use crate::labels;
-use crate::model::ManagedKind;
+use crate::model::{ManagedKind, RunId, RunIdPrefix};
 
 // The API side of the shared kind vocabulary (an inherent impl may live anywhere in the
 // crate; the model stays free of kube).
@@ -57,7 +57,8 @@ impl ManagedKind {
 pub struct Scope {
     /// `None` means every namespace (`--all-namespaces`).
     pub namespace: Option<String>,
-    /// `--run-id`, already validated as a UUID.
+    /// The `virtwork/run-id` label value: a resolved run id (`RunRef`), or a prefix that
+    /// matched no run (and so matches nothing).
     pub run_id: Option<String>,
 }
 
@@ -279,6 +280,60 @@ pub async fn list_managed(
     )
     .await?;
     Ok(found.into_values().collect())
+}
+
+/// The run ids that begin with `prefix` among the `virtwork/run-id` labels of the managed
+/// objects of every kind in `namespace` (`None`: every namespace), from metadata-only lists,
+/// each once. A kind that cannot be listed is passed over, as cleanup's discovery does; when
+/// no kind can be listed, that is the error.
+pub async fn run_ids_in_scope(
+    ctx: &ApiContext,
+    namespace: Option<&str>,
+    prefix: &RunIdPrefix,
+) -> Result<BTreeSet<RunId>> {
+    let scope = Scope {
+        namespace: namespace.map(String::from),
+        run_id: None,
+    };
+    let mut found = BTreeSet::new();
+    let mut first_error = None;
+    let mut listed = 0;
+    for kind in ManagedKind::ALL {
+        let api = scope.metadata_api(&ctx.client, kind);
+        let listing = for_each_in_scope(
+            ctx,
+            &scope,
+            kind,
+            |params| {
+                let api = &api;
+                async move { api.list_metadata(&params).await }
+            },
+            |item| {
+                let label = item
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(labels::RUN_ID));
+                if let Some(id) = label.and_then(|text| text.parse::<RunId>().ok())
+                    && prefix.matches(&id)
+                {
+                    found.insert(id);
+                }
+            },
+        )
+        .await;
+        match listing {
+            Ok(()) => listed += 1,
+            Err(crate::error::Error::Interrupted) => return Err(crate::error::Error::Interrupted),
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    match (listed, first_error) {
+        (0, Some(error)) => Err(error),
+        _ => Ok(found),
+    }
 }
 
 /// Objects and scopes the tests of the listing's users build (labels as virtwork sets them).

@@ -21,6 +21,7 @@ mod names;
 mod objects;
 mod pacing;
 mod quantity;
+mod run_ref;
 mod ssh;
 mod storage;
 mod suggest;
@@ -42,6 +43,7 @@ pub use names::{
 pub use objects::{KindCounts, ManagedKind, NamespaceOutcome};
 pub use pacing::{FailFast, MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, MIN_DISK_SIZE, MIN_VM_MEMORY, Minimum, Quantity};
+pub use run_ref::{Ambiguous, RunIdPrefix, RunIdSelector, RunRef};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
 pub use storage::{AccessMode, StorageClassName};
 pub use suggest::suggest;

@@ -18,19 +18,20 @@ mod prometheus;
 use std::io::Write;
 use std::path::Path;
 
-use crate::audit::query::{self, ExecutionDetail};
+use crate::audit::query::{self, ExecutionDetail, Executions};
 use crate::config::ReportSettings;
 use crate::error::{Error, Result};
 use crate::htmlreport::data::Fetched;
 use crate::htmlreport::{Provenance, RunRecord, page};
-use crate::model::RunId;
+use crate::model::{RunIdSelector, RunRef};
 use tokio_util::sync::CancellationToken;
 
 /// Runs `virtwork report`: reads the runs, adds what Prometheus holds, writes the page, says
 /// where on stdout.
 pub async fn report(settings: &ReportSettings) -> Result<()> {
     let db = &settings.global.audit.path;
-    let mut runs = read_runs(db, &settings.run_ids)?;
+    let run_ids = resolve_runs(db, &settings.run_ids)?;
+    let mut runs = read_runs(db, &run_ids)?;
     let cancel = CancellationToken::new();
     crate::commands::install_interrupt_handler(cancel.clone());
     let api = prometheus::reach_or_why(settings, &cancel).await?;
@@ -47,8 +48,7 @@ pub async fn report(settings: &ReportSettings) -> Result<()> {
         "wrote {} ({} KiB): {}\n",
         settings.html.display(),
         html.as_str().len().div_ceil(1024),
-        settings
-            .run_ids
+        run_ids
             .iter()
             .map(|id| format!("run {id}"))
             .collect::<Vec<_>>()
@@ -56,9 +56,22 @@ pub async fn report(settings: &ReportSettings) -> Result<()> {
     ))
 }
 
+/// The runs `--run-id` names, prefixes resolved among the recorded executions, in the order
+/// given, each once.
+fn resolve_runs(db: &Path, given: &[RunIdSelector]) -> Result<Vec<RunRef>> {
+    let mut runs: Vec<RunRef> = Vec::new();
+    for selector in given {
+        let run = super::run_ids::in_database(selector, "--run-id", db, Executions::All)?;
+        if !runs.contains(&run) {
+            runs.push(run);
+        }
+    }
+    Ok(runs)
+}
+
 /// Each run's records, in the order given; an unknown id or one that is not a run is bad
 /// input naming it.
-pub fn read_runs(db: &Path, run_ids: &[RunId]) -> Result<Vec<RunRecord>> {
+pub fn read_runs(db: &Path, run_ids: &[RunRef]) -> Result<Vec<RunRecord>> {
     let exists = db.as_os_str() != ":memory:" && db.is_file();
     if !exists {
         return Err(Error::input(format!(
@@ -67,10 +80,10 @@ pub fn read_runs(db: &Path, run_ids: &[RunId]) -> Result<Vec<RunRecord>> {
         )));
     }
     let conn = query::open_existing(db)?;
-    run_ids.iter().map(|id| read_run(&conn, db, *id)).collect()
+    run_ids.iter().map(|id| read_run(&conn, db, id)).collect()
 }
 
-fn read_run(conn: &rusqlite::Connection, db: &Path, run_id: RunId) -> Result<RunRecord> {
+fn read_run(conn: &rusqlite::Connection, db: &Path, run_id: &RunRef) -> Result<RunRecord> {
     let Some(detail) = query::show_execution(conn, &run_id.to_string())? else {
         return Err(Error::input(format!(
             "--run-id {run_id}: no execution with this run id in {}: list recorded runs with `virtwork audit list`",
