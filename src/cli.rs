@@ -133,9 +133,9 @@ pub struct GlobalArgs {
 /// help and completion (still accepted, so a wrapper passing them everywhere keeps working).
 pub fn inert_global_flags(name: &str) -> &'static [&'static str] {
     match name {
-        "status" | "verify" => &["audit", "no_audit", "audit_db"],
-        // Reads the audit database (--execution, churn causes), never records.
-        "disruption" => &["audit", "no_audit"],
+        // Read the audit database (a --run-id prefix; disruption's --execution and churn
+        // causes), never record.
+        "status" | "verify" | "disruption" => &["audit", "no_audit"],
         "validate" => &[
             "namespace",
             "kubeconfig",

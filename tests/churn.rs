@@ -919,6 +919,15 @@ fn a_missing_permission_refuses_before_anything_is_touched() {
             && last.contains("nothing was touched"),
         "{stderr}"
     );
+    // Word for word the example docs/churn.md gives.
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/churn.md")).unwrap();
+    let example = doc
+        .split("nothing touched: e.g. `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .expect("docs/churn.md quotes the refusal");
+    assert_eq!(last, format!("Error: {example}"));
     assert!(
         c.server
             .request_log()
@@ -945,6 +954,81 @@ fn a_missing_permission_refuses_before_anything_is_touched() {
         &[],
     );
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+}
+
+/// docs/churn.md's Permissions section names every permission churn checks and every request
+/// it makes on KubeVirt's objects (a real churn of all three actions, every question and
+/// request recorded by the fake server's authorizer), and deploy/rbac.yaml's Role grants
+/// each: a user given that list can churn.
+#[test]
+fn the_documented_permissions_are_the_ones_churn_uses() {
+    let c = migratable_fleet(2);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
+    let record = std::sync::Arc::clone(&seen);
+    c.server.update_faults(|f| {
+        f.authorizer = Some(support::Authorizer::new(move |attributes, _| {
+            if attributes.group.ends_with("kubevirt.io") {
+                record
+                    .lock()
+                    .unwrap()
+                    .insert((attributes.verb.clone(), attributes.rbac_resource()));
+            }
+            true
+        }));
+    });
+    let out = c.run(
+        &[
+            "--namespace",
+            NS,
+            "churn",
+            "--run-id",
+            RUN_A,
+            "--duration",
+            "3s",
+            "--rate",
+            "2/s",
+            "--actions",
+            "restart,stop-start,migrate",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/churn.md")).unwrap();
+    let section = doc
+        .split("## Permissions")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap();
+    let named = |word: &str| section.contains(&format!("`{word}`"));
+    let rbac =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml")).unwrap();
+    let role = rbac.split("kind: Role\n").nth(1).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|(_, r)| r == "virtualmachines/stop")
+            && seen
+                .iter()
+                .any(|(v, r)| v == "create" && r == "virtualmachineinstancemigrations"),
+        "the churn asked about or used every action's resources: {seen:?}"
+    );
+    for (verb, resource) in &seen {
+        // status's list of VMs and VMIs is named as "what status needs".
+        if verb == "list"
+            && ["virtualmachines", "virtualmachineinstances"].contains(&resource.as_str())
+        {
+            continue;
+        }
+        assert!(
+            named(verb) && named(resource),
+            "docs/churn.md#permissions does not name {verb} on {resource}: {section}"
+        );
+        assert!(
+            role.contains(resource.as_str()),
+            "deploy/rbac.yaml's Role does not grant {resource}"
+        );
+    }
 }
 
 /// A 429 on a migration create is retried like any write (the migration's fixed name makes

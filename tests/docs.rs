@@ -6,7 +6,10 @@
 //! them and fails on any difference. Regenerate with
 //! `VIRTWORK_UPDATE_DOCS=1 cargo test --test integration docs::`. Also checked: every `VIRTWORK_*` variable the
 //! configuration reads is documented, the documented YAML example is accepted by the real
-//! binary, and every relative link and `src/` path named in docs/ exists.
+//! binary, and every relative link and `src/` path named in docs/ exists; output-json.md's `command` list is
+//! the set of commands that write a document and every such command has its section; the man
+//! page's ENVIRONMENT names every variable the binary reads; the kubeconfig messages and the
+//! refused-connection behaviour troubleshooting.md documents are what the binary does.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -814,6 +817,223 @@ fn every_commands_document_has_the_documented_fields() {
             documented_fields(&doc, heading),
             fields_written,
             "{heading}: the example's fields against the real document's"
+        );
+    }
+}
+
+/// The backticked spans of `text`.
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+#[test]
+fn the_command_list_names_every_command_that_writes_a_document() {
+    let doc = read_doc("output-json.md");
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `command` |"))
+        .expect("output-json.md has the `command` row");
+    let meaning = row.split('|').nth(3).unwrap();
+    let listed: BTreeSet<&str> = backticked(meaning).into_iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let written: BTreeSet<String> = real_documents(dir.path())
+        .iter()
+        .map(|(_, document)| document["command"].as_str().unwrap().to_string())
+        .collect();
+    let written: BTreeSet<&str> = written.iter().map(String::as_str).collect();
+    assert_eq!(listed, written, "the `command` row against the documents");
+    // Every subcommand has its section, but those that write no document.
+    let no_document = ["completion", "man", "help", "report", "audit"];
+    for sub in Cli::command().get_subcommands() {
+        let name = sub.get_name();
+        if no_document.contains(&name) {
+            continue;
+        }
+        assert!(
+            doc.contains(&format!("## `virtwork {name} ")),
+            "output-json.md has no section for {name}"
+        );
+    }
+}
+
+/// `VIRTWORK_*` names in string literals of the binary's sources (tests and build-time
+/// `env!` values left out), and the names it reads with `std::env::var`/`var_os`.
+fn variables_the_binary_reads() -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut stack = vec![repo().join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap();
+            for (i, _) in code.match_indices("\"VIRTWORK_") {
+                let name: String = code[i + 1..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                if !code[..i].ends_with("env!(") {
+                    names.insert(name);
+                }
+            }
+            for call in ["env::var(\"", "env::var_os(\""] {
+                for (i, _) in code.match_indices(call) {
+                    let rest = &code[i + call.len()..];
+                    names.insert(rest[..rest.find('"').unwrap()].to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn the_man_page_names_every_variable_the_binary_reads() {
+    let out = Command::new(env!("CARGO_BIN_EXE_virtwork"))
+        .arg("man")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let man = String::from_utf8_lossy(&out.stdout);
+    let environment = man
+        .split(".SH ENVIRONMENT")
+        .nth(1)
+        .and_then(|rest| rest.split(".SH ").next())
+        .expect("the man page has an ENVIRONMENT section");
+    let names = variables_the_binary_reads();
+    assert!(
+        names.contains("VIRTWORK_ASSUME_TTY") && names.contains("HOME"),
+        "{names:?}"
+    );
+    for name in &names {
+        assert!(
+            environment.contains(name.as_str()),
+            "the man page's ENVIRONMENT does not name {name}, which the binary reads"
+        );
+    }
+}
+
+/// Whether `line` is the message `quoted` documents, where `…` stands for any text.
+fn matches_documented(quoted: &str, line: &str) -> bool {
+    let mut rest = line;
+    for (i, part) in quoted.split('…').enumerate() {
+        match rest.find(part) {
+            Some(at) if i > 0 || at == 0 => rest = &rest[at + part.len()..],
+            _ => return false,
+        }
+    }
+    quoted.ends_with('…') || rest.is_empty()
+}
+
+/// The message of the troubleshooting row whose first cell begins with `start`.
+fn troubleshooting_message(start: &str) -> String {
+    let doc = read_doc("troubleshooting.md");
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{start}")))
+        .unwrap_or_else(|| panic!("troubleshooting.md has no row for {start}"));
+    backticked(row)[0].to_string()
+}
+
+#[test]
+fn the_documented_kubeconfig_messages_are_what_the_binary_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    fs::create_dir(&home).unwrap();
+    let garbage = dir.path().join("garbage");
+    fs::write(&garbage, "clusters: [ {").unwrap();
+    let missing = dir.path().join("missing");
+    let cases: [(&str, Vec<&str>); 3] = [
+        ("no kubeconfig: pass", vec!["status"]),
+        (
+            "no kubeconfig file found at",
+            vec!["--kubeconfig", missing.to_str().unwrap(), "status"],
+        ),
+        (
+            "reading kubeconfig",
+            vec!["--kubeconfig", garbage.to_str().unwrap(), "status"],
+        ),
+    ];
+    for (start, args) in cases {
+        let quoted = troubleshooting_message(start);
+        let out = Command::new(env!("CARGO_BIN_EXE_virtwork"))
+            .args(&args)
+            .env_clear()
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let line = stderr.trim_end().strip_prefix("Error: ").unwrap_or(&stderr);
+        assert!(
+            matches_documented(&quoted, line),
+            "{args:?}: documented `{quoted}`, said `{line}`"
+        );
+    }
+}
+
+/// The commands troubleshooting.md says stop after one attempt at a refused address.
+fn named_as_failing_at_once() -> Vec<String> {
+    let doc = read_doc("troubleshooting.md");
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `cannot reach …: …; check that the cluster is up"))
+        .expect("troubleshooting.md has the cannot-reach row");
+    let sentence = row
+        .split(". ")
+        .find(|s| s.contains("after one attempt"))
+        .expect("the row says which commands stop after one attempt");
+    let names = sentence.split(" say so").next().unwrap();
+    backticked(names).into_iter().map(String::from).collect()
+}
+
+#[test]
+fn the_commands_documented_to_stop_at_a_refused_connection_do() {
+    let quoted = troubleshooting_message("cannot reach …: …; check that the cluster is up");
+    let commands = named_as_failing_at_once();
+    assert!(commands.len() >= 5, "{commands:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:9\"}\n\
+         users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n\
+         current-context: x\n",
+    )
+    .unwrap();
+    for command in commands {
+        let mut args = vec![command.as_str()];
+        args.extend(match command.as_str() {
+            "cleanup" | "churn" => vec!["--yes"],
+            "disruption" => vec!["--no-prometheus"],
+            _ => vec![],
+        });
+        let out = Command::new(env!("CARGO_BIN_EXE_virtwork"))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(&args)
+            .env_clear()
+            .env("HOME", dir.path())
+            .env("VIRTWORK_AUDIT_DB", dir.path().join("a.db"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
+        assert!(
+            !stderr.contains("is not answering"),
+            "{command} retried: {stderr}"
+        );
+        let line = stderr.trim_end().lines().last().unwrap_or_default();
+        let line = line.strip_prefix("Error: ").unwrap_or(line);
+        assert!(
+            matches_documented(&quoted, line),
+            "{command}: documented `{quoted}`, said `{line}`"
         );
     }
 }

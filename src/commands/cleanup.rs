@@ -1,4 +1,5 @@
-//! `virtwork cleanup`: find everything virtwork created by label and delete it.
+//! `virtwork cleanup`: find by label what virtwork created in scope (a namespace, every
+//! namespace with `-A`, optionally one run) and delete it.
 //!
 //! Flow: connect → start the audit record → discover (lists only) → log the preview →
 //! nothing to do / dry run / confirmation → delete (VMs, then the rest, then the namespace)

@@ -137,6 +137,10 @@ fn main_sections(command: &clap::Command) -> String {
             ("NO_COLOR", "when set and not empty, no colour in log lines (--color always overrides it)"),
             ("HOME", "where ~/.kube/config and ~/.virtwork/catalog are"),
             ("HTTPS_PROXY, HTTP_PROXY, NO_PROXY", "the proxy to the API server, as kubectl reads them"),
+            ("XDG_STATE_HOME", "where the audit database is by default (see FILES)"),
+            ("KUBERNETES_SERVICE_HOST", "set in a pod: its service account is the credential when no kubeconfig is found"),
+            ("VIRTWORK_ASSUME_TTY", "when 1, the prompts of cleanup and churn treat stdin as a terminal (for tests and expect scripts)"),
+            ("VIRTWORK_CLEANUP_MODE", "read only to warn that it has no effect (the Go tool's variable; cleanup's mode comes from --run-id and --dry-run)"),
         ]
         .iter()
         .map(|(var, text)| (var.to_string(), text.to_string())),

@@ -735,14 +735,16 @@ pub fn choose_credentials(
     if !explicit.is_empty() {
         return Ok(CredentialChoice::Kubeconfig(explicit.to_vec()));
     }
+    const NONE: &str = "no kubeconfig: pass --kubeconfig <path>, set KUBECONFIG, or run in a pod with a service account";
     match home_kubeconfig {
         Some((path, true)) => Ok(CredentialChoice::Kubeconfig(vec![path])),
         _ if in_cluster => Ok(CredentialChoice::InCluster),
-        // Reading it reports "no kubeconfig file found at ~/.kube/config".
-        Some((path, false)) => Ok(CredentialChoice::Kubeconfig(vec![path])),
-        None => Err(Error::input(
-            "no kubeconfig: pass --kubeconfig <path>, set KUBECONFIG, or run in a pod with a service account",
-        )),
+        // The first thing a new user meets: say what was looked for, not a read error.
+        Some((path, false)) => Err(Error::input(format!(
+            "{NONE} (there is no {})",
+            path.display()
+        ))),
+        None => Err(Error::input(NONE)),
     }
 }
 
@@ -1016,7 +1018,8 @@ pub fn read_merged_kubeconfig(paths: &[PathBuf]) -> Result<(Kubeconfig, Vec<Path
         if path.as_os_str().is_empty() {
             continue;
         }
-        if !path.exists() && paths.len() > 1 {
+        // Missing files are skipped as kubectl skips them; none at all is said below.
+        if !path.exists() {
             continue;
         }
         let next = Kubeconfig::read_from(path).map_err(|e| {
@@ -1134,9 +1137,15 @@ mod tests {
             choose_credentials(&[], None, true).unwrap(),
             CredentialChoice::InCluster
         );
+        let missing = choose_credentials(&[], Some((home.clone(), false)), false).unwrap_err();
+        assert_eq!(missing.exit_code(), 2);
         assert_eq!(
-            choose_credentials(&[], Some((home.clone(), false)), false).unwrap(),
-            CredentialChoice::Kubeconfig(vec![home])
+            missing.to_string(),
+            format!(
+                "no kubeconfig: pass --kubeconfig <path>, set KUBECONFIG, or run in a pod with \
+                 a service account (there is no {})",
+                home.display()
+            )
         );
         let none = choose_credentials(&[], None, false).unwrap_err();
         assert_eq!(none.exit_code(), 2);

@@ -105,7 +105,7 @@ pub async fn reach(
         };
         if retry_notice_due() {
             tracing::warn!(
-                "{} is not answering ({reason}); trying again until the command's --timeout \
+                "{} is not answering ({reason}); trying again until the command's time limit \
                  (attempt {})",
                 cluster.describe(),
                 attempt + 2
