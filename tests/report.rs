@@ -947,7 +947,7 @@ fn analysed_fleet(
     use virtwork::htmlreport::data::{Disruption, Fetched};
     let (run_id, _) = record_fleet(db, 1000, 0);
     let id: virtwork::model::RunId = run_id.to_string().parse().unwrap();
-    let mut run = virtwork::commands::report::read_runs(db, &[id])
+    let mut run = virtwork::commands::report::read_runs(db, &[virtwork::model::RunRef::Id(id)])
         .unwrap()
         .remove(0);
     let budget = Budget {
