@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use super::value::{KeyValue, Raw, Source, Sourced};
 use crate::error::{Error, Result};
 use crate::model::{
-    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, EvictionStrategy, GuestOs, ImageRef,
+    AccessMode, VolumeMode, Burst, CpuCores, DnsLabel, DryRunMode, EvictionStrategy, GuestOs, ImageRef,
     LogFormat, OutputChoice, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
     StorageClassName, TimeoutSecs, VmConcurrency, VmCount,
 };
@@ -87,6 +87,8 @@ configuration_keys! {
     /// Kubernetes default class).
     storage_class: StorageClassName = "storage-class", env ["VIRTWORK_STORAGE_CLASS"];
     access_mode: AccessMode = "access-mode", env ["VIRTWORK_ACCESS_MODE"];
+    /// The data disks' volume mode; none: the class's StorageProfile decides.
+    volume_mode: VolumeMode = "volume-mode", env ["VIRTWORK_VOLUME_MODE"];
     cpu_cores: CpuCores = "cpu-cores", env ["VIRTWORK_CPU_CORES"];
     memory: Quantity = "memory", env ["VIRTWORK_MEMORY"];
     wait_for_ready: bool = "wait-for-ready", env ["VIRTWORK_WAIT_FOR_READY"];

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat,
+    AccessMode, VolumeMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat,
     Minimum, OutputChoice, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
     StorageClassName, TimeoutSecs, VmConcurrency, VmCount,
 };
@@ -119,6 +119,7 @@ macro_rules! read_by_from_str {
 
 read_by_from_str!(
     AccessMode,
+    VolumeMode,
     Burst,
     CpuCores,
     GuestOs,

@@ -43,7 +43,7 @@ pub use objects::{KindCounts, ManagedKind, NamespaceOutcome};
 pub use pacing::{FailFast, MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, MIN_DISK_SIZE, MIN_VM_MEMORY, Minimum, Quantity};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
-pub use storage::{AccessMode, StorageClassName};
+pub use storage::{AccessMode, StorageClassName, VolumeMode};
 pub use suggest::suggest;
 pub use window::Window;
 
