@@ -598,7 +598,12 @@ fn a_volume_mode_reaches_the_data_volumes_and_the_profile_must_offer_it() {
             .objects("virtualmachines", Some(NS))
             .iter()
             .filter(|vm| vm["metadata"]["labels"]["app.kubernetes.io/component"] == workload)
-            .flat_map(|vm| vm["spec"]["dataVolumeTemplates"].as_array().unwrap().clone())
+            .flat_map(|vm| {
+                vm["spec"]["dataVolumeTemplates"]
+                    .as_array()
+                    .unwrap()
+                    .clone()
+            })
             .map(|t| t["spec"]["storage"]["volumeMode"].clone())
             .collect()
     };
@@ -669,7 +674,11 @@ fn bad_volume_mode_values_are_one_line_input_errors() {
         let stderr = text(&out.stderr);
         assert!(stderr.contains(needle), "{needle}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
-        assert!(out.stdout.is_empty(), "nothing planned: {}", text(&out.stdout));
+        assert!(
+            out.stdout.is_empty(),
+            "nothing planned: {}",
+            text(&out.stdout)
+        );
     }
     let storage = |docs: &[Value]| {
         let vm = docs.iter().find(|d| d["kind"] == "VirtualMachine").unwrap();

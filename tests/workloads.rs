@@ -1467,12 +1467,12 @@ fn the_format_script_formats_blank_disks_keeps_xfs_and_refuses_foreign_signature
     let formatted = bin.join("formatted");
     stub(
         "blkid",
-        &format!(
-            "[ -s {0} ] || exit 2\ncat {0}",
-            found.display()
-        ),
+        &format!("[ -s {0} ] || exit 2\ncat {0}", found.display()),
     );
-    stub("mkfs.xfs", &format!("echo \"$@\" > {}", formatted.display()));
+    stub(
+        "mkfs.xfs",
+        &format!("echo \"$@\" > {}", formatted.display()),
+    );
     let script = virtwork::workloads::scripts::format_data_disk_script();
     let run = |signature: &str| {
         std::fs::write(&found, signature).unwrap();
@@ -1498,14 +1498,17 @@ fn the_format_script_formats_blank_disks_keeps_xfs_and_refuses_foreign_signature
     let real = std::fs::canonicalize(&device).unwrap();
     let (code, _, mkfs) = run("");
     assert_eq!(code, Some(0));
-    assert_eq!(mkfs, Some(format!("-q {}\n", real.display())), "blank: formatted");
+    assert_eq!(
+        mkfs,
+        Some(format!("-q {}\n", real.display())),
+        "blank: formatted"
+    );
     let (code, _, mkfs) = run("xfs\n");
     assert_eq!((code, mkfs), (Some(0), None), "xfs: kept as it is");
     let (code, stderr, mkfs) = run("ext4\n");
     assert_eq!((code, mkfs.as_deref()), (Some(1), None), "{stderr}");
     assert!(
-        stderr.contains("already carries ext4, not xfs")
-            && stderr.contains("wipefs -a"),
+        stderr.contains("already carries ext4, not xfs") && stderr.contains("wipefs -a"),
         "{stderr}"
     );
 }

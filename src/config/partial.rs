@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use super::value::{KeyValue, Raw, Source, Sourced};
 use crate::error::{Error, Result};
 use crate::model::{
-    AccessMode, VolumeMode, Burst, CpuCores, DnsLabel, DryRunMode, EvictionStrategy, GuestOs, ImageRef,
+    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, EvictionStrategy, GuestOs, ImageRef,
     LogFormat, OutputChoice, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
-    StorageClassName, TimeoutSecs, VmConcurrency, VmCount,
+    StorageClassName, TimeoutSecs, VmConcurrency, VmCount, VolumeMode,
 };
 
 /// One key's spellings: canonical YAML name (hyphenated), other YAML names, and the

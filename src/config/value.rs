@@ -10,9 +10,9 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    AccessMode, VolumeMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat,
+    AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat,
     Minimum, OutputChoice, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
-    StorageClassName, TimeoutSecs, VmConcurrency, VmCount,
+    StorageClassName, TimeoutSecs, VmConcurrency, VmCount, VolumeMode,
 };
 
 /// The input that supplied a value, as the user wrote it.

@@ -12,8 +12,8 @@ use super::partial::{KEYS, KeySpec, Partial};
 use super::value::{KeyValue, Raw, Source};
 use crate::error::{Error, Result};
 use crate::model::{
-    AccessMode, VolumeMode, CpuCores, DnsLabel, EvictionStrategy, GuestOs, MIN_VM_MEMORY, Quantity,
-    StorageClassName, VmCount, suggest,
+    AccessMode, CpuCores, DnsLabel, EvictionStrategy, GuestOs, MIN_VM_MEMORY, Quantity,
+    StorageClassName, VmCount, VolumeMode, suggest,
 };
 use crate::plan::WorkloadOverride;
 

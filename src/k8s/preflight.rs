@@ -866,12 +866,16 @@ fn check_profiles(
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let offers_access =
-            |s: &ClaimPropertySet, mode: AccessMode| s.access_modes.iter().any(|m| m == mode.as_str());
-        let offers_volume =
-            |s: &ClaimPropertySet, mode: VolumeMode| s.volume_mode.as_deref() == Some(mode.as_str());
+        let offers_access = |s: &ClaimPropertySet, mode: AccessMode| {
+            s.access_modes.iter().any(|m| m == mode.as_str())
+        };
+        let offers_volume = |s: &ClaimPropertySet, mode: VolumeMode| {
+            s.volume_mode.as_deref() == Some(mode.as_str())
+        };
         let flags = |what: &str| {
-            format!("choose one of those with --{what} (or workloads.{workload}.{what}), or another --storage-class")
+            format!(
+                "choose one of those with --{what} (or workloads.{workload}.{what}), or another --storage-class"
+            )
         };
         match (access, volume) {
             (Some(access), Some(volume)) if sets.iter().any(|s| offers_access(s, *access) && offers_volume(s, *volume)) => {
@@ -1162,14 +1166,7 @@ mod tests {
     /// does not offer together.
     #[test]
     fn a_volume_mode_is_checked_as_cdi_fills_in_the_rest() {
-        let disk = |access, volume| {
-            (
-                Some("rbd".to_string()),
-                access,
-                volume,
-                "disk".to_string(),
-            )
-        };
+        let disk = |access, volume| (Some("rbd".to_string()), access, volume, "disk".to_string());
         let profiles = BTreeMap::from([(
             "rbd".to_string(),
             vec![

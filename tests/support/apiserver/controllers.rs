@@ -682,18 +682,24 @@ fn ensure_pvc_for_dv(store: &mut Store, dv: &Value) {
             let wanted = |m: &Value| modes.as_array().is_some_and(|given| given.contains(m));
             let volume = sets
                 .iter()
-                .find(|set| set["accessModes"].as_array().is_some_and(|m| m.iter().any(wanted)))
+                .find(|set| {
+                    set["accessModes"]
+                        .as_array()
+                        .is_some_and(|m| m.iter().any(wanted))
+                })
                 .and_then(|set| set.get("volumeMode").cloned())
                 .unwrap_or(json!("Filesystem"));
             (modes, volume)
         }
         (None, Some(volume), Some(sets)) => {
-            match sets.iter().find(|set| set.get("volumeMode") == Some(&volume) && has_access(set)) {
+            match sets
+                .iter()
+                .find(|set| set.get("volumeMode") == Some(&volume) && has_access(set))
+            {
                 Some(set) => (set["accessModes"].clone(), volume),
                 None => {
-                    let message = format!(
-                        "no matching accessMode specified in StorageProfile {class_name}"
-                    );
+                    let message =
+                        format!("no matching accessMode specified in StorageProfile {class_name}");
                     claim_not_valid(store, dv, ns, name, &message);
                     return;
                 }
@@ -701,7 +707,10 @@ fn ensure_pvc_for_dv(store: &mut Store, dv: &Value) {
         }
         (None, None, Some(sets)) if has_access(&sets[0]) => (
             sets[0]["accessModes"].clone(),
-            sets[0].get("volumeMode").cloned().unwrap_or(json!("Filesystem")),
+            sets[0]
+                .get("volumeMode")
+                .cloned()
+                .unwrap_or(json!("Filesystem")),
         ),
         (None, None, Some(_)) => {
             let message = format!("no accessMode specified in StorageProfile {class_name}");
