@@ -18,7 +18,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use crate::model::{
     AccessMode, Burst, ColorChoice, CpuCores, DnsLabel, DryRunFlag, EvictionStrategy, GuestOs,
     ImageRef, LogFormat, OutputChoice, PublicKey, Qps, Quantity, ReadyCondition, RunIdSelector,
-    Secret, SshUser, StorageClassName, Switch, TimeoutSecs, VmConcurrency, VmCount,
+    Secret, SshUser, StorageClassName, Switch, TimeoutSecs, VmConcurrency, VmCount, VolumeMode,
 };
 
 /// Create VMs on OpenShift Virtualization / KubeVirt with continuous workloads.
@@ -365,6 +365,12 @@ pub struct RunArgs {
     /// [env: VIRTWORK_ACCESS_MODE] [default: the StorageClass's StorageProfile decides]
     #[arg(long, value_enum, value_name = "MODE")]
     pub access_mode: Option<AccessMode>,
+
+    /// Volume mode of the data disks: Filesystem (a disk image file on the volume) or Block
+    /// (the raw device); the guest formats its disk either way [env: VIRTWORK_VOLUME_MODE]
+    /// [default: the StorageClass's StorageProfile decides]
+    #[arg(long, value_enum, ignore_case = true, value_name = "MODE")]
+    pub volume_mode: Option<VolumeMode>,
 
     /// What a node drain does to each VM: auto decides per VM from the cluster's topology
     /// and the VM's storage so that no VM blocks a drain [env: VIRTWORK_EVICTION_STRATEGY]

@@ -535,14 +535,18 @@ pub struct DataVolumeSource {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct DataVolumeBlankImage {}
 
-/// `v1beta1.StorageSpec`: size, access mode and optionally the class; no volume mode, so CDI
-/// picks it from the class's StorageProfile. Without a class CDI uses the virtualization
-/// default class, else the Kubernetes default.
+/// `v1beta1.StorageSpec`: size and optionally the class, access mode and volume mode. What is
+/// left out CDI fills in from the class's StorageProfile (containerized-data-importer
+/// pkg/controller/datavolume/util.go, renderPvcSpecVolumeModeAndAccessModesAndStorageClass).
+/// Without a class CDI uses the virtualization default class, else the Kubernetes default.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, rename_all = "camelCase")]
 pub struct StorageSpec {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub access_modes: Vec<String>,
+    /// `Filesystem` or `Block`; `None`: the StorageProfile's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume_mode: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -31,7 +31,7 @@ use crate::kubevirt::{
 use crate::labels;
 use crate::model::{
     AccessMode, DNS_SUBDOMAIN_MAX_LEN, DnsLabel, EvictionStrategy, ImageRef, Quantity, RunId,
-    SshAccess, StorageClassName, is_dns_subdomain,
+    SshAccess, StorageClassName, VolumeMode, is_dns_subdomain,
 };
 use crate::workloads::{
     DataDisk, GuestOs, Registry, VmResources, Workload, WorkloadOptions, WorkloadSettings, scripts,
@@ -65,6 +65,8 @@ pub struct PlanInput {
     pub storage_class: Option<StorageClassName>,
     /// `None`: the class's StorageProfile decides (CDI fills it in).
     pub access_mode: Option<AccessMode>,
+    /// `None`: the class's StorageProfile decides (CDI fills it in).
+    pub volume_mode: Option<VolumeMode>,
     pub cpu_cores: u32,
     pub memory: Quantity,
     /// What a node drain does to VMs of workloads without their own `eviction-strategy`.
@@ -97,6 +99,7 @@ pub struct WorkloadOverride {
     pub guest_os: Option<GuestOs>,
     pub storage_class: Option<StorageClassName>,
     pub access_mode: Option<AccessMode>,
+    pub volume_mode: Option<VolumeMode>,
     pub eviction_strategy: Option<EvictionStrategy>,
     /// Seconds the workload's VMs get to shut down; `None`: the workload's own
     /// ([`Workload::termination_grace_seconds`]).
@@ -305,6 +308,11 @@ impl PlannedVm {
     /// The access mode its DataVolumes ask for; None when the class's StorageProfile decides.
     pub fn access_mode(&self) -> Option<AccessMode> {
         self.template.storage.access_mode
+    }
+
+    /// The volume mode of the VM's data disks; `None`: the StorageProfile decides.
+    pub fn volume_mode(&self) -> Option<VolumeMode> {
+        self.template.storage.volume_mode
     }
 
     /// Whether `other` shares this VM's role template (the same rendered user-data).
@@ -520,6 +528,7 @@ pub fn plan_workloads(
                 .or(input.storage_class.as_ref())
                 .map(|class| class.to_string()),
             access_mode: overrides.and_then(|o| o.access_mode).or(input.access_mode),
+            volume_mode: overrides.and_then(|o| o.volume_mode).or(input.volume_mode),
         };
         let eviction = overrides
             .and_then(|o| o.eviction_strategy)
@@ -556,6 +565,9 @@ struct DiskStorage {
     class: Option<String>,
     /// `None`: the class's StorageProfile decides.
     access_mode: Option<AccessMode>,
+    /// `None`: the class's StorageProfile decides (CDI picks the volume mode of the first
+    /// claim property set offering the access mode).
+    volume_mode: Option<VolumeMode>,
 }
 
 /// What the configuration chose for one workload's VMs.
@@ -1111,6 +1123,10 @@ fn data_volume_template(
                     .access_mode
                     .map(|mode| vec![mode.as_str().to_string()])
                     .unwrap_or_default(),
+                volume_mode: input
+                    .storage
+                    .volume_mode
+                    .map(|mode| mode.as_str().to_string()),
                 storage_class_name: input.storage.class.clone(),
                 resources: Some(StorageResources {
                     requests: BTreeMap::from([("storage".to_string(), k8s_quantity(&disk.size))]),

@@ -552,6 +552,150 @@ fn an_access_mode_the_class_cannot_provide_is_refused_before_any_write() {
     assert!(cluster.writes().is_empty(), "{:?}", cluster.writes());
 }
 
+/// `--volume-mode` reaches the DataVolumes (and the per-workload YAML key beats it); CDI
+/// completes the access mode from the StorageProfile's first set with that volume mode; a
+/// volume mode the class has no set for is refused before any write.
+#[test]
+fn a_volume_mode_reaches_the_data_volumes_and_the_profile_must_offer_it() {
+    let cluster = Cluster::start().without_default_class();
+    cluster.storage_class("rbd-virt", virt_default());
+    cluster.storage_profile(
+        "rbd-virt",
+        &[
+            (&["ReadWriteMany"], "Block"),
+            (&["ReadWriteOnce"], "Filesystem"),
+        ],
+    );
+    let config = yaml_file(
+        cluster.dir.path(),
+        "workloads:\n  database:\n    volume-mode: Filesystem\n",
+    );
+    let out = cluster.virtwork(
+        &[
+            "--config",
+            &config,
+            "run",
+            "--workloads",
+            "disk,database",
+            "--volume-mode",
+            "Block",
+            "--timeout",
+            "60",
+        ],
+        &[],
+    );
+    assert_exit(&out, 0);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "data disks of workload \"disk\" get ReadWriteMany (Block) on StorageClass rbd-virt (volume-mode; the access mode is its StorageProfile's)"
+        ),
+        "{stderr}"
+    );
+    let volume_modes = |workload: &str| -> Vec<serde_json::Value> {
+        cluster
+            .server
+            .objects("virtualmachines", Some(NS))
+            .iter()
+            .filter(|vm| vm["metadata"]["labels"]["app.kubernetes.io/component"] == workload)
+            .flat_map(|vm| {
+                vm["spec"]["dataVolumeTemplates"]
+                    .as_array()
+                    .unwrap()
+                    .clone()
+            })
+            .map(|t| t["spec"]["storage"]["volumeMode"].clone())
+            .collect()
+    };
+    assert_eq!(volume_modes("disk"), [serde_json::json!("Block")]);
+    assert_eq!(volume_modes("database"), [serde_json::json!("Filesystem")]);
+    // The access mode is left to CDI, which takes it from the set with that volume mode.
+    assert_eq!(cluster.vm_storage("disk"), [(None, vec![])]);
+    let mut pvcs = cluster.pvc_modes();
+    pvcs.sort();
+    assert_eq!(
+        pvcs,
+        [
+            (vec!["ReadWriteMany".to_string()], "Block".to_string()),
+            (vec!["ReadWriteOnce".to_string()], "Filesystem".to_string()),
+        ]
+    );
+
+    // A class offering no Block volumes: refused before any write, with CDI's own words.
+    let cluster = Cluster::start();
+    cluster.storage_profile("standard", &[(&["ReadWriteOnce"], "Filesystem")]);
+    let out = cluster.virtwork(
+        &["run", "--workloads", "chaos-disk"],
+        &[("VIRTWORK_VOLUME_MODE", "Block")],
+    );
+    assert_exit(&out, 1);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "StorageClass standard cannot provide volume mode Block for the data disks of workload \"chaos-disk\" \
+             (its StorageProfile offers ReadWriteOnce (Filesystem); CDI: \"no matching accessMode specified in StorageProfile standard\"): \
+             choose one of those with --volume-mode (or workloads.chaos-disk.volume-mode), or another --storage-class"
+        ),
+        "{stderr}"
+    );
+    assert!(cluster.writes().is_empty(), "{:?}", cluster.writes());
+}
+
+/// A bad volume mode from any layer is one line naming the input and the accepted forms,
+/// exit 2; the short spelling and any case are accepted; unset, no volumeMode is written.
+#[test]
+fn bad_volume_mode_values_are_one_line_input_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = yaml_file(dir.path(), "workloads:\n  disk:\n    volume-mode: raw\n");
+    for (args, env, needle) in [
+        (
+            vec!["--volume-mode", "raw"],
+            vec![],
+            "for --volume-mode: expected one of Filesystem, Block",
+        ),
+        (
+            vec![],
+            vec![("VIRTWORK_VOLUME_MODE", "ext4")],
+            "invalid value \"ext4\" for VIRTWORK_VOLUME_MODE: expected Filesystem or Block",
+        ),
+        (
+            vec!["--config", config.as_str()],
+            vec![],
+            "invalid value \"raw\" for workloads.disk.volume-mode in",
+        ),
+    ] {
+        let mut full = vec!["run", "--dry-run", "--no-audit", "--workloads", "disk"];
+        full.extend(args);
+        if full.contains(&"--config") {
+            full.rotate_right(2);
+        }
+        let out = virtwork(&full, &env);
+        assert_exit(&out, 2);
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+        assert!(
+            out.stdout.is_empty(),
+            "nothing planned: {}",
+            text(&out.stdout)
+        );
+    }
+    let storage = |docs: &[Value]| {
+        let vm = docs.iter().find(|d| d["kind"] == "VirtualMachine").unwrap();
+        vm["spec"]["dataVolumeTemplates"][0]["spec"]["storage"].clone()
+    };
+    let (docs, _) = dry_run(&["--workloads", "disk", "--volume-mode", "block"], &[]);
+    assert_eq!(storage(&docs)["volumeMode"], "Block");
+    let (docs, _) = dry_run(&["--workloads", "disk"], &[("VIRTWORK_VOLUME_MODE", "fs")]);
+    assert_eq!(storage(&docs)["volumeMode"], "Filesystem");
+    let (docs, _) = dry_run(&["--workloads", "disk"], &[]);
+    assert!(
+        storage(&docs).get("volumeMode").is_none(),
+        "left to the StorageProfile: {:?}",
+        storage(&docs)
+    );
+}
+
 #[test]
 fn without_any_default_class_preflight_refuses_and_names_the_choices() {
     let cluster = Cluster::start().without_default_class();

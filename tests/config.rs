@@ -228,6 +228,15 @@ fn cases() -> Vec<Case> {
             get: |s| s.plan.access_mode.map_or("-".into(), |m| m.to_string()),
         },
         Case {
+            key: "volume-mode",
+            env: "VIRTWORK_VOLUME_MODE",
+            values: ["Block", "Filesystem", "Block"],
+            // None given: the StorageClass's StorageProfile decides.
+            default: "-",
+            flag: Flag::Value("--volume-mode"),
+            get: |s| s.plan.volume_mode.map_or("-".into(), |m| m.to_string()),
+        },
+        Case {
             key: "eviction-strategy",
             env: "VIRTWORK_EVICTION_STRATEGY",
             values: ["none", "live-migrate-if-possible", "live-migrate"],

@@ -112,6 +112,7 @@ fn disk_vm() -> VirtualMachine {
                     }),
                     storage: Some(StorageSpec {
                         access_modes: vec!["ReadWriteMany".into()],
+                        volume_mode: Some("Block".into()),
                         storage_class_name: Some("ocs-storagecluster-ceph-rbd".into()),
                         resources: Some(StorageResources {
                             requests: [("storage".to_string(), Quantity("10Gi".into()))].into(),
@@ -391,6 +392,7 @@ fn every_planned_vm_validates_against_kubevirt_schema() {
     // A named class and access mode, so the optional storage fields are checked too.
     config.storage_class = Some("ocs-storagecluster-ceph-rbd".parse().unwrap());
     config.access_mode = Some(virtwork::model::AccessMode::ReadWriteMany);
+    config.volume_mode = Some(virtwork::model::VolumeMode::Block);
     // `--ready-condition workload`, so the readiness probe is validated too.
     config.workload_probe = true;
     let registry =

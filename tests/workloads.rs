@@ -1446,3 +1446,69 @@ fn the_readiness_responder_answers_200_only_while_every_unit_is_active() {
     // A client that sends nothing (or only part of a request) still gets its answer.
     assert!(answer("a.service\nb.service\n", "").starts_with("HTTP/1.0 200 OK\r\n"));
 }
+
+/// The data-disk format script, run with stub `blkid`/`mkfs.xfs`: a blank disk is formatted,
+/// an xfs one is kept, and a foreign file system (what a recycled Block volume may carry, as
+/// CDI writes nothing on a blank Block DataVolume) is named and left alone, failing the unit.
+#[test]
+fn the_format_script_formats_blank_disks_keeps_xfs_and_refuses_foreign_signatures() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let device = dir.path().join("virtio-virtwork-disk");
+    std::fs::write(&device, b"").unwrap();
+    let stub = |name: &str, body: &str| {
+        let path = bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    };
+    let found = bin.join("found");
+    let formatted = bin.join("formatted");
+    stub(
+        "blkid",
+        &format!("[ -s {0} ] || exit 2\ncat {0}", found.display()),
+    );
+    stub(
+        "mkfs.xfs",
+        &format!("echo \"$@\" > {}", formatted.display()),
+    );
+    let script = virtwork::workloads::scripts::format_data_disk_script();
+    let run = |signature: &str| {
+        std::fs::write(&found, signature).unwrap();
+        let _ = std::fs::remove_file(&formatted);
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .arg("virtwork-format-data-disk")
+            .arg(&device)
+            .arg("/mnt/data")
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            std::fs::read_to_string(&formatted).ok(),
+        )
+    };
+    let real = std::fs::canonicalize(&device).unwrap();
+    let (code, _, mkfs) = run("");
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        mkfs,
+        Some(format!("-q {}\n", real.display())),
+        "blank: formatted"
+    );
+    let (code, _, mkfs) = run("xfs\n");
+    assert_eq!((code, mkfs), (Some(0), None), "xfs: kept as it is");
+    let (code, stderr, mkfs) = run("ext4\n");
+    assert_eq!((code, mkfs.as_deref()), (Some(1), None), "{stderr}");
+    assert!(
+        stderr.contains("already carries ext4, not xfs") && stderr.contains("wipefs -a"),
+        "{stderr}"
+    );
+}

@@ -5,8 +5,8 @@
 //! (`KUBECONFIG`, else in-cluster, else `~/.kube/config`), `catalog-dir` (`$HOME/...`),
 //! `audit-db` (the XDG state directory, see `resolve::default_audit_db`),
 //! `workloads` (every built-in unless catalog entries are asked for); `ssh-password`,
-//! `ssh-authorized-keys`, `from-catalog`, `params` and `access-mode` (the StorageClass's
-//! StorageProfile decides) have none.
+//! `ssh-authorized-keys`, `from-catalog`, `params`, `access-mode` and `volume-mode` (the
+//! StorageClass's StorageProfile decides) have none.
 
 use super::partial::Partial;
 use super::value::{Raw, Source};

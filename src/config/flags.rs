@@ -54,6 +54,7 @@ pub fn run(args: &RunArgs) -> Result<Partial> {
         disk_size: given(&args.disk_size, "--disk-size"),
         storage_class: given(&args.storage_class, "--storage-class"),
         access_mode: given(&args.access_mode, "--access-mode"),
+        volume_mode: given(&args.volume_mode, "--volume-mode"),
         eviction_strategy: given(&args.eviction_strategy, "--eviction-strategy"),
         container_disk_image: given(&args.container_disk_image, "--container-disk-image"),
         guest_os: given(&args.guest_os, "--guest-os"),

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::model::{
     AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, EvictionStrategy, GuestOs, ImageRef,
     LogFormat, OutputChoice, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
-    StorageClassName, TimeoutSecs, VmConcurrency, VmCount,
+    StorageClassName, TimeoutSecs, VmConcurrency, VmCount, VolumeMode,
 };
 
 /// One key's spellings: canonical YAML name (hyphenated), other YAML names, and the
@@ -87,6 +87,8 @@ configuration_keys! {
     /// Kubernetes default class).
     storage_class: StorageClassName = "storage-class", env ["VIRTWORK_STORAGE_CLASS"];
     access_mode: AccessMode = "access-mode", env ["VIRTWORK_ACCESS_MODE"];
+    /// The data disks' volume mode; none: the class's StorageProfile decides.
+    volume_mode: VolumeMode = "volume-mode", env ["VIRTWORK_VOLUME_MODE"];
     cpu_cores: CpuCores = "cpu-cores", env ["VIRTWORK_CPU_CORES"];
     memory: Quantity = "memory", env ["VIRTWORK_MEMORY"];
     wait_for_ready: bool = "wait-for-ready", env ["VIRTWORK_WAIT_FOR_READY"];

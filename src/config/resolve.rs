@@ -216,6 +216,7 @@ impl RunSettings {
             disk_size: disk_size.value.clone(),
             storage_class: p.storage_class.as_ref().map(|given| given.value.clone()),
             access_mode: p.access_mode.as_ref().map(|given| given.value),
+            volume_mode: p.volume_mode.as_ref().map(|given| given.value),
             cpu_cores: required(&p.cpu_cores, "cpu-cores")?.value.get(),
             memory: memory.value.clone(),
             eviction_strategy: required(&p.eviction_strategy, "eviction-strategy")?.value,

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::model::{
     AccessMode, Burst, CpuCores, DnsLabel, DryRunMode, GuestOs, ImageRef, Invalid, LogFormat,
     Minimum, OutputChoice, OutputFormat, PublicKey, Qps, Quantity, ReadyCondition, Secret, SshUser,
-    StorageClassName, TimeoutSecs, VmConcurrency, VmCount,
+    StorageClassName, TimeoutSecs, VmConcurrency, VmCount, VolumeMode,
 };
 
 /// The input that supplied a value, as the user wrote it.
@@ -119,6 +119,7 @@ macro_rules! read_by_from_str {
 
 read_by_from_str!(
     AccessMode,
+    VolumeMode,
     Burst,
     CpuCores,
     GuestOs,

@@ -13,7 +13,7 @@ use super::value::{KeyValue, Raw, Source};
 use crate::error::{Error, Result};
 use crate::model::{
     AccessMode, CpuCores, DnsLabel, EvictionStrategy, GuestOs, MIN_VM_MEMORY, Quantity,
-    StorageClassName, VmCount, suggest,
+    StorageClassName, VmCount, VolumeMode, suggest,
 };
 use crate::plan::WorkloadOverride;
 
@@ -26,6 +26,7 @@ pub const WORKLOAD_SECTION_KEYS: &[&str] = &[
     "guest-os",
     "storage-class",
     "access-mode",
+    "volume-mode",
     "eviction-strategy",
     "termination-grace-period",
     "params",
@@ -304,6 +305,9 @@ fn set_section_key(
         }
         "access-mode" => {
             parsed.access_mode = Some(AccessMode::from_text(&scalar(&value, source)?, source)?);
+        }
+        "volume-mode" => {
+            parsed.volume_mode = Some(VolumeMode::from_text(&scalar(&value, source)?, source)?);
         }
         "eviction-strategy" => {
             parsed.eviction_strategy = Some(EvictionStrategy::from_text(

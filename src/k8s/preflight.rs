@@ -30,7 +30,7 @@ use crate::k8s::list::list_pages;
 use crate::k8s::retry::{Failure, RetryError, RetryPolicy, classify, retry};
 use crate::kubevirt::VirtualMachine;
 use crate::labels;
-use crate::model::{AccessMode, Quantity};
+use crate::model::{AccessMode, Quantity, VolumeMode};
 use crate::plan::{Plan, PlannedVm};
 
 /// How long we keep trying to reach an unresponsive API server before giving up.
@@ -58,14 +58,23 @@ pub struct PreflightNeeds {
     pub storage_classes: BTreeSet<String>,
     /// Some data disk names no class: CDI's default class is needed.
     pub default_class: bool,
-    /// (class, access mode, workload) of every workload with data disks: the class's
-    /// StorageProfile must offer the mode, or name one when none is given.
-    pub disk_modes: BTreeSet<(Option<String>, Option<AccessMode>, String)>,
+    /// (class, access mode, volume mode, workload) of every workload with data disks: the
+    /// class's StorageProfile must offer the modes given, or name them when none are.
+    pub disk_modes: BTreeSet<DiskModes>,
     /// The run will watch VMIs for readiness.
     pub wait_for_ready: bool,
     /// The size of each workload's VMs, checked against the nodes.
     pub sizes: Vec<VmSize>,
 }
+
+/// (class, access mode, volume mode, workload); `None`: CDI's default class or the
+/// StorageProfile's choice.
+pub type DiskModes = (
+    Option<String>,
+    Option<AccessMode>,
+    Option<VolumeMode>,
+    String,
+);
 
 /// What one VM of a workload asks of a node.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,7 +103,7 @@ impl PreflightNeeds {
                 .filter(|v| !v.data_volumes.is_empty())
                 .map(|v| {
                     let class = v.storage_class().map(str::to_string);
-                    (class, v.access_mode(), v.workload.clone())
+                    (class, v.access_mode(), v.volume_mode(), v.workload.clone())
                 })
                 .collect(),
             wait_for_ready,
@@ -824,26 +833,30 @@ async fn list_storage_profiles(
     }
 }
 
-/// Pure: for each workload with data disks, the access mode its class's StorageProfile
-/// gives or refuses, as CDI decides it (containerized-data-importer
-/// pkg/controller/datavolume/util.go: without a mode, the first claim property set's, and
-/// "no accessMode specified in StorageProfile" when there is none; with one, the PVC asks
-/// for it and a class that cannot provide it never binds). `default` is the class CDI gives
-/// disks that name none (when the cluster has exactly one). A class without a profile is a
-/// warning: CDI creates one for every class, so it is not reconciled yet.
+/// Pure: for each workload with data disks, the access and volume modes its class's
+/// StorageProfile gives or refuses, as CDI decides them (containerized-data-importer
+/// pkg/controller/datavolume/util.go, renderPvcSpecVolumeModeAndAccessModesAndStorageClass):
+/// neither given, the first claim property set's, and "no accessMode specified in
+/// StorageProfile" when it names none (getDefaultVolumeAndAccessMode); only the volume mode,
+/// the access modes of the first set with that volume mode, else "no matching accessMode
+/// specified in StorageProfile" (getDefaultAccessModes); only the access mode, the volume
+/// mode of the first set offering it, else Kubernetes' Filesystem (getDefaultVolumeMode).
+/// A PVC asking for what the class cannot provide never binds. `default` is the class CDI
+/// gives disks that name none (when the cluster has exactly one). A class without a profile
+/// is a warning: CDI creates one for every class, so it is not reconciled yet.
 fn check_profiles(
     needs: &PreflightNeeds,
     default: Option<&str>,
     profiles: &BTreeMap<String, Vec<ClaimPropertySet>>,
 ) -> StorageCheck {
     let mut check = StorageCheck::default();
-    for (named, mode, workload) in &needs.disk_modes {
+    for (named, access, volume, workload) in &needs.disk_modes {
         let Some(class) = named.as_deref().or(default) else {
             continue;
         };
         let Some(sets) = profiles.get(class) else {
             check.warnings.push(format!(
-                "StorageClass {class} has no CDI StorageProfile yet, so the access mode of workload {workload:?}'s data disks is not checked"
+                "StorageClass {class} has no CDI StorageProfile yet, so the access and volume modes of workload {workload:?}'s data disks are not checked"
             ));
             continue;
         };
@@ -853,22 +866,60 @@ fn check_profiles(
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        match mode {
-            Some(mode) if sets.iter().any(|s| s.access_modes.iter().any(|m| m == mode.as_str())) => {
+        let offers_access = |s: &ClaimPropertySet, mode: AccessMode| {
+            s.access_modes.iter().any(|m| m == mode.as_str())
+        };
+        let offers_volume = |s: &ClaimPropertySet, mode: VolumeMode| {
+            s.volume_mode.as_deref() == Some(mode.as_str())
+        };
+        let flags = |what: &str| {
+            format!(
+                "choose one of those with --{what} (or workloads.{workload}.{what}), or another --storage-class"
+            )
+        };
+        match (access, volume) {
+            (Some(access), Some(volume)) if sets.iter().any(|s| offers_access(s, *access) && offers_volume(s, *volume)) => {
                 check.notes.push(format!(
-                    "data disks of workload {workload:?} are {mode} on StorageClass {class} (access-mode)"
+                    "data disks of workload {workload:?} are {access} ({volume}) on StorageClass {class} (access-mode, volume-mode)"
                 ));
             }
-            Some(mode) if sets.is_empty() => check.warnings.push(format!(
-                "the StorageProfile of StorageClass {class} names no access modes, so whether it provides {mode} for workload {workload:?} is not known"
+            (Some(access), Some(volume)) if sets.is_empty() => check.warnings.push(format!(
+                "the StorageProfile of StorageClass {class} names no access or volume modes, so whether it provides {access} ({volume}) for workload {workload:?} is not known"
             )),
-            Some(mode) => check.problems.push(format!(
-                "StorageClass {class} cannot provide access mode {mode} for the data disks of workload {workload:?} \
-                 (its StorageProfile offers {}): choose one of those with --access-mode (or workloads.{workload}.access-mode), \
-                 or another --storage-class",
+            (Some(access), Some(volume)) => check.problems.push(format!(
+                "StorageClass {class} cannot provide {access} ({volume}) for the data disks of workload {workload:?} \
+                 (its StorageProfile offers {}): choose a pair it offers with --access-mode and --volume-mode \
+                 (or workloads.{workload}.access-mode / volume-mode), or another --storage-class",
                 offered()
             )),
-            None => match sets.first() {
+            (Some(access), None) => match sets.iter().find(|s| offers_access(s, *access)) {
+                Some(set) => check.notes.push(format!(
+                    "data disks of workload {workload:?} are {access} ({}) on StorageClass {class} (access-mode)",
+                    set.volume_mode.as_deref().unwrap_or("Filesystem")
+                )),
+                None if sets.is_empty() => check.warnings.push(format!(
+                    "the StorageProfile of StorageClass {class} names no access modes, so whether it provides {access} for workload {workload:?} is not known"
+                )),
+                None => check.problems.push(format!(
+                    "StorageClass {class} cannot provide access mode {access} for the data disks of workload {workload:?} \
+                     (its StorageProfile offers {}): {}",
+                    offered(),
+                    flags("access-mode")
+                )),
+            },
+            (None, Some(volume)) => match sets.iter().find(|s| offers_volume(s, *volume) && !s.access_modes.is_empty()) {
+                Some(set) => check.notes.push(format!(
+                    "data disks of workload {workload:?} get {} on StorageClass {class} (volume-mode; the access mode is its StorageProfile's)",
+                    set.describe()
+                )),
+                None => check.problems.push(format!(
+                    "StorageClass {class} cannot provide volume mode {volume} for the data disks of workload {workload:?} \
+                     (its StorageProfile offers {}; CDI: \"no matching accessMode specified in StorageProfile {class}\"): {}",
+                    if sets.is_empty() { "nothing".to_string() } else { offered() },
+                    flags("volume-mode")
+                )),
+            },
+            (None, None) => match sets.first() {
                 Some(first) if !first.access_modes.is_empty() => check.notes.push(format!(
                     "data disks of workload {workload:?} get {} on StorageClass {class}, its StorageProfile's first choice",
                     first.describe()
@@ -1050,15 +1101,17 @@ mod tests {
     fn the_storage_profile_must_provide_the_mode_or_name_one() {
         let mut needs = needs(&["rbd"], true);
         needs.disk_modes = BTreeSet::from([
-            (None, None, "disk".to_string()),
+            (None, None, None, "disk".to_string()),
             (
                 Some("rbd".into()),
                 Some(AccessMode::ReadWriteMany),
+                None,
                 "database".to_string(),
             ),
             (
                 Some("rbd".into()),
                 Some(AccessMode::ReadWriteOnce),
+                None,
                 "chaos-disk".to_string(),
             ),
         ]);
@@ -1106,6 +1159,70 @@ mod tests {
             check.problems.len(),
             1,
             "only the named class is checked: {check:?}"
+        );
+    }
+
+    /// CDI's three ways of filling in what a DataVolume leaves out, and a pair the class
+    /// does not offer together.
+    #[test]
+    fn a_volume_mode_is_checked_as_cdi_fills_in_the_rest() {
+        let disk = |access, volume| (Some("rbd".to_string()), access, volume, "disk".to_string());
+        let profiles = BTreeMap::from([(
+            "rbd".to_string(),
+            vec![
+                set(&["ReadWriteMany"], "Block"),
+                set(&["ReadWriteOnce"], "Filesystem"),
+            ],
+        )]);
+        let check_one = |modes: DiskModes| {
+            let mut needs = needs(&["rbd"], false);
+            needs.disk_modes = BTreeSet::from([modes]);
+            check_profiles(&needs, None, &profiles)
+        };
+        // Only the volume mode: the access modes of the first set with it.
+        let check = check_one(disk(None, Some(VolumeMode::Filesystem)));
+        assert!(check.problems.is_empty(), "{check:?}");
+        assert!(
+            check.notes[0].contains("get ReadWriteOnce (Filesystem) on StorageClass rbd"),
+            "{check:?}"
+        );
+        // Only the access mode: the volume mode of the first set offering it.
+        let check = check_one(disk(Some(AccessMode::ReadWriteOnce), None));
+        assert!(
+            check.notes[0].contains("are ReadWriteOnce (Filesystem) on StorageClass rbd"),
+            "{check:?}"
+        );
+        // Both, offered together.
+        let check = check_one(disk(
+            Some(AccessMode::ReadWriteMany),
+            Some(VolumeMode::Block),
+        ));
+        assert!(check.problems.is_empty(), "{check:?}");
+        // Both offered, but not together.
+        let check = check_one(disk(
+            Some(AccessMode::ReadWriteMany),
+            Some(VolumeMode::Filesystem),
+        ));
+        assert!(
+            check.problems[0].contains("cannot provide ReadWriteMany (Filesystem)")
+                && check.problems[0]
+                    .contains("offers ReadWriteMany (Block), ReadWriteOnce (Filesystem)"),
+            "{check:?}"
+        );
+        // A volume mode the class has no set for: CDI's own refusal is quoted.
+        let profiles = BTreeMap::from([(
+            "rbd".to_string(),
+            vec![set(&["ReadWriteOnce"], "Filesystem")],
+        )]);
+        let mut needs = needs(&["rbd"], false);
+        needs.disk_modes = BTreeSet::from([disk(None, Some(VolumeMode::Block))]);
+        let check = check_profiles(&needs, None, &profiles);
+        assert!(
+            check.problems[0].contains("cannot provide volume mode Block")
+                && check.problems[0]
+                    .contains("no matching accessMode specified in StorageProfile rbd")
+                && check.problems[0].contains("--volume-mode (or workloads.disk.volume-mode)"),
+            "{check:?}"
         );
     }
 

@@ -45,7 +45,7 @@ pub use pacing::{FailFast, MAX_STARTING, MaxStarting, Pacing, Ramp};
 pub use quantity::{MAX_QUANTITY_TEXT_LEN, MIN_DISK_SIZE, MIN_VM_MEMORY, Minimum, Quantity};
 pub use run_ref::{Ambiguous, RunIdPrefix, RunIdSelector, RunRef};
 pub use ssh::{PublicKey, SSH_KEY_TYPES, Secret, SshAccess, SshUser};
-pub use storage::{AccessMode, StorageClassName};
+pub use storage::{AccessMode, StorageClassName, VolumeMode};
 pub use suggest::suggest;
 pub use window::Window;
 

@@ -1,4 +1,4 @@
-//! Where data disks live: a StorageClass name and the access mode of their volumes.
+//! Where data disks live: a StorageClass name and the access and volume modes of their volumes.
 
 use std::fmt;
 use std::str::FromStr;
@@ -93,6 +93,50 @@ impl fmt::Display for AccessMode {
     }
 }
 
+/// How a data disk's PersistentVolume is presented to the VM's pod: a file system holding a
+/// `disk.img` (Filesystem) or the raw device (Block). The guest sees a raw virtio disk either
+/// way (KubeVirt's converter gives libvirt a `file` or a `block` disk source), so the guest's
+/// side does not change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize, Deserialize)]
+pub enum VolumeMode {
+    /// A file system on the volume, the disk a `disk.img` file on it
+    #[value(name = "Filesystem", alias = "fs")]
+    Filesystem,
+    /// The raw block device (what Ceph RBD classes offer for live migration)
+    #[value(name = "Block")]
+    Block,
+}
+
+impl VolumeMode {
+    /// The Kubernetes spelling (`Filesystem`, `Block`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VolumeMode::Filesystem => "Filesystem",
+            VolumeMode::Block => "Block",
+        }
+    }
+}
+
+impl FromStr for VolumeMode {
+    type Err = Invalid;
+
+    fn from_str(text: &str) -> Result<Self, Invalid> {
+        <VolumeMode as ValueEnum>::from_str(text.trim(), true).map_err(|_| {
+            Invalid::Expected(
+                "expected Filesystem or Block (leave it unset to let the StorageClass's \
+                 StorageProfile decide)"
+                    .into(),
+            )
+        })
+    }
+}
+
+impl fmt::Display for VolumeMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +161,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("ReadOnlyMany cannot be used"), "{err}");
+    }
+
+    #[test]
+    fn volume_modes_take_kubernetes_spellings() {
+        assert_eq!("Block".parse(), Ok(VolumeMode::Block));
+        assert_eq!("filesystem".parse(), Ok(VolumeMode::Filesystem));
+        assert_eq!(" block ".parse(), Ok(VolumeMode::Block));
+        let err = "raw".parse::<VolumeMode>().unwrap_err().to_string();
+        assert!(err.contains("expected Filesystem or Block"), "{err}");
     }
 }

@@ -321,7 +321,9 @@ pub fn format_data_disk_script() -> String {
 # Waits for DEVICE, creates an {DATA_FS} file system on it when it has none (a disk that
 # already carries any file system is never reformatted) and, with --seed, copies what the
 # root file system holds under MOUNT_POINT onto the new file system first (for packages that
-# created their data there before the disk was mounted).
+# created their data there before the disk was mounted). The guest sees a raw disk whatever
+# the volume mode; a Block volume comes as the provisioner left it (CDI writes nothing on a
+# blank one), so a foreign signature on it is named and left alone rather than destroyed.
 set -euo pipefail
 
 DEVICE="$1"
@@ -338,9 +340,13 @@ if [ ! -e "$DEVICE" ]; then
 fi
 
 REAL_DEV=$(readlink -f "$DEVICE")
-if blkid -o value -s TYPE "$REAL_DEV" >/dev/null 2>&1; then
-  echo "${{DEVICE}} (${{REAL_DEV}}) already has a file system; not formatting"
-  exit 0
+if FOUND=$(blkid -o value -s TYPE "$REAL_DEV" 2>/dev/null); then
+  if [ "$FOUND" = "{DATA_FS}" ]; then
+    echo "${{DEVICE}} (${{REAL_DEV}}) already has a file system; not formatting"
+    exit 0
+  fi
+  echo "ERROR: data disk ${{DEVICE}} (${{REAL_DEV}}) already carries ${{FOUND}}, not {DATA_FS}; it is not reformatted (a Block volume comes as its provisioner left it), so the workload will not start: wipe it (wipefs -a ${{REAL_DEV}}) or use a fresh volume" >&2
+  exit 1
 fi
 echo "Formatting ${{DEVICE}} (${{REAL_DEV}}) as {DATA_FS}"
 mkfs.{DATA_FS} -q "$REAL_DEV"

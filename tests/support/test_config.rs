@@ -33,6 +33,7 @@ pub fn plan_input(workloads: &[&str], vm_count: u32) -> PlanInput {
         disk_size: "10Gi".parse().unwrap(),
         storage_class: None,
         access_mode: Default::default(),
+        volume_mode: Default::default(),
         cpu_cores: 2,
         memory: "2Gi".parse().unwrap(),
         eviction_strategy: Default::default(),

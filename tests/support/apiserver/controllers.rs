@@ -654,50 +654,69 @@ fn ensure_pvc_for_dv(store: &mut Store, dv: &Value) {
         .pointer("/spec/storage/accessModes")
         .filter(|m| m.as_array().is_some_and(|m| !m.is_empty()))
         .cloned();
-    let mut volume_mode = dv
+    let given_volume = dv
         .pointer("/spec/storage/volumeMode")
-        .cloned()
-        .unwrap_or(json!("Filesystem"));
-    let access_modes = match given {
-        Some(modes) => modes,
-        // CDI fills in what the DataVolume leaves out from the class's StorageProfile: the
-        // first claim property set (containerized-data-importer
-        // pkg/controller/datavolume/util.go, getDefaultVolumeAndAccessMode). Without one it
-        // creates no PVC and records ErrClaimNotValid on the Bound condition
-        // (controller-base.go syncCommon; conditions.go updateBoundCondition).
-        None => match storage_profile_sets(store, class.as_deref()) {
-            // A store holding no StorageProfiles (most tests): every class gives ReadWriteOnce.
-            None => json!(["ReadWriteOnce"]),
-            Some(sets)
-                if sets[0]["accessModes"]
-                    .as_array()
-                    .is_some_and(|m| !m.is_empty()) =>
+        .filter(|m| m.as_str().is_some_and(|m| !m.is_empty()))
+        .cloned();
+    // CDI fills in what the DataVolume's `storage` leaves out from the class's
+    // StorageProfile (containerized-data-importer pkg/controller/datavolume/util.go,
+    // renderPvcSpecVolumeModeAndAccessModesAndStorageClass): neither given, the first claim
+    // property set's (getDefaultVolumeAndAccessMode); only the volume mode, the access modes
+    // of the first set with that volume mode (getDefaultAccessModes); only the access modes,
+    // the volume mode of the first set offering one of them, else Kubernetes' default
+    // Filesystem (getDefaultVolumeMode). When it cannot, it creates no PVC and records
+    // ErrClaimNotValid on the Bound condition (controller-base.go syncCommon;
+    // conditions.go updateBoundCondition).
+    let sets = storage_profile_sets(store, class.as_deref());
+    let has_access = |set: &Value| set["accessModes"].as_array().is_some_and(|m| !m.is_empty());
+    let class_name = class.as_deref().unwrap_or("").to_string();
+    let (access_modes, volume_mode) = match (given, given_volume, sets) {
+        (Some(modes), Some(volume), _) => (modes, volume),
+        // A store holding no StorageProfiles (most tests): every class gives ReadWriteOnce
+        // Filesystem.
+        (access, volume, None) => (
+            access.unwrap_or(json!(["ReadWriteOnce"])),
+            volume.unwrap_or(json!("Filesystem")),
+        ),
+        (Some(modes), None, Some(sets)) => {
+            let wanted = |m: &Value| modes.as_array().is_some_and(|given| given.contains(m));
+            let volume = sets
+                .iter()
+                .find(|set| {
+                    set["accessModes"]
+                        .as_array()
+                        .is_some_and(|m| m.iter().any(wanted))
+                })
+                .and_then(|set| set.get("volumeMode").cloned())
+                .unwrap_or(json!("Filesystem"));
+            (modes, volume)
+        }
+        (None, Some(volume), Some(sets)) => {
+            match sets
+                .iter()
+                .find(|set| set.get("volumeMode") == Some(&volume) && has_access(set))
             {
-                if let Some(mode) = sets[0].get("volumeMode") {
-                    volume_mode = mode.clone();
+                Some(set) => (set["accessModes"].clone(), volume),
+                None => {
+                    let message =
+                        format!("no matching accessMode specified in StorageProfile {class_name}");
+                    claim_not_valid(store, dv, ns, name, &message);
+                    return;
                 }
-                sets[0]["accessModes"].clone()
             }
-            Some(_) => {
-                let message = format!(
-                    "no accessMode specified in StorageProfile {}",
-                    class.as_deref().unwrap_or("")
-                );
-                let mut dv = dv.clone();
-                dv["status"] = json!({
-                    "phase": "",
-                    "conditions": [
-                        { "type": "Bound", "status": "False", "reason": "ErrClaimNotValid",
-                          "message": message },
-                        { "type": "Ready", "status": "False", "reason": "ErrClaimNotValid",
-                          "message": message },
-                        { "type": "Running", "status": "False" },
-                    ],
-                });
-                store.put(&(DV, ns, name), dv);
-                return;
-            }
-        },
+        }
+        (None, None, Some(sets)) if has_access(&sets[0]) => (
+            sets[0]["accessModes"].clone(),
+            sets[0]
+                .get("volumeMode")
+                .cloned()
+                .unwrap_or(json!("Filesystem")),
+        ),
+        (None, None, Some(_)) => {
+            let message = format!("no accessMode specified in StorageProfile {class_name}");
+            claim_not_valid(store, dv, ns, name, &message);
+            return;
+        }
     };
     store.upsert(
         PVC,
@@ -710,6 +729,22 @@ fn ensure_pvc_for_dv(store: &mut Store, dv: &Value) {
             "status": { "phase": "Pending" },
         }),
     );
+}
+
+/// CDI's answer to a DataVolume whose claim it cannot complete: no PVC, ErrClaimNotValid.
+fn claim_not_valid(store: &mut Store, dv: &Value, ns: String, name: String, message: &str) {
+    let mut dv = dv.clone();
+    dv["status"] = json!({
+        "phase": "",
+        "conditions": [
+            { "type": "Bound", "status": "False", "reason": "ErrClaimNotValid",
+              "message": message },
+            { "type": "Ready", "status": "False", "reason": "ErrClaimNotValid",
+              "message": message },
+            { "type": "Running", "status": "False" },
+        ],
+    });
+    store.put(&(DV, ns, name), dv);
 }
 
 /// The `status.claimPropertySets` of `class`'s StorageProfile, `[{}]`-padded so the first
