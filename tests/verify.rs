@@ -1719,7 +1719,6 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
 }
 
 #[test]
-#[ignore = "regressed by the merged verify work: a fresh VM reads no data before the short window is refused; open in issue 34"]
 fn a_window_shorter_than_two_scrapes_is_refused_with_the_interval() {
     let env = Env::start();
     let Some(prometheus) = with_prometheus(&env) else {

@@ -555,7 +555,7 @@ async fn group_facts(
     let q = group_queries(group, window, None);
     let facts_query = group_facts_query(&q.series, &q.relabelled, window);
     let facts = api.query(&facts_query, policy, cancel).await?;
-    let mut facts_by_vm = facts_by_name(&facts);
+    let mut facts_by_vm = facts_by_name(&facts, window);
     if let Some((now, firsts)) = first_steps(&facts)
         && let Some(oldest_query) = group_oldest_query(&q.series, &firsts, window)
     {

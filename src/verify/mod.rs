@@ -903,6 +903,7 @@ mod tests {
             span: Some(600.0),
             relabelled: None,
             peak: Some(peak),
+            before: None,
         };
         (
             0,
