@@ -1245,6 +1245,20 @@ fn a_prometheus_url_is_reached_through_the_proxy_kubectl_would_use() {
 }
 
 /// `virtwork run` of `workloads` (one VM each unless `--vm-count` is in `extra`).
+/// A fleet of N cpu VMs (`run --vm-count N` plus `extra`; N is the number of names asked
+/// for) scraped by a real Prometheus: the environment, the Prometheus and the VMs' names in
+/// order. None without a Prometheus binary (the test then has nothing to check against).
+fn cpu_fleet<const N: usize>(extra: &[&str]) -> Option<(Env, Prometheus, [String; N])> {
+    let env = Env::start();
+    let prometheus = with_prometheus(&env)?;
+    let count = N.to_string();
+    let mut args = vec!["--vm-count", count.as_str()];
+    args.extend_from_slice(extra);
+    run(&env, "cpu", &args);
+    let names = std::array::from_fn(|i| t(&env, &format!("virtwork-cpu-{i}")));
+    Some((env, prometheus, names))
+}
+
 fn run(env: &Env, workloads: &str, extra: &[&str]) {
     let mut args = vec![
         "--namespace",
@@ -1315,12 +1329,9 @@ fn wait_for_samples(prometheus: &Prometheus, vm: &str, samples: usize) {
 
 #[test]
 fn a_fresh_healthy_vm_is_too_young_then_passes() {
-    let env = Env::start();
-    let Some(prometheus) = with_prometheus(&env) else {
+    let Some((env, prometheus, [vm, broken])) = cpu_fleet(&[]) else {
         return;
     };
-    run(&env, "cpu", &["--vm-count", "2"]);
-    let (vm, broken) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
     env.server.set_metrics_flat(NS, &broken, true);
     wait_for_samples(&prometheus, &vm, 2);
     // Seconds old, the series cannot fill a minute: a rate over it reads low, which is
@@ -1341,12 +1352,9 @@ fn a_fresh_healthy_vm_is_too_young_then_passes() {
 
 #[test]
 fn a_vm_whose_series_stop_is_stale_not_passed() {
-    let env = Env::start();
-    let Some(prometheus) = with_prometheus(&env) else {
+    let Some((env, prometheus, [vm0, vm1])) = cpu_fleet(&[]) else {
         return;
     };
-    run(&env, "cpu", &["--vm-count", "2"]);
-    let (vm0, vm1) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
     wait_for_samples(&prometheus, &vm1, 15);
     env.server.set_metrics_hidden(NS, &vm1, true);
     assert!(prometheus.wait_for_none(
@@ -1368,12 +1376,9 @@ fn a_vm_whose_series_stop_is_stale_not_passed() {
 
 #[test]
 fn a_stopped_vm_fails_as_not_running() {
-    let env = Env::start();
-    let Some(prometheus) = with_prometheus(&env) else {
+    let Some((env, prometheus, [vm0, vm1])) = cpu_fleet(&[]) else {
         return;
     };
-    run(&env, "cpu", &["--vm-count", "2"]);
-    let (vm0, vm1) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
     wait_for_samples(&prometheus, &vm1, 12);
     let mut vm = env.server.get("virtualmachines", NS, &vm1).unwrap();
     vm["spec"]["runStrategy"] = json!("Halted");
@@ -1442,16 +1447,9 @@ fn vcpu_unit_of(doc: &Value, vm: &str) -> (String, f64) {
 
 #[test]
 fn the_vcpu_counter_unit_is_decided_per_vm() {
-    let env = Env::start();
-    let Some(prometheus) = with_prometheus(&env) else {
+    let Some((env, prometheus, [ms, seconds, ms_idle])) = cpu_fleet(&[]) else {
         return;
     };
-    run(&env, "cpu", &["--vm-count", "3"]);
-    let (ms, seconds, ms_idle) = (
-        t(&env, "virtwork-cpu-0"),
-        t(&env, "virtwork-cpu-1"),
-        t(&env, "virtwork-cpu-2"),
-    );
     // A virt-handler rollout: two VMs' nodes still count milliseconds, one already seconds.
     env.server.set_vcpu_millis_for(NS, &ms);
     env.server.set_vcpu_millis_for(NS, &ms_idle);
@@ -1486,12 +1484,9 @@ fn the_vcpu_counter_unit_is_decided_per_vm() {
 
 #[test]
 fn a_series_that_died_early_neither_refuses_the_window_nor_fails_its_neighbours() {
-    let env = Env::start();
-    let Some(prometheus) = with_prometheus(&env) else {
+    let Some((env, prometheus, [healthy, died])) = cpu_fleet(&[]) else {
         return;
     };
-    run(&env, "cpu", &["--vm-count", "2"]);
-    let (healthy, died) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
     wait_for_samples(&prometheus, &died, 3);
     env.server.set_metrics_hidden(NS, &died, true);
     wait_for_samples(&prometheus, &healthy, 25);
@@ -1617,12 +1612,9 @@ const CPU_STEP: &str =
 
 #[test]
 fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
-    let env = Env::start();
-    let Some(prometheus) = with_prometheus(&env) else {
+    let Some((env, prometheus, [following, stuck])) = cpu_fleet(&["--params", CPU_STEP]) else {
         return;
     };
-    run(&env, "cpu", &["--vm-count", "2", "--params", CPU_STEP]);
-    let (following, stuck) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
     env.server.set_profile_stuck_high(NS, &stuck);
     // Two periods and a little more in Prometheus before judging a 120 s window (summed over
     // the vCPU's `state` series, which change with the level).
@@ -1719,7 +1711,6 @@ fn a_profiled_vm_is_judged_phase_by_phase_and_one_stuck_high_fails() {
 }
 
 #[test]
-#[ignore = "regressed by the merged verify work: a fresh VM reads no data before the short window is refused; open in issue 34"]
 fn a_window_shorter_than_two_scrapes_is_refused_with_the_interval() {
     let env = Env::start();
     let Some(prometheus) = with_prometheus(&env) else {

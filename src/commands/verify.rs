@@ -380,7 +380,6 @@ fn poll_interval(window: Window) -> Duration {
 /// scrape interval is measured (it refuses a window too short and steps every subquery),
 /// then one value query per group; catalog signals one by one. VMs that are not running,
 /// and catalog VMs without a matching local entry, are judged without a query.
-// long: the verify pipeline in order (discover, measure, query, judge, alerts); splitting it into named steps is queued with the verify/disruption discovery merge
 async fn evaluate(
     api: &PrometheusApi,
     targets: Vec<Target>,
@@ -393,6 +392,34 @@ async fn evaluate(
         .enumerate()
         .filter(|(_, t)| t.unverifiable.is_none() && not_running(t).is_none())
         .collect();
+    let facts = fleet_facts(api, &running, window, policy, cancel).await?;
+    let interval = fleet_interval(facts.values().flat_map(|by_vm| by_vm.values()), window);
+    refuse_short_window(interval, window)?;
+    let step_ms = subquery_step_ms(interval, window);
+    let grouped = fleet_values(api, facts, window, step_ms, policy, cancel).await?;
+    let answers = answer_checks(api, &running, &grouped, window, step_ms, policy, cancel).await?;
+    let mut results = unanswered_results(targets, window);
+    let now = unix_now();
+    let ranges = profile_ranges(api, &answers, window, interval, now, policy, cancel).await?;
+    let round = Round {
+        window,
+        interval,
+        now,
+    };
+    for (i, signal) in judge_answers(answers, round, &ranges) {
+        results[i].signals.push(signal);
+    }
+    Ok(results)
+}
+
+/// The facts of every signal group the running targets' thresholded checks belong to.
+async fn fleet_facts(
+    api: &PrometheusApi,
+    running: &[(usize, &Target)],
+    window: Window,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<BTreeMap<SignalGroup, BTreeMap<String, SeriesFacts>>> {
     let groups: BTreeSet<SignalGroup> = running
         .iter()
         .flat_map(|(_, t)| checks(&t.facts, window))
@@ -400,7 +427,7 @@ async fn evaluate(
         .filter_map(|c| c.group)
         .collect();
     let facts: Vec<Result<(SignalGroup, BTreeMap<String, SeriesFacts>)>> =
-        futures::stream::iter(groups.iter().cloned())
+        futures::stream::iter(groups)
             .map(|g| async move {
                 let facts = group_facts(api, &g, window, policy, cancel).await?;
                 Ok((g, facts))
@@ -408,16 +435,29 @@ async fn evaluate(
             .buffered(QUERY_CONCURRENCY)
             .collect()
             .await;
-    let facts: BTreeMap<SignalGroup, BTreeMap<String, SeriesFacts>> =
-        facts.into_iter().collect::<Result<_>>()?;
-    let interval = fleet_interval(facts.values().flat_map(|by_vm| by_vm.values()), window);
-    if let Some((interval, shortest)) = window_too_short(interval, window) {
-        return Err(Error::input(format!(
+    facts.into_iter().collect()
+}
+
+/// Bad input: a window shorter than two of the fleet's scrape intervals.
+fn refuse_short_window(interval: Option<f64>, window: Window) -> Result<()> {
+    match window_too_short(interval, window) {
+        Some((interval, shortest)) => Err(Error::input(format!(
             "invalid value \"{window}\" for --window: Prometheus scrapes these series every {interval:.1}s, \
              so a window shorter than two scrapes holds too few samples; use --window {shortest}s or longer"
-        )));
+        ))),
+        None => Ok(()),
     }
-    let step_ms = subquery_step_ms(interval, window);
+}
+
+/// One value query per signal group, with the facts gathered before.
+async fn fleet_values(
+    api: &PrometheusApi,
+    facts: BTreeMap<SignalGroup, BTreeMap<String, SeriesFacts>>,
+    window: Window,
+    step_ms: u64,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<BTreeMap<SignalGroup, GroupAnswer>> {
     let values: Vec<Result<(SignalGroup, GroupAnswer)>> = futures::stream::iter(facts)
         .map(|(g, facts)| async move {
             let answer = group_values(api, &g, facts, window, step_ms, policy, cancel).await?;
@@ -426,19 +466,32 @@ async fn evaluate(
         .buffered(QUERY_CONCURRENCY)
         .collect()
         .await;
-    let grouped: BTreeMap<SignalGroup, GroupAnswer> = values.into_iter().collect::<Result<_>>()?;
-    let jobs: Vec<(usize, Check)> = running
+    values.into_iter().collect()
+}
+
+/// Every check of the running targets answered: a grouped one from its group's answer, a
+/// catalog one by its own query (by target index).
+async fn answer_checks(
+    api: &PrometheusApi,
+    running: &[(usize, &Target)],
+    grouped: &BTreeMap<SignalGroup, GroupAnswer>,
+    window: Window,
+    step_ms: u64,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<Vec<(usize, Answered)>> {
+    let jobs: Vec<(usize, &Target, Check)> = running
         .iter()
         .flat_map(|(i, t)| {
             checks_stepped(&t.facts, window, Some(step_ms))
                 .into_iter()
-                .map(move |c| (*i, c))
+                .map(move |c| (*i, *t, c))
         })
         .collect();
     let answers: Vec<Result<(usize, Answered)>> = futures::stream::iter(jobs)
-        .map(|(i, check)| {
-            let name = targets[i].facts.name.as_str();
-            let created = targets[i].vmi_created;
+        .map(|(i, target, check)| {
+            let name = target.facts.name.as_str();
+            let created = target.vmi_created;
             let group = check.group.as_ref().and_then(|g| grouped.get(g));
             async move {
                 let mut answered = match group {
@@ -453,8 +506,13 @@ async fn evaluate(
         .buffered(QUERY_CONCURRENCY)
         .collect()
         .await;
-    let answers = answers.into_iter().collect::<Result<Vec<_>>>()?;
-    let mut results: Vec<VmResult> = targets
+    answers.into_iter().collect()
+}
+
+/// Each target's result before its answers are judged: unverifiable and not-running
+/// targets are judged already (without a query), running ones have no signal yet.
+fn unanswered_results(targets: Vec<Target>, window: Window) -> Vec<VmResult> {
+    targets
         .into_iter()
         .map(|target| {
             let signals = match (&target.unverifiable, not_running(&target)) {
@@ -464,18 +522,7 @@ async fn evaluate(
             };
             VmResult { target, signals }
         })
-        .collect();
-    let now = unix_now();
-    let ranges = profile_ranges(api, &answers, window, interval, now, policy, cancel).await?;
-    let round = Round {
-        window,
-        interval,
-        now,
-    };
-    for (i, signal) in judge_answers(answers, round, &ranges) {
-        results[i].signals.push(signal);
-    }
-    Ok(results)
+        .collect()
 }
 
 fn unix_now() -> f64 {
@@ -573,7 +620,7 @@ async fn group_facts(
     let q = group_queries(group, window, None);
     let facts_query = group_facts_query(&q.series, &q.relabelled, window);
     let facts = api.query(&facts_query, policy, cancel).await?;
-    let mut facts_by_vm = facts_by_name(&facts);
+    let mut facts_by_vm = facts_by_name(&facts, window);
     if let Some((now, firsts)) = first_steps(&facts)
         && let Some(oldest_query) = group_oldest_query(&q.series, &firsts, window)
     {

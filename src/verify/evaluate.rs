@@ -236,6 +236,11 @@ pub struct SeriesFacts {
     /// Seconds since the oldest sample seen in the fact range (more than the window when
     /// the series is older than it).
     pub span: Option<f64>,
+    /// For a series that began inside the fact range: how many of its samples are not
+    /// newer than that oldest sample seen (it is found at the first subquery step where the
+    /// series existed, so the samples scraped between its birth and that step are counted
+    /// in `samples` but lie before `span`). None for a series older than the range.
+    pub before: Option<f64>,
     /// Series of this VM stored under `exported_namespace` (a scrape that overwrote
     /// `namespace`).
     pub relabelled: Option<f64>,
@@ -291,7 +296,8 @@ pub fn group_facts_query(series: &str, relabelled: &str, window: Window) -> Stri
         ),
         part(
             format!(
-                "min_over_time((time() + 0 * count by (name) ({series}))[{secs}s:{step_secs}s])"
+                "min_over_time((time() + (max by (name) (count_over_time({series}[{step_secs}s])) \
+                 or 0 * count by (name) ({series})) / {BEFORE_SCALE})[{secs}s:{step_secs}s])"
             ),
             FIRST_PART,
         ),
@@ -302,8 +308,19 @@ pub fn group_facts_query(series: &str, relabelled: &str, window: Window) -> Stri
     .join(" or ")
 }
 
-/// The facts part naming, per VM, the first subquery step at which its series existed.
+/// The facts part naming, per VM, the first subquery step at which its series existed, and
+/// in the fraction, the samples of the step before it (over [`BEFORE_SCALE`]): one value,
+/// so that `min_over_time` keeps the count of the step it keeps (steps are whole seconds).
 const FIRST_PART: &str = "first";
+/// The scale of the sample count in the [`FIRST_PART`]'s fraction (a step holds fewer
+/// samples than this).
+const BEFORE_SCALE: f64 = 1e4;
+
+/// A [`FIRST_PART`] value: the step (Unix seconds) and the samples up to it in its step.
+fn split_first(value: f64) -> (f64, f64) {
+    let step = value.trunc();
+    (step, ((value - step) * BEFORE_SCALE).round())
+}
 /// The facts part carrying the time the facts query was evaluated at (no VM name).
 const NOW_PART: &str = "now";
 
@@ -322,7 +339,7 @@ pub fn first_steps(answer: &QueryAnswer) -> Option<(f64, BTreeMap<String, f64>)>
         .filter(|(_, v)| v.is_finite())
         .filter_map(|(key, v)| {
             let name = key.strip_prefix(FIRST_PART)?.strip_prefix('|')?;
-            Some((name.to_string(), *v))
+            Some((name.to_string(), split_first(*v).0))
         })
         .collect();
     Some((now, firsts))
@@ -411,12 +428,18 @@ pub fn values_by_name(answer: &QueryAnswer) -> BTreeMap<String, f64> {
     }
 }
 
-/// A [`group_facts_query`]'s answer: each VM's facts (VMs absent from it have none).
-pub fn facts_by_name(answer: &QueryAnswer) -> BTreeMap<String, SeriesFacts> {
+/// A [`group_facts_query`]'s answer for `window`: each VM's facts (VMs absent from it have
+/// none).
+pub fn facts_by_name(answer: &QueryAnswer, window: Window) -> BTreeMap<String, SeriesFacts> {
     let mut out: BTreeMap<String, SeriesFacts> = BTreeMap::new();
     let QueryAnswer::Facts(facts) = answer else {
         return out;
     };
+    let range = fact_range(window);
+    let range_start = facts
+        .get(&format!("{NOW_PART}|"))
+        .filter(|v| v.is_finite())
+        .map(|now| now - range.secs as f64);
     for (key, value) in facts.iter().filter(|(_, v)| v.is_finite()) {
         let Some((part, name)) = key.split_once('|') else {
             continue;
@@ -430,6 +453,16 @@ pub fn facts_by_name(answer: &QueryAnswer) -> BTreeMap<String, SeriesFacts> {
             "samples" => f.samples = Some(*value),
             "relabelled" => f.relabelled = Some(*value),
             "peak" => f.peak = Some(*value),
+            // The series did not exist at the step before its first one, which the range
+            // holds: every sample up to the first step lies in that step.
+            FIRST_PART => {
+                let (step, before) = split_first(*value);
+                let young =
+                    range_start.is_some_and(|start| step - range.step_secs as f64 >= start - 0.001);
+                if young && before >= 1.0 {
+                    f.before = Some(before);
+                }
+            }
             _ => {}
         }
     }
@@ -443,10 +476,14 @@ impl SeriesFacts {
     /// spread them over the whole range.
     pub fn scrape_interval(&self, window: Window) -> Option<f64> {
         let age = self.age?;
-        let samples = self.samples.filter(|n| *n >= 2.0)?;
+        let samples = self.samples?;
+        // The gaps between the oldest sample seen and the newest: counting the samples
+        // before the oldest one seen would shorten a young series' interval by up to a
+        // fact step's worth of scrapes (and let a too-short window through).
+        let gaps = samples - self.before.unwrap_or(1.0);
         let since_oldest = self.span?.min(fact_range(window).secs as f64);
         let covered = since_oldest - age;
-        (covered > 0.0).then(|| covered / (samples - 1.0))
+        (gaps >= 1.0 && covered > 0.0).then(|| covered / gaps)
     }
 
     /// Whether the series began inside the window (so a rate over it reads low). A series
@@ -896,11 +933,49 @@ mod tests {
             span: Some(span),
             relabelled: None,
             peak: None,
+            before: None,
         }
     }
 
     fn secs(n: u64) -> Window {
         Window::from_secs(n).unwrap()
+    }
+
+    #[test]
+    fn a_young_series_interval_counts_only_the_samples_after_the_oldest_one_seen() {
+        // Scraped every second since 1700000296.2; the fact range's steps are 3 s apart, so
+        // its first step (…298) already holds 2 samples (…296.2 and …297.2), and the oldest
+        // sample seen there is …297.2. 10 samples, newest 0.2 s old at …305.5.
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"virtwork_fact":"age|young"},"value":[1,"0.3"]},
+            {"metric":{"virtwork_fact":"samples|young"},"value":[1,"10"]},
+            {"metric":{"virtwork_fact":"first|young"},"value":[1,"1700000298.0002"]},
+            {"metric":{"virtwork_fact":"age|old"},"value":[1,"0.5"]},
+            {"metric":{"virtwork_fact":"samples|old"},"value":[1,"307"]},
+            {"metric":{"virtwork_fact":"first|old"},"value":[1,"1699999998.0003"]},
+            {"metric":{"virtwork_fact":"now|"},"value":[1,"1700000305.5"]}]}}"#;
+        let answer = parse_query_response(body).unwrap();
+        let mut by_name = facts_by_name(&answer, secs(1));
+        let (now, firsts) = first_steps(&answer).unwrap();
+        assert_eq!(firsts["young"], 1700000298.0, "the step, without the count");
+        assert_eq!(firsts["old"], 1699999998.0);
+        set_spans(
+            &mut by_name,
+            now,
+            &BTreeMap::from([
+                ("young".to_string(), 1700000297.2),
+                ("old".to_string(), 1699999997.5),
+            ]),
+        );
+        assert_eq!(by_name["young"].before, Some(2.0));
+        assert_eq!(by_name["old"].before, None, "older than the range");
+        let young = by_name["young"].scrape_interval(secs(1)).unwrap();
+        assert!(
+            (young - 1.0).abs() < 1e-6,
+            "8 s from the oldest sample seen to the newest over 8 gaps: {young}"
+        );
+        let old = by_name["old"].scrape_interval(secs(1)).unwrap();
+        assert!((old - 1.0).abs() < 0.01, "{old}");
     }
 
     #[test]
@@ -913,7 +988,7 @@ mod tests {
             {"metric":{"virtwork_fact":"samples|vm-b"},"value":[1,"20"]},
             {"metric":{"virtwork_fact":"relabelled|vm-c"},"value":[1,"2"]}]}}"#;
         let answer = parse_query_response(body).unwrap();
-        let mut by_name = facts_by_name(&answer);
+        let mut by_name = facts_by_name(&answer, secs(30));
         assert!(!by_name.contains_key(""), "the evaluation time names no VM");
         let (now, firsts) = first_steps(&answer).unwrap();
         assert_eq!(now, 1700000300.5);
@@ -933,7 +1008,7 @@ mod tests {
         assert_eq!(by_name["vm-b"].age, None, "no current sample: stale");
         assert_eq!(by_name["vm-c"].relabelled, Some(2.0));
         let empty = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
-        assert!(facts_by_name(&parse_query_response(empty).unwrap()).is_empty());
+        assert!(facts_by_name(&parse_query_response(empty).unwrap(), secs(30)).is_empty());
         let values = r#"{"status":"success","data":{"resultType":"vector","result":[
             {"metric":{"virtwork_fact":"vm-a","name":"vm-a"},"value":[1,"0.9"]},
             {"metric":{"virtwork_fact":"vm-b","name":"vm-b"},"value":[1,"NaN"]}]}}"#;
@@ -951,7 +1026,7 @@ mod tests {
         // An explicit step: the default (the evaluation interval) may be coarser than the window.
         assert!(
             q.contains(
-                r#"min_over_time((time() + 0 * count by (name) (m{namespace="ns"}))[306s:3s])"#
+                r#"min_over_time((time() + (max by (name) (count_over_time(m{namespace="ns"}[3s])) or 0 * count by (name) (m{namespace="ns"})) / 10000)[306s:3s])"#
             ),
             "{q}"
         );

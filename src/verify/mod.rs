@@ -361,7 +361,6 @@ const MILLIS_NOTE: &str = "this VM's kubevirt_vmi_vcpu_seconds_total counts mill
 /// from its own series: VMs of one cluster differ during a virt-handler rollout) is converted
 /// to seconds first; a profiled signal whose series is present and current is judged by its
 /// profile over `ranges`.
-// long: one pass over each VM's answers with per-VM unit and step decisions; to be split into named steps next
 pub fn judge_answers(
     answers: Vec<(usize, Answered)>,
     round: Round,
@@ -370,84 +369,108 @@ pub fn judge_answers(
     let mut fits = profile::FitCache::default();
     answers
         .into_iter()
-        .map(|(i, mut a)| {
-            let ctx = evaluate::Context {
-                window: round.window,
-                interval: round.interval,
-                vmi_age: a.vmi_created.map(|c| round.now - c),
-            };
-            let mut unit_note = None;
-            let mut counter_unit = None;
-            let in_millis = a.check.signal == "vcpu-busy"
-                && evaluate::vcpu_counter_in_millis(
-                    a.observed,
-                    a.facts.and_then(|f| f.peak),
-                    ctx.vmi_age,
-                );
-            if a.check.signal == "vcpu-busy" && a.error.is_none() && a.facts.is_some() {
-                counter_unit = Some(if in_millis {
-                    CounterUnit::Milliseconds
-                } else {
-                    CounterUnit::Seconds
-                });
-            }
-            if in_millis {
-                a.observed = a.observed.map(|v| v / 1000.0);
-                unit_note = Some(MILLIS_NOTE.to_string());
-            }
-            let (mut status, mut note) = match (&a.error, &a.facts) {
-                (Some(_), _) => (Verdict::Error, None),
-                (None, Some(facts)) => evaluate::judge_series(&a.check, a.observed, facts, &ctx),
-                (None, None) => (evaluate::judge(&a.check, a.observed), None),
-            };
-            let mut report = None;
-            // Absent, stale and failed series keep their verdict: a profile cannot mend them.
-            if let (Some(profiled), Some(group)) = (a.check.profile, a.check.group.as_ref())
-                && matches!(status, Verdict::Pass | Verdict::Below | Verdict::TooYoung)
-                && let Some(range) = ranges.get(group)
-            {
-                match &range.error {
-                    Some(error) => {
-                        status = Verdict::Error;
-                        a.error = Some(error.clone());
-                    }
-                    None => {
-                        let mut samples =
-                            range.samples.get(&a.vm_name).cloned().unwrap_or_default();
-                        if in_millis {
-                            samples.iter_mut().for_each(|(_, v)| *v /= 1000.0);
-                        }
-                        let judged = profile::judge_profile(
-                            &profiled,
-                            &samples,
-                            &range.spec,
-                            a.vmi_created,
-                            &mut fits,
-                        );
-                        status = judged.status;
-                        note = Some(judged.summary.clone());
-                        report = Some(judged);
-                    }
-                }
-            }
-            let notes: Vec<String> = [a.check.note.take(), unit_note, note]
-                .into_iter()
-                .flatten()
-                .collect();
-            a.check.note = (!notes.is_empty()).then(|| notes.join("; "));
-            (
-                i,
-                SignalResult {
-                    check: a.check,
-                    observed: a.observed,
-                    status,
-                    error: a.error,
-                    profile: report,
-                    counter_unit,
-                },
-            )
-        })
+        .map(|(i, a)| (i, judge_answer(a, round, ranges, &mut fits)))
         .collect()
+}
+
+/// One answer's [`SignalResult`]: its unit, its series' verdict, then its profile's.
+fn judge_answer(
+    mut a: Answered,
+    round: Round,
+    ranges: &ProfileRanges,
+    fits: &mut profile::FitCache,
+) -> SignalResult {
+    let ctx = evaluate::Context {
+        window: round.window,
+        interval: round.interval,
+        vmi_age: a.vmi_created.map(|c| round.now - c),
+    };
+    let (in_millis, counter_unit) = counter_unit(&a, &ctx);
+    let mut unit_note = None;
+    if in_millis {
+        a.observed = a.observed.map(|v| v / 1000.0);
+        unit_note = Some(MILLIS_NOTE.to_string());
+    }
+    let (mut status, mut note) = match (&a.error, &a.facts) {
+        (Some(_), _) => (Verdict::Error, None),
+        (None, Some(facts)) => evaluate::judge_series(&a.check, a.observed, facts, &ctx),
+        (None, None) => (evaluate::judge(&a.check, a.observed), None),
+    };
+    let mut report = None;
+    match judge_by_profile(&a, status, ranges, in_millis, fits) {
+        None => {}
+        Some(Err(error)) => {
+            status = Verdict::Error;
+            a.error = Some(error);
+        }
+        Some(Ok(judged)) => {
+            status = judged.status;
+            note = Some(judged.summary.clone());
+            report = Some(judged);
+        }
+    }
+    let notes: Vec<String> = [a.check.note.take(), unit_note, note]
+        .into_iter()
+        .flatten()
+        .collect();
+    a.check.note = (!notes.is_empty()).then(|| notes.join("; "));
+    SignalResult {
+        check: a.check,
+        observed: a.observed,
+        status,
+        error: a.error,
+        profile: report,
+        counter_unit,
+    }
+}
+
+/// Whether a vcpu-busy answer's counter is in milliseconds (decided from this VM's own
+/// series), and the unit to report (none for other signals, or without facts).
+fn counter_unit(a: &Answered, ctx: &evaluate::Context) -> (bool, Option<CounterUnit>) {
+    if a.check.signal != "vcpu-busy" {
+        return (false, None);
+    }
+    let in_millis =
+        evaluate::vcpu_counter_in_millis(a.observed, a.facts.and_then(|f| f.peak), ctx.vmi_age);
+    let reported = (a.error.is_none() && a.facts.is_some()).then_some(if in_millis {
+        CounterUnit::Milliseconds
+    } else {
+        CounterUnit::Seconds
+    });
+    (in_millis, reported)
+}
+
+/// A profiled answer judged by its profile over its group's range: None when it has no
+/// profile, no range, or a verdict a profile cannot mend (absent, stale and failed series
+/// keep theirs); Err with the range query's error.
+fn judge_by_profile(
+    a: &Answered,
+    status: Verdict,
+    ranges: &ProfileRanges,
+    in_millis: bool,
+    fits: &mut profile::FitCache,
+) -> Option<Result<profile::ProfileReport, String>> {
+    let (Some(profiled), Some(group)) = (a.check.profile, a.check.group.as_ref()) else {
+        return None;
+    };
+    if !matches!(status, Verdict::Pass | Verdict::Below | Verdict::TooYoung) {
+        return None;
+    }
+    let range = ranges.get(group)?;
+    if let Some(error) = &range.error {
+        return Some(Err(error.clone()));
+    }
+    let mut samples = range.samples.get(&a.vm_name).cloned().unwrap_or_default();
+    if in_millis {
+        samples.iter_mut().for_each(|(_, v)| *v /= 1000.0);
+    }
+    Some(Ok(profile::judge_profile(
+        &profiled,
+        &samples,
+        &range.spec,
+        a.vmi_created,
+        fits,
+    )))
 }
 
 /// The unit a VM's vCPU counter was read in (`counter_unit` in the JSON).
@@ -903,6 +926,7 @@ mod tests {
             span: Some(600.0),
             relabelled: None,
             peak: Some(peak),
+            before: None,
         };
         (
             0,

@@ -474,7 +474,6 @@ fn phases_in(schedule: &Schedule, start: f64, from: f64, to: f64) -> Vec<(f64, f
 
 /// Judges `samples` (one VM's, time-ordered) against the profile of `check`. `earliest` is
 /// when the VMI was created, before which the profile's clock cannot have started.
-// long: the phase-by-phase profile judge as one readable sequence (fit, judge each phase, require both sides); to be split next
 pub fn judge_profile(
     check: &ProfiledCheck,
     samples: &[(f64, f64)],
@@ -493,40 +492,9 @@ pub fn judge_profile(
         factor_per_level: None,
         phases: Vec::new(),
     };
-    let window = range.end - range.start + range.rate_window;
-    if let Some(period) = profile.period()
-        && window + 1.0 < period as f64
-    {
-        report.summary = format!(
-            "the {window:.0}s window is shorter than the profile's period ({period}s), so its phases cannot be told apart: use --window {period}s or longer"
-        );
-        return report;
-    }
-    if samples.is_empty() {
-        // A VMI younger than two rate windows (and a minute to boot) may not have had the two
-        // scrapes inside one rate window that a sample needs.
-        let age = earliest.map(|created| range.end - created);
-        if let Some(age) = age.filter(|a| *a < 2.0 * range.rate_window + 60.0) {
-            report.status = Verdict::TooYoung;
-            report.summary = format!(
-                "the VMI is {:.0}s old and its series holds no {:.0}s rate in the window yet: wait (--wait)",
-                age.max(0.0),
-                range.rate_window
-            );
-        } else {
-            report.status = Verdict::NoData;
-            report.summary = "no samples in the window".into();
-        }
-        return report;
-    }
-    if let (Some(period), Some(created)) = (profile.period(), earliest)
-        && created + period as f64 > range.end
-    {
-        report.status = Verdict::TooYoung;
-        report.summary = format!(
-            "the VMI is {:.0}s old, less than one {period}s period of its profile: wait (--wait)",
-            (range.end - created).max(0.0)
-        );
+    if let Some((status, summary)) = before_the_fit(profile, samples, range, earliest) {
+        report.status = status;
+        report.summary = summary;
         return report;
     }
     let (start, fit, uncertainty) = fit_start(*profile, &schedule, samples, range, earliest, cache);
@@ -552,13 +520,78 @@ pub fn judge_profile(
         uncertainty,
         settle: range.rate_window + DRIVER_LATENCY_SECS + uncertainty,
     };
-    let (judged, skipped) = measure_phases(check, &schedule, &fitted, samples, range);
+    judge_phases(check, &schedule, &fitted, fit, samples, range, &mut report);
+    report
+}
+
+/// The verdict of a series no clock can be fitted to yet: a window shorter than the
+/// profile's period (not expected), no samples (too young while the VMI is, else no data),
+/// or a VMI younger than one period (too young). None when the fit can go ahead.
+fn before_the_fit(
+    profile: &LoadProfile,
+    samples: &[(f64, f64)],
+    range: &RangeSpec,
+    earliest: Option<f64>,
+) -> Option<(Verdict, String)> {
+    let window = range.end - range.start + range.rate_window;
+    if let Some(period) = profile.period()
+        && window + 1.0 < period as f64
+    {
+        return Some((
+            Verdict::NotExpected,
+            format!(
+                "the {window:.0}s window is shorter than the profile's period ({period}s), so its phases cannot be told apart: use --window {period}s or longer"
+            ),
+        ));
+    }
+    if samples.is_empty() {
+        // A VMI younger than two rate windows (and a minute to boot) may not have had the two
+        // scrapes inside one rate window that a sample needs.
+        let age = earliest.map(|created| range.end - created);
+        return Some(match age.filter(|a| *a < 2.0 * range.rate_window + 60.0) {
+            Some(age) => (
+                Verdict::TooYoung,
+                format!(
+                    "the VMI is {:.0}s old and its series holds no {:.0}s rate in the window yet: wait (--wait)",
+                    age.max(0.0),
+                    range.rate_window
+                ),
+            ),
+            None => (Verdict::NoData, "no samples in the window".into()),
+        });
+    }
+    if let (Some(period), Some(created)) = (profile.period(), earliest)
+        && created + period as f64 > range.end
+    {
+        return Some((
+            Verdict::TooYoung,
+            format!(
+                "the VMI is {:.0}s old, less than one {period}s period of its profile: wait (--wait)",
+                (range.end - created).max(0.0)
+            ),
+        ));
+    }
+    None
+}
+
+/// Judges each phase of the window under the fitted clock and sets the report's phases,
+/// factor per level and verdict.
+fn judge_phases(
+    check: &ProfiledCheck,
+    schedule: &Schedule,
+    fitted: &Fitted,
+    fit: Fit,
+    samples: &[(f64, f64)],
+    range: &RangeSpec,
+    report: &mut ProfileReport,
+) {
+    let (judged, skipped) = measure_phases(check, schedule, fitted, samples, range);
     let factor = level_factor(check, &judged);
     report.factor_per_level = is_relative(check).then_some(factor).filter(|f| *f > 0.0);
     let (phases, failed) = phase_reports(check, &judged, &skipped, factor, range);
     report.phases = phases;
     let amplitude = shape_amplitude(check, &judged, factor);
-    let judgeable = longest_phase(&schedule) - fitted.settle - fitted.uncertainty
+    let judgeable = longest_phase(schedule) - fitted.settle - fitted.uncertainty
         >= range.step * (MIN_PHASE_SAMPLES - 1) as f64;
     let levels =
         |it: &mut dyn Iterator<Item = u32>| it.collect::<std::collections::BTreeSet<u32>>();
@@ -575,13 +608,13 @@ pub fn judge_profile(
             failed,
             judgeable,
             unjudged_levels: window_levels.len() - judged_levels.len(),
-            bounded: periodic_with_levels(profile, &schedule).then(|| has_bounded_phase(&judged)),
+            bounded: periodic_with_levels(&check.profile, schedule)
+                .then(|| has_bounded_phase(&judged)),
         },
         fit,
         amplitude,
         fitted.settle,
     );
-    report
 }
 
 /// A clock start later than the fit may choose that explains a young VM's series: only for
@@ -829,89 +862,112 @@ fn has_bounded_phase(judged: &[Measured]) -> bool {
 /// The verdict and its one-line summary from the judged phases, the fit and the shape's
 /// amplitude (share shown, share needed). A weak fit fails before anything else: a series that
 /// follows no clock start must never pass, nor be excused as not expected.
-// long: one match over every verdict case of a profile, kept together so no case is missed; to be split next
 fn verdict(
     judged: Judged,
     fit: Fit,
     amplitude: Option<(f64, f64)>,
     settle: f64,
 ) -> (Verdict, String) {
-    let n = judged.phases;
-    if !judged.judgeable {
-        return (
+    phases_too_short(&judged, settle)
+        .or_else(|| weak_fit(fit))
+        .or_else(|| phase_shortfall(&judged, settle))
+        .or_else(|| amplitude_shortfall(amplitude))
+        .unwrap_or_else(|| {
+            let n = judged.phases;
+            let one_level = match amplitude {
+                None => " (the window holds one level only)",
+                Some(_) => "",
+            };
+            (
+                Verdict::Pass,
+                format!("{n} of {n} judged phase(s) at the profile's level{one_level}"),
+            )
+        })
+}
+
+/// Not expected: the profile's phases cannot hold enough samples past the settling time.
+fn phases_too_short(judged: &Judged, settle: f64) -> Option<(Verdict, String)> {
+    (!judged.judgeable).then(|| {
+        (
             Verdict::NotExpected,
             format!(
                 "the profile's phases are too short to hold {MIN_PHASE_SAMPLES} samples past the {settle:.0}s rate window and level change: lengthen the profile's period (the rate window is three scrape intervals)"
             ),
-        );
-    }
-    if fit.is_weak() {
+        )
+    })
+}
+
+/// Off profile: the series follows no clock start.
+fn weak_fit(fit: Fit) -> Option<(Verdict, String)> {
+    fit.is_weak().then(|| {
         let best = match fit {
             Fit::Correlated(c) => format!("{c:.2}"),
             _ => "none".to_string(),
         };
-        return (
+        (
             Verdict::OffProfile,
             format!(
                 "the series does not follow the profile's shape (best correlation {best} at any clock start since the VMI began)"
             ),
-        );
-    }
+        )
+    })
+}
+
+/// What the judged phases say before the amplitude: none judged, some off the level
+/// (off profile), a level of the window unjudged, or no phase bounded on both sides (not
+/// expected). None when they allow a pass.
+fn phase_shortfall(judged: &Judged, settle: f64) -> Option<(Verdict, String)> {
+    let n = judged.phases;
     if n == 0 {
-        return (
+        return Some((
             Verdict::NotExpected,
             format!(
                 "no phase in the window holds {MIN_PHASE_SAMPLES} samples past the {settle:.0}s rate window and the level change: use a longer --window"
             ),
-        );
+        ));
     }
     if judged.failed > 0 {
-        return (
+        return Some((
             Verdict::OffProfile,
             format!(
                 "{} of {n} judged phase(s) off the profile's level",
                 judged.failed
             ),
-        );
+        ));
     }
     // A pass must rest on every level the window holds: one judged level alone cannot tell
     // a guest at the wrong period from one following the profile.
     if judged.unjudged_levels > 0 {
-        return (
+        return Some((
             Verdict::NotExpected,
             format!(
                 "{} level(s) of the window have no phase holding {MIN_PHASE_SAMPLES} samples past the {settle:.0}s rate window and the level change, so the shape cannot be told: use a longer --window",
                 judged.unjudged_levels
             ),
-        );
+        ));
     }
-    if judged.bounded == Some(false) {
-        return (
+    (judged.bounded == Some(false)).then(|| {
+        (
             Verdict::NotExpected,
             format!(
                 "{n} judged phase(s) at the profile's level, but none with judged phases on both sides, so the window cannot tell the profile's period from a longer one: use a --window of at least one and a half periods plus {:.0}s per phase",
                 settle
             ),
-        );
-    }
-    if let Some((share, needed)) = amplitude.filter(|(share, needed)| share < needed) {
-        return (
-            Verdict::OffProfile,
-            format!(
-                "the load moves by {:.0} % of the profile's amplitude, less than {:.0} %",
-                share * 100.0,
-                needed * 100.0
-            ),
-        );
-    }
-    let one_level = match amplitude {
-        None => " (the window holds one level only)",
-        Some(_) => "",
-    };
-    (
-        Verdict::Pass,
-        format!("{n} of {n} judged phase(s) at the profile's level{one_level}"),
-    )
+        )
+    })
+}
+
+/// Off profile: the load moves by less of the profile's amplitude than needed.
+fn amplitude_shortfall(amplitude: Option<(f64, f64)>) -> Option<(Verdict, String)> {
+    let (share, needed) = amplitude.filter(|(share, needed)| share < needed)?;
+    Some((
+        Verdict::OffProfile,
+        format!(
+            "the load moves by {:.0} % of the profile's amplitude, less than {:.0} %",
+            share * 100.0,
+            needed * 100.0
+        ),
+    ))
 }
 
 fn is_relative(check: &ProfiledCheck) -> bool {
