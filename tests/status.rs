@@ -357,8 +357,23 @@ fn a_fleet_of_300_vms_is_one_line_per_run_and_wide_is_one_row_per_vm() {
         "quay.io/containerdisks/fedora:42",
         settle,
     );
-    c.seed_run_with_image(NS, RUN_A, "memory", 2, "quay.io/example/unschedulable:1");
-    c.seed_run(NS, RUN_B, "disk", 1);
+    // The later runs' controllers share the server with the first 298 VMs: same guard.
+    c.seed_run_within(
+        NS,
+        RUN_A,
+        "memory",
+        2,
+        "quay.io/example/unschedulable:1",
+        settle,
+    );
+    c.seed_run_within(
+        NS,
+        RUN_B,
+        "disk",
+        1,
+        "quay.io/containerdisks/fedora:42",
+        settle,
+    );
     let status = |s: &support::FakeApiServer, vm: &str| {
         s.get("virtualmachines", NS, vm)
             .and_then(|v| v["status"]["printableStatus"].as_str().map(String::from))

@@ -860,25 +860,37 @@ fn check_profiles(
             ));
             continue;
         };
-        let offered = || {
-            sets.iter()
-                .map(ClaimPropertySet::describe)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let offers_access = |s: &ClaimPropertySet, mode: AccessMode| {
-            s.access_modes.iter().any(|m| m == mode.as_str())
-        };
-        let offers_volume = |s: &ClaimPropertySet, mode: VolumeMode| {
-            s.volume_mode.as_deref() == Some(mode.as_str())
-        };
-        let flags = |what: &str| {
-            format!(
-                "choose one of those with --{what} (or workloads.{workload}.{what}), or another --storage-class"
-            )
-        };
-        match (access, volume) {
-            (Some(access), Some(volume)) if sets.iter().any(|s| offers_access(s, *access) && offers_volume(s, *volume)) => {
+        judge_class_modes(&mut check, class, sets, (*access, *volume), workload);
+    }
+    check
+}
+
+/// Pure: what `class`'s claim property `sets` make of one workload's asked access and volume
+/// modes (either may be left to the profile), as a note, a warning or a problem.
+fn judge_class_modes(
+    check: &mut StorageCheck,
+    class: &str,
+    sets: &[ClaimPropertySet],
+    (access, volume): (Option<AccessMode>, Option<VolumeMode>),
+    workload: &str,
+) {
+    let offered = || {
+        sets.iter()
+            .map(ClaimPropertySet::describe)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let offers_access =
+        |s: &ClaimPropertySet, mode: AccessMode| s.access_modes.iter().any(|m| m == mode.as_str());
+    let offers_volume =
+        |s: &ClaimPropertySet, mode: VolumeMode| s.volume_mode.as_deref() == Some(mode.as_str());
+    let flags = |what: &str| {
+        format!(
+            "choose one of those with --{what} (or workloads.{workload}.{what}), or another --storage-class"
+        )
+    };
+    match (access, volume) {
+            (Some(access), Some(volume)) if sets.iter().any(|s| offers_access(s, access) && offers_volume(s, volume)) => {
                 check.notes.push(format!(
                     "data disks of workload {workload:?} are {access} ({volume}) on StorageClass {class} (access-mode, volume-mode)"
                 ));
@@ -892,7 +904,7 @@ fn check_profiles(
                  (or workloads.{workload}.access-mode / volume-mode), or another --storage-class",
                 offered()
             )),
-            (Some(access), None) => match sets.iter().find(|s| offers_access(s, *access)) {
+            (Some(access), None) => match sets.iter().find(|s| offers_access(s, access)) {
                 Some(set) => check.notes.push(format!(
                     "data disks of workload {workload:?} are {access} ({}) on StorageClass {class} (access-mode)",
                     set.volume_mode.as_deref().unwrap_or("Filesystem")
@@ -907,7 +919,7 @@ fn check_profiles(
                     flags("access-mode")
                 )),
             },
-            (None, Some(volume)) => match sets.iter().find(|s| offers_volume(s, *volume) && !s.access_modes.is_empty()) {
+            (None, Some(volume)) => match sets.iter().find(|s| offers_volume(s, volume) && !s.access_modes.is_empty()) {
                 Some(set) => check.notes.push(format!(
                     "data disks of workload {workload:?} get {} on StorageClass {class} (volume-mode; the access mode is its StorageProfile's)",
                     set.describe()
@@ -931,8 +943,6 @@ fn check_profiles(
                 )),
             },
         }
-    }
-    check
 }
 
 /// Pure: every named class exists; disks that name none get CDI's choice, the
