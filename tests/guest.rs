@@ -457,9 +457,21 @@ fn memory_step_signal(vm: &mut Guest) -> Result<String, Failure> {
     )
 }
 
-/// Seconds the in-guest sampler runs around a live migration: about 20 s before it, the rest
-/// after, so the step profile (30 s phases) changes level at least once after the switch-over.
-const MIGRATION_TRACE_SECS: u64 = 80;
+/// The step profile the migration case runs ([`CPU_STEP_PARAMS`]): 30 s at 90 %, then 30 s
+/// at 10 %, from the unit's start file.
+const MIGRATION_PERIOD: u64 = 60;
+/// Seconds into a high phase at which the migration starts: the load the switch-over
+/// interrupts is high, so its return is measurable, and the phase has 25 s left.
+const MIGRATE_AT_PHASE_SECS: u64 = 5;
+/// How long the trace runs after the switch-over: through the low phase and 10 s into the
+/// next high one, so both levels are judged on the destination.
+const TRACE_AFTER_SWITCH: Duration = Duration::from_secs(70);
+/// Judged windows: about 5 s of the 1 s samples each (single samples under TCG are noisy),
+/// from `SETTLE_SECS` after a phase change (the driver restarts the level script then).
+const WINDOW_MS: u64 = 4_500;
+const SETTLE_SECS: u64 = 2;
+/// The load must be back at its level within this long of the switch-over.
+const RESUME_WITHIN_MS: u64 = 5_000;
 
 fn unix_millis() -> u64 {
     std::time::SystemTime::now()
@@ -476,12 +488,26 @@ fn unit_identity(vm: &mut Guest, step: &'static str) -> Result<String, Failure> 
     )
 }
 
+/// The guest's wall clock minus the host's (ms), read through the agent.
+fn clock_offset(vm: &mut Guest, step: &'static str) -> Result<i64, Failure> {
+    let host0 = unix_millis();
+    let guest_now = vm.check(step, "date +%s%3N")?;
+    let host1 = unix_millis();
+    let guest_now: i64 = guest_now
+        .trim()
+        .parse()
+        .map_err(|_| vm.fail(step, format!("date printed {guest_now:?}")))?;
+    Ok(guest_now - ((host0 + host1) / 2) as i64)
+}
+
 /// A profiled cpu guest live-migrates between two QEMU processes on this host (shared
 /// storage, `-incoming` on a loopback TCP port, QMP `migrate`) and its workload survives: the
-/// unit keeps its PID, stays active and never restarted; every whole 1 s window after the
-/// switch-over (through at least one phase change) is at the level the profile's schedule
-/// gives by the unit's own clock; the load is back within 5 s of the switch-over. QEMU's
-/// pause and the guest's longest gap between samples are recorded.
+/// unit keeps its PID, stays active and never restarted; every ~5 s window of the in-guest
+/// trace that lies wholly inside a phase, before and after the switch-over (through a low
+/// and a high phase on the destination), is at the level the profile's schedule gives by the
+/// unit's own clock; the high load the migration interrupted is back within 5 s of the
+/// switch-over. QEMU's pause, the guest's longest gap between samples and its clock's step
+/// across the migration are recorded.
 fn live_migration_scenario() -> Result<(), Failure> {
     let specs = vms(&["--workloads", "cpu", "--params", CPU_STEP_PARAMS], "cpu");
     let _slots = guest::take_slots(1);
@@ -494,27 +520,47 @@ fn live_migration_scenario() -> Result<(), Failure> {
         .trim()
         .parse()
         .map_err(|_| vm.fail(step, format!("start file holds {start_text:?}")))?;
+    // bash builtins only (the clock from $EPOCHREALTIME, /proc/stat by `read`) but for
+    // `sleep`: every process started in a TCG guest costs CPU the samples would count.
     vm.check(
         step,
-        &format!(
-            "setsid sh -c 'for i in $(seq 0 {MIGRATION_TRACE_SECS}); do echo \"$(date +%s%3N) $(head -n1 /proc/stat)\"; sleep 1; done > /run/migration-trace' </dev/null >/dev/null 2>&1 &"
-        ),
+        "setsid bash -c 'for i in $(seq 1 400); do [ -e /run/migration-trace.stop ] && break; read -r cpu < /proc/stat; t=${EPOCHREALTIME/./}; echo \"${t%???} $cpu\"; sleep 1; done; echo end' </dev/null >/run/migration-trace 2>&1 &",
     )?;
-    let sampling = Instant::now();
-    // The guest's clock against the host's, to place the switch-over on the guest's samples.
-    let host0 = unix_millis();
-    let guest_now = vm.check(step, "date +%s%3N")?;
-    let host1 = unix_millis();
-    let offset = guest_now.trim().parse::<i64>().unwrap_or(0) - ((host0 + host1) / 2) as i64;
-    std::thread::sleep(Duration::from_secs(20));
+    let offset_before = clock_offset(&mut vm, step)?;
+    // Start the migration MIGRATE_AT_PHASE_SECS into a high phase, at least 10 s of trace on.
+    let guest_secs = |offset: i64| (unix_millis() as i64 + offset) as f64 / 1000.0;
+    let earliest = guest_secs(offset_before) + 10.0 - start as f64;
+    let phase_start = (earliest - MIGRATE_AT_PHASE_SECS as f64).max(0.0) / MIGRATION_PERIOD as f64;
+    let at = phase_start.ceil() * MIGRATION_PERIOD as f64 + MIGRATE_AT_PHASE_SECS as f64;
+    let wait = at - (guest_secs(offset_before) - start as f64);
+    std::thread::sleep(Duration::from_secs_f64(wait.max(0.0)));
     let figures = vm.live_migrate()?;
     vm.wait_agent(Duration::from_secs(60))?;
-    let rest = Duration::from_secs(MIGRATION_TRACE_SECS + 3).saturating_sub(sampling.elapsed());
+    let offset_after = clock_offset(&mut vm, step)?;
+    let rest =
+        Duration::from_millis(figures.switched_at_ms + TRACE_AFTER_SWITCH.as_millis() as u64)
+            .saturating_sub(Duration::from_millis(unix_millis()));
     std::thread::sleep(rest);
+    vm.check(step, "touch /run/migration-trace.stop; sleep 2")?;
     let after = unit_identity(&mut vm, step)?;
     let trace = vm.check(step, "cat /run/migration-trace")?;
-    let switched = (figures.switched_at_ms as i64 + offset).max(0) as u64;
-    let judged = judge_migration_trace(&trace, start, switched).map_err(|e| vm.fail(step, e))?;
+    // The switch-over on the guest's clock as it ran before the migration.
+    let switched = (figures.switched_at_ms as i64 + offset_before).max(0) as u64;
+    let clock = vm.check(
+        step,
+        "cat /sys/devices/system/clocksource/clocksource0/current_clocksource; dmesg | grep -i -e clocksource -e 'tsc' | tail -n 5",
+    )?;
+    let judged = judge_migration_trace(&trace, start, switched);
+    guest::record(&format!(
+        "cpu live migration trace (switch-over at {:.1} s of the profile; QEMU total {} ms, downtime {} ms; guest clock {:+} ms against the host across it; clocksource {}):\n  {}",
+        switched as f64 / 1000.0 - start as f64,
+        figures.total_ms,
+        figures.downtime_ms,
+        offset_after - offset_before,
+        clock.trim().replace('\n', "; "),
+        judged.lines.join("\n  ")
+    ));
+    let summary = judged.verdict.map_err(|e| vm.fail(step, e))?;
     let pid = |state: &str| {
         state
             .lines()
@@ -532,63 +578,100 @@ fn live_migration_scenario() -> Result<(), Failure> {
         ));
     }
     guest::record(&format!(
-        "cpu live migration: boot-to-active {ready:.0} s; QEMU total {} ms, downtime {} ms, {:.0} MiB sent; {judged}; unit {}",
+        "cpu live migration: boot-to-active {ready:.0} s; QEMU total {} ms, downtime {} ms, {:.0} MiB sent; {summary}; guest clock {:+} ms against the host across it; unit {}",
         figures.total_ms,
         figures.downtime_ms,
         figures.transferred_mib,
+        offset_after - offset_before,
         after.split_whitespace().collect::<Vec<_>>().join(" ")
     ));
     Ok(())
 }
 
-/// Judges the 1 s windows of a migration trace (`<epoch ms> <cpu line>`) against the step
-/// profile that started at `start` (Unix seconds), the switch-over at `switched` (guest
-/// epoch ms). Ok: what was measured; Err: why the workload did not survive.
-fn judge_migration_trace(trace: &str, start: u64, switched: u64) -> Result<String, String> {
+/// A migration trace judged: one line per window, and what was measured or why the workload
+/// did not survive.
+struct MigrationJudgement {
+    lines: Vec<String>,
+    verdict: Result<String, String>,
+}
+
+/// Judges a migration trace (`<epoch ms> <cpu line of /proc/stat>` about every second)
+/// against the step profile that started at `start` (Unix seconds), the switch-over at
+/// `switched` (guest epoch ms). Windows of about 5 s wholly inside a phase (from
+/// [`SETTLE_SECS`] after its start) and not spanning the switch-over must be at their level
+/// (>= 60 % busy high, <= 40 % low), at least one of each level after the switch-over; the
+/// first 1 s interval after the switch-over at >= 60 % must end within [`RESUME_WITHIN_MS`].
+fn judge_migration_trace(trace: &str, start: u64, switched: u64) -> MigrationJudgement {
     let levels = Levels { low: 10, high: 90 };
-    let schedule = LoadProfile::step(levels, 60, 50).unwrap().schedule();
-    let (mut judged_after, mut levels_after) = (0, std::collections::BTreeSet::new());
-    let (mut resumed, mut longest_gap, mut off) = (None, 0u64, Vec::new());
-    for pair in timed_samples(trace).windows(2) {
-        let ((t0, c0), (t1, c1)) = (pair[0], pair[1]);
-        longest_gap = longest_gap.max(t1 - t0);
-        let (e0, e1) = (
-            (t0 / 1000).saturating_sub(start),
-            (t1 / 1000).saturating_sub(start),
-        );
+    let schedule = LoadProfile::step(levels, MIGRATION_PERIOD, 50)
+        .unwrap()
+        .schedule();
+    let samples = timed_samples(trace);
+    let elapsed = |t: u64| (t / 1000).saturating_sub(start);
+    let busy = |c0: &str, c1: &str| {
+        let ((b0, t0), (b1, t1)) = (cpu_jiffies(c0), cpu_jiffies(c1));
+        (b1 - b0) as f64 / (t1 - t0).max(1) as f64 * 100.0
+    };
+    let longest_gap = samples
+        .windows(2)
+        .map(|p| p[1].0 - p[0].0)
+        .max()
+        .unwrap_or(0);
+    let resumed = samples
+        .windows(2)
+        .find(|p| p[0].0 >= switched && busy(p[0].1, p[1].1) >= 60.0)
+        .map(|p| p[1].0 - switched);
+    let (mut lines, mut off, mut levels_after, mut judged_after) =
+        (Vec::new(), Vec::new(), std::collections::BTreeSet::new(), 0);
+    let mut i = 0;
+    while let Some(j) = (i + 1..samples.len()).find(|&j| samples[j].0 >= samples[i].0 + WINDOW_MS) {
+        let ((t0, c0), (t1, c1)) = (samples[i], samples[j]);
+        i = j;
+        let (e0, e1) = (elapsed(t0), elapsed(t1));
         let expected = schedule.level_at(e0);
-        let whole = schedule.level_at(e0.saturating_sub(2)) == expected
+        let measured = busy(c0, c1);
+        let whole = schedule.level_at(e0.saturating_sub(SETTLE_SECS)) == expected
             && schedule.level_at(e1) == expected;
-        let Some((busy, _)) = cpu_busy_percent(c0, c1, t1 - t0) else {
-            return Err(format!("unreadable samples {c0:?} {c1:?}"));
-        };
+        let spans_switch = t0 < switched && switched <= t1;
         let within = match expected == levels.high {
-            true => busy >= 60.0,
-            false => busy <= 40.0,
+            true => measured >= 60.0,
+            false => measured <= 40.0,
         };
-        if t0 >= switched && whole && within && resumed.is_none() {
-            resumed = Some(t1 - switched);
+        let note = match (spans_switch, whole) {
+            (true, _) => " (switch-over, not judged)",
+            (false, false) => " (phase change, not judged)",
+            (false, true) if within => "",
+            (false, true) => " OFF THE PROFILE",
+        };
+        lines.push(format!(
+            "{e0}-{e1} s: expected {expected} %, measured {measured:.0} %{note}"
+        ));
+        if spans_switch || !whole {
+            continue;
         }
-        if whole && t0 >= switched {
+        if !within {
+            off.push(format!("{e0}-{e1} s"));
+        }
+        if t0 >= switched {
             judged_after += 1;
             levels_after.insert(expected);
         }
-        if whole && !within {
-            off.push(format!(
-                "{e0}-{e1} s: expected {expected} %, measured {busy:.0} %"
-            ));
-        }
     }
-    let resumed = resumed.ok_or("no window after the switch-over was at its level")?;
-    if !off.is_empty() || resumed > 5_000 || levels_after.len() < 2 || judged_after < 20 {
-        return Err(format!(
-            "{judged_after} windows judged after the switch-over (levels {levels_after:?}), load back after {resumed} ms; off the profile: {off:?}"
-        ));
-    }
-    Ok(format!(
-        "{judged_after} whole 1 s windows after the switch-over at their level (both levels), load back {:.1} s after it, longest gap between the guest's 1 s samples {longest_gap} ms",
-        resumed as f64 / 1000.0
-    ))
+    let verdict = match resumed {
+        _ if !off.is_empty() => Err(format!("windows off the profile: {off:?}")),
+        _ if levels_after.len() < 2 => Err(format!(
+            "{judged_after} windows judged after the switch-over, not both levels ({levels_after:?})"
+        )),
+        None => Err("the load never came back above 60 % after the switch-over".into()),
+        Some(ms) if ms > RESUME_WITHIN_MS => Err(format!(
+            "the load came back {ms} ms after the switch-over (at most {RESUME_WITHIN_MS})"
+        )),
+        Some(ms) => Ok(format!(
+            "{judged_after} whole ~5 s windows after the switch-over at their level (both levels), load back {:.1} s after it, longest gap between the guest's 1 s samples {longest_gap} ms",
+            ms as f64 / 1000.0
+        )),
+    };
+    MigrationJudgement { lines, verdict }
 }
 
 /// Requests the data disk completed per second over a window, from two `<reads> <writes>`
@@ -1602,5 +1685,83 @@ mod gate {
             gate("t", env(&[("VIRTWORK_GUEST_SKIP", "t")]), tools_present),
             Gate::NotRequested
         );
+    }
+}
+
+/// The live-migration judge on synthetic traces: it passes a workload that kept its schedule
+/// through a short pause and fails one whose load came back late or whose level changes lag the schedule.
+mod migration_judge {
+    use super::judge_migration_trace;
+
+    const START: u64 = 1_700_000_000;
+
+    /// A trace of 1 s samples from `from` to `to` seconds of the profile, the busy share of
+    /// each second given by `busy(elapsed ms)`, a pause of `pause_ms` at `switch_s`.
+    fn trace(
+        from: u64,
+        to: u64,
+        switch_s: u64,
+        pause_ms: u64,
+        busy: impl Fn(u64) -> u64,
+    ) -> String {
+        let (mut t, mut busy_j, mut idle_j, mut out) =
+            (START * 1000 + from * 1000, 0, 0, String::new());
+        while t < (START + to) * 1000 {
+            out.push_str(&format!("{t} cpu {busy_j} 0 0 {idle_j} 0 0 0 0 0 0\n"));
+            let b = busy(t - START * 1000);
+            busy_j += b;
+            idle_j += 100 - b;
+            t += 1000
+                + if t / 1000 == START + switch_s {
+                    pause_ms
+                } else {
+                    0
+                };
+        }
+        out + "end\n"
+    }
+
+    fn on_schedule(ms: u64) -> u64 {
+        if (ms / 1000) % 60 < 30 { 90 } else { 10 }
+    }
+
+    #[test]
+    fn a_workload_on_schedule_through_a_short_pause_survives() {
+        let judged = judge_migration_trace(
+            &trace(20, 150, 65, 300, on_schedule),
+            START,
+            (START + 65) * 1000,
+        );
+        let summary = judged
+            .verdict
+            .unwrap_or_else(|e| panic!("{e}\n{}", judged.lines.join("\n")));
+        assert!(summary.contains("load back 1.3 s"), "{summary}");
+    }
+
+    #[test]
+    fn load_back_late_or_a_lagging_schedule_fails() {
+        let late = |ms: u64| {
+            if (65_000..75_000).contains(&ms) {
+                0
+            } else {
+                on_schedule(ms)
+            }
+        };
+        let judged =
+            judge_migration_trace(&trace(20, 150, 65, 300, late), START, (START + 65) * 1000);
+        assert!(judged.verdict.is_err(), "{}", judged.lines.join("\n"));
+        // The level changes lag the schedule by 12 s after the switch-over (a driver that
+        // lost track of the profile's clock).
+        let lagging = |ms: u64| match ms >= 65_000 {
+            true => on_schedule(ms - 12_000),
+            false => on_schedule(ms),
+        };
+        let judged = judge_migration_trace(
+            &trace(20, 150, 65, 300, lagging),
+            START,
+            (START + 65) * 1000,
+        );
+        let why = judged.verdict.unwrap_err();
+        assert!(why.contains("off the profile"), "{why}");
     }
 }
