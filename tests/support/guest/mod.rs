@@ -1150,10 +1150,10 @@ fn wait_incoming(
     let deadline = Instant::now() + timeout;
     let mut last = String::from("no QMP socket yet");
     loop {
-        if let Some(child) = destination.0.as_mut() {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Err(Incoming::Exited(format!("QEMU exited ({status})")));
-            }
+        if let Some(child) = destination.0.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            return Err(Incoming::Exited(format!("QEMU exited ({status})")));
         }
         if qmp_path.exists() {
             match qmp(qmp_path, &serde_json::json!({"execute": "query-status"})) {
