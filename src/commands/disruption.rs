@@ -34,9 +34,7 @@ use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, Scope, list_in_scope};
 use crate::model::{AllowRestarts, OutputFormat, Window};
 use crate::model::{ManagedKind, RunRef};
-use crate::signals::contract::{
-    NAME_SELECTOR_MAX_CHARS, SignalGroup, checks, profile_range_query,
-};
+use crate::signals::contract::{NAME_SELECTOR_MAX_CHARS, SignalGroup, checks, profile_range_query};
 use crate::verify::evaluate::{QueryAnswer, RangeAnswer, subquery_step_ms, vcpu_counter_in_millis};
 use crate::verify::listed::ListedVm;
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
