@@ -795,14 +795,19 @@ fn bench_disruption_1000_vms_over_2_hours() {
     );
     let mut programs = vec![std::ffi::OsString::from(env!("CARGO_BIN_EXE_virtwork"))];
     programs.extend(std::env::var_os("VIRTWORK_BENCH_BINARY"));
+    // Queries answered and the seconds Prometheus spent answering them, from its own metrics.
     let queries = || {
-        prometheus.get("/metrics").map_or(0, |(_, body)| {
-            body.lines()
-                .filter(|l| {
-                    l.starts_with("prometheus_http_requests_total") && l.contains("/api/v1/query")
-                })
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum::<f64>() as u64
+        prometheus.get("/metrics").map_or((0, 0.0), |(_, body)| {
+            let sum = |metric: &str| {
+                body.lines()
+                    .filter(|l| l.starts_with(metric) && l.contains("/api/v1/query"))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum::<f64>()
+            };
+            (
+                sum("prometheus_http_requests_total") as u64,
+                sum("prometheus_http_request_duration_seconds_sum"),
+            )
         })
     };
     for program in programs {
@@ -838,7 +843,8 @@ fn bench_disruption_1000_vms_over_2_hours() {
             .output()
             .unwrap();
         let wall = clock.elapsed();
-        let sent = queries() - before;
+        let after = queries();
+        let (sent, answering) = (after.0 - before.0, after.1 - before.1);
         let stderr = text(&out.stderr);
         let rss = stderr
             .lines()
@@ -848,6 +854,13 @@ fn bench_disruption_1000_vms_over_2_hours() {
             })
             .unwrap_or("?")
             .to_string();
+        let seconds = |field: &str| {
+            stderr
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(field)?.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        let cpu = seconds("User time (seconds): ") + seconds("System time (seconds): ");
         let doc: Value =
             serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
         if let Some(dump) = std::env::var_os("VIRTWORK_BENCH_DUMP") {
@@ -855,7 +868,7 @@ fn bench_disruption_1000_vms_over_2_hours() {
         }
         let summary = &doc["summary"];
         eprintln!(
-            "BENCH disruption 1000 VMs over 2h ({}): wall {wall:?}, Prometheus queries {sent}, peak RSS {rss} KiB, exit {:?}, step {} s\n{summary}",
+            "BENCH disruption 1000 VMs over 2h ({}): wall {wall:?}, CPU {cpu:.2} s, Prometheus queries {sent} answered in {answering:.2} s (summed; two in flight), peak RSS {rss} KiB, exit {:?}, step {} s\n{summary}",
             std::path::Path::new(&program).display(),
             out.status.code(),
             doc["step_seconds"]

@@ -1003,6 +1003,71 @@ fn load_driver_follows_the_schedule_and_resumes_its_clock() {
     );
 }
 
+/// A level command that takes 3 s to stop on SIGTERM, as stress-ng can in a loaded guest.
+const SLOW_STOPPING_LEVEL: &str =
+    "#!/bin/bash\nexec 2>/dev/null\ntrap 'sleep 3; exit 0' TERM\nwhile :; do sleep 0.2; done\n";
+
+/// The live-migration case found this: the driver slept the whole time to the next phase
+/// after the old level had stopped, so every change came as late as the previous one took.
+#[test]
+fn load_driver_keeps_its_schedule_when_a_level_is_slow_to_stop() {
+    if !have("bash") || !have("setsid") {
+        return;
+    }
+    let rendered = rendered_files("cpu", &[("profile", "step")]);
+    let dir = tempfile::tempdir().unwrap();
+    let driver = dir.path().join("driver");
+    executable(
+        &driver,
+        &rendered["/usr/local/bin/virtwork-load-driver"].content,
+    );
+    let level = dir.path().join("level");
+    executable(&level, SLOW_STOPPING_LEVEL);
+    // Level 7 for 4 s, then 3 for 4 s, repeating, from now.
+    let schedule = dir.path().join("schedule");
+    fs::write(&schedule, "# test\nrepeat 8\n0 7\n4 3\n").unwrap();
+    let start_file = dir.path().join("state/start");
+    fs::create_dir_all(start_file.parent().unwrap()).unwrap();
+    fs::write(&start_file, format!("{}\n", now_secs())).unwrap();
+    let mut child = Command::new(&driver)
+        .args([&schedule, &start_file, &level])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read the driver's decisions as it logs them: the first level and two changes (at 4 and
+    // 8 s by the schedule; each change's stop takes 3 s).
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .filter(|l| l.starts_with("level "))
+            .take(3)
+            .collect::<Vec<_>>()
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !reader.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    let decisions = reader.join().unwrap();
+    assert_eq!(decisions.len(), 3, "{decisions:?}");
+    let at: Vec<u64> = decisions
+        .iter()
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
+        .collect();
+    // Whole seconds on both sides: a change is decided in the second its phase starts or the
+    // next; without the fix the second one came at 11 s (8 + the 3 s stop of the first).
+    assert!(at[0] <= 1, "{decisions:?}");
+    assert!((4..=5).contains(&at[1]), "{decisions:?}");
+    assert!((8..=9).contains(&at[2]), "{decisions:?}");
+}
+
 #[test]
 fn load_driver_starts_its_clock_once_and_fails_when_the_load_ends() {
     if !have("bash") || !have("setsid") {

@@ -3,7 +3,8 @@
 //! evacuation migrations carry no virtwork label), reads the churn actions the audit
 //! database recorded in the window, finds Prometheus as verify does and sends a bounded
 //! set of range queries (per namespace and batch of 250 VMs: the vCPU sum, the node, the
-//! migration times; per signal group: verify's signal expression), then hands everything to
+//! migration times; per signal group and batch of names that fits verify's name selector:
+//! verify's signal expression, so no batch reads the whole namespace), then hands everything to
 //! the sans-IO core ([`crate::disruption`]) and prints its report.
 //!
 //! Without Prometheus (none found, or `--no-prometheus`) it reports migrations and restarts
@@ -33,7 +34,7 @@ use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, Scope, list_in_scope};
 use crate::model::{AllowRestarts, OutputFormat, Window};
 use crate::model::{ManagedKind, RunRef};
-use crate::signals::contract::{SignalGroup, checks, profile_range_query};
+use crate::signals::contract::{NAME_SELECTOR_MAX_CHARS, SignalGroup, checks, profile_range_query};
 use crate::verify::evaluate::{QueryAnswer, RangeAnswer, subquery_step_ms, vcpu_counter_in_millis};
 use crate::verify::listed::ListedVm;
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
@@ -693,8 +694,9 @@ async fn read_signals(
     let jobs: Vec<(SignalGroup, GroupVms)> = groups
         .into_iter()
         .flat_map(|(g, vms)| {
-            vms.chunks(NAMES_PER_QUERY)
-                .map(|c| (g.clone(), c.to_vec()))
+            queries::name_batches(&vms, |vm| vm.0, NAME_SELECTOR_MAX_CHARS)
+                .into_iter()
+                .map(|batch| (g.clone(), batch))
                 .collect::<Vec<_>>()
         })
         .collect();
@@ -702,7 +704,9 @@ async fn read_signals(
         .map(|(group, vms)| async move {
             let names: Vec<&str> = vms.iter().map(|(n, _)| *n).collect();
             let query = profile_range_query(&group, &names, window, Some(step_ms));
-            let answer = api.query_range(&query, range, policy, cancel).await?;
+            let answer = api
+                .query_range_parsed(&query, range, policy, cancel, queries::parse_by_name)
+                .await?;
             Ok((group, vms, answer))
         })
         .buffered(QUERY_CONCURRENCY)

@@ -278,7 +278,7 @@ pub fn group_queries(group: &SignalGroup, window: Window, step_ms: Option<u64>) 
 
 /// Longest list of VM names a profile range query selects by name (the names joined);
 /// beyond it the query reads the whole namespace and the answer is filtered by name.
-const NAME_SELECTOR_MAX_CHARS: usize = 4_000;
+pub const NAME_SELECTOR_MAX_CHARS: usize = 4_000;
 
 /// The range query of a profiled group: the signal's expression with each sample covering
 /// `rate_window`, over the `names` of the namespace (VM names are DNS names: only `.` is a

@@ -395,6 +395,12 @@ while true; do
       LOAD=$!
     fi
     CURRENT=$LEVEL
+    # Stopping the old level can take its 10 s grace: the next phase is due by the clock,
+    # not that long after it.
+    if [ -n "$UNTIL_NEXT" ]; then
+      UNTIL_NEXT=$((UNTIL_NEXT - ($(date +%s) - START - ELAPSED)))
+      if [ "$UNTIL_NEXT" -lt 0 ]; then UNTIL_NEXT=0; fi
+    fi
   fi
   # Sleep until the next phase (re-reading the clock at least every minute), waking at once
   # when the load process ends.

@@ -1097,6 +1097,93 @@ fn unix_millis() -> u64 {
         .as_millis() as u64
 }
 
+/// How long a destination QEMU may take to answer QMP and listen for the migration: seconds
+/// when the host is idle, tens of seconds with two TCG guests and compilers on two cores.
+const INCOMING_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How long a live migration may run before the case fails: a 1 GiB TCG guest moves in a few
+/// seconds over loopback; this bounds a migration that never converges.
+const MIGRATION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A QEMU process the harness ends unless it hands it on (a destination that never took
+/// over, a source that did its part).
+struct Qemu(Option<Child>);
+
+impl Qemu {
+    fn take(&mut self) -> Child {
+        self.0
+            .take()
+            .expect("the QEMU process was already handed on")
+    }
+
+    fn end(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// Why a destination QEMU is not ready for a migration.
+enum Incoming {
+    /// It ended (for one, its port was taken after [`free_port`] released it).
+    Exited(String),
+    /// It runs, but did not reach `inmigrate` with its port listening in time.
+    NotReady(String),
+}
+
+/// Waits until the destination answers QMP `query-status` with `inmigrate` and the kernel
+/// lists a socket listening on 127.0.0.1:`port`. The port is read from /proc/net/tcp rather
+/// than connected to: QEMU takes the first connection as the migration stream.
+fn wait_incoming(
+    destination: &mut Qemu,
+    qmp_path: &Path,
+    port: u16,
+    timeout: Duration,
+) -> Result<(), Incoming> {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("no QMP socket yet");
+    loop {
+        if let Some(child) = destination.0.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            return Err(Incoming::Exited(format!("QEMU exited ({status})")));
+        }
+        if qmp_path.exists() {
+            match qmp(qmp_path, &serde_json::json!({"execute": "query-status"})) {
+                Ok(status) if status["status"] == "inmigrate" && listening(port) => return Ok(()),
+                Ok(status) => last = format!("status {status}, listening: {}", listening(port)),
+                Err(e) => last = e,
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(Incoming::NotReady(format!(
+                "after {} s: {last}",
+                timeout.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Whether a TCP socket listens on 127.0.0.1:`port` (a /proc/net/tcp row with local address
+/// `0100007F:<port hex>` in state 0A, LISTEN).
+fn listening(port: u16) -> bool {
+    let local = format!("0100007F:{port:04X}");
+    fs::read_to_string("/proc/net/tcp").is_ok_and(|table| {
+        table.lines().skip(1).any(|row| {
+            let fields: Vec<&str> = row.split_whitespace().collect();
+            fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A")
+        })
+    })
+}
+
 impl Guest {
     /// Live-migrates the guest to a second QEMU process started with the same arguments and
     /// `-incoming` on a loopback TCP port (its own QMP, agent socket, pid file and console),
@@ -1134,31 +1221,46 @@ impl Guest {
             }
             out.into()
         };
-        let port = free_port();
-        let log = fs::File::create(self.dir.join(format!("qemu-{n}.log"))).unwrap();
-        let destination = Command::new("qemu-system-x86_64")
-            .args(self.args.iter().map(rename))
-            .args(["-incoming", &format!("tcp:127.0.0.1:{port}")])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| self.fail(step, format!("destination QEMU: {e}")))?;
+        // The destination must be listening before `migrate` is sent, or the source fails at
+        // once with "Connection refused" (seen under load: QEMU takes seconds to reach its
+        // `-incoming` listen). A port another process took between `free_port` and QEMU's
+        // bind ends the destination: it is started again on a new port, a bounded number of
+        // times.
         let dest_qmp = self.dir.join(format!("qmp-{n}.sock"));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !dest_qmp.exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        /// The source QEMU, ended however the migration goes.
-        struct Source(Child);
-        impl Drop for Source {
-            fn drop(&mut self) {
-                let _ = self.0.kill();
-                let _ = self.0.wait();
+        let mut attempt = 0;
+        let (mut destination, port) = loop {
+            attempt += 1;
+            let port = free_port();
+            let log = fs::File::create(self.dir.join(format!("qemu-{n}.log"))).unwrap();
+            let _ = fs::remove_file(&dest_qmp);
+            let child = Command::new("qemu-system-x86_64")
+                .args(self.args.iter().map(rename))
+                .args(["-incoming", &format!("tcp:127.0.0.1:{port}")])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .map_err(|e| self.fail(step, format!("destination QEMU: {e}")))?;
+            let mut destination = Qemu(Some(child));
+            match wait_incoming(&mut destination, &dest_qmp, port, INCOMING_TIMEOUT) {
+                Ok(()) => break (destination, port),
+                Err(Incoming::Exited(why)) if attempt < 3 => {
+                    record(&format!(
+                        "live migration: destination on port {port} ended before listening ({why}); starting it again"
+                    ));
+                }
+                Err(Incoming::Exited(why) | Incoming::NotReady(why)) => {
+                    let log = fs::read_to_string(self.dir.join(format!("qemu-{n}.log")))
+                        .unwrap_or_default();
+                    return Err(self.fail(
+                        step,
+                        format!("destination QEMU not ready for the migration: {why}; log: {log}"),
+                    ));
+                }
             }
-        }
-        let _source = Source(std::mem::replace(&mut self.child, destination));
-        let qmp_err = |e: String| fail(&self.spec.workload, step, e);
+        };
+        let workload = self.spec.workload.clone();
+        let qmp_err = |e: String| fail(&workload, step, e);
         qmp(
             &source_qmp,
             &serde_json::json!({"execute": "migrate-set-parameters",
@@ -1171,7 +1273,7 @@ impl Guest {
             "arguments": {"uri": format!("tcp:127.0.0.1:{port}")}}),
         )
         .map_err(qmp_err)?;
-        let deadline = Instant::now() + Duration::from_secs(180);
+        let deadline = Instant::now() + MIGRATION_TIMEOUT;
         let info = loop {
             let info = qmp(
                 &source_qmp,
@@ -1184,17 +1286,40 @@ impl Guest {
                     return Err(fail(&self.spec.workload, step, format!("QEMU: {info}")));
                 }
                 _ if Instant::now() > deadline => {
+                    // Cancelled so the source keeps running and is ended by the guest's drop.
+                    let _ = qmp(
+                        &source_qmp,
+                        &serde_json::json!({"execute": "migrate_cancel"}),
+                    );
                     return Err(fail(
                         &self.spec.workload,
                         step,
-                        format!("not over after 180 s: {info}"),
+                        format!("not over after {} s: {info}", MIGRATION_TIMEOUT.as_secs()),
                     ));
                 }
                 _ => std::thread::sleep(Duration::from_millis(50)),
             }
         };
         let switched_at_ms = unix_millis();
-        drop(_source);
+        // The source is done: the guest now runs in the destination, which must say so.
+        let mut source = Qemu(Some(std::mem::replace(&mut self.child, destination.take())));
+        source.end();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let status =
+                qmp(&dest_qmp, &serde_json::json!({"execute": "query-status"})).map_err(qmp_err)?;
+            match status["status"].as_str() {
+                Some("running") => break,
+                _ if Instant::now() > deadline => {
+                    return Err(fail(
+                        &self.spec.workload,
+                        step,
+                        format!("destination not running 30 s after completion: {status}"),
+                    ));
+                }
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
         self.qga = Qga::new(self.dir.join(format!("qga-{n}.sock")));
         self.probe_port = probe_port;
         Ok(MigrationFigures {
