@@ -250,7 +250,13 @@ const WORKLOAD_DETAILS: &[Col] = &[
     ("data_disk_size", "TEXT", false, None, false),
     ("requires_service", "INTEGER", true, Some("0"), false),
     ("status", "TEXT", true, Some("'pending'"), false),
+    // Migration 4 (ours, additive and nullable): the signal params the workload was planned
+    // with, which verify judges its VMs by.
+    ("signal_params", "TEXT", false, None, false),
 ];
+
+/// Columns our migrations append to `workload_details` after the reference schema.
+const WORKLOAD_DETAILS_ADDED: usize = 1;
 
 const VM_DETAILS: &[Col] = &[
     ("id", "INTEGER", false, None, true),
@@ -737,9 +743,11 @@ fn assert_go_database_upgrades_without_loss(setup: &str) {
     let conn = connect(&path);
     let mut after = dump(&conn);
     // The columns our migrations added are NULL on every Go-written row.
-    for row in &mut after[2].1 {
-        let added = row.split_off(row.len() - VM_DETAILS_ADDED);
-        assert!(added.iter().all(|v| *v == Value::Null), "{added:?}");
+    for (table, count) in [(1, WORKLOAD_DETAILS_ADDED), (2, VM_DETAILS_ADDED)] {
+        for row in &mut after[table].1 {
+            let added = row.split_off(row.len() - count);
+            assert!(added.iter().all(|v| *v == Value::Null), "{added:?}");
+        }
     }
     assert_eq!(
         after, before,

@@ -12,6 +12,7 @@ pub mod kit;
 pub mod listed;
 pub mod profile;
 pub mod prometheus;
+pub mod recorded;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +29,7 @@ use crate::signals::contract::{
 };
 use evaluate::{SeriesFacts, Verdict};
 use listed::{ListedVm, ListedVmi};
+use recorded::{Fallback, ParamsSource, Records, Setup};
 
 /// The local catalog entries the VMs name, as the command loaded them: entry name → its
 /// signals, or why it could not be loaded.
@@ -48,6 +50,13 @@ pub struct Target {
     /// Why the VM's catalog signals cannot be judged (no matching local entry): reported
     /// as a failure instead of querying anything the cluster could have chosen.
     pub unverifiable: Option<String>,
+    /// Where its workload, role, memory and signal params came from: the audit database's
+    /// record of its run, or the VM's own annotation and labels.
+    pub params_source: ParamsSource,
+    /// Why the VM's own annotation and labels were used (source annotation).
+    pub params_fallback: Option<Fallback>,
+    /// The one warning line when the VM's annotation or labels differ from the record.
+    pub params_warning: Option<String>,
 }
 
 fn label(object: &impl Resource, key: &str) -> Option<String> {
@@ -137,10 +146,23 @@ fn memory_request(vm: &ListedVm) -> Option<u64> {
         .map(|b| b as u64)
 }
 
-/// Builds the targets from listed VMs and VMIs (joined by namespace and name), sorted by
-/// namespace and name. Built-in workloads get the built-in contract only; catalog workloads
-/// the local entry's signals (see [`catalog_signals`]).
+/// Builds the targets from listed VMs and VMIs judged by their own annotation and labels
+/// alone (no audit database): [`targets_recorded`] with [`Records::default`].
 pub fn targets(vms: &[ListedVm], vmis: &[ListedVmi], catalog: &LocalCatalog) -> Vec<Target> {
+    targets_recorded(vms, vmis, catalog, &Records::default())
+}
+
+/// Builds the targets from listed VMs and VMIs (joined by namespace and name), sorted by
+/// namespace and name. Each VM's workload, role, memory and signal params are what its run
+/// recorded in `records` when it has them ([`recorded::choose`]), else its own. Built-in
+/// workloads get the built-in contract only; catalog workloads the local entry's signals (see
+/// [`catalog_signals`]).
+pub fn targets_recorded(
+    vms: &[ListedVm],
+    vmis: &[ListedVmi],
+    catalog: &LocalCatalog,
+    records: &Records,
+) -> Vec<Target> {
     fn key(o: &impl Resource) -> (String, String) {
         (
             o.meta().namespace.clone().unwrap_or_default(),
@@ -167,10 +189,28 @@ pub fn targets(vms: &[ListedVm], vmis: &[ListedVmi], catalog: &LocalCatalog) -> 
         .iter()
         .map(|vm| {
             let (namespace, name) = key(vm);
+            let run_id = label(vm, labels::RUN_ID);
             let mut notes = Vec::new();
-            let workload = label(vm, labels::COMPONENT).unwrap_or_default();
-            let params = recorded_params(vm, &mut notes);
-            let (custom, profile, unverifiable) = expectations_of(vm, &workload, &params, catalog);
+            let own = Setup {
+                workload: label(vm, labels::COMPONENT).unwrap_or_default(),
+                role: label(vm, labels::ROLE),
+                memory_bytes: memory_request(vm),
+                params: recorded_params(vm, &mut notes),
+            };
+            let choice = recorded::choose(&namespace, &name, run_id.as_deref(), own, records);
+            if choice.source == ParamsSource::AuditDb {
+                // The annotation was not used: its state is in the warning, if it differs.
+                notes.clear();
+            }
+            notes.extend(choice.note);
+            let Setup {
+                workload,
+                role,
+                memory_bytes,
+                params,
+            } = choice.setup;
+            let (custom, profile, unverifiable) =
+                expectations_of(vm, &workload, &params, catalog, choice.source);
             let (vmi_phase, vmi_created) = phases
                 .get(&(namespace.clone(), name.clone()))
                 .cloned()
@@ -178,10 +218,10 @@ pub fn targets(vms: &[ListedVm], vmis: &[ListedVmi], catalog: &LocalCatalog) -> 
             Target {
                 vmi_phase,
                 vmi_created,
-                run_id: label(vm, labels::RUN_ID),
+                run_id,
                 facts: VmFacts {
-                    role: label(vm, labels::ROLE),
-                    memory_bytes: memory_request(vm),
+                    role,
+                    memory_bytes,
                     params,
                     profile,
                     custom,
@@ -191,6 +231,9 @@ pub fn targets(vms: &[ListedVm], vmis: &[ListedVmi], catalog: &LocalCatalog) -> 
                 },
                 setup_note: (!notes.is_empty()).then(|| notes.join("; ")),
                 unverifiable,
+                params_source: choice.source,
+                params_fallback: choice.fallback,
+                params_warning: choice.warning,
             }
         })
         .collect();
@@ -207,6 +250,7 @@ fn expectations_of(
     workload: &str,
     params: &BTreeMap<String, String>,
     catalog: &LocalCatalog,
+    source: ParamsSource,
 ) -> (
     Vec<CustomSignal>,
     Option<crate::profile_schedule::LoadProfile>,
@@ -225,7 +269,10 @@ fn expectations_of(
         Err(why) => (
             Vec::new(),
             None,
-            Some(format!("annotation {SIGNAL_PARAMS_ANNOTATION}: {why}")),
+            Some(match source {
+                ParamsSource::Annotation => format!("annotation {SIGNAL_PARAMS_ANNOTATION}: {why}"),
+                ParamsSource::AuditDb => format!("the signal params its run recorded: {why}"),
+            }),
         ),
     }
 }
@@ -726,6 +773,7 @@ pub fn json_report(
                 "role": t.facts.role,
                 "run_id": t.run_id,
                 "vmi_phase": t.vmi_phase,
+                "params_source": t.params_source,
                 "note": t.setup_note,
                 "signals": r.signals,
             })
