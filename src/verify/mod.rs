@@ -189,58 +189,70 @@ pub fn targets_recorded(
         .iter()
         .map(|vm| {
             let (namespace, name) = key(vm);
-            let run_id = label(vm, labels::RUN_ID);
-            let mut notes = Vec::new();
-            let own = Setup {
-                workload: label(vm, labels::COMPONENT).unwrap_or_default(),
-                role: label(vm, labels::ROLE),
-                memory_bytes: memory_request(vm),
-                params: recorded_params(vm, &mut notes),
-            };
-            let choice = recorded::choose(&namespace, &name, run_id.as_deref(), own, records);
-            if choice.source == ParamsSource::AuditDb {
-                // The annotation was not used: its state is in the warning, if it differs.
-                notes.clear();
-            }
-            notes.extend(choice.note);
-            let Setup {
-                workload,
-                role,
-                memory_bytes,
-                params,
-            } = choice.setup;
-            let (custom, profile, unverifiable) =
-                expectations_of(vm, &workload, &params, catalog, choice.source);
-            let (vmi_phase, vmi_created) = phases
+            let vmi = phases
                 .get(&(namespace.clone(), name.clone()))
                 .cloned()
                 .unwrap_or_default();
-            Target {
-                vmi_phase,
-                vmi_created,
-                run_id,
-                facts: VmFacts {
-                    role,
-                    memory_bytes,
-                    params,
-                    profile,
-                    custom,
-                    workload,
-                    namespace,
-                    name,
-                },
-                setup_note: (!notes.is_empty()).then(|| notes.join("; ")),
-                unverifiable,
-                params_source: choice.source,
-                params_fallback: choice.fallback,
-                params_warning: choice.warning,
-            }
+            target_of(vm, (namespace, name), vmi, catalog, records)
         })
         .collect();
     out.sort_by(|a, b| {
         (&a.facts.namespace, &a.facts.name).cmp(&(&b.facts.namespace, &b.facts.name))
     });
     out
+}
+
+/// One VM's target: its setup chosen between its own words and its run's record
+/// ([`recorded::choose`]), its expectations, and its VMI's phase and creation time.
+fn target_of(
+    vm: &ListedVm,
+    (namespace, name): (String, String),
+    (vmi_phase, vmi_created): (Option<String>, Option<f64>),
+    catalog: &LocalCatalog,
+    records: &Records,
+) -> Target {
+    let run_id = label(vm, labels::RUN_ID);
+    let mut notes = Vec::new();
+    let own = Setup {
+        workload: label(vm, labels::COMPONENT).unwrap_or_default(),
+        role: label(vm, labels::ROLE),
+        memory_bytes: memory_request(vm),
+        params: recorded_params(vm, &mut notes),
+    };
+    let choice = recorded::choose(&namespace, &name, run_id.as_deref(), own, records);
+    if choice.source == ParamsSource::AuditDb {
+        // The annotation was not used: its state is in the warning, if it differs.
+        notes.clear();
+    }
+    notes.extend(choice.note);
+    let Setup {
+        workload,
+        role,
+        memory_bytes,
+        params,
+    } = choice.setup;
+    let (custom, profile, unverifiable) =
+        expectations_of(vm, &workload, &params, catalog, choice.source);
+    Target {
+        vmi_phase,
+        vmi_created,
+        run_id,
+        facts: VmFacts {
+            role,
+            memory_bytes,
+            params,
+            profile,
+            custom,
+            workload,
+            namespace,
+            name,
+        },
+        setup_note: (!notes.is_empty()).then(|| notes.join("; ")),
+        unverifiable,
+        params_source: choice.source,
+        params_fallback: choice.fallback,
+        params_warning: choice.warning,
+    }
 }
 
 /// What a VM is judged by beyond the built-in contract: a catalog VM's signals (the local
