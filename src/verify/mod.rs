@@ -954,6 +954,74 @@ mod tests {
     }
 
     #[test]
+    fn a_vm_whose_run_recorded_its_setup_is_judged_by_the_record_not_its_annotation() {
+        // Patched on the cluster: no load profile, a 1% load, another workload label.
+        let patched: ListedVm = serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {
+                "name": "virtwork-cpu-0", "namespace": "virtwork",
+                "labels": {"app.kubernetes.io/component": "tps", "virtwork/run-id": "r1"},
+                "annotations": {"virtwork/signal-params": r#"{"cpu-load-percent":"1"}"#},
+            },
+        }))
+        .unwrap();
+        let recorded = crate::audit::query::RecordedVm {
+            workload: "cpu".into(),
+            role: None,
+            memory: "2Gi".into(),
+            signal_params: Some(
+                r#"{"cpu-load-percent":"100","profile":"step","profile-low":"10","profile-high":"90","profile-period":"60s","profile-duty":"50"}"#.into(),
+            ),
+        };
+        let records = Records::Read {
+            path: "/db".into(),
+            runs: [(
+                "r1".to_string(),
+                Some(
+                    [(
+                        ("virtwork".to_string(), "virtwork-cpu-0".to_string()),
+                        recorded,
+                    )]
+                    .into(),
+                ),
+            )]
+            .into(),
+        };
+        let t = &targets_recorded(
+            std::slice::from_ref(&patched),
+            &[],
+            &LocalCatalog::new(),
+            &records,
+        )[0];
+        assert_eq!(t.params_source, ParamsSource::AuditDb);
+        assert_eq!(t.facts.workload, "cpu");
+        assert_eq!(
+            t.facts.profile.unwrap().shape(),
+            "step",
+            "the recorded profile"
+        );
+        let vcpu = checks(&t.facts, Window::from_secs(300).unwrap())
+            .into_iter()
+            .find(|c| c.signal == "vcpu-busy")
+            .unwrap();
+        assert!(
+            vcpu.profile.is_some(),
+            "judged by the recorded profile: {vcpu:?}"
+        );
+        assert!(
+            t.params_warning
+                .as_deref()
+                .unwrap()
+                .contains("workload label \"tps\"")
+        );
+        // Without the record the same VM is judged by what it says, and says why.
+        let t = &targets(&[patched], &[], &LocalCatalog::new())[0];
+        assert_eq!(t.params_source, ParamsSource::Annotation);
+        assert_eq!(t.params_fallback, Some(Fallback::NoDatabase));
+        assert_eq!(t.facts.workload, "tps");
+    }
+
+    #[test]
     fn built_in_vms_ignore_any_signals_recorded_on_the_cluster() {
         let forged = vec![signal("vector(1)")];
         let patched = json!({
