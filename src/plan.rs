@@ -207,6 +207,9 @@ pub struct PlannedWorkload {
     /// Data disk size when the workload has data disks.
     pub data_disk_size: Option<String>,
     pub requires_service: bool,
+    /// The params its expected signals depend on: what its VMs' `virtwork/signal-params`
+    /// annotation holds, recorded in the audit database so verify judges by them.
+    pub signal_params: crate::workloads::signal_params::SignalParams,
 }
 
 /// A Service with the workload it belongs to.
@@ -603,6 +606,7 @@ fn plan_one(
         memory: resources.memory.to_string(),
         data_disk_size: disks.first().map(|d| d.size.to_string()),
         requires_service: service.is_some(),
+        signal_params: recordable_signal_params(workload),
     });
     if let Some(spec) = service {
         plan.services.push(PlannedService {
@@ -959,6 +963,18 @@ fn eviction_warning(
         })
 }
 
+/// The workload's signal params as every record of them holds them (the VMs' annotation and
+/// the audit database): one value, so the two cannot differ at run time.
+fn recordable_signal_params(
+    workload: &dyn Workload,
+) -> crate::workloads::signal_params::SignalParams {
+    let params = workload.signal_params();
+    crate::workloads::signal_params::SignalParams::recordable(
+        workload.name(),
+        params.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    )
+}
+
 /// What `virtwork verify` reads back from each VM: the params its expected signals depend
 /// on (JSON) and, for a catalog entry, the digest of its signals, so verify can tell whether
 /// the local entry is the one the run used (none when there is nothing). The queries
@@ -968,12 +984,9 @@ fn signal_annotations(workload: &dyn Workload) -> BTreeMap<String, String> {
         SIGNAL_PARAMS_ANNOTATION, SIGNALS_DIGEST_ANNOTATION, signals_digest,
     };
     let mut out = BTreeMap::new();
-    let params = workload.signal_params();
+    let params = recordable_signal_params(workload);
     if !params.is_empty() {
-        out.insert(
-            SIGNAL_PARAMS_ANNOTATION.to_string(),
-            serde_json::to_string(&params).expect("a string map serializes"),
-        );
+        out.insert(SIGNAL_PARAMS_ANNOTATION.to_string(), params.to_json());
     }
     let custom = workload.custom_signals();
     if !custom.is_empty() {

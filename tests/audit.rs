@@ -250,7 +250,13 @@ const WORKLOAD_DETAILS: &[Col] = &[
     ("data_disk_size", "TEXT", false, None, false),
     ("requires_service", "INTEGER", true, Some("0"), false),
     ("status", "TEXT", true, Some("'pending'"), false),
+    // Migration 4 (ours, additive and nullable): the signal params the workload was planned
+    // with, which verify judges its VMs by.
+    ("signal_params", "TEXT", false, None, false),
 ];
+
+/// Columns our migrations append to `workload_details` after the reference schema.
+const WORKLOAD_DETAILS_ADDED: usize = 1;
 
 const VM_DETAILS: &[Col] = &[
     ("id", "INTEGER", false, None, true),
@@ -737,9 +743,11 @@ fn assert_go_database_upgrades_without_loss(setup: &str) {
     let conn = connect(&path);
     let mut after = dump(&conn);
     // The columns our migrations added are NULL on every Go-written row.
-    for row in &mut after[2].1 {
-        let added = row.split_off(row.len() - VM_DETAILS_ADDED);
-        assert!(added.iter().all(|v| *v == Value::Null), "{added:?}");
+    for (table, count) in [(1, WORKLOAD_DETAILS_ADDED), (2, VM_DETAILS_ADDED)] {
+        for row in &mut after[table].1 {
+            let added = row.split_off(row.len() - count);
+            assert!(added.iter().all(|v| *v == Value::Null), "{added:?}");
+        }
     }
     assert_eq!(
         after, before,
@@ -787,6 +795,82 @@ fn go_written_database_with_schema_version_upgrades_in_place_without_loss() {
 #[test]
 fn database_predating_schema_version_upgrades_in_place_without_loss() {
     assert_go_database_upgrades_without_loss(GO_V1_DDL);
+}
+
+/// A file as the previous schema version (3) left it: the reference schema plus migration 3's
+/// timeline columns, with rows in it.
+#[test]
+fn version_3_database_gains_signal_params_in_place_and_its_runs_read_as_not_recorded() {
+    let (_dir, path) = temp_db();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    {
+        let conn = connect(&path);
+        conn.execute_batch(GO_V1_DDL).unwrap();
+        conn.execute_batch(
+            "ALTER TABLE vm_details ADD COLUMN scheduled_at TEXT;
+             ALTER TABLE vm_details ADD COLUMN running_at TEXT;
+             CREATE TABLE schema_version (version INTEGER NOT NULL);
+             INSERT INTO schema_version VALUES (3);",
+        )
+        .unwrap();
+        conn.execute_batch(GO_ROWS).unwrap();
+    }
+    // Read-only (verify never upgrades a file), the version 3 file still answers: the run's
+    // VM is recorded, its signal params are not.
+    let before = {
+        let conn = query::open_read_only(&path).unwrap().unwrap();
+        query::recorded_run(&conn, GO_RUN_ID).unwrap().unwrap()
+    };
+    let vm = &before[&("virtwork".to_string(), "virtwork-cpu-0".to_string())];
+    assert_eq!((vm.workload.as_str(), vm.memory.as_str()), ("cpu", "2Gi"));
+    assert_eq!(vm.signal_params, None);
+    let rows_before = dump(&connect(&path));
+
+    Auditor::open_path(&path).unwrap();
+    let conn = connect(&path);
+    assert_eq!(
+        rows(&conn, "SELECT version FROM schema_version"),
+        vec![vec![int(schema::latest_version())]]
+    );
+    assert_eq!(schema::latest_version(), 4);
+    let mut rows_after = dump(&conn);
+    for row in &mut rows_after[1].1 {
+        assert_eq!(row.pop(), Some(Value::Null), "old rows record no params");
+    }
+    assert_eq!(rows_after, rows_before, "every row survives the upgrade");
+    assert_eq!(query::recorded_run(&conn, GO_RUN_ID).unwrap(), Some(before));
+    assert_eq!(
+        query::recorded_run(&conn, GO_CLEANUP_ID).unwrap(),
+        None,
+        "runs only"
+    );
+
+    // Params recorded after the upgrade read back, bounded in length.
+    conn.execute(
+        "UPDATE workload_details SET signal_params = ?1",
+        [r#"{"cpu-load-percent":"30"}"#],
+    )
+    .unwrap();
+    let run = query::recorded_run(&conn, GO_RUN_ID).unwrap().unwrap();
+    assert_eq!(
+        run.values().next().unwrap().signal_params.as_deref(),
+        Some(r#"{"cpu-load-percent":"30"}"#)
+    );
+    conn.execute(
+        "UPDATE workload_details SET signal_params = ?1",
+        [&"x".repeat(1 << 20)],
+    )
+    .unwrap();
+    let run = query::recorded_run(&conn, GO_RUN_ID).unwrap().unwrap();
+    assert_eq!(
+        run.values()
+            .next()
+            .unwrap()
+            .signal_params
+            .as_ref()
+            .map(String::len),
+        Some(query::MAX_SIGNAL_PARAMS_CHARS + 1)
+    );
 }
 
 #[test]

@@ -88,6 +88,11 @@ impl Env {
     }
 
     pub(crate) fn run(&self, args: &[&str]) -> Output {
+        self.run_with_db(&self.dir.path().join("audit.db"), args)
+    }
+
+    /// [`Env::run`] with the audit database at `db`.
+    fn run_with_db(&self, db: &std::path::Path, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_virtwork"))
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -95,7 +100,7 @@ impl Env {
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .arg("--audit-db")
-            .arg(self.dir.path().join("audit.db"))
+            .arg(db)
             .arg("--namespace")
             .arg(NS)
             .args(args)
@@ -482,6 +487,87 @@ fn disruption_names_migrations_restarts_and_silent_vms_against_real_prometheus()
     assert_eq!(report_of(&api_only, &silent)["interruption"], Value::Null);
     let moved = report_of(&api_only, &twice);
     assert_eq!(sources(moved), vec!["migration-object"], "{moved:#}");
+}
+
+/// disruption judges a VM's workload by verify's resolution: the params its run recorded.
+#[test]
+fn a_patched_params_annotation_cannot_hide_an_interruption() {
+    let env = Env::start();
+    let Some(prometheus) = env.prometheus() else {
+        return;
+    };
+    let started = Instant::now();
+    let out = env.run(&[
+        "--output",
+        "json",
+        "run",
+        "--workloads",
+        "cpu",
+        "--timeout",
+        "60",
+    ]);
+    assert_ok(&out, "run");
+    let vm = env.vms_of(&out).remove(0);
+    assert!(
+        prometheus.wait_for_series(
+            "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+            1,
+            Duration::from_secs(60)
+        ),
+        "Prometheus never saw the VMI:\n{}",
+        prometheus.log()
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    // Its load stops for 10 s (vCPU idle, about 0.02) while someone who may patch VMs lowers
+    // its threshold from 0.5 to 0.005.
+    let mut patched = env.server.get("virtualmachines", NS, &vm).unwrap();
+    patched["metadata"]["annotations"]["virtwork/signal-params"] =
+        json!(r#"{"cpu-load-percent":"1"}"#);
+    env.server.insert(patched);
+    env.server.set_metrics_flat(NS, &vm, true);
+    std::thread::sleep(Duration::from_secs(10));
+    env.server.set_metrics_flat(NS, &vm, false);
+    std::thread::sleep(Duration::from_secs(5));
+
+    let since = format!("{}s", started.elapsed().as_secs() + 5);
+    let args = [
+        "--output",
+        "json",
+        "disruption",
+        "--since",
+        &since,
+        "--max-interruption",
+        "4s",
+    ];
+    let out = env.run(&args);
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stderr)));
+    let judged = report_of(&doc, &vm);
+    assert_eq!(judged["outcome"], "beyond-budget", "{judged:#}");
+    let longest = judged["interruption"]["longest_seconds"].as_f64().unwrap();
+    assert!(
+        (7.0..=16.0).contains(&longest),
+        "about 10 s idle: {judged:#}"
+    );
+    assert!(
+        text(&out.stderr)
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("differ")),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Without the run's record (another machine) the annotation is all there is.
+    let out = env.run_with_db(&env.dir.path().join("elsewhere.db"), &args);
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stderr)));
+    let judged = report_of(&doc, &vm);
+    assert_ne!(judged["outcome"], "beyond-budget", "{judged:#}");
+    let longest = judged["interruption"]["longest_seconds"].as_f64();
+    assert!(
+        longest.is_some_and(|s| s < 4.0),
+        "judged by 0.005: {judged:#}"
+    );
 }
 
 #[test]

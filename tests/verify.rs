@@ -84,14 +84,23 @@ impl Env {
     }
 
     fn command(&self, args: &[&str]) -> Command {
+        self.command_audited(None, args)
+    }
+
+    /// [`Env::command`] recording into (and reading) the audit database `db`; None:
+    /// `--no-audit`.
+    fn command_audited(&self, db: Option<&Path>, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_virtwork"));
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.dir.path())
             .arg("--kubeconfig")
-            .arg(self.dir.path().join("kubeconfig"))
-            .arg("--no-audit")
-            .args(args)
+            .arg(self.dir.path().join("kubeconfig"));
+        match db {
+            Some(db) => cmd.arg("--audit-db").arg(db),
+            None => cmd.arg("--no-audit"),
+        };
+        cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -1316,6 +1325,168 @@ fn signal_of(doc: &Value, vm: &str, signal: &str) -> (String, String) {
 }
 
 /// Waits until Prometheus holds at least `samples` vCPU samples of VM `vm` (hang guard).
+/// Merge-patches one annotation of VM `name` over HTTP, as `kubectl annotate` by anyone
+/// allowed to patch VMs would.
+fn annotate_vm(env: &Env, name: &str, key: &str, value: &str) {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachine"),
+            "virtualmachines",
+        );
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(env.server.client().await, NS, &resource);
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("the VM is patched");
+    });
+}
+
+/// A VM's annotation `key` as the fake API server holds it.
+fn vm_annotation(env: &Env, name: &str, key: &str) -> String {
+    env.server
+        .objects("virtualmachines", Some(NS))
+        .iter()
+        .find(|vm| vm["metadata"]["name"] == name)
+        .and_then(|vm| {
+            vm["metadata"]["annotations"][key]
+                .as_str()
+                .map(String::from)
+        })
+        .unwrap_or_else(|| panic!("VM {name} has no annotation {key}"))
+}
+
+/// Lines of `stderr` at WARN level that contain `needle`.
+fn warn_lines<'a>(stderr: &'a str, needle: &str) -> Vec<&'a str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains(needle))
+        .collect()
+}
+
+#[test]
+fn a_patched_params_annotation_cannot_turn_a_below_into_a_pass() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    let db = env.dir.path().join("audit.db");
+    let args = [
+        "--namespace",
+        NS,
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--timeout",
+        "60",
+    ];
+    let out = env.command_audited(Some(&db), &args).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (idle, healthy) = (t(&env, "virtwork-cpu-0"), t(&env, "virtwork-cpu-1"));
+    let annotation = "virtwork/signal-params";
+    let planned = vm_annotation(&env, &idle, annotation);
+    // The run recorded exactly what it put on the VMs.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let recorded: String = conn
+        .query_row(
+            "SELECT signal_params FROM workload_details WHERE workload_type = 'cpu'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(recorded, planned);
+    assert!(
+        planned.contains("\"cpu-load-percent\":\"100\""),
+        "{planned}"
+    );
+
+    // The VM's load stopped (vCPU at idle, about 0.02); someone who may patch VMs lowers its
+    // threshold from 0.5 to 0.005 so that it would pass.
+    env.server.set_metrics_flat(NS, &idle, true);
+    annotate_vm(&env, &idle, annotation, r#"{"cpu-load-percent":"1"}"#);
+    wait_for_samples(&prometheus, &idle, 12);
+
+    let verify = |db: &Path| {
+        let args = [
+            "--namespace",
+            NS,
+            "--output",
+            "json",
+            "verify",
+            "--window",
+            "10s",
+        ];
+        let out = env.command_audited(Some(db), &args).output().unwrap();
+        (out.status.code(), json_doc(&out), text(&out.stderr))
+    };
+    let source = |doc: &Value, vm: &str| {
+        doc["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == vm)
+            .unwrap()["params_source"]
+            .clone()
+    };
+    let (code, doc, stderr) = verify(&db);
+    assert_eq!(code, Some(1), "{stderr}\n{doc:#}");
+    assert_eq!(signal_of(&doc, &idle, "vcpu-busy").0, "below", "{doc:#}");
+    assert_eq!(signal_of(&doc, &healthy, "vcpu-busy").0, "pass", "{doc:#}");
+    let threshold = doc["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == idle.as_str())
+        .unwrap()["signals"][0]["threshold"]
+        .as_f64();
+    assert_eq!(
+        threshold,
+        Some(0.5),
+        "judged by the recorded cpu-load-percent 100"
+    );
+    assert_eq!(
+        (source(&doc, &idle), source(&doc, &healthy)),
+        (json!("audit-db"), json!("audit-db"))
+    );
+    let warned = warn_lines(&stderr, "differ");
+    assert_eq!(
+        warned.len(),
+        1,
+        "one WARN line, for the patched VM only:\n{stderr}"
+    );
+    assert!(
+        warned[0].contains(&format!("VM {NS}/{idle}"))
+            && warned[0].contains(r#"{"cpu-load-percent":"1"}"#)
+            && warned[0].contains(&format!("(recorded {planned})"))
+            && warned[0].contains("judged by the recorded"),
+        "{}",
+        warned[0]
+    );
+
+    // On another machine (no database at the path) the annotation is all there is: the
+    // patched VM passes, which verify says once for the whole fleet.
+    let elsewhere = env.dir.path().join("elsewhere.db");
+    let (code, doc, stderr) = verify(&elsewhere);
+    assert_eq!(code, Some(0), "{stderr}\n{doc:#}");
+    assert_eq!(signal_of(&doc, &idle, "vcpu-busy").0, "pass", "{doc:#}");
+    assert_eq!(
+        (source(&doc, &idle), source(&doc, &healthy)),
+        (json!("annotation"), json!("annotation"))
+    );
+    let fallback = warn_lines(&stderr, "judged by their virtwork/signal-params annotation");
+    assert_eq!(fallback.len(), 1, "said once, not per VM:\n{stderr}");
+    assert!(
+        fallback[0].contains("2 VM(s)") && fallback[0].contains("there is no audit database at"),
+        "{}",
+        fallback[0]
+    );
+    assert!(!elsewhere.exists(), "verify never creates a database");
+}
+
 fn wait_for_samples(prometheus: &Prometheus, vm: &str, samples: usize) {
     let promql = format!(
         "count_over_time(kubevirt_vmi_vcpu_seconds_total{{name=\"{vm}\",id=\"0\"}}[5m]) >= {samples}"

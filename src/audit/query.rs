@@ -295,6 +295,91 @@ pub fn run_ids_with_prefix(
         .collect())
 }
 
+/// What the audit database recorded of one VM of a run: what `virtwork verify` judges it by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedVm {
+    /// `vm_details.component`: the workload the run created it for.
+    pub workload: String,
+    pub role: Option<String>,
+    /// The memory it was planned with, as recorded (`2Gi`).
+    pub memory: String,
+    /// Its workload's `signal_params` (JSON text, at most
+    /// [`MAX_SIGNAL_PARAMS_CHARS`] + 1 characters read); None when the run did not record them
+    /// (written before schema version 4, or by the Go tool).
+    pub signal_params: Option<String>,
+}
+
+/// A run's recorded VMs by (namespace, name).
+pub type RecordedRun = std::collections::BTreeMap<(String, String), RecordedVm>;
+
+/// Longest `signal_params` text read (one more, so a longer one is seen to be too long).
+pub const MAX_SIGNAL_PARAMS_CHARS: usize = 4096;
+/// Most VM rows read of one run: far above any fleet, a bound on a damaged file.
+const MAX_RECORDED_VMS: i64 = 1_000_000;
+
+/// Opens the database at `path` read-only (never creating or upgrading it); None when there is
+/// no such file.
+pub fn open_read_only(path: &Path) -> Result<Option<Connection>> {
+    if path.as_os_str() == ":memory:" || !path.is_file() {
+        return Ok(None);
+    }
+    Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+    .map(Some)
+    .map_err(query_failed)
+}
+
+/// The VMs the `run` execution `run_id` recorded; None when the database has no run with that
+/// id. Tolerates files before schema version 4 (no `signal_params`: every VM's is None).
+pub fn recorded_run(conn: &Connection, run_id: &str) -> Result<Option<RecordedRun>> {
+    let audit_id: Option<i64> = conn
+        .query_row(
+            "SELECT id FROM audit_log WHERE run_id = ?1 AND command = 'run'",
+            [run_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(query_failed)?;
+    let Some(audit_id) = audit_id else {
+        return Ok(None);
+    };
+    let columns =
+        crate::audit::schema::column_names(conn, "workload_details").map_err(query_failed)?;
+    let params = match columns.iter().any(|c| c == "signal_params") {
+        true => format!(
+            "substr(w.signal_params, 1, {})",
+            MAX_SIGNAL_PARAMS_CHARS + 1
+        ),
+        false => "NULL".to_string(),
+    };
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT v.namespace, v.vm_name, v.component, v.role, v.memory, {params}
+             FROM vm_details v LEFT JOIN workload_details w ON w.id = v.workload_id
+             WHERE v.audit_id = ?1 ORDER BY v.id LIMIT ?2"
+        ))
+        .map_err(query_failed)?;
+    let rows = stmt
+        .query_map(params![audit_id, MAX_RECORDED_VMS], |r| {
+            Ok((
+                (r.get::<_, String>(0)?, r.get::<_, String>(1)?),
+                RecordedVm {
+                    workload: r.get(2)?,
+                    role: r.get(3)?,
+                    memory: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+                    signal_params: r.get(5)?,
+                },
+            ))
+        })
+        .map_err(query_failed)?;
+    // A name recorded twice (a VM replaced) keeps its latest row.
+    rows.collect::<rusqlite::Result<RecordedRun>>()
+        .map(Some)
+        .map_err(query_failed)
+}
+
 /// Everything recorded for `run_id`, or `None` when no execution has that id.
 pub fn show_execution(conn: &Connection, run_id: &str) -> Result<Option<ExecutionDetail>> {
     let found = conn

@@ -9,7 +9,9 @@
 //!   `error` and the command carries on; no method returns an error.
 //! - `--no-audit` gives [`Auditor::Disabled`]: every method is a no-op, yet the execution still
 //!   carries the run id the caller generated (the run id labels every object either way).
-//! - Credentials cannot be recorded: [`ExecutionParams`] has only `ssh_auth_configured`.
+//! - Credentials cannot be recorded: [`ExecutionParams`] has only `ssh_auth_configured`, and
+//!   a workload's signal params are a `SignalParams`, which holds only the keys the signal
+//!   contract reads.
 //! - Every write is its own short `BEGIN IMMEDIATE` transaction on a connection with a busy
 //!   timeout, so concurrent processes sharing one file queue instead of failing.
 //! - Writes never block the caller: each method queues its write for one dedicated writer
@@ -326,23 +328,28 @@ impl Execution {
         });
     }
 
-    /// Records every planned workload of `plan` (status `pending`) in one transaction.
+    /// Records every planned workload of `plan` (status `pending`) with the signal params its
+    /// VMs are planned with (what verify judges them by), in one transaction.
     pub fn record_workloads(&self, plan: &Plan) {
-        let records: Vec<WorkloadRecord> =
-            plan.workloads.iter().map(WorkloadRecord::from).collect();
+        let records: Vec<(WorkloadRecord, String)> = plan
+            .workloads
+            .iter()
+            .map(|w| (WorkloadRecord::from(w), w.signal_params.to_json()))
+            .collect();
         self.write("RecordWorkload", move |tx, id| {
-            for record in &records {
-                insert_workload(tx, id, record)?;
+            for (record, params) in &records {
+                insert_workload(tx, id, record, Some(params))?;
             }
             Ok(())
         });
     }
 
-    /// Records one planned workload (status `pending`).
+    /// Records one planned workload (status `pending`), without signal params (verify then
+    /// judges its VMs by their annotation).
     pub fn record_workload(&self, workload: &WorkloadRecord) {
         let workload = workload.clone();
         self.write("RecordWorkload", move |tx, id| {
-            insert_workload(tx, id, &workload)
+            insert_workload(tx, id, &workload, None)
         });
     }
 
@@ -594,15 +601,18 @@ impl Execution {
     }
 }
 
+/// `signal_params`: the JSON of [`crate::workloads::signal_params::SignalParams`] (only
+/// recordable keys, never a credential), NULL when not recorded.
 fn insert_workload(
     tx: &Transaction<'_>,
     audit_id: i64,
     w: &WorkloadRecord,
+    signal_params: Option<&str>,
 ) -> rusqlite::Result<usize> {
     tx.execute(
         "INSERT INTO workload_details (audit_id, workload_type, enabled, vm_count, cpu_cores,
-             memory, has_data_disk, data_disk_size, requires_service, status)
-         VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6, ?7, ?8, 'pending')",
+             memory, has_data_disk, data_disk_size, requires_service, status, signal_params)
+         VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9)",
         params![
             audit_id,
             w.workload_type,
@@ -612,6 +622,7 @@ fn insert_workload(
             w.data_disk_size.is_some(),
             w.data_disk_size,
             w.requires_service,
+            signal_params,
         ],
     )
 }

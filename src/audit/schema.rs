@@ -149,6 +149,13 @@ pub const MIGRATIONS: &[Migration] = &[
                       saw each VM's VMI scheduled and Running (time-to-ready figures)",
         apply: apply_v3_vm_timeline_columns,
     },
+    Migration {
+        version: 4,
+        description: "add workload_details.signal_params: the signal params each workload's \
+                      VMs were planned with (JSON object), so verify judges by what the run \
+                      recorded rather than by what a VM's annotation says now",
+        apply: apply_v4_signal_params_column,
+    },
 ];
 
 /// The schema version a fully migrated database has.
@@ -182,6 +189,18 @@ fn apply_v3_vm_timeline_columns(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         if !existing.iter().any(|c| c == column) {
             tx.execute_batch(&format!("ALTER TABLE vm_details ADD COLUMN {column} TEXT"))?;
         }
+    }
+    Ok(())
+}
+
+/// A nullable TEXT column: NULL means "not recorded" (rows written before this version, or by
+/// the Go tool), which verify tells apart from a recorded empty object `{}`.
+fn apply_v4_signal_params_column(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    if !column_names(tx, "workload_details")?
+        .iter()
+        .any(|c| c == "signal_params")
+    {
+        tx.execute_batch("ALTER TABLE workload_details ADD COLUMN signal_params TEXT")?;
     }
     Ok(())
 }

@@ -38,7 +38,7 @@ use crate::signals::contract::{NAME_SELECTOR_MAX_CHARS, SignalGroup, checks, pro
 use crate::verify::evaluate::{QueryAnswer, RangeAnswer, subquery_step_ms, vcpu_counter_in_millis};
 use crate::verify::listed::ListedVm;
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
-use crate::verify::{LocalCatalog, Target, catalog_names, targets};
+use crate::verify::{LocalCatalog, Target, catalog_names};
 use crate::workloads::catalog::CatalogEntry;
 
 /// How long transient failures are retried.
@@ -90,6 +90,7 @@ pub async fn disruption(settings: &DisruptionSettings) -> Result<()> {
         span,
         span_from,
         churn: &churn,
+        audit_db: &settings.global.audit.path,
         catalog_dir: &settings.catalog_dir,
         max_interruption: settings.max_interruption,
         allow_restarts: settings.allow_restarts,
@@ -117,6 +118,8 @@ pub(crate) struct Request<'a> {
     pub span_from: String,
     /// The churn actions the audit database recorded in the window.
     pub churn: &'a [ChurnRecord],
+    /// The audit database whose record of each run judges its VMs (as verify's).
+    pub audit_db: &'a std::path::Path,
     pub catalog_dir: &'a std::path::Path,
     /// None: two scrape intervals, once Prometheus shows them.
     pub max_interruption: Option<Duration>,
@@ -141,7 +144,13 @@ pub(crate) async fn analyse(
 ) -> Result<(Vec<Assessed>, Context)> {
     let span = request.span;
     let catalog = load_catalog(request.catalog_dir, &listed.vms);
-    let found = targets(&listed.vms, &[], &catalog);
+    let found = crate::commands::verify::judged_targets(
+        &listed.vms,
+        &[],
+        &catalog,
+        request.audit_db,
+        &mut Default::default(),
+    );
     let measured = match prometheus {
         Ok(api) => Ok(measure(api, &found, span, &ctx.policy, &ctx.cancel).await?),
         Err(why) => Err(why.clone()),

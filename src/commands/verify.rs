@@ -39,10 +39,11 @@ use crate::verify::evaluate::{
 };
 use crate::verify::listed::{ListedVm, ListedVmi};
 use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
+use crate::verify::recorded::{Fallback, Records, fallback_warning};
 use crate::verify::{
     Answered, GroupRange, LocalCatalog, ProfileRanges, Round, Target, VmResult, catalog_names,
     failure_message, json_report, judge_answers, not_running, not_running_results, range_spec,
-    targets, text_report, unverifiable_result, window_too_short,
+    targets_recorded, text_report, unverifiable_result, window_too_short,
 };
 use crate::workloads::catalog::CatalogEntry;
 
@@ -303,6 +304,7 @@ async fn poll_signals(
 ) -> Result<(Vec<VmResult>, u32)> {
     let poll = poll_interval(settings.window);
     let mut rounds = 0u32;
+    let mut warned = BTreeSet::new();
     loop {
         rounds += 1;
         // The last round starts at the deadline: it still gets a short time to retry.
@@ -318,7 +320,13 @@ async fn poll_signals(
             list_in_scope::<ListedVmi>(ctx, &settings.scope, ManagedKind::VirtualMachineInstance),
         )?;
         let catalog = load_catalog(&settings.catalog_dir, &vms);
-        let found = targets(&vms, &vmis, &catalog);
+        let found = judged_targets(
+            &vms,
+            &vmis,
+            &catalog,
+            &settings.global.audit.path,
+            &mut warned,
+        );
         let results = if found.is_empty() {
             Vec::new()
         } else {
@@ -343,6 +351,76 @@ async fn poll_signals(
             () = ctx.cancel.cancelled() => return Err(Error::Interrupted),
             () = tokio::time::sleep(pause) => {}
         }
+    }
+}
+
+/// The targets of the listed VMs, each judged by what its run recorded in the audit database
+/// at `db` when the database has it, else by its own annotation and labels
+/// ([`crate::verify::recorded`]). Logs each VM whose annotation or labels differ from the
+/// record (one WARN line each) and, in one line, which VMs were judged by their annotation
+/// and why; a line already in `warned` is not logged again (the rounds of `--wait`). The one
+/// resolution of verify, disruption and report's timeline.
+pub(crate) fn judged_targets(
+    vms: &[ListedVm],
+    vmis: &[ListedVmi],
+    catalog: &LocalCatalog,
+    db: &std::path::Path,
+    warned: &mut BTreeSet<String>,
+) -> Vec<Target> {
+    let records = read_records(db, vms);
+    let found = targets_recorded(vms, vmis, catalog, &records);
+    let fallbacks: Vec<(Fallback, Option<&str>)> = found
+        .iter()
+        .filter_map(|t| t.params_fallback.map(|f| (f, t.run_id.as_deref())))
+        .collect();
+    let lines = found
+        .iter()
+        .filter_map(|t| t.params_warning.clone())
+        .chain(fallback_warning(&records, &fallbacks));
+    for line in lines {
+        if warned.insert(line.clone()) {
+            tracing::warn!("{line}");
+        }
+    }
+    found
+}
+
+/// What the audit database at `db` recorded of the runs the VMs' run-id labels name (read
+/// only; never created or upgraded). A database that cannot be read is reported, not fatal:
+/// the VMs are then judged by their annotations, which the warning says.
+fn read_records(db: &std::path::Path, vms: &[ListedVm]) -> Records {
+    let shown = db.display().to_string();
+    let runs: BTreeSet<&str> = vms
+        .iter()
+        .filter_map(|vm| vm.metadata.labels.as_ref()?.get(crate::labels::RUN_ID))
+        .map(String::as_str)
+        .filter(|id| !id.is_empty())
+        .collect();
+    let unreadable = |e: Error| {
+        Records::Unavailable(format!(
+            "the audit database {shown} could not be read ({e})"
+        ))
+    };
+    let conn = match crate::audit::query::open_read_only(db) {
+        Ok(Some(conn)) => conn,
+        Ok(None) => {
+            return Records::Unavailable(format!(
+                "there is no audit database at {shown} (the run was recorded on another machine, \
+                 or the file was removed; --audit-db names another)"
+            ));
+        }
+        Err(e) => return unreadable(e),
+    };
+    let mut read = BTreeMap::new();
+    for run in runs {
+        match crate::audit::query::recorded_run(&conn, run) {
+            Ok(recorded) => read.insert(run.to_string(), recorded),
+            Err(e) => return unreadable(e),
+        };
+    }
+    Records::Read {
+        path: shown,
+        runs: read,
     }
 }
 

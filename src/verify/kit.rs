@@ -190,7 +190,7 @@ pub fn signals_markdown() -> String {
     use crate::signals::contract::{VmFacts, checks};
     let mut out = String::new();
     out.push_str("Queries as `virtwork verify` sends them for a VM `virtwork/virtwork-<workload>-0` with default params, 2Gi of memory and `--window 10m`. ");
-    out.push_str("Thresholds are lower bounds; `verify` derives them per VM from its recorded params (annotation `virtwork/signal-params`), its memory and the window.\n\n");
+    out.push_str("Thresholds are lower bounds; `verify` derives them per VM from the params its run recorded (in the audit database, else the VM's `virtwork/signal-params` annotation), its memory and the window.\n\n");
     for workload in WORKLOADS {
         out.push_str(&format!("#### `{workload}`\n\n"));
         out.push_str("| Signal | Shows | Threshold (defaults) | KubeVirt metrics since |\n|---|---|---|---|\n");

@@ -12,6 +12,7 @@ pub mod kit;
 pub mod listed;
 pub mod profile;
 pub mod prometheus;
+pub mod recorded;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +29,7 @@ use crate::signals::contract::{
 };
 use evaluate::{SeriesFacts, Verdict};
 use listed::{ListedVm, ListedVmi};
+use recorded::{Fallback, ParamsSource, Records, Setup};
 
 /// The local catalog entries the VMs name, as the command loaded them: entry name → its
 /// signals, or why it could not be loaded.
@@ -48,6 +50,13 @@ pub struct Target {
     /// Why the VM's catalog signals cannot be judged (no matching local entry): reported
     /// as a failure instead of querying anything the cluster could have chosen.
     pub unverifiable: Option<String>,
+    /// Where its workload, role, memory and signal params came from: the audit database's
+    /// record of its run, or the VM's own annotation and labels.
+    pub params_source: ParamsSource,
+    /// Why the VM's own annotation and labels were used (source annotation).
+    pub params_fallback: Option<Fallback>,
+    /// The one warning line when the VM's annotation or labels differ from the record.
+    pub params_warning: Option<String>,
 }
 
 fn label(object: &impl Resource, key: &str) -> Option<String> {
@@ -137,10 +146,23 @@ fn memory_request(vm: &ListedVm) -> Option<u64> {
         .map(|b| b as u64)
 }
 
-/// Builds the targets from listed VMs and VMIs (joined by namespace and name), sorted by
-/// namespace and name. Built-in workloads get the built-in contract only; catalog workloads
-/// the local entry's signals (see [`catalog_signals`]).
+/// Builds the targets from listed VMs and VMIs judged by their own annotation and labels
+/// alone (no audit database): [`targets_recorded`] with [`Records::default`].
 pub fn targets(vms: &[ListedVm], vmis: &[ListedVmi], catalog: &LocalCatalog) -> Vec<Target> {
+    targets_recorded(vms, vmis, catalog, &Records::default())
+}
+
+/// Builds the targets from listed VMs and VMIs (joined by namespace and name), sorted by
+/// namespace and name. Each VM's workload, role, memory and signal params are what its run
+/// recorded in `records` when it has them ([`recorded::choose`]), else its own. Built-in
+/// workloads get the built-in contract only; catalog workloads the local entry's signals (see
+/// [`catalog_signals`]).
+pub fn targets_recorded(
+    vms: &[ListedVm],
+    vmis: &[ListedVmi],
+    catalog: &LocalCatalog,
+    records: &Records,
+) -> Vec<Target> {
     fn key(o: &impl Resource) -> (String, String) {
         (
             o.meta().namespace.clone().unwrap_or_default(),
@@ -167,37 +189,70 @@ pub fn targets(vms: &[ListedVm], vmis: &[ListedVmi], catalog: &LocalCatalog) -> 
         .iter()
         .map(|vm| {
             let (namespace, name) = key(vm);
-            let mut notes = Vec::new();
-            let workload = label(vm, labels::COMPONENT).unwrap_or_default();
-            let params = recorded_params(vm, &mut notes);
-            let (custom, profile, unverifiable) = expectations_of(vm, &workload, &params, catalog);
-            let (vmi_phase, vmi_created) = phases
+            let vmi = phases
                 .get(&(namespace.clone(), name.clone()))
                 .cloned()
                 .unwrap_or_default();
-            Target {
-                vmi_phase,
-                vmi_created,
-                run_id: label(vm, labels::RUN_ID),
-                facts: VmFacts {
-                    role: label(vm, labels::ROLE),
-                    memory_bytes: memory_request(vm),
-                    params,
-                    profile,
-                    custom,
-                    workload,
-                    namespace,
-                    name,
-                },
-                setup_note: (!notes.is_empty()).then(|| notes.join("; ")),
-                unverifiable,
-            }
+            target_of(vm, (namespace, name), vmi, catalog, records)
         })
         .collect();
     out.sort_by(|a, b| {
         (&a.facts.namespace, &a.facts.name).cmp(&(&b.facts.namespace, &b.facts.name))
     });
     out
+}
+
+/// One VM's target: its setup chosen between its own words and its run's record
+/// ([`recorded::choose`]), its expectations, and its VMI's phase and creation time.
+fn target_of(
+    vm: &ListedVm,
+    (namespace, name): (String, String),
+    (vmi_phase, vmi_created): (Option<String>, Option<f64>),
+    catalog: &LocalCatalog,
+    records: &Records,
+) -> Target {
+    let run_id = label(vm, labels::RUN_ID);
+    let mut notes = Vec::new();
+    let own = Setup {
+        workload: label(vm, labels::COMPONENT).unwrap_or_default(),
+        role: label(vm, labels::ROLE),
+        memory_bytes: memory_request(vm),
+        params: recorded_params(vm, &mut notes),
+    };
+    let choice = recorded::choose(&namespace, &name, run_id.as_deref(), own, records);
+    if choice.source == ParamsSource::AuditDb {
+        // The annotation was not used: its state is in the warning, if it differs.
+        notes.clear();
+    }
+    notes.extend(choice.note);
+    let Setup {
+        workload,
+        role,
+        memory_bytes,
+        params,
+    } = choice.setup;
+    let (custom, profile, unverifiable) =
+        expectations_of(vm, &workload, &params, catalog, choice.source);
+    Target {
+        vmi_phase,
+        vmi_created,
+        run_id,
+        facts: VmFacts {
+            role,
+            memory_bytes,
+            params,
+            profile,
+            custom,
+            workload,
+            namespace,
+            name,
+        },
+        setup_note: (!notes.is_empty()).then(|| notes.join("; ")),
+        unverifiable,
+        params_source: choice.source,
+        params_fallback: choice.fallback,
+        params_warning: choice.warning,
+    }
 }
 
 /// What a VM is judged by beyond the built-in contract: a catalog VM's signals (the local
@@ -207,6 +262,7 @@ fn expectations_of(
     workload: &str,
     params: &BTreeMap<String, String>,
     catalog: &LocalCatalog,
+    source: ParamsSource,
 ) -> (
     Vec<CustomSignal>,
     Option<crate::profile_schedule::LoadProfile>,
@@ -225,7 +281,10 @@ fn expectations_of(
         Err(why) => (
             Vec::new(),
             None,
-            Some(format!("annotation {SIGNAL_PARAMS_ANNOTATION}: {why}")),
+            Some(match source {
+                ParamsSource::Annotation => format!("annotation {SIGNAL_PARAMS_ANNOTATION}: {why}"),
+                ParamsSource::AuditDb => format!("the signal params its run recorded: {why}"),
+            }),
         ),
     }
 }
@@ -726,6 +785,7 @@ pub fn json_report(
                 "role": t.facts.role,
                 "run_id": t.run_id,
                 "vmi_phase": t.vmi_phase,
+                "params_source": t.params_source,
                 "note": t.setup_note,
                 "signals": r.signals,
             })
@@ -891,6 +951,74 @@ mod tests {
         assert!(t.facts.profile.is_none());
         let why = t.unverifiable.as_deref().unwrap();
         assert!(why.contains("must be below the high level"), "{why}");
+    }
+
+    #[test]
+    fn a_vm_whose_run_recorded_its_setup_is_judged_by_the_record_not_its_annotation() {
+        // Patched on the cluster: no load profile, a 1% load, another workload label.
+        let patched: ListedVm = serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {
+                "name": "virtwork-cpu-0", "namespace": "virtwork",
+                "labels": {"app.kubernetes.io/component": "tps", "virtwork/run-id": "r1"},
+                "annotations": {"virtwork/signal-params": r#"{"cpu-load-percent":"1"}"#},
+            },
+        }))
+        .unwrap();
+        let recorded = crate::audit::query::RecordedVm {
+            workload: "cpu".into(),
+            role: None,
+            memory: "2Gi".into(),
+            signal_params: Some(
+                r#"{"cpu-load-percent":"100","profile":"step","profile-low":"10","profile-high":"90","profile-period":"60s","profile-duty":"50"}"#.into(),
+            ),
+        };
+        let records = Records::Read {
+            path: "/db".into(),
+            runs: [(
+                "r1".to_string(),
+                Some(
+                    [(
+                        ("virtwork".to_string(), "virtwork-cpu-0".to_string()),
+                        recorded,
+                    )]
+                    .into(),
+                ),
+            )]
+            .into(),
+        };
+        let t = &targets_recorded(
+            std::slice::from_ref(&patched),
+            &[],
+            &LocalCatalog::new(),
+            &records,
+        )[0];
+        assert_eq!(t.params_source, ParamsSource::AuditDb);
+        assert_eq!(t.facts.workload, "cpu");
+        assert_eq!(
+            t.facts.profile.unwrap().shape(),
+            "step",
+            "the recorded profile"
+        );
+        let vcpu = checks(&t.facts, Window::from_secs(300).unwrap())
+            .into_iter()
+            .find(|c| c.signal == "vcpu-busy")
+            .unwrap();
+        assert!(
+            vcpu.profile.is_some(),
+            "judged by the recorded profile: {vcpu:?}"
+        );
+        assert!(
+            t.params_warning
+                .as_deref()
+                .unwrap()
+                .contains("workload label \"tps\"")
+        );
+        // Without the record the same VM is judged by what it says, and says why.
+        let t = &targets(&[patched], &[], &LocalCatalog::new())[0];
+        assert_eq!(t.params_source, ParamsSource::Annotation);
+        assert_eq!(t.params_fallback, Some(Fallback::NoDatabase));
+        assert_eq!(t.facts.workload, "tps");
     }
 
     #[test]

@@ -179,6 +179,7 @@ pub mod params;
 pub mod profile_driver;
 pub mod profile_keys;
 pub mod scripts;
+pub mod signal_params;
 pub mod tps;
 
 use std::path::Path;

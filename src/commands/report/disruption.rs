@@ -127,6 +127,7 @@ async fn analysed(
         span,
         span_from: "the run's window".into(),
         churn: &churn,
+        audit_db: db,
         catalog_dir: &settings.catalog_dir,
         max_interruption: None,
         allow_restarts: AllowRestarts::default(),
