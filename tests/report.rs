@@ -1151,3 +1151,222 @@ fn timeline_screenshot(browser: &str, page: &str, dir: &Path, dest: &Path) {
     std::fs::copy(&shot, dest).unwrap();
     std::fs::copy(&file, dest.with_extension("html")).unwrap();
 }
+
+/// A 10/90 % cpu step of 60 s (as tests/verify.rs profiles its VMs).
+const CPU_STEP: &str =
+    "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=60s";
+
+/// The rows of the first table after `marker` in `html`, as cell texts.
+fn rows_after<'a>(html: &'a str, marker: &str) -> Vec<Vec<String>> {
+    let part = html
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("no {marker}"))
+        .1;
+    let body = part
+        .split_once("<tbody>")
+        .unwrap()
+        .1
+        .split_once("</tbody>")
+        .unwrap()
+        .0;
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let inner = cell.split_once('>').unwrap().1;
+                    let inner = inner.split_once("</td>").unwrap().0;
+                    // The text of the cell without its markup (a verdict's span).
+                    let mut text = String::new();
+                    let mut in_tag = false;
+                    for c in inner.chars() {
+                        match c {
+                            '<' => in_tag = true,
+                            '>' => in_tag = false,
+                            c if !in_tag => text.push(c),
+                            _ => {}
+                        }
+                    }
+                    text
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_load_shows_each_vms_own_threshold_verify_verdicts_and_the_expected_shape() {
+    use crate::disruption::{Env, assert_ok};
+    use std::time::Duration;
+    let env = Env::start();
+    let Some(prometheus) = env.prometheus() else {
+        return;
+    };
+    // A catalog entry whose one signal counts the VM's vCPU series (the default catalog
+    // directory under HOME, which run and report both read).
+    let entry = env.dir.path().join(".virtwork/catalog/web");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("web.service"),
+        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    std::fs::write(
+        entry.join("workload.yaml"),
+        "description: web\nsignals:\n  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n    description: the VM's vCPUs are reported\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--output", "json", "run", "--timeout", "60"];
+        args.extend_from_slice(extra);
+        let out = env.run(&args);
+        assert_ok(&out, "run");
+        let id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (id, env.vms_of(&out))
+    };
+    // cpu at 30 %: each VM is held to 0.15 vCPU, not the default 0.5 (the fake serves 0.29).
+    let (steady, steady_vms) = run(&[
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--params",
+        "cpu.cpu-load-percent=30",
+    ]);
+    let (profiled, profiled_vms) = run(&["--workloads", "cpu", "--params", CPU_STEP]);
+    let (catalog, catalog_vms) = run(&["--from-catalog", "web"]);
+    let flat = &steady_vms[1];
+    env.server.set_metrics_flat("virtwork", flat, true);
+    assert!(
+        prometheus.wait_for_series(
+            "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+            4,
+            Duration::from_secs(60)
+        ),
+        "Prometheus never saw the VMIs:\n{}",
+        prometheus.log()
+    );
+    // The runs' windows are mostly scraped: a rate over a window twice the series' age reads
+    // half the load, which verify calls too young.
+    std::thread::sleep(Duration::from_secs(30));
+    let page = env.dir.path().join("load.html");
+    let out = env.run(&[
+        "report",
+        "--run-id",
+        &steady,
+        "--run-id",
+        &profiled,
+        "--run-id",
+        &catalog,
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_ok(&out, "report");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let load_of = |run: usize| -> &str {
+        let part = html
+            .split_once(&format!("id=\"run-{run}-load\""))
+            .unwrap()
+            .1;
+        part.split_once(&format!("id=\"run-{run}-churn\""))
+            .unwrap()
+            .0
+    };
+
+    // Run 1: each VM against its own threshold, verify's verdicts in words and counted.
+    let steady_load = load_of(1);
+    assert!(
+        steady_load.contains("from each VM&#39;s own params"),
+        "{steady_load}"
+    );
+    assert!(
+        steady_load.contains("Verdicts of the run&#39;s VM signals: 1 PASS, 1 BELOW."),
+        "{steady_load}"
+    );
+    assert!(
+        steady_load.contains(">threshold 0.15 vCPU</text>"),
+        "{steady_load}"
+    );
+    assert!(
+        !steady_load.contains("0.50 vCPU"),
+        "no default threshold: {steady_load}"
+    );
+    let rows = rows_after(steady_load, "<caption>The VMs verify failed");
+    eprintln!("{rows:#?}");
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    // The flat VM first, BELOW its own threshold; the other passes it.
+    assert_eq!(rows[0][0], *flat);
+    assert_eq!(
+        (rows[0][2].as_str(), rows[0][4].as_str()),
+        ("0.15 vCPU", "BELOW")
+    );
+    assert_eq!(rows[1][0], steady_vms[0]);
+    assert_eq!(
+        (rows[1][2].as_str(), rows[1][4].as_str()),
+        ("0.15 vCPU", "PASS")
+    );
+    // On the chart: the flat VM's line, marked by a cross and the word.
+    let svg = steady_load
+        .split_once("<svg ")
+        .unwrap()
+        .1
+        .split_once("</svg>")
+        .unwrap()
+        .0;
+    assert!(
+        svg.contains(&format!(
+            "<title>{flat}: BELOW (threshold 0.15 vCPU)</title><path d=\"M"
+        )),
+        "{svg}"
+    );
+
+    // Run 2: the profiled VM's expected shape beside its measured line, and as rows.
+    let vm = &profiled_vms[0];
+    let profiled_load = load_of(2);
+    let svg = profiled_load
+        .split_once("<svg ")
+        .unwrap()
+        .1
+        .split_once("</svg>")
+        .unwrap()
+        .0;
+    assert!(
+        svg.contains(&format!("<title>{vm} expected</title>")),
+        "{svg}"
+    );
+    assert!(svg.contains(&format!("<title>{vm} measured</title>")));
+    assert!(
+        profiled_load.contains(&format!("<summary>Expected shape of {vm}: step")),
+        "{profiled_load}"
+    );
+    let phases = rows_after(profiled_load, "phase by phase</caption>");
+    eprintln!("{phases:#?}");
+    let levels: Vec<&str> = phases.iter().map(|r| r[1].as_str()).collect();
+    assert!(
+        levels.contains(&"90") && levels.contains(&"10"),
+        "{phases:#?}"
+    );
+    assert!(
+        phases.iter().any(|r| r[1] == "90" && r[2] == "0.90 vCPU"),
+        "level 90 at full effect: {phases:#?}"
+    );
+
+    // Run 3: the catalog entry's signal drawn and judged like a built-in.
+    let catalog_load = load_of(3);
+    assert!(
+        catalog_load.contains("<h4>web: vcpu-series (catalog signal)</h4>"),
+        "{catalog_load}"
+    );
+    assert_eq!(catalog_load.matches("<svg ").count(), 1, "{catalog_load}");
+    let rows = rows_after(catalog_load, "<caption>The VMs verify failed");
+    assert_eq!(rows[0][0], catalog_vms[0]);
+    assert_eq!(
+        (rows[0][2].as_str(), rows[0][4].as_str()),
+        ("1", "PASS"),
+        "{rows:#?}"
+    );
+}

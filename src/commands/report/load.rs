@@ -200,7 +200,11 @@ async fn judged(
     cancel: &CancellationToken,
 ) -> Result<(std::result::Result<String, String>, Vec<VmResult>)> {
     let now = u64::try_from(jiff::Timestamp::now().as_second()).unwrap_or(window.end);
-    let seconds = now.saturating_sub(window.start).clamp(60, 7 * 24 * 3600);
+    // Not shorter than two of the page's steps (verify refuses a window of fewer than two
+    // scrapes, naming the interval, which the page then shows).
+    let seconds = now
+        .saturating_sub(window.start)
+        .clamp(2 * MIN_STEP, 7 * 24 * 3600);
     let Some(over) = Window::from_secs(seconds) else {
         return Ok((
             Err(format!("a window of {seconds}s is not one verify takes")),
@@ -247,7 +251,13 @@ async fn read_series(
             Some(role) => format!("{} ({role})", f.workload),
             None => f.workload.clone(),
         };
-        for check in checks(f, Window::DEFAULT) {
+        // Queries over the chart's rate window; thresholds (until verify's verdicts replace
+        // them) at verify's default window.
+        let defaults = checks(f, Window::DEFAULT);
+        for mut check in checks(f, window.rate_window()) {
+            if let Some(d) = defaults.iter().find(|d| d.signal == check.signal) {
+                check.threshold = d.threshold;
+            }
             drawn
                 .entry((shown.clone(), check.signal.clone()))
                 .or_insert_with(|| (check.clone(), Vec::new()))
@@ -303,7 +313,7 @@ async fn group_samples(
     let wanted: BTreeSet<&str> = names.iter().copied().collect();
     // Subqueries step at the finest step explicitly, not at the rule evaluation interval
     // Prometheus would default to.
-    let query = profile_range_query(group, &names, Window::DEFAULT, Some(MIN_STEP * 1000));
+    let query = profile_range_query(group, &names, window.rate_window(), Some(MIN_STEP * 1000));
     let series = match api
         .query_range(&query, window.range(), policy, cancel)
         .await?

@@ -21,6 +21,7 @@ use crate::htmlreport::RunRecord;
 use crate::htmlreport::data::{AlertSpan, Fetched, alert_spans};
 use crate::k8s::client::{RequestGate, connect_from_env};
 use crate::k8s::retry::RetryPolicy;
+use crate::model::Window;
 use crate::signals::promql::Matchers;
 use crate::verify::evaluate::RangeAnswer;
 use crate::verify::prometheus::{PrometheusApi, discover};
@@ -172,6 +173,13 @@ impl RunWindow {
             .max(start + 2 * MIN_STEP);
         let step = ((end - start) / MAX_STEPS).max(MIN_STEP);
         Some(RunWindow { start, end, step })
+    }
+
+    /// What each sample of a chart's line covers: two steps, at least a minute (two scrapes
+    /// at KubeVirt's usual 30 s), so a run younger than verify's default 5 minutes is not
+    /// read diluted by the time before its series began.
+    pub fn rate_window(&self) -> Window {
+        Window::from_secs((2 * self.step).max(60)).unwrap_or(Window::DEFAULT)
     }
 
     pub fn range(&self) -> (u64, u64, u64) {
