@@ -239,7 +239,7 @@ pub fn mean(samples: &[(f64, f64)]) -> Option<f64> {
 }
 
 /// The VMs in the order the page lists them: those verify failed first, then by mean, lowest
-/// first (no samples first), then by name.
+/// first, then those without samples, then by name.
 pub fn vm_order(series: &SignalSeries) -> Vec<(&str, Option<f64>, &VmSignal)> {
     let mut rows: Vec<(&str, Option<f64>, &VmSignal)> = series
         .vms
@@ -252,7 +252,7 @@ pub fn vm_order(series: &SignalSeries) -> Vec<(&str, Option<f64>, &VmSignal)> {
             .cmp(&failed(a.2))
             .then_with(|| match (a.1, b.1) {
                 (Some(x), Some(y)) => x.total_cmp(&y),
-                (x, y) => x.is_some().cmp(&y.is_some()),
+                (x, y) => y.is_some().cmp(&x.is_some()),
             })
             .then_with(|| a.0.cmp(b.0))
     });
@@ -772,10 +772,10 @@ pub(crate) mod tests {
         assert_eq!(b.low, vec![(0.0, 0.1), (30.0, 0.3)]);
         assert_eq!(b.median, vec![(0.0, 0.5), (30.0, 0.3)]);
         assert_eq!(b.high, vec![(0.0, 0.9), (30.0, 0.8)]);
-        // Failed first (whatever its mean), then no samples, then the lowest mean.
+        // Failed first (whatever its mean), then the lowest mean, then no samples.
         let order: Vec<&str> = vm_order(&series).iter().map(|r| r.0).collect();
-        assert_eq!(order, vec!["c", "d", "b", "a"]);
-        assert!((vm_order(&series)[2].1.unwrap() - 0.2).abs() < 1e-9);
+        assert_eq!(order, vec!["c", "b", "a", "d"]);
+        assert!((vm_order(&series)[1].1.unwrap() - 0.2).abs() < 1e-9);
         // Each VM's own threshold, distinct ones counted.
         assert_eq!(thresholds(&series), vec![(0.15, 1), (0.5, 3)]);
         let counts = verdict_counts(series.vms.values().map(|v| v.verdict.as_ref()));

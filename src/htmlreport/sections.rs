@@ -732,6 +732,7 @@ fn signal_chart(id: &str, series: &data::SignalSeries) -> Html {
     let order = data::vm_order(series);
     let thresholds = data::thresholds(series);
     let sampled = order.iter().filter(|r| r.1.is_some()).count();
+    out.push(vm_counts(series, &order, &thresholds, sampled));
     if sampled == 0 {
         out.push(missing(format!(
             "No samples of {} for any of its {} VMs in the run's window.",
@@ -770,7 +771,7 @@ fn signal_chart(id: &str, series: &data::SignalSeries) -> Html {
             &marks,
         ));
     }
-    out.push(vm_summary(series, &order, &thresholds, sampled));
+    out.push(vm_tables(series, &order));
     for (name, vm) in &series.vms {
         if let Some(expected) = &vm.expected {
             out.push(expected_table(series, name, expected));
@@ -884,9 +885,8 @@ fn chart_lines(
     (lines, marks, profiled)
 }
 
-/// The VMs' counts and verdicts in words, the first VMs (failed, then lowest mean) in a
-/// table, every VM folded.
-fn vm_summary(
+/// The VMs' counts, thresholds and verdicts in words.
+fn vm_counts(
     series: &data::SignalSeries,
     order: &[(&str, Option<f64>, &data::VmSignal)],
     thresholds: &[(f64, usize)],
@@ -916,7 +916,7 @@ fn vm_summary(
             )
         })
         .collect();
-    let mut out: Html = el("p")
+    el("p")
         .text(format!(
             "{sampled} of {} VMs with samples; median of their means {}; {reaching} of {judged} \
              reach their own threshold on average; {}; verdicts: {}.",
@@ -925,7 +925,12 @@ fn vm_summary(
             thresholds_text(series, thresholds),
             verdicts.join(", ")
         ))
-        .into();
+        .into()
+}
+
+/// The first VMs (failed, then lowest mean) in a table, every VM folded.
+fn vm_tables(series: &data::SignalSeries, order: &[(&str, Option<f64>, &data::VmSignal)]) -> Html {
+    let mut out = Html::new();
     let cols = [
         Col("VM", false),
         Col("Mean", true),
