@@ -1140,7 +1140,9 @@ fn a_thousand_vm_timeline_stays_under_two_mib() {
         interrupted(f, at + 1790, 45);
         interrupted(f, at + 2400, 20);
     });
-    for (name, run) in [("upgrade", upgrade), ("worst", worst)] {
+    for (name, mut run) in [("upgrade", upgrade), ("worst", worst)] {
+        // Every VM judged too, with its own threshold: the load section at its largest.
+        run.load = virtwork::htmlreport::data::Fetched::Data(fleet_load());
         let started = std::time::Instant::now();
         let html = virtwork::htmlreport::page(std::slice::from_ref(&run), &provenance);
         let took = started.elapsed();
@@ -1150,6 +1152,17 @@ fn a_thousand_vm_timeline_stays_under_two_mib() {
             size / 1024
         );
         assert!(size < 2 * 1024 * 1024, "{name}: {size} bytes");
+        let load = html.as_str().split_once("id=\"run-1-load\"").unwrap().1;
+        let load = load.split_once("id=\"run-1-churn\"").unwrap().0;
+        eprintln!("  of which the load section: {} bytes", load.len());
+        assert!(
+            load.contains("Verdicts of the run&#39;s VM signals: 970 PASS, 20 BELOW, 10 NO DATA."),
+            "{}",
+            &load[..2000]
+        );
+        assert!(load.contains("<summary>All 500 VMs of cpu: vcpu-busy</summary>"));
+        assert!(load.contains(">threshold 0.15 vCPU (167 VMs)</text>"));
+        assert_eq!(load.matches("<summary>Expected shape of ").count(), 2);
         let timeline = html
             .as_str()
             .split_once("id=\"run-1-timeline-t\"")
@@ -1184,6 +1197,83 @@ fn a_thousand_vm_timeline_stays_under_two_mib() {
             assert_eq!(console_messages(&text(&out.stderr)), Vec::<&str>::new());
             assert!(text(&out.stdout).contains("<summary>All 5030 events</summary>"));
         }
+    }
+}
+
+/// The load section of the 1,000-VM fleet: cpu VMs (every third at 30 %, so two thresholds)
+/// and memory VMs, 240 samples each, every VM judged (20 BELOW with verify's note, 10 NO
+/// DATA without samples), two cpu VMs profiled (a 60 s step: 240 phase changes).
+fn fleet_load() -> virtwork::htmlreport::data::Load {
+    use std::collections::BTreeMap;
+    use virtwork::htmlreport::data::{
+        Expected, Judged, Load, SignalSeries, VmSignal, expected_points,
+    };
+    use virtwork::profile_schedule::{Levels, LoadProfile};
+    use virtwork::signals::contract::{LevelMapping, ProfiledCheck, Unit};
+    use virtwork::verify::evaluate::Verdict;
+    let profile = LoadProfile::step(Levels { low: 10, high: 90 }, 60, 50).unwrap();
+    let profiled = ProfiledCheck {
+        profile,
+        mapping: LevelMapping::Absolute {
+            idle: 0.0,
+            per_level: 0.01,
+        },
+        quiet_gap_secs: 0.0,
+    };
+    let mut cpu = BTreeMap::new();
+    let mut memory = BTreeMap::new();
+    for i in 0..1000 {
+        let level = 0.2 + (i % 71) as f64 / 100.0;
+        let (verdict, note, samples) = match i {
+            _ if i % 50 == 7 => (
+                Verdict::Below,
+                Some("observed below the threshold over the whole 2h window".to_string()),
+                (0..240).map(|k| (30.0 * k as f64, 0.05)).collect(),
+            ),
+            _ if i % 100 == 13 => (Verdict::NoData, None, Vec::new()),
+            _ => (
+                Verdict::Pass,
+                None,
+                (0..240).map(|k| (30.0 * k as f64, level)).collect(),
+            ),
+        };
+        let expected = (i < 4 && i % 2 == 0).then(|| Expected {
+            shape: profile.describe(),
+            clock_from: "the clock verify fitted to the series".into(),
+            points: expected_points(&profiled, None, 40.0, 0.0, 7200.0).unwrap(),
+        });
+        let vm = VmSignal {
+            samples,
+            threshold: Some(if i % 6 == 0 { 0.15 } else { 0.5 }),
+            verdict: Some(Judged {
+                verdict,
+                observed: Some(level),
+                note,
+            }),
+            expected,
+        };
+        match i % 2 {
+            0 => cpu.insert(vm_name(i), vm),
+            _ => memory.insert(vm_name(i), vm),
+        };
+    }
+    let series = |workload: &str, signal: &str, unit, vms| SignalSeries {
+        workload: workload.into(),
+        signal: signal.into(),
+        description: signal.into(),
+        unit,
+        catalog: false,
+        note: None,
+        vms,
+    };
+    Load {
+        series: vec![
+            series("cpu", "vcpu-busy", Unit::VcpuFraction, cpu),
+            series("memory", "memory-used", Unit::Ratio, memory),
+        ],
+        params_from: "each VM's own params".into(),
+        verdicts: Ok("`virtwork verify --window 2h`".into()),
+        undrawn: Vec::new(),
     }
 }
 
