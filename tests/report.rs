@@ -1356,7 +1356,7 @@ const CPU_STEP: &str =
     "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=60s";
 
 /// The rows of the first table after `marker` in `html`, as cell texts.
-fn rows_after<'a>(html: &'a str, marker: &str) -> Vec<Vec<String>> {
+fn rows_after(html: &str, marker: &str) -> Vec<Vec<String>> {
     let part = html
         .split_once(marker)
         .unwrap_or_else(|| panic!("no {marker}"))

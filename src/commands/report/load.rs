@@ -82,7 +82,7 @@ async fn load(
         Ok(cluster) => {
             let ctx = ApiContext {
                 client: cluster.client.clone(),
-                policy: policy.clone(),
+                policy: *policy,
                 cancel: cancel.clone(),
             };
             match listed_targets(settings, run, &ctx).await {
