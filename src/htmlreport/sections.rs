@@ -803,6 +803,42 @@ fn chart_lines(
     order: &[(&str, Option<f64>, &data::VmSignal)],
     thresholds: &[(f64, usize)],
 ) -> (Vec<Series>, Vec<chart::PointMark>, Vec<String>) {
+    let (mut lines, end) = band_and_thresholds(series, thresholds);
+    let mut marks = Vec::new();
+    let failed = order
+        .iter()
+        .filter(|(_, _, vm)| vm.verdict.as_ref().is_some_and(|j| j.verdict.is_missing()))
+        .filter(|(_, _, vm)| !vm.samples.is_empty() && vm.expected.is_none())
+        .take(VM_LINES);
+    for (name, _, vm) in failed {
+        if let Some((line, mark)) = vm_line(series, name, vm, "") {
+            lines.push(line);
+            marks.push(mark);
+        }
+    }
+    let mut profiled = Vec::new();
+    let with_shape = order
+        .iter()
+        .filter_map(|(name, _, vm)| Some((name, vm, vm.expected.as_ref()?)));
+    for (name, vm, expected) in with_shape.take(VM_LINES) {
+        if let Some((line, mark)) = vm_line(series, name, vm, " measured") {
+            lines.push(line);
+            marks.push(mark);
+        }
+        lines.push(Series {
+            name: format!("{name} expected"),
+            points: data::expected_line(expected, end),
+        });
+        profiled.push(name.to_string());
+    }
+    (lines, marks, profiled)
+}
+
+/// The band's three lines and the threshold lines, and where the band ends.
+fn band_and_thresholds(
+    series: &data::SignalSeries,
+    thresholds: &[(f64, usize)],
+) -> (Vec<Series>, f64) {
     let band = data::band(series);
     let end = band.median.last().map_or(0.0, |p| p.0);
     let start = band.median.first().map_or(0.0, |p| p.0);
@@ -820,11 +856,11 @@ fn chart_lines(
             points: band.low,
         },
     ];
-    let drawn_thresholds: Vec<&(f64, usize)> = match thresholds.len() > THRESHOLD_LINES {
+    let drawn: Vec<&(f64, usize)> = match thresholds.len() > THRESHOLD_LINES {
         true => vec![&thresholds[0], &thresholds[thresholds.len() - 1]],
         false => thresholds.iter().collect(),
     };
-    for (th, n) in drawn_thresholds {
+    for (th, n) in drawn {
         lines.push(Series {
             name: match thresholds.len() {
                 1 => format!("threshold {}", series.unit.format(*th)),
@@ -833,56 +869,37 @@ fn chart_lines(
             points: vec![(start, *th), (end, *th)],
         });
     }
-    let mut marks = Vec::new();
-    let mut mark = |name: &str, vm: &data::VmSignal, lines: &mut Vec<Series>, suffix: &str| {
-        let Some(&last) = vm.samples.last() else {
-            return;
-        };
-        let word = vm
-            .verdict
-            .as_ref()
-            .map_or("NOT JUDGED".to_string(), |j| data::verdict_word(j.verdict));
-        lines.push(Series {
-            name: format!("{name}{suffix}"),
-            points: vm.samples.clone(),
-        });
-        marks.push(chart::PointMark {
-            at: last,
-            word: word.clone(),
-            label: format!(
-                "{name}: {word}{}",
-                vm.threshold
-                    .map(|th| format!(" (threshold {})", series.unit.format(th)))
-                    .unwrap_or_default()
-            ),
-            failed: vm.verdict.as_ref().is_some_and(|j| j.verdict.is_missing()),
-        });
+    (lines, end.max(start))
+}
+
+/// One VM's own line (named with `suffix`) and its verdict's mark at its last sample.
+fn vm_line(
+    series: &data::SignalSeries,
+    name: &str,
+    vm: &data::VmSignal,
+    suffix: &str,
+) -> Option<(Series, chart::PointMark)> {
+    let last = *vm.samples.last()?;
+    let word = vm
+        .verdict
+        .as_ref()
+        .map_or("NOT JUDGED".to_string(), |j| data::verdict_word(j.verdict));
+    let line = Series {
+        name: format!("{name}{suffix}"),
+        points: vm.samples.clone(),
     };
-    let failed = order
-        .iter()
-        .filter(|(_, _, vm)| vm.verdict.as_ref().is_some_and(|j| j.verdict.is_missing()))
-        .filter(|(_, _, vm)| !vm.samples.is_empty() && vm.expected.is_none())
-        .take(VM_LINES);
-    for (name, _, vm) in failed {
-        mark(name, vm, &mut lines, "");
-    }
-    let mut profiled = Vec::new();
-    for (name, _, vm) in order
-        .iter()
-        .filter(|(_, _, vm)| vm.expected.is_some())
-        .take(VM_LINES)
-    {
-        let Some(expected) = &vm.expected else {
-            continue;
-        };
-        mark(name, vm, &mut lines, " measured");
-        lines.push(Series {
-            name: format!("{name} expected"),
-            points: data::expected_line(expected, end.max(start)),
-        });
-        profiled.push(name.to_string());
-    }
-    (lines, marks, profiled)
+    let mark = chart::PointMark {
+        at: last,
+        word: word.clone(),
+        label: format!(
+            "{name}: {word}{}",
+            vm.threshold
+                .map(|th| format!(" (threshold {})", series.unit.format(th)))
+                .unwrap_or_default()
+        ),
+        failed: vm.verdict.as_ref().is_some_and(|j| j.verdict.is_missing()),
+    };
+    Some((line, mark))
 }
 
 /// The VMs' counts, thresholds and verdicts in words.
