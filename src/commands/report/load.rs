@@ -58,6 +58,10 @@ pub async fn add(
                 continue;
             }
         };
+        if run.detail.vms.is_empty() {
+            run.load = Fetched::Missing("the run created no VMs".into());
+            continue;
+        }
         let Some(window) = RunWindow::of(run) else {
             run.load = Fetched::Missing("the run's start time is not readable".into());
             continue;
