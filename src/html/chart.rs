@@ -893,6 +893,50 @@ mod tests {
     }
 
     #[test]
+    fn verdict_marks_tell_failures_by_shape_and_word_and_escape_labels() {
+        let chart = Lines {
+            title: "t".into(),
+            desc: "d".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            series: vec![Series {
+                name: "a".into(),
+                points: vec![(0.0, 1.0), (1000.0, 2.0)],
+            }],
+        };
+        let marks = [
+            PointMark {
+                at: (1000.0, 2.0),
+                word: "BELOW".into(),
+                label: "vm-<b>: BELOW".into(),
+                failed: true,
+            },
+            PointMark {
+                at: (10.0, 1.0),
+                word: "PASS".into(),
+                label: "ok".into(),
+                failed: false,
+            },
+        ];
+        let svg = lines_marked("c", &chart, &marks);
+        let svg = svg.as_str();
+        assert!(!svg.contains("<b>"));
+        // A failure: a cross (a path) with its word, left of it at the right edge.
+        assert!(
+            svg.contains("<g><title>vm-&lt;b&gt;: BELOW</title><path d=\"M"),
+            "{svg}"
+        );
+        assert!(svg.contains("text-anchor=\"end\" font-size=\"11\" fill=\"#1a1a1a\">BELOW</text>"));
+        // A pass: a ring, its word to the right.
+        assert!(svg.contains("<g><title>ok</title><circle "));
+        assert!(
+            svg.contains("text-anchor=\"start\" font-size=\"11\" fill=\"#1a1a1a\">PASS</text>")
+        );
+        // Without marks, the same chart as before.
+        assert_eq!(lines("c", &chart).as_str().matches("<g><title>").count(), 0);
+    }
+
+    #[test]
     fn swimlanes_tell_kinds_apart_by_shape_and_escape_names() {
         let kind = |name: &str, look: Look| Kind {
             name: name.into(),
