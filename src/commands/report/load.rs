@@ -29,7 +29,9 @@ use crate::k8s::client::Cluster;
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, Scope, list_in_scope};
 use crate::model::{ManagedKind, Quantity, Window};
-use crate::signals::contract::{Check, SignalGroup, checks, profile_range_query};
+use crate::signals::contract::{
+    Check, CustomSignal, SignalGroup, VmFacts, checks, profile_range_query,
+};
 use crate::verify::evaluate::RangeAnswer;
 use crate::verify::listed::{ListedVm, ListedVmi};
 use crate::verify::prometheus::PrometheusApi;
@@ -82,7 +84,7 @@ async fn load(
     policy: &RetryPolicy,
     cancel: &CancellationToken,
 ) -> Result<Load> {
-    let (targets, listed) = match cluster {
+    let (vms, targets, listed) = match cluster {
         Ok(cluster) => {
             let ctx = ApiContext {
                 client: cluster.client.clone(),
@@ -90,9 +92,12 @@ async fn load(
                 cancel: cancel.clone(),
             };
             match listed_targets(settings, run, &ctx).await {
-                Ok(targets) if !targets.is_empty() => (targets, Ok(())),
+                Ok(targets) if !targets.is_empty() => {
+                    (targets.iter().map(Vm::of).collect(), targets, Ok(()))
+                }
                 Ok(_) => (
-                    recorded_targets(settings, run),
+                    recorded_vms(settings, run),
+                    Vec::new(),
                     Err(format!(
                         "no VM of the run is left in namespace {}",
                         run.detail.execution.namespace
@@ -100,16 +105,17 @@ async fn load(
                 ),
                 Err(Error::Interrupted) => return Err(Error::Interrupted),
                 Err(err) => (
-                    recorded_targets(settings, run),
+                    recorded_vms(settings, run),
+                    Vec::new(),
                     Err(format!("listing the run's VMs failed: {err}")),
                 ),
             }
         }
-        Err(why) => (recorded_targets(settings, run), Err(why.clone())),
+        Err(why) => (recorded_vms(settings, run), Vec::new(), Err(why.clone())),
     };
     let (params_from, verdicts, results) = match listed {
         Ok(()) => {
-            let (how, results) = judged(api, &targets, window, policy, cancel).await?;
+            let (how, results) = judged(api, targets, window, policy, cancel).await?;
             (
                 "each VM's own params, as its run recorded them on the VM (listed from the \
                  cluster)"
@@ -127,8 +133,8 @@ async fn load(
             Vec::new(),
         ),
     };
-    let mut series = read_series(api, &targets, window, policy, cancel).await?;
-    let undrawn = join_verdicts(&mut series, &results, &targets, run, window);
+    let mut series = read_series(api, &vms, window, policy, cancel).await?;
+    let undrawn = join_verdicts(&mut series, &results, &vms, run, window);
     Ok(Load {
         series,
         params_from,
@@ -156,11 +162,27 @@ async fn listed_targets(
     Ok(crate::verify::targets(&vms, &vmis, &catalog))
 }
 
+/// What the page draws of one VM: its facts (params, profile, catalog signals) and when its
+/// VMI was created (a profile's clock starts after it).
+struct Vm {
+    facts: VmFacts,
+    vmi_created: Option<f64>,
+}
+
+impl Vm {
+    fn of(target: &Target) -> Vm {
+        Vm {
+            facts: target.facts.clone(),
+            vmi_created: target.vmi_created,
+        }
+    }
+}
+
 /// The run's VMs from the audit records: the workloads' default params, a catalog entry's
 /// signals from the local catalog; never judged (no VMI phase is known).
-fn recorded_targets(settings: &ReportSettings, run: &RunRecord) -> Vec<Target> {
+fn recorded_vms(settings: &ReportSettings, run: &RunRecord) -> Vec<Vm> {
     let d = &run.detail;
-    let mut catalog: BTreeMap<&str, Vec<crate::signals::contract::CustomSignal>> = BTreeMap::new();
+    let mut catalog: BTreeMap<&str, Vec<CustomSignal>> = BTreeMap::new();
     for vm in &d.vms {
         let w = vm.component.as_str();
         if !is_builtin(w) && !catalog.contains_key(w) {
@@ -172,8 +194,8 @@ fn recorded_targets(settings: &ReportSettings, run: &RunRecord) -> Vec<Target> {
     }
     d.vms
         .iter()
-        .map(|vm| Target {
-            facts: crate::signals::contract::VmFacts {
+        .map(|vm| Vm {
+            facts: VmFacts {
                 namespace: d.execution.namespace.clone(),
                 name: vm.vm_name.clone(),
                 workload: vm.component.clone(),
@@ -185,11 +207,7 @@ fn recorded_targets(settings: &ReportSettings, run: &RunRecord) -> Vec<Target> {
                     .unwrap_or_default(),
                 ..Default::default()
             },
-            run_id: Some(d.execution.run_id.clone()),
-            vmi_phase: None,
             vmi_created: None,
-            setup_note: None,
-            unverifiable: None,
         })
         .collect()
 }
@@ -198,7 +216,7 @@ fn recorded_targets(settings: &ReportSettings, run: &RunRecord) -> Vec<Target> {
 /// there are none.
 async fn judged(
     api: &PrometheusApi,
-    targets: &[Target],
+    targets: Vec<Target>,
     window: &RunWindow,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
@@ -215,7 +233,7 @@ async fn judged(
             Vec::new(),
         ));
     };
-    match evaluate(api, targets.to_vec(), over, policy, cancel).await {
+    match evaluate(api, targets, over, policy, cancel).await {
         Ok(results) => Ok((
             Ok(format!(
                 "`virtwork verify --run-id <run> --window {over}` judged at the time of the \
@@ -236,14 +254,14 @@ async fn judged(
 }
 
 /// One drawn signal: its key, the VMs' names and checks.
-type Drawn<'a> = BTreeMap<(String, String), (Check, Vec<(&'a Target, Check)>)>;
+type Drawn<'a> = BTreeMap<(String, String), (Check, Vec<(&'a Vm, Check)>)>;
 
 /// Each expected signal's samples over the window: one range query per (shown workload,
 /// signal group) over its VMs' names; a catalog signal one query per VM, for at most
 /// [`CATALOG_VMS_READ`] VMs.
 async fn read_series(
     api: &PrometheusApi,
-    targets: &[Target],
+    targets: &[Vm],
     window: &RunWindow,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
@@ -308,7 +326,7 @@ async fn read_series(
 async fn group_samples(
     api: &PrometheusApi,
     group: &SignalGroup,
-    vms: &[(&Target, Check)],
+    vms: &[(&Vm, Check)],
     window: &RunWindow,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
@@ -341,7 +359,7 @@ async fn group_samples(
 /// rendered for that VM), the first [`CATALOG_VMS_READ`] VMs only.
 async fn catalog_samples(
     api: &PrometheusApi,
-    vms: &[(&Target, Check)],
+    vms: &[(&Vm, Check)],
     window: &RunWindow,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
@@ -387,7 +405,7 @@ async fn catalog_samples(
 fn join_verdicts(
     series: &mut [SignalSeries],
     results: &[VmResult],
-    targets: &[Target],
+    targets: &[Vm],
     run: &RunRecord,
     window: &RunWindow,
 ) -> Vec<(String, String, Judged)> {
@@ -408,8 +426,7 @@ fn join_verdicts(
             }
         }
     }
-    let targets: BTreeMap<&str, &Target> =
-        targets.iter().map(|t| (t.facts.name.as_str(), t)).collect();
+    let targets: BTreeMap<&str, &Vm> = targets.iter().map(|t| (t.facts.name.as_str(), t)).collect();
     let span = (window.end - window.start) as f64;
     for s in series.iter_mut() {
         for (name, vm) in s.vms.iter_mut() {
@@ -438,7 +455,7 @@ fn judged_of(s: &SignalResult) -> Judged {
 /// the VM's recorded creation, else the run's start.
 fn expected_of(
     signal: &str,
-    target: &Target,
+    target: &Vm,
     result: Option<&SignalResult>,
     run: &RunRecord,
     window: &RunWindow,
