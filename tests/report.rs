@@ -287,36 +287,7 @@ fn fixture_with(n: usize, extra: &[&str]) -> Fixture {
 fn the_page_shows_the_run_with_hostile_text_escaped() {
     let f = fixture(40);
     let html = std::fs::read_to_string(&f.page).unwrap();
-    assert!(html.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
-    // Nothing a reader's browser would fetch or run.
-    // (The hostile text holds `src=x` and `onerror=` as text; as markup every attribute is
-    // written `name="..."`, and the only URL is the SVG namespace.)
-    let without_namespace = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
-    for forbidden in [
-        "<script",
-        "<img",
-        "<link",
-        "<iframe",
-        "<object",
-        " src=\"",
-        " onerror=\"",
-        " onload=\"",
-        "http://",
-        "https://",
-        "url(",
-    ] {
-        assert!(
-            !without_namespace.contains(forbidden),
-            "page holds {forbidden:?}"
-        );
-    }
-    for link in html.split(" href=\"").skip(1) {
-        assert!(
-            link.starts_with('#'),
-            "a link out of the page: {}",
-            &link[..40]
-        );
-    }
+    assert_inert(&html);
     assert!(html.contains("virtwork-cpu-&lt;img src=x onerror=alert(1)&gt;"));
     assert!(html.contains("&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;"));
     assert!(html.contains("&quot;&gt;&lt;svg onload=alert(2)&gt;"));
@@ -348,9 +319,103 @@ fn the_page_shows_the_run_with_hostile_text_escaped() {
         )
     );
     assert!(html.contains("<summary>All 30 events</summary>"));
-    // Every chart is a labelled image followed by a table of its data.
     let charts = html.matches("<svg ").count();
     assert_eq!(charts, 3, "progress, histogram, churn timeline");
+    assert!(html.contains(&f.run_id.to_string()));
+    assert_charts_have_tables(&html);
+
+    // With Prometheus answering for the hostile VM (a memory VM), its name reaches the load
+    // section's chart and tables, escaped; without a cluster the page says why there are no
+    // verdicts and that the thresholds are the defaults.
+    let hostile = |level: f64| {
+        (
+            json!({"name": HOSTILE_VM, "namespace": "virtwork"}),
+            (0..5).map(|k| (T0 + k * STEP, level)).collect::<Vec<_>>(),
+        )
+    };
+    let stub = PromStub::start(
+        Answer::ByQuery {
+            rules: vec![(
+                "kubevirt_vmi_memory".into(),
+                matrix(&[
+                    hostile(0.2),
+                    (json!({"name": "virtwork-memory-3f1c7a-1"}), vec![(T0, 0.9)]),
+                ]),
+            )],
+            otherwise: matrix(&[]),
+        },
+        false,
+    );
+    let page = f.dir.path().join("loaded.html");
+    let out = virtwork(
+        &f.db,
+        &[
+            "report",
+            "--run-id",
+            &f.run_id.to_string(),
+            "--html",
+            page.to_str().unwrap(),
+            "--prometheus",
+            stub.url(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_inert(&html);
+    assert_charts_have_tables(&html);
+    let load = html.split_once("id=\"run-1-load\"").unwrap().1;
+    let load = load.split_once("id=\"run-1-churn\"").unwrap().0;
+    let escaped = "virtwork-cpu-&lt;img src=x onerror=alert(1)&gt;";
+    // The lowest mean leads the memory VMs' table (no verdicts without a cluster).
+    let memory = load.split_once("<h4>memory: memory-used</h4>").unwrap().1;
+    assert!(
+        memory.contains(&format!(
+            "<tbody><tr><td>{escaped}</td><td class=\"num\">20.0%</td>"
+        )),
+        "{memory}"
+    );
+    assert!(load.contains(
+        "No verdicts: verify needs the run&#39;s VMs in the cluster: no cluster reachable: "
+    ));
+    assert!(load.contains("from the workloads&#39; default params"));
+}
+
+/// Nothing in `html` a reader's browser would fetch or run.
+fn assert_inert(html: &str) {
+    assert!(html.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
+    // (The hostile text holds `src=x` and `onerror=` as text; as markup every attribute is
+    // written `name="..."`, and the only URL is the SVG namespace.)
+    let without_namespace = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for forbidden in [
+        "<script",
+        "<img",
+        "<link",
+        "<iframe",
+        "<object",
+        " src=\"",
+        " onerror=\"",
+        " onload=\"",
+        "http://",
+        "https://",
+        "url(",
+    ] {
+        assert!(
+            !without_namespace.contains(forbidden),
+            "page holds {forbidden:?}"
+        );
+    }
+    for link in html.split(" href=\"").skip(1) {
+        assert!(
+            link.starts_with('#'),
+            "a link out of the page: {}",
+            &link[..40]
+        );
+    }
+}
+
+/// Every chart is a labelled image followed by a table of its data.
+fn assert_charts_have_tables(html: &str) {
+    let charts = html.matches("<svg ").count();
     assert_eq!(
         html.matches("role=\"img\" aria-labelledby=").count(),
         charts
@@ -364,8 +429,6 @@ fn the_page_shows_the_run_with_hostile_text_escaped() {
             &after[..after.len().min(120)]
         );
     }
-    assert!(html.contains(&f.run_id.to_string()));
-    let _ = (&f.dir, &f.db);
 }
 
 /// The page of a 1,000-VM run stays under 2 MiB (a CI artifact, a mail attachment). Prints
@@ -1077,7 +1140,9 @@ fn a_thousand_vm_timeline_stays_under_two_mib() {
         interrupted(f, at + 1790, 45);
         interrupted(f, at + 2400, 20);
     });
-    for (name, run) in [("upgrade", upgrade), ("worst", worst)] {
+    for (name, mut run) in [("upgrade", upgrade), ("worst", worst)] {
+        // Every VM judged too, with its own threshold: the load section at its largest.
+        run.load = virtwork::htmlreport::data::Fetched::Data(fleet_load());
         let started = std::time::Instant::now();
         let html = virtwork::htmlreport::page(std::slice::from_ref(&run), &provenance);
         let took = started.elapsed();
@@ -1087,6 +1152,17 @@ fn a_thousand_vm_timeline_stays_under_two_mib() {
             size / 1024
         );
         assert!(size < 2 * 1024 * 1024, "{name}: {size} bytes");
+        let load = html.as_str().split_once("id=\"run-1-load\"").unwrap().1;
+        let load = load.split_once("id=\"run-1-churn\"").unwrap().0;
+        eprintln!("  of which the load section: {} bytes", load.len());
+        assert!(
+            load.contains("Verdicts of the run&#39;s VM signals: 950 PASS, 40 BELOW, 10 NO DATA."),
+            "{}",
+            &load[..2000]
+        );
+        assert!(load.contains("<summary>All 500 VMs of cpu: vcpu-busy</summary>"));
+        assert!(load.contains(">threshold 0.15 vCPU (167 VMs)</text>"));
+        assert_eq!(load.matches("<summary>Expected shape of ").count(), 2);
         let timeline = html
             .as_str()
             .split_once("id=\"run-1-timeline-t\"")
@@ -1104,7 +1180,25 @@ fn a_thousand_vm_timeline_stays_under_two_mib() {
             && let Ok(dest) = std::env::var("VIRTWORK_REPORT_TIMELINE_SCREENSHOT")
             && let Some(browser) = chromium()
         {
-            timeline_screenshot(browser, html.as_str(), dir.path(), Path::new(&dest));
+            part_screenshot(
+                browser,
+                html.as_str(),
+                dir.path(),
+                Path::new(&dest),
+                ("churn", "alerts"),
+            );
+        }
+        if name == "upgrade"
+            && let Ok(dest) = std::env::var("VIRTWORK_REPORT_LOAD_SCREENSHOT")
+            && let Some(browser) = chromium()
+        {
+            part_screenshot(
+                browser,
+                html.as_str(),
+                dir.path(),
+                Path::new(&dest),
+                ("load", "churn"),
+            );
         }
         if name == "worst"
             && let Some(browser) = chromium()
@@ -1124,19 +1218,124 @@ fn a_thousand_vm_timeline_stays_under_two_mib() {
     }
 }
 
-/// docs/report-timeline.png: the churn and disruption part of `page` alone (its head, style
-/// sheet and that part's markup as generated), rendered by Chromium into `dest`, the page
-/// beside it as .html.
-fn timeline_screenshot(browser: &str, page: &str, dir: &Path, dest: &Path) {
+/// The load section of the 1,000-VM fleet: cpu VMs (every third at 30 %, so two thresholds)
+/// and memory VMs, 240 samples each, every VM judged (40 BELOW with verify's note, 10 NO
+/// DATA without samples), two cpu VMs profiled (a 20-minute step).
+fn fleet_load() -> virtwork::htmlreport::data::Load {
+    use std::collections::BTreeMap;
+    use virtwork::htmlreport::data::{
+        Expected, Judged, Load, SignalSeries, VmSignal, expected_points,
+    };
+    use virtwork::profile_schedule::{Levels, LoadProfile};
+    use virtwork::signals::contract::{LevelMapping, ProfiledCheck, Unit};
+    use virtwork::verify::evaluate::Verdict;
+    let profile = LoadProfile::step(Levels { low: 10, high: 90 }, 1200, 50).unwrap();
+    let profiled = ProfiledCheck {
+        profile,
+        mapping: LevelMapping::Absolute {
+            idle: 0.0,
+            per_level: 0.01,
+        },
+        quiet_gap_secs: 0.0,
+    };
+    let mut cpu = BTreeMap::new();
+    let mut memory = BTreeMap::new();
+    for i in 0..1000 {
+        let threshold = if i % 6 == 0 { 0.15 } else { 0.5 };
+        let level = threshold + 0.1 + (i % 40) as f64 / 100.0;
+        let (verdict, note, samples) = match i {
+            _ if i % 50 == 7 || i % 50 == 8 => (
+                Verdict::Below,
+                Some("observed below the threshold over the whole 2h window".to_string()),
+                (0..240).map(|k| (30.0 * k as f64, 0.05)).collect(),
+            ),
+            _ if i % 100 == 13 => (Verdict::NoData, None, Vec::new()),
+            _ => (
+                Verdict::Pass,
+                None,
+                (0..240)
+                    .map(|k| {
+                        let wobble = 0.04 * ((k + i) as f64 / 9.0).sin();
+                        (30.0 * k as f64, level + wobble)
+                    })
+                    .collect(),
+            ),
+        };
+        let expected = (i < 4 && i % 2 == 0).then(|| Expected {
+            shape: profile.describe(),
+            clock_from: "the clock verify fitted to the series".into(),
+            points: expected_points(&profiled, None, 40.0 + 5.0 * i as f64, 0.0, 7200.0).unwrap(),
+        });
+        // A profiled VM's samples follow its profile (a little under full effect).
+        let samples = match &expected {
+            Some(e) => samples
+                .iter()
+                .map(|&(t, _)| {
+                    let at = e
+                        .points
+                        .iter()
+                        .rev()
+                        .find(|p| p.0 <= t)
+                        .map_or(0.0, |p| p.2);
+                    (t, 0.92 * at + 0.02)
+                })
+                .collect(),
+            None => samples,
+        };
+        let vm = VmSignal {
+            samples,
+            threshold: Some(threshold),
+            verdict: Some(Judged {
+                verdict,
+                observed: Some(level),
+                note,
+            }),
+            expected,
+        };
+        match i % 2 {
+            0 => cpu.insert(vm_name(i), vm),
+            _ => memory.insert(vm_name(i), vm),
+        };
+    }
+    let series = |workload: &str, signal: &str, unit, vms| SignalSeries {
+        workload: workload.into(),
+        signal: signal.into(),
+        description: signal.into(),
+        unit,
+        catalog: false,
+        note: None,
+        vms,
+    };
+    Load {
+        series: vec![
+            series("cpu", "vcpu-busy", Unit::VcpuFraction, cpu),
+            series("memory", "memory-used", Unit::Ratio, memory),
+        ],
+        params_from: "each VM's own params".into(),
+        verdicts: Ok("`virtwork verify --window 2h`".into()),
+        undrawn: Vec::new(),
+    }
+}
+
+/// docs/report-timeline.png (parts `("churn", "alerts")`) and docs/report-load.png
+/// (`("load", "churn")`): one part of `page` alone (its head, style sheet and that part's
+/// markup as generated), rendered by Chromium into `dest`, the page beside it as .html.
+fn part_screenshot(browser: &str, page: &str, dir: &Path, dest: &Path, (from, to): (&str, &str)) {
     let head = page.split_once("<body>").unwrap().0;
-    let part = page.split_once("<h3 id=\"run-1-churn\">").unwrap().1;
-    let part = part.split_once("<h3 id=\"run-1-alerts\">").unwrap().0;
-    let alone = format!("{head}<body><main><h3 id=\"run-1-churn\">{part}</main></body></html>");
-    let file = dir.join("timeline.html");
+    let part = page
+        .split_once(&format!("<h3 id=\"run-1-{from}\">"))
+        .unwrap()
+        .1;
+    let part = part
+        .split_once(&format!("<h3 id=\"run-1-{to}\">"))
+        .unwrap()
+        .0;
+    let alone = format!("{head}<body><main><h3 id=\"run-1-{from}\">{part}</main></body></html>");
+    let file = dir.join(format!("{from}.html"));
     std::fs::write(&file, &alone).unwrap();
     let profile = dir.join("shot-profile");
     std::fs::create_dir_all(&profile).unwrap();
-    let shot = dir.join("timeline.png");
+    let shot = dir.join(format!("{from}.png"));
     let out = headless(
         browser,
         &profile,
@@ -1150,4 +1349,223 @@ fn timeline_screenshot(browser: &str, page: &str, dir: &Path, dest: &Path) {
     assert_eq!(console_messages(&text(&out.stderr)), Vec::<&str>::new());
     std::fs::copy(&shot, dest).unwrap();
     std::fs::copy(&file, dest.with_extension("html")).unwrap();
+}
+
+/// A 10/90 % cpu step of 60 s (as tests/verify.rs profiles its VMs).
+const CPU_STEP: &str =
+    "cpu.profile=step,cpu.profile-low=10,cpu.profile-high=90,cpu.profile-period=60s";
+
+/// The rows of the first table after `marker` in `html`, as cell texts.
+fn rows_after(html: &str, marker: &str) -> Vec<Vec<String>> {
+    let part = html
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("no {marker}"))
+        .1;
+    let body = part
+        .split_once("<tbody>")
+        .unwrap()
+        .1
+        .split_once("</tbody>")
+        .unwrap()
+        .0;
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let inner = cell.split_once('>').unwrap().1;
+                    let inner = inner.split_once("</td>").unwrap().0;
+                    // The text of the cell without its markup (a verdict's span).
+                    let mut text = String::new();
+                    let mut in_tag = false;
+                    for c in inner.chars() {
+                        match c {
+                            '<' => in_tag = true,
+                            '>' => in_tag = false,
+                            c if !in_tag => text.push(c),
+                            _ => {}
+                        }
+                    }
+                    text
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_load_shows_each_vms_own_threshold_verify_verdicts_and_the_expected_shape() {
+    use crate::disruption::{Env, assert_ok};
+    use std::time::Duration;
+    let env = Env::start();
+    let Some(prometheus) = env.prometheus() else {
+        return;
+    };
+    // A catalog entry whose one signal counts the VM's vCPU series (the default catalog
+    // directory under HOME, which run and report both read).
+    let entry = env.dir.path().join(".virtwork/catalog/web");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("web.service"),
+        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    std::fs::write(
+        entry.join("workload.yaml"),
+        "description: web\nsignals:\n  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n    description: the VM's vCPUs are reported\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--output", "json", "run", "--timeout", "60"];
+        args.extend_from_slice(extra);
+        let out = env.run(&args);
+        assert_ok(&out, "run");
+        let id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (id, env.vms_of(&out))
+    };
+    // cpu at 30 %: each VM is held to 0.15 vCPU, not the default 0.5 (the fake serves 0.29).
+    let (steady, steady_vms) = run(&[
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--params",
+        "cpu.cpu-load-percent=30",
+    ]);
+    let (profiled, profiled_vms) = run(&["--workloads", "cpu", "--params", CPU_STEP]);
+    let (catalog, catalog_vms) = run(&["--from-catalog", "web"]);
+    let flat = &steady_vms[1];
+    env.server.set_metrics_flat("virtwork", flat, true);
+    assert!(
+        prometheus.wait_for_series(
+            "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+            4,
+            Duration::from_secs(60)
+        ),
+        "Prometheus never saw the VMIs:\n{}",
+        prometheus.log()
+    );
+    // The runs' windows are mostly scraped: a rate over a window twice the series' age reads
+    // half the load, which verify calls too young.
+    std::thread::sleep(Duration::from_secs(30));
+    let page = env.dir.path().join("load.html");
+    let out = env.run(&[
+        "report",
+        "--run-id",
+        &steady,
+        "--run-id",
+        &profiled,
+        "--run-id",
+        &catalog,
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_ok(&out, "report");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let load_of = |run: usize| -> &str {
+        let part = html
+            .split_once(&format!("id=\"run-{run}-load\""))
+            .unwrap()
+            .1;
+        part.split_once(&format!("id=\"run-{run}-churn\""))
+            .unwrap()
+            .0
+    };
+
+    // Run 1: each VM against its own threshold, verify's verdicts in words and counted.
+    let steady_load = load_of(1);
+    assert!(
+        steady_load.contains("from each VM&#39;s own params"),
+        "{steady_load}"
+    );
+    assert!(
+        steady_load.contains("Verdicts of the run&#39;s VM signals: 1 PASS, 1 BELOW."),
+        "{steady_load}"
+    );
+    assert!(
+        steady_load.contains(">threshold 0.15 vCPU</text>"),
+        "{steady_load}"
+    );
+    assert!(
+        !steady_load.contains("0.50 vCPU"),
+        "no default threshold: {steady_load}"
+    );
+    let rows = rows_after(steady_load, "<caption>The VMs verify failed");
+    eprintln!("{rows:#?}");
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    // The flat VM first, BELOW its own threshold; the other passes it.
+    assert_eq!(rows[0][0], *flat);
+    assert_eq!(
+        (rows[0][2].as_str(), rows[0][4].as_str()),
+        ("0.15 vCPU", "BELOW")
+    );
+    assert_eq!(rows[1][0], steady_vms[0]);
+    assert_eq!(
+        (rows[1][2].as_str(), rows[1][4].as_str()),
+        ("0.15 vCPU", "PASS")
+    );
+    // On the chart: the flat VM's line, marked by a cross and the word.
+    let svg = steady_load
+        .split_once("<svg ")
+        .unwrap()
+        .1
+        .split_once("</svg>")
+        .unwrap()
+        .0;
+    assert!(
+        svg.contains(&format!(
+            "<title>{flat}: BELOW (threshold 0.15 vCPU)</title><path d=\"M"
+        )),
+        "{svg}"
+    );
+
+    // Run 2: the profiled VM's expected shape beside its measured line, and as rows.
+    let vm = &profiled_vms[0];
+    let profiled_load = load_of(2);
+    let svg = profiled_load
+        .split_once("<svg ")
+        .unwrap()
+        .1
+        .split_once("</svg>")
+        .unwrap()
+        .0;
+    assert!(
+        svg.contains(&format!("<title>{vm} expected</title>")),
+        "{svg}"
+    );
+    assert!(svg.contains(&format!("<title>{vm} measured</title>")));
+    assert!(
+        profiled_load.contains(&format!("<summary>Expected shape of {vm}: step")),
+        "{profiled_load}"
+    );
+    let phases = rows_after(profiled_load, "phase by phase</caption>");
+    eprintln!("{phases:#?}");
+    let levels: Vec<&str> = phases.iter().map(|r| r[1].as_str()).collect();
+    assert!(
+        levels.contains(&"90") && levels.contains(&"10"),
+        "{phases:#?}"
+    );
+    assert!(
+        phases.iter().any(|r| r[1] == "90" && r[2] == "0.90 vCPU"),
+        "level 90 at full effect: {phases:#?}"
+    );
+
+    // Run 3: the catalog entry's signal drawn and judged like a built-in.
+    let catalog_load = load_of(3);
+    assert!(
+        catalog_load.contains("<h4>web: vcpu-series (catalog signal)</h4>"),
+        "{catalog_load}"
+    );
+    assert_eq!(catalog_load.matches("<svg ").count(), 1, "{catalog_load}");
+    let rows = rows_after(catalog_load, "<caption>The VMs verify failed");
+    assert_eq!(rows[0][0], catalog_vms[0]);
+    assert_eq!(
+        (rows[0][2].as_str(), rows[0][4].as_str()),
+        ("1", "PASS"),
+        "{rows:#?}"
+    );
 }

@@ -426,7 +426,7 @@ fn read_records(db: &std::path::Path, vms: &[ListedVm]) -> Records {
 
 /// The local catalog entries the VMs name, loaded (and validated, signal names included)
 /// from `dir`; an entry that cannot be loaded is kept with the reason, to be reported.
-fn load_catalog(dir: &std::path::Path, vms: &[ListedVm]) -> LocalCatalog {
+pub(crate) fn load_catalog(dir: &std::path::Path, vms: &[ListedVm]) -> LocalCatalog {
     catalog_names(vms)
         .into_iter()
         .map(|name| {
@@ -457,8 +457,9 @@ fn poll_interval(window: Window) -> Duration {
 /// the number of VMs): first the facts of every group's series, from which the fleet's
 /// scrape interval is measured (it refuses a window too short and steps every subquery),
 /// then one value query per group; catalog signals one by one. VMs that are not running,
-/// and catalog VMs without a matching local entry, are judged without a query.
-async fn evaluate(
+/// and catalog VMs without a matching local entry, are judged without a query. Shared with
+/// `virtwork report`, whose load section shows these verdicts.
+pub(crate) async fn evaluate(
     api: &PrometheusApi,
     targets: Vec<Target>,
     window: Window,

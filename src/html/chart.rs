@@ -279,6 +279,22 @@ pub fn bars(id: &str, chart: &Bars) -> Html {
 
 /// Step lines; each series gets a colour, a dash pattern and a legend entry with its name.
 pub fn lines(id: &str, chart: &Lines) -> Html {
+    lines_marked(id, chart, &[])
+}
+
+/// A verdict on a line chart: at (x, y), a short word drawn beside it (PASS, BELOW) and a
+/// tooltip; failures as a cross, others as a ring, so the shape and the word carry it, not
+/// the colour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointMark {
+    pub at: (f64, f64),
+    pub word: String,
+    pub label: String,
+    pub failed: bool,
+}
+
+/// [`lines`] with verdict marks drawn over the lines.
+pub fn lines_marked(id: &str, chart: &Lines, marks: &[PointMark]) -> Html {
     let points = || chart.series.iter().flat_map(|s| s.points.iter());
     let x_ticks = ticks(points().map(|p| p.0).fold(0.0, f64::max));
     let y_ticks = ticks(points().map(|p| p.1).fold(0.0, f64::max));
@@ -300,7 +316,60 @@ pub fn lines(id: &str, chart: &Lines) -> Html {
             plot.height + 14.0 + 22.0 * (i / 3) as f64,
         ));
     }
+    for mark in marks {
+        body.push(point_mark(&plot, mark));
+    }
     frame(id, &chart.title, &chart.desc, height, body)
+}
+
+fn point_mark(plot: &Plot, mark: &PointMark) -> Html {
+    let (x, y) = (plot.x(mark.at.0), plot.y(mark.at.1));
+    let shape: Html = match mark.failed {
+        true => el("path")
+            .attr(
+                "d",
+                format!(
+                    "M{} {}L{} {}M{} {}L{} {}",
+                    number(x - 5.0),
+                    number(y - 5.0),
+                    number(x + 5.0),
+                    number(y + 5.0),
+                    number(x - 5.0),
+                    number(y + 5.0),
+                    number(x + 5.0),
+                    number(y - 5.0)
+                ),
+            )
+            .attr("stroke", FAILURE)
+            .attr("stroke-width", "2.5")
+            .into(),
+        false => el("circle")
+            .num("cx", x)
+            .num("cy", y)
+            .num("r", 4.5)
+            .attr("fill", "none")
+            .attr("stroke", INK)
+            .attr("stroke-width", "1.5")
+            .into(),
+    };
+    // The word sits left of the mark when the mark is near the right edge.
+    let (tx, anchor) = match x > WIDTH - RIGHT - 80.0 {
+        true => (x - 8.0, "end"),
+        false => (x + 8.0, "start"),
+    };
+    el("g")
+        .child(el("title").text(&mark.label))
+        .child(shape)
+        .child(
+            el("text")
+                .num("x", tx)
+                .num("y", y - 6.0)
+                .attr("text-anchor", anchor)
+                .attr("font-size", "11")
+                .attr("fill", INK)
+                .text(crate::terminal::safe(&mark.word, 24)),
+        )
+        .into()
 }
 
 fn step_path(plot: &Plot, series: &Series, index: usize) -> Html {
@@ -821,6 +890,50 @@ mod tests {
         assert!(svg.as_str().contains("stroke-dasharray=\"8 4\""));
         assert!(svg.as_str().contains(">created</text>"));
         assert!(svg.as_str().contains(">ready</text>"));
+    }
+
+    #[test]
+    fn verdict_marks_tell_failures_by_shape_and_word_and_escape_labels() {
+        let chart = Lines {
+            title: "t".into(),
+            desc: "d".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            series: vec![Series {
+                name: "a".into(),
+                points: vec![(0.0, 1.0), (1000.0, 2.0)],
+            }],
+        };
+        let marks = [
+            PointMark {
+                at: (1000.0, 2.0),
+                word: "BELOW".into(),
+                label: "vm-<b>: BELOW".into(),
+                failed: true,
+            },
+            PointMark {
+                at: (10.0, 1.0),
+                word: "PASS".into(),
+                label: "ok".into(),
+                failed: false,
+            },
+        ];
+        let svg = lines_marked("c", &chart, &marks);
+        let svg = svg.as_str();
+        assert!(!svg.contains("<b>"));
+        // A failure: a cross (a path) with its word, left of it at the right edge.
+        assert!(
+            svg.contains("<g><title>vm-&lt;b&gt;: BELOW</title><path d=\"M"),
+            "{svg}"
+        );
+        assert!(svg.contains("text-anchor=\"end\" font-size=\"11\" fill=\"#1a1a1a\">BELOW</text>"));
+        // A pass: a ring, its word to the right.
+        assert!(svg.contains("<g><title>ok</title><circle "));
+        assert!(
+            svg.contains("text-anchor=\"start\" font-size=\"11\" fill=\"#1a1a1a\">PASS</text>")
+        );
+        // Without marks, the same chart as before.
+        assert_eq!(lines("c", &chart).as_str().matches("<g><title>").count(), 0);
     }
 
     #[test]

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use crate::audit::query::{EventRow, ExecutionDetail, VmRow, seconds_between};
 use crate::disruption::Assessed;
 use crate::disruption::report::Context;
-use crate::signals::contract::Unit;
+use crate::signals::contract::{LevelMapping, ProfiledCheck, Unit};
+use crate::verify::evaluate::Verdict;
 
 /// One run as recorded: its own detail, the churn executions that acted on its VMs, and
 /// what Prometheus holds about it (or why the page has none).
@@ -22,7 +23,7 @@ pub struct RunRecord {
     pub detail: ExecutionDetail,
     /// Churn executions linked to the run, each with its events, oldest first.
     pub churns: Vec<ExecutionDetail>,
-    pub load: Fetched<Vec<SignalSeries>>,
+    pub load: Fetched<Load>,
     pub alerts: Fetched<Vec<AlertSpan>>,
     /// What `virtwork disruption`'s analysis found over the run's window, or why the page
     /// has none (no cluster reachable, the VMs gone).
@@ -45,17 +46,164 @@ pub enum Fetched<T> {
     Missing(String),
 }
 
-/// One built-in signal of one workload over the run's window: each VM's samples, as
-/// (seconds since the run started, value).
+/// The load section of one run: every signal drawn, where the VMs' params came from, and
+/// verify's verdicts or why there are none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    pub series: Vec<SignalSeries>,
+    /// Where each VM's params (and so its thresholds) came from, in words.
+    pub params_from: String,
+    /// How verify judged the VMs (e.g. "over the last 2h"), or why it did not.
+    pub verdicts: Result<String, String>,
+    /// Verdicts that belong to no drawn signal (a catalog VM without its local entry, a
+    /// built-in whose recorded profile is unusable), by VM name.
+    pub undrawn: Vec<(String, String, Judged)>,
+}
+
+/// One signal of one workload over the run's window (built-in, or declared by a catalog
+/// entry): each VM's samples, threshold, verdict and expected shape.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignalSeries {
     pub workload: String,
     pub signal: String,
     pub description: String,
     pub unit: Unit,
-    /// What verify requires at the workload's default parameters (None: not judged).
+    /// Declared by a catalog entry rather than built in.
+    pub catalog: bool,
+    /// Why some VMs have no samples although Prometheus was read (e.g. a cap on queries).
+    pub note: Option<String>,
+    pub vms: BTreeMap<String, VmSignal>,
+}
+
+/// One VM's share of a [`SignalSeries`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VmSignal {
+    /// (seconds since the run started, value).
+    pub samples: Vec<(f64, f64)>,
+    /// What verify requires of this VM, from its own params (None: not expected).
     pub threshold: Option<f64>,
-    pub vms: BTreeMap<String, Vec<(f64, f64)>>,
+    /// verify's verdict over the report's window (None: verify did not judge it).
+    pub verdict: Option<Judged>,
+    /// A profiled VM's expected shape.
+    pub expected: Option<Expected>,
+}
+
+/// verify's verdict on one signal of one VM.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub verdict: Verdict,
+    pub observed: Option<f64>,
+    /// verify's note or error (why not expected, the profile's summary, a rejected query).
+    pub note: Option<String>,
+}
+
+/// A profiled VM's load profile as the signal should follow it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expected {
+    /// The profile in words (e.g. "step: level 90 ...").
+    pub shape: String,
+    /// Where the profile's clock was taken from, in words.
+    pub clock_from: String,
+    /// Each phase change in the window: (seconds since the run started, level, value at
+    /// full effect); the last one holds to the window's end.
+    pub points: Vec<(f64, u32, f64)>,
+}
+
+/// The word a verdict is shown by (the shape of the mark carries it too).
+pub fn verdict_word(verdict: Verdict) -> String {
+    verdict.as_str().to_uppercase()
+}
+
+/// The expected shape of `check` over `[from, to]` seconds since the run started, its clock
+/// started at `clock` (same scale; nothing runs before it), `factor` per level for profiles
+/// whose level has no fixed value (None there: no shape can be drawn).
+pub fn expected_points(
+    check: &ProfiledCheck,
+    factor: Option<f64>,
+    clock: f64,
+    from: f64,
+    to: f64,
+) -> Option<Vec<(f64, u32, f64)>> {
+    let factor = match check.mapping {
+        LevelMapping::Absolute { .. } => 1.0,
+        LevelMapping::Relative => factor?,
+    };
+    let schedule = check.profile.schedule();
+    let level = |t: f64| match t < clock {
+        true => 0,
+        false => schedule.level_at((t - clock).floor() as u64),
+    };
+    // Whole seconds up to 2,000 probes: a phase shorter than a probe is a rounding of the
+    // drawing, not of the judging (verify judges phases from the schedule itself).
+    let step = ((to - from) / 2000.0).max(1.0);
+    let mut points: Vec<(f64, u32, f64)> = Vec::new();
+    let mut t = from;
+    while t <= to {
+        let at = level(t);
+        if points.last().is_none_or(|p| p.1 != at) {
+            points.push((t, at, check.nominal(at, factor)));
+        }
+        t += step;
+    }
+    Some(points)
+}
+
+/// The expected shape as a line that holds each level until the next change.
+pub fn expected_line(expected: &Expected, end: f64) -> Vec<(f64, f64)> {
+    let mut line: Vec<(f64, f64)> = expected.points.iter().map(|p| (p.0, p.2)).collect();
+    if let Some(last) = expected.points.last()
+        && last.0 < end
+    {
+        line.push((end, last.2));
+    }
+    line
+}
+
+/// The distinct thresholds of a signal's VMs, each with how many VMs it holds, lowest first.
+pub fn thresholds(series: &SignalSeries) -> Vec<(f64, usize)> {
+    let mut out: Vec<(f64, usize)> = Vec::new();
+    let mut all: Vec<f64> = series.vms.values().filter_map(|v| v.threshold).collect();
+    all.sort_by(f64::total_cmp);
+    for th in all {
+        match out.last_mut() {
+            Some(last) if last.0 == th => last.1 += 1,
+            _ => out.push((th, 1)),
+        }
+    }
+    out
+}
+
+/// How many VMs got each verdict, in verdict order (failures after passes), with the VMs
+/// verify did not judge last as `None`.
+pub fn verdict_counts<'a>(
+    judged: impl IntoIterator<Item = Option<&'a Judged>>,
+) -> Vec<(Option<Verdict>, usize)> {
+    let mut counts: Vec<(Option<Verdict>, usize)> = Vec::new();
+    for j in judged {
+        let key = j.map(|j| j.verdict);
+        match counts.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 += 1,
+            None => counts.push((key, 1)),
+        }
+    }
+    counts.sort_by_key(|(k, _)| k.map_or(u8::MAX, verdict_rank));
+    counts
+}
+
+/// Passes first, then what is not a failure, then failures (alphabetically by word).
+fn verdict_rank(v: Verdict) -> u8 {
+    match v {
+        Verdict::Pass => 0,
+        Verdict::NotExpected => 1,
+        Verdict::TooYoung => 2,
+        Verdict::Below => 3,
+        Verdict::OffProfile => 4,
+        Verdict::NoData => 5,
+        Verdict::Stale => 6,
+        Verdict::NotRunning => 7,
+        Verdict::Error => 8,
+        Verdict::Unverifiable => 9,
+    }
 }
 
 /// The lowest, median and highest value across the VMs at each sampled moment.
@@ -69,8 +217,8 @@ pub struct Band {
 /// The band of `series` across its VMs (a 1,000-VM signal becomes three lines).
 pub fn band(series: &SignalSeries) -> Band {
     let mut at: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
-    for samples in series.vms.values() {
-        for &(t, v) in samples {
+    for vm in series.vms.values() {
+        for &(t, v) in &vm.samples {
             at.entry(t.round() as i64).or_default().push(v);
         }
     }
@@ -85,19 +233,30 @@ pub fn band(series: &SignalSeries) -> Band {
     band
 }
 
-/// Each VM's mean over the window, lowest first (the VMs that lag lead).
-pub fn vm_means(series: &SignalSeries) -> Vec<(String, f64)> {
-    let mut means: Vec<(String, f64)> = series
+/// A VM's mean over the window (None: no samples).
+pub fn mean(samples: &[(f64, f64)]) -> Option<f64> {
+    (!samples.is_empty()).then(|| samples.iter().map(|s| s.1).sum::<f64>() / samples.len() as f64)
+}
+
+/// The VMs in the order the page lists them: those verify failed first, then by mean, lowest
+/// first, then those without samples, then by name.
+pub fn vm_order(series: &SignalSeries) -> Vec<(&str, Option<f64>, &VmSignal)> {
+    let mut rows: Vec<(&str, Option<f64>, &VmSignal)> = series
         .vms
         .iter()
-        .filter(|(_, samples)| !samples.is_empty())
-        .map(|(name, samples)| {
-            let sum: f64 = samples.iter().map(|s| s.1).sum();
-            (name.clone(), sum / samples.len() as f64)
-        })
+        .map(|(name, vm)| (name.as_str(), mean(&vm.samples), vm))
         .collect();
-    means.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
-    means
+    let failed = |vm: &VmSignal| vm.verdict.as_ref().is_some_and(|j| j.verdict.is_missing());
+    rows.sort_by(|a, b| {
+        failed(b.2)
+            .cmp(&failed(a.2))
+            .then_with(|| match (a.1, b.1) {
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                (x, y) => y.is_some().cmp(&x.is_some()),
+            })
+            .then_with(|| a.0.cmp(b.0))
+    });
+    rows
 }
 
 /// One alert firing for one VM without a gap: from its first to its last firing sample.
@@ -571,28 +730,113 @@ pub(crate) mod tests {
         );
     }
 
+    fn vm(samples: Vec<(f64, f64)>, threshold: f64, verdict: Option<Verdict>) -> VmSignal {
+        VmSignal {
+            samples,
+            threshold: Some(threshold),
+            verdict: verdict.map(|verdict| Judged {
+                verdict,
+                observed: None,
+                note: None,
+            }),
+            expected: None,
+        }
+    }
+
     #[test]
-    fn band_and_means_across_vms() {
+    fn band_order_thresholds_and_verdict_counts_across_vms() {
         let series = SignalSeries {
             workload: "cpu".into(),
             signal: "vcpu-busy".into(),
             description: String::new(),
             unit: Unit::VcpuFraction,
-            threshold: Some(0.5),
+            catalog: false,
+            note: None,
             vms: BTreeMap::from([
-                ("a".to_string(), vec![(0.0, 0.9), (30.0, 0.8)]),
-                ("b".to_string(), vec![(0.0, 0.1), (30.0, 0.3)]),
-                ("c".to_string(), vec![(0.0, 0.5)]),
+                (
+                    "a".to_string(),
+                    vm(vec![(0.0, 0.9), (30.0, 0.8)], 0.5, Some(Verdict::Pass)),
+                ),
+                (
+                    "b".to_string(),
+                    vm(vec![(0.0, 0.1), (30.0, 0.3)], 0.15, Some(Verdict::Pass)),
+                ),
+                (
+                    "c".to_string(),
+                    vm(vec![(0.0, 0.5)], 0.5, Some(Verdict::Below)),
+                ),
+                ("d".to_string(), vm(Vec::new(), 0.5, None)),
             ]),
         };
         let b = band(&series);
         assert_eq!(b.low, vec![(0.0, 0.1), (30.0, 0.3)]);
         assert_eq!(b.median, vec![(0.0, 0.5), (30.0, 0.3)]);
         assert_eq!(b.high, vec![(0.0, 0.9), (30.0, 0.8)]);
-        let means = vm_means(&series);
-        assert_eq!(means[0].0, "b");
-        assert!((means[0].1 - 0.2).abs() < 1e-9);
-        assert_eq!(means[2].0, "a");
+        // Failed first (whatever its mean), then the lowest mean, then no samples.
+        let order: Vec<&str> = vm_order(&series).iter().map(|r| r.0).collect();
+        assert_eq!(order, vec!["c", "b", "a", "d"]);
+        assert!((vm_order(&series)[1].1.unwrap() - 0.2).abs() < 1e-9);
+        // Each VM's own threshold, distinct ones counted.
+        assert_eq!(thresholds(&series), vec![(0.15, 1), (0.5, 3)]);
+        let counts = verdict_counts(series.vms.values().map(|v| v.verdict.as_ref()));
+        assert_eq!(
+            counts,
+            vec![
+                (Some(Verdict::Pass), 2),
+                (Some(Verdict::Below), 1),
+                (None, 1)
+            ]
+        );
+        assert_eq!(verdict_word(Verdict::NoData), "NO DATA");
+    }
+
+    #[test]
+    fn an_expected_shape_follows_the_schedule_from_its_clock() {
+        use crate::profile_schedule::{Levels, LoadProfile};
+        let profile = LoadProfile::step(Levels { low: 10, high: 90 }, 60, 50).unwrap();
+        let check = ProfiledCheck {
+            profile,
+            mapping: LevelMapping::Absolute {
+                idle: 0.0,
+                per_level: 0.01,
+            },
+            quiet_gap_secs: 0.0,
+        };
+        // Clock 20 s into the window: nothing before it, then high for 30 s, low for 30 s.
+        let points = expected_points(&check, None, 20.0, 0.0, 140.0).unwrap();
+        let levels: Vec<(f64, u32)> = points.iter().map(|p| (p.0, p.1)).collect();
+        assert_eq!(
+            levels,
+            vec![
+                (0.0, 0),
+                (20.0, 90),
+                (50.0, 10),
+                (80.0, 90),
+                (110.0, 10),
+                (140.0, 90)
+            ]
+        );
+        assert!((points[1].2 - 0.9).abs() < 1e-9);
+        let expected = Expected {
+            shape: profile.describe(),
+            clock_from: "test".into(),
+            points: points[..3].to_vec(),
+        };
+        assert_eq!(
+            expected_line(&expected, 70.0).last(),
+            Some(&(70.0, 0.1)),
+            "the last level holds to the end"
+        );
+        // A profile with no fixed value per level cannot be drawn without a measured factor.
+        let relative = ProfiledCheck {
+            mapping: LevelMapping::Relative,
+            ..check
+        };
+        assert!(expected_points(&relative, None, 0.0, 0.0, 60.0).is_none());
+        assert_eq!(
+            expected_points(&relative, Some(2.0), 0.0, 0.0, 10.0).unwrap()[0].2,
+            180.0
+        );
     }
 
     #[test]

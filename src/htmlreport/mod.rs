@@ -281,4 +281,163 @@ mod tests {
             "Interruptions not measured: --no-prometheus: migrations and restarts are from the API alone."
         ));
     }
+
+    /// A load section: two cpu VMs at different params (own thresholds), one BELOW, one
+    /// profiled with its expected shape, a hostile VM name and verify note.
+    fn loaded() -> data::Load {
+        use crate::signals::contract::Unit;
+        use crate::verify::evaluate::Verdict;
+        use data::{Expected, Judged, SignalSeries, VmSignal};
+        let judged = |verdict, note: &str| {
+            Some(Judged {
+                verdict,
+                observed: Some(0.1),
+                note: Some(note.to_string()),
+            })
+        };
+        let samples = |level: f64| (0..10).map(|k| (30.0 * k as f64, level)).collect();
+        let vms = std::collections::BTreeMap::from([
+            (
+                format!("vm-{HOSTILE}"),
+                VmSignal {
+                    samples: samples(0.05),
+                    threshold: Some(0.15),
+                    verdict: judged(Verdict::Below, &format!("note {HOSTILE}")),
+                    expected: None,
+                },
+            ),
+            (
+                "vm-ok".to_string(),
+                VmSignal {
+                    samples: samples(0.9),
+                    threshold: Some(0.5),
+                    verdict: judged(Verdict::TooYoung, "young"),
+                    expected: None,
+                },
+            ),
+            (
+                "vm-step".to_string(),
+                VmSignal {
+                    samples: samples(0.6),
+                    threshold: Some(0.5),
+                    verdict: judged(Verdict::Pass, "fine"),
+                    expected: Some(Expected {
+                        shape: "step: level 90 for 30s, then 10".into(),
+                        clock_from: "the VMI's creation (verify fitted no clock)".into(),
+                        points: vec![(0.0, 0, 0.0), (20.0, 90, 0.9), (50.0, 10, 0.1)],
+                    }),
+                },
+            ),
+        ]);
+        data::Load {
+            series: vec![SignalSeries {
+                workload: "cpu".into(),
+                signal: "vcpu-busy".into(),
+                description: "busy".into(),
+                unit: Unit::VcpuFraction,
+                catalog: false,
+                note: None,
+                vms,
+            }],
+            params_from: "each VM's own params".into(),
+            verdicts: Ok("judged".into()),
+            undrawn: vec![(
+                format!("cat-{HOSTILE}"),
+                "catalog-signals".into(),
+                Judged {
+                    verdict: Verdict::Unverifiable,
+                    observed: None,
+                    note: Some(format!("entry {HOSTILE} differs")),
+                },
+            )],
+        }
+    }
+
+    fn load_part(html: &str) -> &str {
+        let part = html.split_once("id=\"run-1-load\"").unwrap().1;
+        part.split_once("id=\"run-1-churn\"").unwrap().0
+    }
+
+    #[test]
+    fn the_load_section_draws_own_thresholds_verdicts_and_expected_shapes_escaped() {
+        let mut run = run_with(Fetched::Missing("no cluster".into()));
+        run.load = Fetched::Data(loaded());
+        let doc = page(&[run], &provenance());
+        let html = doc.as_str();
+        assert!(!html.contains("<script"), "raw hostile text in the page");
+        let part = load_part(html);
+        let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;";
+        // The run's verdicts counted, in words.
+        assert!(
+            part.contains("Verdicts of the run&#39;s VM signals: 1 PASS, 1 TOO YOUNG, 1 BELOW, 1 UNVERIFIABLE."),
+            "{part}"
+        );
+        // Both thresholds drawn, each with its VMs, and said in words.
+        assert!(
+            part.contains(">threshold 0.15 vCPU (1 VMs)</text>"),
+            "{part}"
+        );
+        assert!(part.contains(">threshold 0.50 vCPU (2 VMs)</text>"));
+        assert!(
+            part.contains(
+                "the VMs&#39; thresholds differ (0.15 vCPU for 1 VMs, 0.50 vCPU for 2 VMs)"
+            )
+        );
+        // The failed VM's line and a cross labelled BELOW; the profiled VM's ring and word.
+        let svg = part
+            .split_once("<svg ")
+            .unwrap()
+            .1
+            .split_once("</svg>")
+            .unwrap()
+            .0;
+        assert!(
+            svg.contains(&format!(
+                "<title>vm-{escaped}: BELOW (threshold 0.15 vCPU)</title><path d=\"M"
+            )),
+            "{svg}"
+        );
+        assert!(svg.contains(">BELOW</text>"));
+        assert!(svg.contains("<title>vm-step: PASS (threshold 0.50 vCPU)</title><circle"));
+        assert!(
+            svg.contains(">vm-step expected</text>") && svg.contains(">vm-step measured</text>")
+        );
+        // The table: failed first, its own threshold, the verdict in words, the note escaped.
+        let first = part.split("<tbody><tr>").nth(2).unwrap();
+        assert!(
+            first.starts_with(&format!(
+                "<td>vm-{escaped}</td><td class=\"num\">0.05 vCPU</td><td class=\"num\">0.15 vCPU</td><td><span class=\"bad\">below</span></td><td><span class=\"bad\">BELOW</span></td><td>note {escaped}</td>"
+            )),
+            "{first}"
+        );
+        // The expected shape as rows.
+        assert!(part.contains(
+            "<summary>Expected shape of vm-step: step: level 90 for 30s, then 10</summary>"
+        ));
+        assert!(part.contains("<td class=\"num\">20s</td><td class=\"num\">90</td><td class=\"num\">0.90 vCPU</td>"), "{part}");
+        // A verdict on nothing drawn still shows, escaped.
+        assert!(part.contains(&format!("<td>cat-{escaped}</td><td>catalog-signals</td><td><span class=\"bad\">UNVERIFIABLE</span></td><td>entry {escaped} differs</td>")));
+    }
+
+    #[test]
+    fn without_verdicts_or_samples_the_load_section_says_why() {
+        let mut run = run_with(Fetched::Missing("no cluster".into()));
+        let mut load = loaded();
+        load.verdicts = Err(format!("verify needs the run's VMs: {HOSTILE}"));
+        for vm in load.series[0].vms.values_mut() {
+            vm.samples.clear();
+            vm.verdict = None;
+        }
+        load.undrawn.clear();
+        run.load = Fetched::Data(load);
+        let doc = page(&[run], &provenance());
+        let part = load_part(doc.as_str());
+        assert!(part.contains("No verdicts: verify needs the run&#39;s VMs: &lt;script&gt;"));
+        assert!(
+            part.contains("Prometheus holds no samples of this run&#39;s signals in its window")
+        );
+        assert!(part.contains("No samples of vcpu-busy for any of its 3 VMs"));
+        assert_eq!(part.matches("<svg ").count(), 0);
+        assert!(part.contains("<td>not judged</td>"));
+    }
 }

@@ -578,64 +578,267 @@ fn all_vms(d: &ExecutionDetail) -> Html {
         .into()
 }
 
-/// Per workload and signal: the band across the VMs against the threshold, and the VMs'
-/// means, lowest first.
+/// Per workload and signal: the band across the VMs against each VM's own threshold,
+/// verify's verdicts (counted, marked on the chart, per VM in the table) and profiled VMs'
+/// expected shapes.
 fn load(id: &str, run: &RunRecord) -> Html {
     let mut out = part_heading(id, 2);
-    let all = match &run.load {
+    let load = match &run.load {
         Fetched::Missing(why) => {
             out.push(missing(format!("No load data: {why}")));
             return out;
         }
-        Fetched::Data(all) => all,
+        Fetched::Data(load) => load,
     };
-    if all.is_empty() {
-        out.push(missing(
-            "Prometheus holds no samples of this run's built-in signals in its window (the VMs \
-             may be gone, or their metrics not scraped).",
-        ));
-        return out;
-    }
     out.push(el("p").attr("class", "note").text(format!(
         "Each signal across the run's VMs: the highest, median and lowest value at each \
-         moment, against the threshold `virtwork verify` holds it to at the workload's default \
-         parameters (`virtwork verify --run-id {}` judges each VM with its own).",
-        run.detail.execution.run_id
+         moment, each VM against the threshold `virtwork verify` holds it to, from {}.",
+        load.params_from
     )));
-    for (n, series) in all.iter().enumerate() {
+    match &load.verdicts {
+        Ok(how) => out.push(el("p").attr("class", "note").text(format!(
+            "Verdicts: {how}; the same verdicts `virtwork verify --run-id {}` gives.",
+            run.detail.execution.run_id
+        ))),
+        Err(why) => out.push(missing(format!("No verdicts: {why}"))),
+    }
+    let all = load
+        .series
+        .iter()
+        .flat_map(|s| s.vms.values().map(|v| v.verdict.as_ref()))
+        .chain(load.undrawn.iter().map(|(_, _, j)| Some(j)));
+    let counts = data::verdict_counts(all);
+    if load.verdicts.is_ok() {
+        out.push(verdict_summary(&counts));
+    }
+    if load.series.is_empty() {
+        out.push(missing(
+            "The run's VMs expect no signal this page can draw (no built-in signal, no catalog \
+             entry's signals found in the local catalog).",
+        ));
+    } else if load
+        .series
+        .iter()
+        .all(|s| s.vms.values().all(|v| v.samples.is_empty()))
+    {
+        out.push(missing(
+            "Prometheus holds no samples of this run's signals in its window (the VMs may be \
+             gone, or their metrics not scraped).",
+        ));
+    }
+    for (n, series) in load.series.iter().enumerate() {
         out.push(signal_chart(&format!("{id}-load-{n}"), series));
+    }
+    if !load.undrawn.is_empty() {
+        let rows = load
+            .undrawn
+            .iter()
+            .map(|(vm, signal, j)| vec![t(vm), t(signal), verdict_cell(Some(j)), note_cell(j)])
+            .collect();
+        out.push(el("h4").text("Verdicts on no drawn signal"));
+        out.push(table(
+            "Verdicts verify gave without a signal to draw (nothing it could query)",
+            &[
+                Col("VM", false),
+                Col("Signal", false),
+                Col("Verdict", false),
+                Col("Why", false),
+            ],
+            rows,
+        ));
     }
     out
 }
 
-fn signal_chart(id: &str, series: &data::SignalSeries) -> Html {
-    let means = data::vm_means(series);
-    let title = format!("{}: {}", series.workload, series.signal);
-    let mut out: Html = el("h4").text(&title).into();
-    out.push(chart::lines(
-        id,
-        &Lines {
-            title: format!("{title} across {} VMs", series.vms.len()),
-            desc: format!(
-                "{}: the highest, median and lowest value across the VMs at each moment{}; the \
-                 table below gives each VM's mean, lowest first.",
-                series.description,
-                series
-                    .threshold
-                    .map(|th| format!(", and the threshold {}", series.unit.format(th)))
-                    .unwrap_or_default()
-            ),
-            x_label: "time since the run started".into(),
-            y_label: unit_name(series.unit).into(),
-            series: band_lines(series),
-        },
+/// How many verdicts of each kind the run's VMs got.
+fn verdict_summary(counts: &[(Option<crate::verify::evaluate::Verdict>, usize)]) -> Html {
+    let words: Vec<String> = counts
+        .iter()
+        .map(|(v, n)| {
+            format!(
+                "{n} {}",
+                v.map_or("not judged".to_string(), data::verdict_word)
+            )
+        })
+        .collect();
+    let mut out: Html = el("p")
+        .text(format!(
+            "Verdicts of the run's VM signals: {}.",
+            words.join(", ")
+        ))
+        .into();
+    let rows = counts
+        .iter()
+        .map(|(v, n)| {
+            let j = v.map(|verdict| data::Judged {
+                verdict,
+                observed: None,
+                note: None,
+            });
+            vec![verdict_cell(j.as_ref()), t(n.to_string())]
+        })
+        .collect();
+    out.push(table(
+        "Verdicts per kind (one per VM and signal)",
+        &[Col("Verdict", false), Col("VM signals", true)],
+        rows,
     ));
-    out.push(means_summary(series, &means));
     out
 }
 
-/// The band's three lines and, when there is one, the threshold as a fourth.
-fn band_lines(series: &data::SignalSeries) -> Vec<Series> {
+/// A verdict in words, marked bad when verify fails it.
+fn verdict_cell(j: Option<&data::Judged>) -> Html {
+    match j {
+        None => t("not judged"),
+        Some(j) => {
+            let class = match (j.verdict.is_missing(), j.verdict) {
+                (true, _) => "bad",
+                (false, crate::verify::evaluate::Verdict::Pass) => "good",
+                (false, _) => "",
+            };
+            let span = el("span");
+            let span = match class.is_empty() {
+                true => span,
+                false => span.attr("class", class),
+            };
+            span.text(data::verdict_word(j.verdict)).into()
+        }
+    }
+}
+
+fn note_cell(j: &data::Judged) -> Html {
+    t(j.note
+        .as_deref()
+        .map_or("-".into(), |n| crate::terminal::safe(n, NOTE_CHARS)))
+}
+
+/// Longest verify note shown per VM.
+const NOTE_CHARS: usize = 200;
+/// Most single VMs (failing, or profiled) drawn as their own line on a signal's chart.
+const VM_LINES: usize = 2;
+/// Most threshold lines drawn: beyond, the lowest and highest (the table has each VM's).
+const THRESHOLD_LINES: usize = 3;
+
+fn signal_chart(id: &str, series: &data::SignalSeries) -> Html {
+    let title = format!("{}: {}", series.workload, series.signal);
+    let heading = match series.catalog {
+        true => format!("{title} (catalog signal)"),
+        false => title.clone(),
+    };
+    let mut out: Html = el("h4").text(&heading).into();
+    if let Some(note) = &series.note {
+        out.push(el("p").attr("class", "note").text(note));
+    }
+    let order = data::vm_order(series);
+    let thresholds = data::thresholds(series);
+    let sampled = order.iter().filter(|r| r.1.is_some()).count();
+    out.push(vm_counts(series, &order, &thresholds, sampled));
+    if sampled == 0 {
+        out.push(missing(format!(
+            "No samples of {} for any of its {} VMs in the run's window.",
+            series.signal,
+            series.vms.len()
+        )));
+    } else {
+        let (lines, marks, profiled) = chart_lines(series, &order, &thresholds);
+        out.push(chart::lines_marked(
+            id,
+            &Lines {
+                title: format!("{title} across {} VMs", series.vms.len()),
+                desc: format!(
+                    "{}: the highest, median and lowest value across the VMs at each moment; {}; \
+                     crosses mark VMs verify failed and rings VMs it passed, each with the \
+                     verdict's word{}. The tables below give each VM's mean, threshold and \
+                     verdict{}.",
+                    series.description,
+                    thresholds_text(series, &thresholds),
+                    match profiled.is_empty() {
+                        true => String::new(),
+                        false => format!(
+                            "; the expected shape of the load profile of {}",
+                            profiled.join(", ")
+                        ),
+                    },
+                    match profiled.is_empty() {
+                        true => "",
+                        false => ", and the expected shape phase by phase",
+                    }
+                ),
+                x_label: "time since the run started".into(),
+                y_label: unit_name(series.unit).into(),
+                series: lines,
+            },
+            &marks,
+        ));
+    }
+    out.push(vm_tables(series, &order));
+    for (name, vm) in &series.vms {
+        if let Some(expected) = &vm.expected {
+            out.push(expected_table(series, name, expected));
+        }
+    }
+    out
+}
+
+fn thresholds_text(series: &data::SignalSeries, thresholds: &[(f64, usize)]) -> String {
+    match thresholds {
+        [] => "no VM is held to a threshold in this window".into(),
+        [(th, _)] => format!("every VM's threshold is {}", series.unit.format(*th)),
+        many => format!(
+            "the VMs' thresholds differ ({})",
+            many.iter()
+                .map(|(th, n)| format!("{} for {n} VMs", series.unit.format(*th)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// The band's three lines, a line per distinct threshold (the lowest and highest beyond
+/// [`THRESHOLD_LINES`]), the first failed VMs' own lines and a profiled VM's measured and
+/// expected lines; verdict marks at each drawn VM's last sample. Returns the profiled VMs
+/// drawn.
+fn chart_lines(
+    series: &data::SignalSeries,
+    order: &[(&str, Option<f64>, &data::VmSignal)],
+    thresholds: &[(f64, usize)],
+) -> (Vec<Series>, Vec<chart::PointMark>, Vec<String>) {
+    let (mut lines, end) = band_and_thresholds(series, thresholds);
+    let mut marks = Vec::new();
+    let failed = order
+        .iter()
+        .filter(|(_, _, vm)| vm.verdict.as_ref().is_some_and(|j| j.verdict.is_missing()))
+        .filter(|(_, _, vm)| !vm.samples.is_empty() && vm.expected.is_none())
+        .take(VM_LINES);
+    for (name, _, vm) in failed {
+        if let Some((line, mark)) = vm_line(series, name, vm, "") {
+            lines.push(line);
+            marks.push(mark);
+        }
+    }
+    let mut profiled = Vec::new();
+    let with_shape = order
+        .iter()
+        .filter_map(|(name, _, vm)| Some((name, vm, vm.expected.as_ref()?)));
+    for (name, vm, expected) in with_shape.take(VM_LINES) {
+        if let Some((line, mark)) = vm_line(series, name, vm, " measured") {
+            lines.push(line);
+            marks.push(mark);
+        }
+        lines.push(Series {
+            name: format!("{name} expected"),
+            points: data::expected_line(expected, end),
+        });
+        profiled.push(name.to_string());
+    }
+    (lines, marks, profiled)
+}
+
+/// The band's three lines and the threshold lines, and where the band ends.
+fn band_and_thresholds(
+    series: &data::SignalSeries,
+    thresholds: &[(f64, usize)],
+) -> (Vec<Series>, f64) {
     let band = data::band(series);
     let end = band.median.last().map_or(0.0, |p| p.0);
     let start = band.median.first().map_or(0.0, |p| p.0);
@@ -653,59 +856,185 @@ fn band_lines(series: &data::SignalSeries) -> Vec<Series> {
             points: band.low,
         },
     ];
-    if let Some(threshold) = series.threshold {
+    let drawn: Vec<&(f64, usize)> = match thresholds.len() > THRESHOLD_LINES {
+        true => vec![&thresholds[0], &thresholds[thresholds.len() - 1]],
+        false => thresholds.iter().collect(),
+    };
+    for (th, n) in drawn {
         lines.push(Series {
-            name: format!("threshold {}", series.unit.format(threshold)),
-            points: vec![(start, threshold), (end, threshold)],
+            name: match thresholds.len() {
+                1 => format!("threshold {}", series.unit.format(*th)),
+                _ => format!("threshold {} ({n} VMs)", series.unit.format(*th)),
+            },
+            points: vec![(start, *th), (end, *th)],
         });
     }
-    lines
+    (lines, end.max(start))
 }
 
-/// How many VMs reach the threshold on average, and the lowest means by name.
-fn means_summary(series: &data::SignalSeries, means: &[(String, f64)]) -> Html {
-    let reaching = series
-        .threshold
-        .map(|th| means.iter().filter(|(_, m)| *m >= th).count());
-    let median_mean = means.get(means.len().saturating_sub(1) / 2).map(|m| m.1);
-    let mut out: Html = el("p")
-        .text(format!(
-            "{} VMs with samples; median of their means {}{}.",
-            means.len(),
-            median_mean.map_or("-".into(), |m| series.unit.format(m)),
-            reaching.map_or(String::new(), |r| format!(
-                "; {r} of {} reach the threshold on average",
-                means.len()
-            ))
-        ))
-        .into();
-    let rows = means
+/// One VM's own line (named with `suffix`) and its verdict's mark at its last sample.
+fn vm_line(
+    series: &data::SignalSeries,
+    name: &str,
+    vm: &data::VmSignal,
+    suffix: &str,
+) -> Option<(Series, chart::PointMark)> {
+    let last = *vm.samples.last()?;
+    let word = vm
+        .verdict
+        .as_ref()
+        .map_or("NOT JUDGED".to_string(), |j| data::verdict_word(j.verdict));
+    let line = Series {
+        name: format!("{name}{suffix}"),
+        points: vm.samples.clone(),
+    };
+    let mark = chart::PointMark {
+        at: last,
+        word: word.clone(),
+        label: format!(
+            "{name}: {word}{}",
+            vm.threshold
+                .map(|th| format!(" (threshold {})", series.unit.format(th)))
+                .unwrap_or_default()
+        ),
+        failed: vm.verdict.as_ref().is_some_and(|j| j.verdict.is_missing()),
+    };
+    Some((line, mark))
+}
+
+/// The VMs' counts, thresholds and verdicts in words.
+fn vm_counts(
+    series: &data::SignalSeries,
+    order: &[(&str, Option<f64>, &data::VmSignal)],
+    thresholds: &[(f64, usize)],
+    sampled: usize,
+) -> Html {
+    let reaching = order
         .iter()
-        .take(SLOWEST)
-        .map(|(vm, mean)| {
-            let below = series.threshold.is_some_and(|th| *mean < th);
+        .filter(|(_, m, vm)| matches!((m, vm.threshold), (Some(m), Some(th)) if *m >= th))
+        .count();
+    let judged = order
+        .iter()
+        .filter(|r| r.2.threshold.is_some() && r.1.is_some())
+        .count();
+    let means: Vec<f64> = {
+        let mut m: Vec<f64> = order.iter().filter_map(|r| r.1).collect();
+        m.sort_by(f64::total_cmp);
+        m
+    };
+    let median_mean = means.get(means.len().saturating_sub(1) / 2).copied();
+    let counts = data::verdict_counts(series.vms.values().map(|v| v.verdict.as_ref()));
+    let verdicts: Vec<String> = counts
+        .iter()
+        .map(|(v, n)| {
+            format!(
+                "{n} {}",
+                v.map_or("not judged".to_string(), data::verdict_word)
+            )
+        })
+        .collect();
+    el("p")
+        .text(format!(
+            "{sampled} of {} VMs with samples; median of their means {}; {reaching} of {judged} \
+             reach their own threshold on average; {}; verdicts: {}.",
+            series.vms.len(),
+            median_mean.map_or("-".into(), |m| series.unit.format(m)),
+            thresholds_text(series, thresholds),
+            verdicts.join(", ")
+        ))
+        .into()
+}
+
+/// The first VMs (failed, then lowest mean) in a table, every VM folded.
+fn vm_tables(series: &data::SignalSeries, order: &[(&str, Option<f64>, &data::VmSignal)]) -> Html {
+    let mut out = Html::new();
+    let cols = [
+        Col("VM", false),
+        Col("Mean", true),
+        Col("Threshold", true),
+        Col("Mean vs threshold", false),
+        Col("Verdict", false),
+        Col("verify's note", false),
+    ];
+    let row = |(vm, mean, s): &(&str, Option<f64>, &data::VmSignal)| {
+        let against = match (mean, s.threshold) {
+            (Some(m), Some(th)) if *m < th => el("span").attr("class", "bad").text("below").into(),
+            (Some(_), Some(_)) => t("reaches"),
+            _ => t("-"),
+        };
+        vec![
+            t(vm),
+            t(mean.map_or("-".into(), |m| series.unit.format(m))),
+            t(s.threshold
+                .map_or("none".into(), |th| series.unit.format(th))),
+            against,
+            verdict_cell(s.verdict.as_ref()),
+            s.verdict.as_ref().map_or(t("-"), note_cell),
+        ]
+    };
+    out.push(table(
+        "The VMs verify failed, then those with the lowest mean over the window",
+        &cols,
+        order.iter().take(SLOWEST).map(row).collect(),
+    ));
+    if order.len() > SLOWEST {
+        out.push(
+            el("details")
+                .child(el("summary").text(format!(
+                    "All {} VMs of {}: {}",
+                    order.len(),
+                    series.workload,
+                    series.signal
+                )))
+                .child(table(
+                    "Every VM's mean, threshold and verdict",
+                    &cols,
+                    order.iter().map(row).collect(),
+                )),
+        );
+    }
+    out
+}
+
+/// A profiled VM's expected shape, phase by phase: the chart's expected line in words.
+fn expected_table(series: &data::SignalSeries, vm: &str, expected: &data::Expected) -> Html {
+    let rows: Vec<Vec<Html>> = expected
+        .points
+        .iter()
+        .take(EXPECTED_ROWS)
+        .map(|(at, level, value)| {
             vec![
-                t(vm),
-                t(series.unit.format(*mean)),
-                if below {
-                    el("span").attr("class", "bad").text("below").into()
-                } else {
-                    t(if series.threshold.is_some() {
-                        "reaches"
-                    } else {
-                        "-"
-                    })
-                },
+                t(seconds_label(*at)),
+                t(level.to_string()),
+                t(series.unit.format(*value)),
             ]
         })
         .collect();
-    out.push(table(
-        "The VMs with the lowest mean over the window",
-        &[Col("VM", false), Col("Mean", true), Col("Threshold", false)],
-        rows,
-    ));
-    out
+    let more = expected.points.len().saturating_sub(EXPECTED_ROWS);
+    el("details")
+        .child(el("summary").text(format!("Expected shape of {vm}: {}", expected.shape)))
+        .child(el("p").attr("class", "note").text(format!(
+            "The profile's clock from {}; each row holds until the next{}.",
+            expected.clock_from,
+            match more {
+                0 => String::new(),
+                n => format!(" ({n} later phase changes not listed)"),
+            }
+        )))
+        .child(table(
+            &format!("Expected {} of {vm}, phase by phase", series.signal),
+            &[
+                Col("From (since the run started)", true),
+                Col("Level", true),
+                Col("Expected at full effect", true),
+            ],
+            rows,
+        ))
+        .into()
 }
+
+/// Most phase changes listed per expected shape.
+const EXPECTED_ROWS: usize = 60;
 
 fn unit_name(unit: crate::signals::contract::Unit) -> &'static str {
     use crate::signals::contract::Unit;

@@ -28,22 +28,37 @@ use crate::verify::prometheus::PrometheusApi;
 /// How long transient failures of the cluster and Prometheus are retried, per run.
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// Fills each run's disruption analysis, or the reason it is missing.
-pub async fn add(
+/// The kubeconfig's cluster, or the reason the page gives for its absence (only an
+/// interrupt is an error). Reached once for the load section and the timeline.
+pub async fn connect_or_why(
     settings: &ReportSettings,
-    prometheus: std::result::Result<&PrometheusApi, &String>,
-    runs: &mut [RunRecord],
     cancel: &CancellationToken,
-) -> Result<()> {
-    let cluster = match connect(settings, cancel).await {
-        Ok(cluster) => cluster,
-        Err(Error::Interrupted) => return Err(Error::Interrupted),
+) -> Result<std::result::Result<Cluster, String>> {
+    match connect(settings, cancel).await {
+        Ok(cluster) => Ok(Ok(cluster)),
+        Err(Error::Interrupted) => Err(Error::Interrupted),
         Err(err) => {
             let why = format!("no cluster reachable: {err}");
             tracing::warn!(
                 "{}",
                 crate::terminal::safe(&why, crate::terminal::LINE_CHARS)
             );
+            Ok(Err(why))
+        }
+    }
+}
+
+/// Fills each run's disruption analysis, or the reason it is missing.
+pub async fn add(
+    settings: &ReportSettings,
+    prometheus: std::result::Result<&PrometheusApi, &String>,
+    cluster: std::result::Result<&Cluster, &String>,
+    runs: &mut [RunRecord],
+    cancel: &CancellationToken,
+) -> Result<()> {
+    let cluster = match cluster {
+        Ok(cluster) => cluster,
+        Err(why) => {
             for run in runs.iter_mut() {
                 run.disruption = Fetched::Missing(why.clone());
             }

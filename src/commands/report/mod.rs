@@ -2,7 +2,8 @@
 //!
 //! Owns: reading each run's records (and those of the churn executions linked to it) from
 //! the audit database, reading its signals and alerts over its window from Prometheus when
-//! one is reachable (found as verify finds it, or `--prometheus`; [`prometheus`]), running
+//! one is reachable (found as verify finds it, or `--prometheus`; [`prometheus`]), verify's
+//! verdicts on its VMs with each VM's own thresholds and expected shapes ([`load`]), running
 //! `virtwork disruption`'s analysis over its window when the cluster is reachable
 //! ([`disruption`]), handing
 //! them to [`crate::htmlreport::page`], and writing the page in one step (a temporary file
@@ -13,6 +14,7 @@
 //! markup.
 
 mod disruption;
+mod load;
 mod prometheus;
 
 use std::io::Write;
@@ -35,8 +37,10 @@ pub async fn report(settings: &ReportSettings) -> Result<()> {
     let cancel = CancellationToken::new();
     crate::commands::install_interrupt_handler(cancel.clone());
     let api = prometheus::reach_or_why(settings, &cancel).await?;
+    let cluster = disruption::connect_or_why(settings, &cancel).await?;
     prometheus::add(api.as_ref(), &mut runs, &cancel).await?;
-    disruption::add(settings, api.as_ref(), &mut runs, &cancel).await?;
+    load::add(settings, api.as_ref(), cluster.as_ref(), &mut runs, &cancel).await?;
+    disruption::add(settings, api.as_ref(), cluster.as_ref(), &mut runs, &cancel).await?;
     let provenance = Provenance {
         database: db.display().to_string(),
         generated_at: crate::audit::timestamp_now(),

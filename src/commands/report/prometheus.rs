@@ -1,11 +1,11 @@
-//! What Prometheus holds about each run, for `virtwork report`: its built-in signals over the
-//! run's window (one range query per workload, role and signal, over the run's VM names) and
-//! the alerts that fired for its VMs (one range query of `ALERTS` per run).
+//! Prometheus for `virtwork report`: reaching it, the run's window (shared with the load
+//! section, [`super::load`]) and the alerts that fired for the run's VMs (one range query of
+//! `ALERTS` per run).
 //!
 //! Owns: reaching Prometheus as verify does (the cluster's monitoring route or service proxy,
 //! or `--prometheus` with the credential the settings chose), the run's window (from its
 //! start to its cleanup, or now; at most a week, at most 240 steps), and turning answers into
-//! [`SignalSeries`] and [`AlertSpan`]s. A Prometheus that cannot be reached, or rejects a
+//! [`AlertSpan`]s. A Prometheus that cannot be reached, or rejects a
 //! query, becomes the reason the page gives; only an interrupt ends the command. Must not:
 //! judge the signals (the page shows them against the threshold; verify judges).
 
@@ -15,15 +15,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::query::VmRow;
 use crate::config::{PrometheusCredential, PrometheusTarget, ReportSettings};
 use crate::error::{Error, Result};
 use crate::htmlreport::RunRecord;
-use crate::htmlreport::data::{AlertSpan, Fetched, SignalSeries, alert_spans};
+use crate::htmlreport::data::{AlertSpan, Fetched, alert_spans};
 use crate::k8s::client::{RequestGate, connect_from_env};
 use crate::k8s::retry::RetryPolicy;
-use crate::model::{Quantity, Window};
-use crate::signals::contract::{VmFacts, checks, profile_range_query};
+use crate::model::Window;
 use crate::signals::promql::Matchers;
 use crate::verify::evaluate::RangeAnswer;
 use crate::verify::prometheus::{PrometheusApi, discover};
@@ -33,7 +31,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// Most points a chart's line gets.
 const MAX_STEPS: u64 = 240;
 /// Finest step: Prometheus scrapes KubeVirt's metrics every 15-30 s.
-const MIN_STEP: u64 = 15;
+pub const MIN_STEP: u64 = 15;
 /// Longest window read: a week after the run started.
 const MAX_SPAN: u64 = 7 * 24 * 3600;
 /// Longest `name=~` alternation sent; beyond it the answer is filtered by name instead.
@@ -62,7 +60,7 @@ pub async fn reach_or_why(
     }
 }
 
-/// Fills each run's load and alerts, or the reason they are missing.
+/// Fills each run's alerts, or the reason they are missing.
 pub async fn add(
     prometheus: std::result::Result<&PrometheusApi, &String>,
     runs: &mut [RunRecord],
@@ -84,7 +82,6 @@ pub async fn add(
             continue;
         };
         let policy = RetryPolicy::until(Instant::now() + DEADLINE);
-        run.load = fetched(load(api, run, &window, &policy, cancel).await)?;
         run.alerts = fetched(alerts(api, run, &window, &policy, cancel).await)?;
     }
     Ok(())
@@ -92,7 +89,6 @@ pub async fn add(
 
 fn set_missing(runs: &mut [RunRecord], why: &str) {
     for run in runs {
-        run.load = Fetched::Missing(why.to_string());
         run.alerts = Fetched::Missing(why.to_string());
     }
 }
@@ -179,93 +175,22 @@ impl RunWindow {
         Some(RunWindow { start, end, step })
     }
 
-    fn range(&self) -> (u64, u64, u64) {
+    /// What each sample of a chart's line covers: two steps, at least a minute (two scrapes
+    /// at KubeVirt's usual 30 s), so a run younger than verify's default 5 minutes is not
+    /// read diluted by the time before its series began.
+    pub fn rate_window(&self) -> Window {
+        Window::from_secs((2 * self.step).max(60)).unwrap_or(Window::DEFAULT)
+    }
+
+    pub fn range(&self) -> (u64, u64, u64) {
         (self.start, self.end, self.step)
     }
 
     /// Samples as (seconds since the run started, value).
-    fn offsets(&self, samples: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    pub fn offsets(&self, samples: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
         let start = self.start as f64;
         samples.into_iter().map(|(t, v)| (t - start, v)).collect()
     }
-}
-
-/// Each built-in workload's signals over the window, per (workload, role) of the run's VMs.
-async fn load(
-    api: &PrometheusApi,
-    run: &RunRecord,
-    window: &RunWindow,
-    policy: &RetryPolicy,
-    cancel: &CancellationToken,
-) -> Result<Vec<SignalSeries>> {
-    let d = &run.detail;
-    let mut groups: BTreeMap<(&str, Option<&str>), Vec<&VmRow>> = BTreeMap::new();
-    for vm in &d.vms {
-        groups
-            .entry((vm.component.as_str(), vm.role.as_deref()))
-            .or_default()
-            .push(vm);
-    }
-    let mut out = Vec::new();
-    for ((workload, role), vms) in groups {
-        if !crate::verify::is_builtin(workload) {
-            continue;
-        }
-        let facts = VmFacts {
-            namespace: d.execution.namespace.clone(),
-            name: vms[0].vm_name.clone(),
-            workload: workload.to_string(),
-            role: role.map(str::to_string),
-            memory_bytes: vms[0]
-                .memory
-                .parse::<Quantity>()
-                .ok()
-                .map(|q| q.value() as u64),
-            ..VmFacts::default()
-        };
-        let names: Vec<&str> = vms.iter().map(|v| v.vm_name.as_str()).collect();
-        let wanted: BTreeSet<&str> = names.iter().copied().collect();
-        let shown = match role {
-            Some(role) => format!("{workload} ({role})"),
-            None => workload.to_string(),
-        };
-        for check in checks(&facts, Window::DEFAULT) {
-            let Some(group) = &check.group else {
-                continue;
-            };
-            // Subqueries step at the finest step explicitly, not at the rule evaluation
-            // interval Prometheus would default to.
-            let query = profile_range_query(group, &names, Window::DEFAULT, Some(MIN_STEP * 1000));
-            let series = match api
-                .query_range(&query, window.range(), policy, cancel)
-                .await?
-            {
-                RangeAnswer::Series(series) => series,
-                RangeAnswer::Rejected { error_type, error } => {
-                    return Err(Error::runtime(format!(
-                        "Prometheus rejected the query of {} ({error_type}): {error}",
-                        check.signal
-                    )));
-                }
-            };
-            let vms: BTreeMap<String, Vec<(f64, f64)>> = series
-                .into_iter()
-                .filter(|(name, samples)| wanted.contains(name.as_str()) && !samples.is_empty())
-                .map(|(name, samples)| (name, window.offsets(samples)))
-                .collect();
-            if !vms.is_empty() {
-                out.push(SignalSeries {
-                    workload: shown.clone(),
-                    signal: check.signal,
-                    description: check.description,
-                    unit: check.unit,
-                    threshold: check.threshold,
-                    vms,
-                });
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// The firing spans of every alert about the run's VMs (ALERTS, state firing, in the run's
