@@ -143,7 +143,8 @@ async fn load(
     })
 }
 
-/// The run's VMs and VMIs as verify lists them (namespace and run id), as verify's targets.
+/// The run's VMs and VMIs as verify lists them (namespace and run id), as verify's targets
+/// with the params the audit database recorded for the run.
 async fn listed_targets(
     settings: &ReportSettings,
     run: &RunRecord,
@@ -159,7 +160,15 @@ async fn listed_targets(
         list_in_scope::<ListedVmi>(ctx, &scope, ManagedKind::VirtualMachineInstance),
     )?;
     let catalog = load_catalog(&settings.catalog_dir, &vms);
-    Ok(crate::verify::targets(&vms, &vmis, &catalog))
+    // Judged by the params the run recorded, as verify judges them: a patched annotation
+    // draws no lower threshold here either.
+    Ok(crate::commands::verify::judged_targets(
+        &vms,
+        &vmis,
+        &catalog,
+        &settings.global.audit.path,
+        &mut Default::default(),
+    ))
 }
 
 /// What the page draws of one VM: its facts (params, profile, catalog signals) and when its
