@@ -371,22 +371,26 @@ on_stop() {
 }
 trap on_stop TERM INT
 
+# The clock is read in milliseconds: in whole seconds every boundary is off by up to a second
+# (the clock's start falls inside one), which can cut a short phase to nothing.
 while true; do
-  ELAPSED=$(($(date +%s) - START))
-  if [ "$ELAPSED" -lt 0 ]; then ELAPSED=0; fi
-  T=$ELAPSED
-  if [ "$REPEAT" -gt 0 ]; then T=$((ELAPSED % REPEAT)); fi
+  NOW_MS=$(date +%s%3N)
+  ELAPSED_MS=$((NOW_MS - START * 1000))
+  if [ "$ELAPSED_MS" -lt 0 ]; then ELAPSED_MS=0; fi
+  ELAPSED=$((ELAPSED_MS / 1000))
+  T_MS=$ELAPSED_MS
+  if [ "$REPEAT" -gt 0 ]; then T_MS=$((ELAPSED_MS % (REPEAT * 1000))); fi
   LEVEL=${LEVELS[0]}
-  UNTIL_NEXT=""
+  UNTIL_NEXT_MS=""
   for i in "${!OFFSETS[@]}"; do
-    if [ "${OFFSETS[$i]}" -le "$T" ]; then
+    if [ $((OFFSETS[i] * 1000)) -le "$T_MS" ]; then
       LEVEL=${LEVELS[$i]}
     else
-      UNTIL_NEXT=$((OFFSETS[i] - T))
+      UNTIL_NEXT_MS=$((OFFSETS[i] * 1000 - T_MS))
       break
     fi
   done
-  if [ -z "$UNTIL_NEXT" ] && [ "$REPEAT" -gt 0 ]; then UNTIL_NEXT=$((REPEAT - T)); fi
+  if [ -z "$UNTIL_NEXT_MS" ] && [ "$REPEAT" -gt 0 ]; then UNTIL_NEXT_MS=$((REPEAT * 1000 - T_MS)); fi
   if [ "$LEVEL" != "$CURRENT" ]; then
     stop_load
     echo "level ${LEVEL} at ${ELAPSED} s of the profile"
@@ -397,16 +401,16 @@ while true; do
     CURRENT=$LEVEL
     # Stopping the old level can take its 10 s grace: the next phase is due by the clock,
     # not that long after it.
-    if [ -n "$UNTIL_NEXT" ]; then
-      UNTIL_NEXT=$((UNTIL_NEXT - ($(date +%s) - START - ELAPSED)))
-      if [ "$UNTIL_NEXT" -lt 0 ]; then UNTIL_NEXT=0; fi
+    if [ -n "$UNTIL_NEXT_MS" ]; then
+      UNTIL_NEXT_MS=$((UNTIL_NEXT_MS - ($(date +%s%3N) - NOW_MS)))
+      if [ "$UNTIL_NEXT_MS" -lt 0 ]; then UNTIL_NEXT_MS=0; fi
     fi
   fi
   # Sleep until the next phase (re-reading the clock at least every minute), waking at once
   # when the load process ends.
-  SECONDS_TO_SLEEP=${UNTIL_NEXT:-60}
-  if [ "$SECONDS_TO_SLEEP" -gt 60 ]; then SECONDS_TO_SLEEP=60; fi
-  sleep "$SECONDS_TO_SLEEP" &
+  SLEEP_MS=${UNTIL_NEXT_MS:-60000}
+  if [ "$SLEEP_MS" -gt 60000 ]; then SLEEP_MS=60000; fi
+  sleep "$((SLEEP_MS / 1000)).$(printf '%03d' $((SLEEP_MS % 1000)))" &
   NAP=$!
   if [ -n "$LOAD" ]; then
     # The nap and the load are the only jobs: wait for either, then ask which one ended.

@@ -1347,6 +1347,11 @@ impl Guest {
         self.qga.exec(&["/bin/sh", "-c", command], timeout)
     }
 
+    /// Runs `command` under bash, for its builtins (`$EPOCHREALTIME`, `read`).
+    pub fn bash(&mut self, command: &str, timeout: Duration) -> Result<ExecResult, String> {
+        self.qga.exec(&["/bin/bash", "-c", command], timeout)
+    }
+
     /// Runs `command`; its stdout when it exits 0, else a failure of `step`.
     pub fn check(&mut self, step: &'static str, command: &str) -> Result<String, Failure> {
         match self.sh(command, Duration::from_secs(120)) {
