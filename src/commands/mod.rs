@@ -10,6 +10,7 @@ pub mod churn;
 pub mod cleanup;
 pub mod completion;
 pub mod disruption;
+mod prometheus_reach;
 pub mod report;
 pub mod run;
 mod run_ids;
