@@ -29,7 +29,7 @@ use crate::disruption::queries::{self, Labelled, MAX_POINTS, NAMES_PER_QUERY};
 use crate::disruption::report::{Context, json_report, text_report};
 use crate::disruption::{Assessed, Budget, Findings, Span, assess, failure_message};
 use crate::error::{Error, Result};
-use crate::k8s::client::{Cluster, connect_from_env};
+use crate::k8s::client::Cluster;
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, Scope, list_in_scope};
 use crate::model::{AllowRestarts, OutputFormat, Window};
@@ -58,16 +58,7 @@ struct Measured {
 
 /// Runs `virtwork disruption`.
 pub async fn disruption(settings: &DisruptionSettings) -> Result<()> {
-    let access = &settings.global.cluster;
-    let cluster = connect_from_env(
-        &access.kubeconfig,
-        access.context.as_deref(),
-        access.rate_limit,
-    )
-    .await?;
-    let cancel = CancellationToken::new();
-    cluster.gate.stop_when(&cancel);
-    crate::commands::install_interrupt_handler(cancel.clone());
+    let (cluster, cancel) = super::connect_interruptible(&settings.global.cluster).await?;
     let ctx = ApiContext {
         client: cluster.client.clone(),
         policy: RetryPolicy::until(Instant::now() + RETRY_DEADLINE),

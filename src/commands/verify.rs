@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use super::prometheus_reach::reach_prometheus;
 use crate::config::VerifySettings;
 use crate::error::{Error, Result};
-use crate::k8s::client::connect_from_env;
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, list_in_scope};
 use crate::model::ManagedKind;
@@ -57,16 +56,7 @@ const QUERY_CONCURRENCY: usize = 8;
 
 /// Runs `virtwork verify`.
 pub async fn verify(settings: &VerifySettings) -> Result<()> {
-    let access = &settings.global.cluster;
-    let cluster = connect_from_env(
-        &access.kubeconfig,
-        access.context.as_deref(),
-        access.rate_limit,
-    )
-    .await?;
-    let cancel = CancellationToken::new();
-    cluster.gate.stop_when(&cancel);
-    crate::commands::install_interrupt_handler(cancel.clone());
+    let (cluster, cancel) = super::connect_interruptible(&settings.global.cluster).await?;
     let deadline = Instant::now() + settings.wait.unwrap_or(RETRY_DEADLINE);
     let ctx = ApiContext {
         client: cluster.client.clone(),

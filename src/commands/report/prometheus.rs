@@ -20,7 +20,7 @@ use crate::config::{PrometheusTarget, ReportSettings};
 use crate::error::{Error, Result};
 use crate::htmlreport::RunRecord;
 use crate::htmlreport::data::{AlertSpan, Fetched, alert_spans};
-use crate::k8s::client::{RequestGate, connect_from_env};
+use crate::k8s::client::RequestGate;
 use crate::k8s::retry::RetryPolicy;
 use crate::model::Window;
 use crate::signals::promql::Matchers;
@@ -117,12 +117,7 @@ async fn reach(
             at_url(access, url, credential, gate).await
         }
         PrometheusTarget::Discover => {
-            let cluster = connect_from_env(
-                &access.kubeconfig,
-                access.context.as_deref(),
-                access.rate_limit,
-            )
-            .await?;
+            let cluster = crate::commands::connect(access).await?;
             reach_prometheus(access, target, &cluster, cancel).await
         }
     }
