@@ -24,7 +24,7 @@ use crate::audit::query::{Executions, churn_actions, open_existing, show_executi
 use crate::config::{DisruptionSettings, DisruptionSpan, PrometheusTarget};
 use crate::disruption::evidence::{self, ChurnRecord, MetricFacts, MigrationObject, VmiFacts};
 use crate::disruption::interruption::{self, Expected, Grid};
-use crate::disruption::listed::{SlimMigration, SlimVmi};
+use crate::disruption::listed::{SlimMigration, SlimVmi, migration_facts, vmi_facts};
 use crate::disruption::queries::{self, Labelled, MAX_POINTS, NAMES_PER_QUERY};
 use crate::disruption::report::{Context, json_report, text_report};
 use crate::disruption::{Assessed, Budget, Findings, Span, assess, failure_message};
@@ -395,11 +395,11 @@ fn assess_all(
     let vmis: BTreeMap<(String, String), VmiFacts> = listed
         .vmis
         .iter()
-        .filter_map(SlimVmi::facts)
+        .filter_map(vmi_facts)
         .map(|v| (key(&v.namespace, &v.name), v))
         .collect();
     let mut objects: BTreeMap<(String, String), Vec<MigrationObject>> = BTreeMap::new();
-    for m in listed.migrations.iter().filter_map(SlimMigration::facts) {
+    for m in listed.migrations.iter().filter_map(migration_facts) {
         objects
             .entry(key(&m.namespace, &m.vmi_name))
             .or_default()
