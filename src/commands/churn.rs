@@ -30,7 +30,7 @@ use crate::k8s::churn::{
     ChurnEvent, DriveOptions, Fleet, MIGRATION_PENDING_LIMIT, SETTLE_TIMEOUT, check_permissions,
     drive, find_fleet,
 };
-use crate::k8s::client::{Cluster, connect_from_env};
+use crate::k8s::client::Cluster;
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::ApiContext;
 use crate::model::{ChurnAction, LogFormat, OutputFormat};
@@ -51,12 +51,7 @@ const PROGRESS_LOG_EVERY: Duration = Duration::from_secs(5);
 pub async fn churn(settings: &ChurnSettings) -> Result<()> {
     let auditor = Auditor::open(settings.global.audit.recording_path())?;
     let access = &settings.global.cluster;
-    let cluster = connect_from_env(
-        &access.kubeconfig,
-        access.context.as_deref(),
-        access.rate_limit,
-    )
-    .await?;
+    let cluster = super::connect(access).await?;
     let churn_id = uuid::Uuid::new_v4();
     let seed = settings.seed.unwrap_or_else(|| fastrand::u64(..));
     let execution = start_execution(settings, &auditor, &cluster, churn_id);

@@ -28,7 +28,7 @@ use crate::k8s::cleanup::{
     CleanupOutcome, DeleteFailure, Discovery, GoneTracker, WaitResult, discover, execute,
     wait_until_gone,
 };
-use crate::k8s::client::{Cluster, RateLimit, connect_from_env};
+use crate::k8s::client::{Cluster, RateLimit};
 use crate::k8s::namespace::TOOL_NAMESPACE;
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, Scope};
@@ -275,12 +275,7 @@ fn execution_params(settings: &CleanupSettings, scope: &Scope, context: &str) ->
 pub async fn cleanup(settings: &CleanupSettings) -> Result<()> {
     let auditor = Auditor::open(settings.global.audit.recording_path())?;
     let access = &settings.global.cluster;
-    let cluster = connect_from_env(
-        &access.kubeconfig,
-        access.context.as_deref(),
-        access.rate_limit,
-    )
-    .await?;
+    let cluster = super::connect(access).await?;
     let mut cleanup = Cleanup::start(settings, &auditor, &cluster);
     let discovery = cleanup.discover(&cluster).await?;
     if let Some(end) = cleanup.end_before_deleting(&discovery) {

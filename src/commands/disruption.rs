@@ -21,15 +21,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::query::{Executions, churn_actions, open_existing, show_execution};
-use crate::config::{DisruptionSettings, DisruptionSpan, PrometheusCredential, PrometheusTarget};
+use crate::config::{DisruptionSettings, DisruptionSpan, PrometheusTarget};
 use crate::disruption::evidence::{self, ChurnRecord, MetricFacts, MigrationObject, VmiFacts};
 use crate::disruption::interruption::{self, Expected, Grid};
-use crate::disruption::listed::{SlimMigration, SlimVmi};
+use crate::disruption::listed::{SlimMigration, SlimVmi, migration_facts, vmi_facts};
 use crate::disruption::queries::{self, Labelled, MAX_POINTS, NAMES_PER_QUERY};
 use crate::disruption::report::{Context, json_report, text_report};
 use crate::disruption::{Assessed, Budget, Findings, Span, assess, failure_message};
 use crate::error::{Error, Result};
-use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
+use crate::k8s::client::Cluster;
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, Scope, list_in_scope};
 use crate::model::{AllowRestarts, OutputFormat, Window};
@@ -37,7 +37,7 @@ use crate::model::{ManagedKind, RunRef};
 use crate::signals::contract::{NAME_SELECTOR_MAX_CHARS, SignalGroup, checks, profile_range_query};
 use crate::verify::evaluate::{QueryAnswer, RangeAnswer, subquery_step_ms, vcpu_counter_in_millis};
 use crate::verify::listed::ListedVm;
-use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
+use crate::verify::prometheus::PrometheusApi;
 use crate::verify::{LocalCatalog, Target, catalog_names};
 use crate::workloads::catalog::CatalogEntry;
 
@@ -58,16 +58,7 @@ struct Measured {
 
 /// Runs `virtwork disruption`.
 pub async fn disruption(settings: &DisruptionSettings) -> Result<()> {
-    let access = &settings.global.cluster;
-    let cluster = connect_from_env(
-        &access.kubeconfig,
-        access.context.as_deref(),
-        access.rate_limit,
-    )
-    .await?;
-    let cancel = CancellationToken::new();
-    cluster.gate.stop_when(&cancel);
-    crate::commands::install_interrupt_handler(cancel.clone());
+    let (cluster, cancel) = super::connect_interruptible(&settings.global.cluster).await?;
     let ctx = ApiContext {
         client: cluster.client.clone(),
         policy: RetryPolicy::until(Instant::now() + RETRY_DEADLINE),
@@ -360,57 +351,12 @@ async fn reach_prometheus(
     cluster: &Cluster,
     cancel: &CancellationToken,
 ) -> std::result::Result<PrometheusApi, String> {
-    let found = match target {
-        PrometheusTarget::Discover => match cluster_credentials(settings).await {
-            Ok(credentials) => {
-                discover(
-                    &cluster.client,
-                    &cluster.server_url,
-                    &credentials,
-                    &cluster.gate,
-                    cancel,
-                )
-                .await
-            }
-            Err(e) => Err(e),
-        },
-        PrometheusTarget::Url { url, credential } => {
-            let auth = match credential {
-                PrometheusCredential::None => Ok(kube::config::AuthInfo::default()),
-                PrometheusCredential::Token(token) => Ok(kube::config::AuthInfo {
-                    token: Some(token.expose().to_string().into()),
-                    ..Default::default()
-                }),
-                PrometheusCredential::ClusterToken => {
-                    cluster_credentials(settings).await.map(|c| c.auth)
-                }
-            };
-            auth.and_then(|auth| PrometheusApi::at_url(url, auth, cluster.gate.clone()))
-        }
-    };
-    found.map_err(|e| {
-        tracing::warn!("Prometheus not reached: {e}");
-        format!("Prometheus not reached ({e})")
-    })
-}
-
-/// The kubeconfig's bearer token and CA (only the token part ever goes to Prometheus).
-async fn cluster_credentials(settings: &DisruptionSettings) -> Result<ClusterCredentials> {
-    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    let access = &settings.global.cluster;
-    let (kube_config, _, _) =
-        load_kube_config(&access.kubeconfig, access.context.as_deref(), in_cluster).await?;
-    let auth = kube_config.auth_info;
-    Ok(ClusterCredentials {
-        auth: kube::config::AuthInfo {
-            token: auth.token,
-            token_file: auth.token_file,
-            auth_provider: auth.auth_provider,
-            exec: auth.exec,
-            ..Default::default()
-        },
-        root_certs: kube_config.root_cert.unwrap_or_default(),
-    })
+    super::prometheus_reach::reach_prometheus(&settings.global.cluster, target, cluster, cancel)
+        .await
+        .map_err(|e| {
+            tracing::warn!("Prometheus not reached: {e}");
+            format!("Prometheus not reached ({e})")
+        })
 }
 
 /// The budget: the flags', else two scrape intervals (once Prometheus showed them).
@@ -449,11 +395,11 @@ fn assess_all(
     let vmis: BTreeMap<(String, String), VmiFacts> = listed
         .vmis
         .iter()
-        .filter_map(SlimVmi::facts)
+        .filter_map(vmi_facts)
         .map(|v| (key(&v.namespace, &v.name), v))
         .collect();
     let mut objects: BTreeMap<(String, String), Vec<MigrationObject>> = BTreeMap::new();
-    for m in listed.migrations.iter().filter_map(SlimMigration::facts) {
+    for m in listed.migrations.iter().filter_map(migration_facts) {
         objects
             .entry(key(&m.namespace, &m.vmi_name))
             .or_default()

@@ -10,6 +10,7 @@ pub mod churn;
 pub mod cleanup;
 pub mod completion;
 pub mod disruption;
+mod prometheus_reach;
 pub mod report;
 pub mod run;
 mod run_ids;
@@ -107,6 +108,33 @@ fn block_on<F: std::future::Future<Output = Result<()>>>(future: F) -> Result<()
     // exec credential plugin); the command is done, so do not wait for it.
     runtime.shutdown_background();
     result
+}
+
+/// The cluster the kubeconfig and context in `access` name, at its rate limit.
+pub(crate) async fn connect(
+    access: &crate::config::ClusterAccess,
+) -> Result<crate::k8s::client::Cluster> {
+    crate::k8s::client::connect_from_env(
+        &access.kubeconfig,
+        access.context.as_deref(),
+        access.rate_limit,
+    )
+    .await
+}
+
+/// [`connect`] for a command that only reads: the interrupt policy is installed at once and
+/// the returned token, once cancelled, also stops the cluster's requests.
+pub(crate) async fn connect_interruptible(
+    access: &crate::config::ClusterAccess,
+) -> Result<(
+    crate::k8s::client::Cluster,
+    tokio_util::sync::CancellationToken,
+)> {
+    let cluster = connect(access).await?;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    cluster.gate.stop_when(&cancel);
+    install_interrupt_handler(cancel.clone());
+    Ok((cluster, cancel))
 }
 
 /// The interrupt policy of every command that talks to the cluster: the first SIGINT or

@@ -24,7 +24,7 @@ use crate::audit::{
 use crate::config::RunSettings;
 use crate::error::{Error, Outcome, Result};
 use crate::k8s::apply::{Applied, ApplyEvent, ApplyOptions, apply_plan};
-use crate::k8s::client::{Cluster, connect_from_env};
+use crate::k8s::client::Cluster;
 use crate::k8s::pacing::{PaceGate, Pacer};
 use crate::k8s::preflight::{PreflightNeeds, preflight};
 use crate::k8s::ready::{
@@ -172,12 +172,7 @@ pub async fn run_on_cluster(settings: &RunSettings, plan: &Plan, auditor: &Audit
     super::install_interrupt_handler(cancel.clone());
 
     let cluster = &settings.global.cluster;
-    let cluster = connect_from_env(
-        &cluster.kubeconfig,
-        cluster.context.as_deref(),
-        cluster.rate_limit,
-    )
-    .await?;
+    let cluster = super::connect(cluster).await?;
     cluster.gate.stop_when(&cancel);
     let run_uuid = plan.run_id.as_uuid();
     let command = if server_dry_run {

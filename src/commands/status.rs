@@ -11,11 +11,9 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::config::StatusSettings;
 use crate::error::{Error, Result};
-use crate::k8s::client::connect_from_env;
 use crate::k8s::follow::{Follow, MIN_INTERVAL, Settled, next_interval};
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, Scope};
@@ -27,16 +25,7 @@ use crate::report::status::{
 
 /// Runs `virtwork status` with its resolved settings.
 pub async fn status(settings: &StatusSettings) -> Result<()> {
-    let access = &settings.global.cluster;
-    let cluster = connect_from_env(
-        &access.kubeconfig,
-        access.context.as_deref(),
-        access.rate_limit,
-    )
-    .await?;
-    let cancel = CancellationToken::new();
-    cluster.gate.stop_when(&cancel);
-    crate::commands::install_interrupt_handler(cancel.clone());
+    let (cluster, cancel) = super::connect_interruptible(&settings.global.cluster).await?;
     let deadline = Instant::now() + Duration::from_secs(settings.timeout.get().max(1));
     let ctx = ApiContext {
         client: cluster.client.clone(),

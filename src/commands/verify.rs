@@ -18,9 +18,9 @@ use futures::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{PrometheusCredential, PrometheusTarget, VerifySettings};
+use super::prometheus_reach::reach_prometheus;
+use crate::config::VerifySettings;
 use crate::error::{Error, Result};
-use crate::k8s::client::{Cluster, connect_from_env, load_kube_config};
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, list_in_scope};
 use crate::model::ManagedKind;
@@ -38,7 +38,7 @@ use crate::verify::evaluate::{
     set_spans, subquery_step_ms, values_by_name,
 };
 use crate::verify::listed::{ListedVm, ListedVmi};
-use crate::verify::prometheus::{ClusterCredentials, PrometheusApi, discover};
+use crate::verify::prometheus::PrometheusApi;
 use crate::verify::recorded::{Fallback, Records, fallback_warning};
 use crate::verify::{
     Answered, GroupRange, LocalCatalog, ProfileRanges, Round, Target, VmResult, catalog_names,
@@ -54,31 +54,9 @@ const LAST_ROUND_GRACE: Duration = Duration::from_secs(20);
 /// Queries in flight at once (each also passes the rate limit).
 const QUERY_CONCURRENCY: usize = 8;
 
-/// Only the bearer-token part of the kubeconfig's credentials ever goes to Prometheus (the
-/// monitoring route, or a URL with `--prometheus-use-cluster-token`): client certificates,
-/// basic auth and impersonation are meant for the API server.
-fn bearer_only(auth: kube::config::AuthInfo) -> kube::config::AuthInfo {
-    kube::config::AuthInfo {
-        token: auth.token,
-        token_file: auth.token_file,
-        auth_provider: auth.auth_provider,
-        exec: auth.exec,
-        ..Default::default()
-    }
-}
-
 /// Runs `virtwork verify`.
 pub async fn verify(settings: &VerifySettings) -> Result<()> {
-    let access = &settings.global.cluster;
-    let cluster = connect_from_env(
-        &access.kubeconfig,
-        access.context.as_deref(),
-        access.rate_limit,
-    )
-    .await?;
-    let cancel = CancellationToken::new();
-    cluster.gate.stop_when(&cancel);
-    crate::commands::install_interrupt_handler(cancel.clone());
+    let (cluster, cancel) = super::connect_interruptible(&settings.global.cluster).await?;
     let deadline = Instant::now() + settings.wait.unwrap_or(RETRY_DEADLINE);
     let ctx = ApiContext {
         client: cluster.client.clone(),
@@ -88,7 +66,13 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     crate::k8s::reach::reach(&cluster, &ctx.policy, &cancel).await?;
     let resolved = resolve_run(settings, &ctx).await?;
     let settings = &resolved;
-    let api = reach_prometheus(settings, &cluster, &cancel).await?;
+    let api = reach_prometheus(
+        &settings.global.cluster,
+        &settings.prometheus,
+        &cluster,
+        &cancel,
+    )
+    .await?;
     tracing::info!(
         prometheus = api.describe.as_str(),
         via = api.via.as_str(),
@@ -240,57 +224,6 @@ async fn read_alerts(
         }
     }
     Ok(fired)
-}
-
-/// Prometheus as the settings name it: discovered (the cluster's monitoring route, else
-/// the API server's service proxy), or at a URL with the credential the settings chose.
-async fn reach_prometheus(
-    settings: &VerifySettings,
-    cluster: &Cluster,
-    cancel: &CancellationToken,
-) -> Result<PrometheusApi> {
-    match &settings.prometheus {
-        PrometheusTarget::Discover => {
-            let credentials = cluster_credentials(settings).await?;
-            discover(
-                &cluster.client,
-                &cluster.server_url,
-                &credentials,
-                &cluster.gate,
-                cancel,
-            )
-            .await
-        }
-        PrometheusTarget::Url { url, credential } => {
-            let auth = match credential {
-                PrometheusCredential::None => kube::config::AuthInfo::default(),
-                PrometheusCredential::Token(token) => kube::config::AuthInfo {
-                    token: Some(token.expose().to_string().into()),
-                    ..Default::default()
-                },
-                PrometheusCredential::ClusterToken => cluster_credentials(settings).await?.auth,
-            };
-            PrometheusApi::at_url(url, auth, cluster.gate.clone())
-        }
-    }
-}
-
-/// The kubeconfig's bearer token and CA (loaded as the API client loads them).
-async fn cluster_credentials(settings: &VerifySettings) -> Result<ClusterCredentials> {
-    credentials_of(&settings.global.cluster).await
-}
-
-/// The bearer token and CA of the kubeconfig `access` names (also report's).
-pub(crate) async fn credentials_of(
-    access: &crate::config::ClusterAccess,
-) -> Result<ClusterCredentials> {
-    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    let (kube_config, _, _) =
-        load_kube_config(&access.kubeconfig, access.context.as_deref(), in_cluster).await?;
-    Ok(ClusterCredentials {
-        auth: bearer_only(kube_config.auth_info),
-        root_certs: kube_config.root_cert.unwrap_or_default(),
-    })
 }
 
 /// Lists the VMs in scope and queries their signals; with `--wait`, again every poll

@@ -1,58 +1,25 @@
 //! What `disruption` reads of a listed VirtualMachineInstance and
-//! VirtualMachineInstanceMigration, and nothing more: name, namespace, uid, creation time,
-//! labels; the VMI's phase, node, `migrationState` and LiveMigratable condition; the
-//! migration's VMI name, phase, phase transition times and `migrationState`. Deserialized
-//! straight from each list page (a fleet's full VMIs are tens of MiB of JSON trees), then
-//! turned into the plain facts of [`super::evidence`].
+//! VirtualMachineInstanceMigration, and nothing more: the slim metadata of verify's listing
+//! ([`crate::verify::listed::Listed`]: name, namespace, uid, creation time, labels); the VMI's
+//! phase, node, `migrationState` and LiveMigratable condition; the migration's VMI name,
+//! phase, phase transition times and `migrationState`. Deserialized straight from each list
+//! page (a fleet's full VMIs are tens of MiB of JSON trees), then turned into the plain facts
+//! of [`super::evidence`].
 //!
 //! Must not: keep any other field, talk to the cluster.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::core::{ApiResource, DynamicResourceScope};
-use serde::{Deserialize, Deserializer};
+use crate::verify::listed::Listed;
 
 use super::evidence::{MigrationObject, MigrationState, VmiFacts};
 
-/// A listed object: its slim metadata and the part of its spec and status read here.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Slim<P, S> {
-    #[serde(default, deserialize_with = "slim_metadata")]
-    pub metadata: ObjectMeta,
-    #[serde(default = "Option::default")]
-    pub spec: Option<P>,
-    #[serde(default = "Option::default")]
-    pub status: Option<S>,
-}
-
-/// A listed VirtualMachineInstance.
-pub type SlimVmi = Slim<serde::de::IgnoredAny, VmiStatus>;
+/// A listed VirtualMachineInstance (verify's slim listing: metadata, and the status read here).
+pub type SlimVmi = Listed<IgnoredAny, VmiStatus>;
 /// A listed VirtualMachineInstanceMigration.
-pub type SlimMigration = Slim<MigrationSpec, MigrationStatus>;
-
-#[derive(Deserialize)]
-struct SlimMetadata {
-    name: Option<String>,
-    namespace: Option<String>,
-    uid: Option<String>,
-    #[serde(rename = "creationTimestamp")]
-    creation_timestamp: Option<Time>,
-    labels: Option<BTreeMap<String, String>>,
-}
-
-fn slim_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
-    let slim = SlimMetadata::deserialize(deserializer)?;
-    Ok(ObjectMeta {
-        name: slim.name,
-        namespace: slim.namespace,
-        uid: slim.uid,
-        creation_timestamp: slim.creation_timestamp,
-        labels: slim.labels,
-        ..Default::default()
-    })
-}
+pub type SlimMigration = Listed<MigrationSpec, MigrationStatus>;
 
 /// Times are kept as text and parsed leniently: a malformed one is unknown, not a failed list.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -134,83 +101,46 @@ impl State {
     }
 }
 
-impl SlimVmi {
-    /// The VMI's facts (None: it has no name).
-    pub fn facts(&self) -> Option<VmiFacts> {
-        let status = self.status.clone().unwrap_or_default();
-        let migratable = status
-            .conditions
+/// A VMI's facts (None: it has no name).
+pub fn vmi_facts(vmi: &SlimVmi) -> Option<VmiFacts> {
+    let status = vmi.status.clone().unwrap_or_default();
+    let migratable = status
+        .conditions
+        .iter()
+        .find(|c| c.kind.as_deref() == Some("LiveMigratable"))
+        .map(|c| c.status.as_deref() == Some("True"));
+    Some(VmiFacts {
+        namespace: vmi.metadata.namespace.clone().unwrap_or_default(),
+        name: vmi.metadata.name.clone()?,
+        uid: vmi.metadata.uid.clone().unwrap_or_default(),
+        created: created(&vmi.metadata),
+        phase: status.phase,
+        node: status.node_name,
+        migratable,
+        migration: status.migration_state.as_ref().map(State::facts),
+    })
+}
+
+/// A migration's facts (None: it names no VMI).
+pub fn migration_facts(migration: &SlimMigration) -> Option<MigrationObject> {
+    let status = migration.status.clone().unwrap_or_default();
+    Some(MigrationObject {
+        namespace: migration.metadata.namespace.clone().unwrap_or_default(),
+        name: migration.metadata.name.clone().unwrap_or_default(),
+        uid: migration.metadata.uid.clone().unwrap_or_default(),
+        vmi_name: migration.spec.as_ref()?.vmi_name.clone()?,
+        created: created(&migration.metadata),
+        phase: status.phase,
+        phase_times: status
+            .phase_transition_timestamps
             .iter()
-            .find(|c| c.kind.as_deref() == Some("LiveMigratable"))
-            .map(|c| c.status.as_deref() == Some("True"));
-        Some(VmiFacts {
-            namespace: self.metadata.namespace.clone().unwrap_or_default(),
-            name: self.metadata.name.clone()?,
-            uid: self.metadata.uid.clone().unwrap_or_default(),
-            created: created(&self.metadata),
-            phase: status.phase,
-            node: status.node_name,
-            migratable,
-            migration: status.migration_state.as_ref().map(State::facts),
-        })
-    }
-}
-
-impl SlimMigration {
-    /// The migration's facts (None: it names no VMI).
-    pub fn facts(&self) -> Option<MigrationObject> {
-        let status = self.status.clone().unwrap_or_default();
-        Some(MigrationObject {
-            namespace: self.metadata.namespace.clone().unwrap_or_default(),
-            name: self.metadata.name.clone().unwrap_or_default(),
-            uid: self.metadata.uid.clone().unwrap_or_default(),
-            vmi_name: self.spec.as_ref()?.vmi_name.clone()?,
-            created: created(&self.metadata),
-            phase: status.phase,
-            phase_times: status
-                .phase_transition_timestamps
-                .iter()
-                .filter_map(|p| {
-                    let at = seconds(p.phase_transition_timestamp.as_deref()?)?;
-                    Some((p.phase.clone()?, at))
-                })
-                .collect(),
-            state: status.migration_state.as_ref().map(State::facts),
-        })
-    }
-}
-
-impl<P: Clone, S: Clone> kube::Resource for Slim<P, S> {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
-
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+            .filter_map(|p| {
+                let at = seconds(p.phase_transition_timestamp.as_deref()?)?;
+                Some((p.phase.clone()?, at))
+            })
+            .collect(),
+        state: status.migration_state.as_ref().map(State::facts),
+    })
 }
 
 #[cfg(test)]
@@ -232,7 +162,7 @@ mod tests {
                                           "endTimestamp": "2026-12-05T10:10:12Z", "completed": true}}
         }))
         .unwrap();
-        let facts = vmi.facts().unwrap();
+        let facts = vmi_facts(&vmi).unwrap();
         assert_eq!(facts.uid, "u1");
         assert_eq!(facts.migratable, Some(false));
         let state = facts.migration.unwrap();
@@ -246,7 +176,7 @@ mod tests {
                 {"phase": "Succeeded", "phaseTransitionTimestamp": "bad"}]}
         }))
         .unwrap();
-        let m = m.facts().unwrap();
+        let m = migration_facts(&m).unwrap();
         assert_eq!(m.vmi_name, "vm");
         assert_eq!(m.phase_times.len(), 1, "an unreadable time is unknown");
     }

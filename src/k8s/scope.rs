@@ -233,8 +233,26 @@ where
         + std::fmt::Debug
         + serde::de::DeserializeOwned,
 {
+    list_in_scope_reduced(ctx, scope, kind, |object: K| object).await
+}
+
+/// [`list_in_scope`], each object reduced by `reduce` as its page arrives (for a `K` that
+/// cannot say by its type alone what to drop), so only the reduced objects are held.
+pub async fn list_in_scope_reduced<K, T>(
+    ctx: &ApiContext,
+    scope: &Scope,
+    kind: ManagedKind,
+    mut reduce: impl FnMut(K) -> T,
+) -> Result<Vec<T>>
+where
+    K: kube::Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+    T: kube::Resource,
+{
     let api: Api<K> = scope.api_as(&ctx.client, kind);
-    let mut found: BTreeMap<(String, String), K> = BTreeMap::new();
+    let mut found: BTreeMap<(String, String), T> = BTreeMap::new();
     for_each_in_scope(
         ctx,
         scope,
@@ -244,6 +262,7 @@ where
             async move { api.list(&params).await }
         },
         |object: K| {
+            let object = reduce(object);
             let key = (
                 object.meta().namespace.clone().unwrap_or_default(),
                 object.meta().name.clone().unwrap_or_default(),

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::k8s::ready::{condition_message, is_stuck_status};
-use crate::k8s::scope::{ApiContext, Scope, for_each_in_scope};
+use crate::k8s::scope::{ApiContext, Scope, list_in_scope_reduced};
 use crate::kubevirt::VirtualMachineStatus;
 use crate::labels;
 use crate::model::ManagedKind;
@@ -308,27 +308,7 @@ async fn list_kind(
     scope: &Scope,
     kind: ManagedKind,
 ) -> Result<Vec<DynamicObject>> {
-    let api = scope.api(&ctx.client, kind);
-    let mut kept: BTreeMap<(String, String), DynamicObject> = BTreeMap::new();
-    for_each_in_scope(
-        ctx,
-        scope,
-        kind,
-        |params| {
-            let api = &api;
-            async move { api.list(&params).await }
-        },
-        |object: DynamicObject| {
-            let slim = slim(object);
-            let key = (
-                slim.metadata.namespace.clone().unwrap_or_default(),
-                slim.metadata.name.clone().unwrap_or_default(),
-            );
-            kept.insert(key, slim);
-        },
-    )
-    .await?;
-    Ok(kept.into_values().collect())
+    list_in_scope_reduced(ctx, scope, kind, slim).await
 }
 
 /// `object` reduced to what `status` shows.

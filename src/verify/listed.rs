@@ -1,8 +1,10 @@
-//! What verify reads of a listed VirtualMachine and VirtualMachineInstance, and nothing
-//! more: name, namespace, creation time, labels, virtwork's own annotations, the memory
-//! request (VMs) and the phase (VMIs; the creation time bounds a load profile's clock). Deserialized straight from each list page, so verify never holds a
-//! fleet's full specs and statuses (a `DynamicObject` of 1,250 VMs is tens of MiB of JSON
-//! trees). Must not: read or keep any other field, talk to the cluster.
+//! What verify (and disruption, whose VMI and migration listings are [`Listed`] too) reads
+//! of a listed VirtualMachine and VirtualMachineInstance, and nothing more: name, namespace,
+//! uid, creation time, labels, virtwork's own annotations, the memory request (VMs) and the
+//! phase (VMIs; the creation time bounds a load profile's clock). Deserialized straight from
+//! each list page, so verify never holds a fleet's full specs and statuses (a `DynamicObject`
+//! of 1,250 VMs is tens of MiB of JSON trees). Must not: read or keep any other field, talk
+//! to the cluster.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -31,12 +33,13 @@ pub type ListedVm = Listed<VmSpec, IgnoredAny>;
 /// A listed VirtualMachineInstance.
 pub type ListedVmi = Listed<IgnoredAny, VmiStatus>;
 
-/// The metadata verify keeps: name, namespace, labels and the annotations it reads (not
+/// The metadata kept: name, namespace, uid, creation time, labels and the annotations verify reads (not
 /// managedFields, owner references or other annotations, which can be large).
 #[derive(Deserialize)]
 struct SlimMetadata {
     name: Option<String>,
     namespace: Option<String>,
+    uid: Option<String>,
     #[serde(rename = "creationTimestamp")]
     creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     labels: Option<BTreeMap<String, String>>,
@@ -54,6 +57,7 @@ fn slim_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMet
     Ok(ObjectMeta {
         name: slim.name,
         namespace: slim.namespace,
+        uid: slim.uid,
         creation_timestamp: slim.creation_timestamp,
         labels: slim.labels,
         annotations,

@@ -19,7 +19,7 @@ use crate::disruption::Span;
 use crate::error::{Error, Result};
 use crate::htmlreport::RunRecord;
 use crate::htmlreport::data::{Disruption, Fetched};
-use crate::k8s::client::{Cluster, connect_from_env};
+use crate::k8s::client::Cluster;
 use crate::k8s::retry::RetryPolicy;
 use crate::k8s::scope::{ApiContext, Scope};
 use crate::model::AllowRestarts;
@@ -82,12 +82,7 @@ pub async fn add(
 /// The kubeconfig's cluster, answering.
 async fn connect(settings: &ReportSettings, cancel: &CancellationToken) -> Result<Cluster> {
     let access = &settings.global.cluster;
-    let cluster = connect_from_env(
-        &access.kubeconfig,
-        access.context.as_deref(),
-        access.rate_limit,
-    )
-    .await?;
+    let cluster = crate::commands::connect(access).await?;
     cluster.gate.stop_when(cancel);
     let policy = RetryPolicy::until(Instant::now() + DEADLINE);
     crate::k8s::reach::reach(&cluster, &policy, cancel).await?;

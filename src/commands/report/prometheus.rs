@@ -15,16 +15,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{PrometheusCredential, PrometheusTarget, ReportSettings};
+use crate::commands::prometheus_reach::{at_url, reach_prometheus};
+use crate::config::{PrometheusTarget, ReportSettings};
 use crate::error::{Error, Result};
 use crate::htmlreport::RunRecord;
 use crate::htmlreport::data::{AlertSpan, Fetched, alert_spans};
-use crate::k8s::client::{RequestGate, connect_from_env};
+use crate::k8s::client::RequestGate;
 use crate::k8s::retry::RetryPolicy;
 use crate::model::Window;
 use crate::signals::promql::Matchers;
 use crate::verify::evaluate::RangeAnswer;
-use crate::verify::prometheus::{PrometheusApi, discover};
+use crate::verify::prometheus::PrometheusApi;
 
 /// How long transient failures of Prometheus are retried, per run.
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -102,7 +103,8 @@ pub fn fetched<T>(result: Result<T>) -> Result<Fetched<T>> {
     }
 }
 
-/// Prometheus as the settings name it (the same places and credentials as verify).
+/// Prometheus as the settings name it (the same places and credentials as verify); a URL
+/// needs no cluster connection.
 async fn reach(
     settings: &ReportSettings,
     target: &PrometheusTarget,
@@ -111,34 +113,12 @@ async fn reach(
     let access = &settings.global.cluster;
     match target {
         PrometheusTarget::Url { url, credential } => {
-            let auth = match credential {
-                PrometheusCredential::None => kube::config::AuthInfo::default(),
-                PrometheusCredential::Token(token) => kube::config::AuthInfo {
-                    token: Some(token.expose().to_string().into()),
-                    ..Default::default()
-                },
-                PrometheusCredential::ClusterToken => {
-                    crate::commands::verify::credentials_of(access).await?.auth
-                }
-            };
-            PrometheusApi::at_url(url, auth, RequestGate::new(access.rate_limit)?)
+            let gate = RequestGate::new(access.rate_limit)?;
+            at_url(access, url, credential, gate).await
         }
         PrometheusTarget::Discover => {
-            let cluster = connect_from_env(
-                &access.kubeconfig,
-                access.context.as_deref(),
-                access.rate_limit,
-            )
-            .await?;
-            let credentials = crate::commands::verify::credentials_of(access).await?;
-            discover(
-                &cluster.client,
-                &cluster.server_url,
-                &credentials,
-                &cluster.gate,
-                cancel,
-            )
-            .await
+            let cluster = crate::commands::connect(access).await?;
+            reach_prometheus(access, target, &cluster, cancel).await
         }
     }
 }
