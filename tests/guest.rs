@@ -409,8 +409,8 @@ fn cpu_step_signal(vm: &mut Guest) -> Result<String, Failure> {
             reading: Reading::Window(cpu_busy_and_unit_percent),
             expected: f64::from,
             unit: "%",
-            // Going up, the level script lifts the cap with systemctl inside the still-capped
-            // unit: 3-5 s in a TCG guest with nothing else on the host.
+            // Going up from the capped low level (stopping it, lifting the cap, starting
+            // stress-ng) took 3-5 s in a TCG guest with nothing else on the host.
             settle: 6,
             high: 60.0..=100.0,
             low: 0.0..=25.0,

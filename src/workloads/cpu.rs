@@ -173,8 +173,10 @@ pub fn profile(family: GuestFamily) -> Profile {
 /// unit's CPU time at [`CPU_CAP_POINTS`] above the level on every online CPU (the CPUs
 /// `--cpu 0` starts stressors on; a cap of 100 % or more lifts the quota) with `systemctl
 /// set-property --runtime`, so a reboot starts from the unit file and the script sets it
-/// again, then runs stress-ng at the level. A quota systemd refuses fails the script, so the
-/// unit restarts loudly instead of running without the cap.
+/// again, then runs stress-ng at the level. The same cap is first written to the unit's own
+/// `cpu.max` (only when the script runs in that unit's cgroup), so raising a level is not
+/// held to the old cap while systemctl starts. A quota systemd refuses fails the script, so
+/// the unit restarts loudly instead of running without the cap.
 pub fn level_script(method: &str) -> String {
     format!(
         "#!/bin/bash\n\
@@ -182,7 +184,12 @@ pub fn level_script(method: &str) -> String {
          # the unit's CPUQuota (CFS bandwidth) caps it {CPU_CAP_POINTS} points above, so no lump gets through.\n\
          set -euo pipefail\n\
          CAP=\"\"\n\
-         if [ $(( $1 + {CPU_CAP_POINTS} )) -lt 100 ]; then CAP=\"$(( ($1 + {CPU_CAP_POINTS}) * $(nproc) ))%\"; fi\n\
+         MAX=\"max 100000\"\n\
+         if [ $(( $1 + {CPU_CAP_POINTS} )) -lt 100 ]; then CAP=\"$(( ($1 + {CPU_CAP_POINTS}) * $(nproc) ))%\"; MAX=\"$(( ($1 + {CPU_CAP_POINTS}) * $(nproc) * 1000 )) 100000\"; fi\n\
+         # This script runs inside the capped unit: systemctl alone would lift a low cap while held\n\
+         # to it (seconds in a slow guest), so the unit's own cpu.max is written first, by a builtin.\n\
+         IFS=: read -r _ _ CGROUP < /proc/self/cgroup || true\n\
+         if [ \"${{CGROUP##*/}}\" = {UNIT} ] && [ -w \"/sys/fs/cgroup${{CGROUP}}/cpu.max\" ]; then echo \"$MAX\" > \"/sys/fs/cgroup${{CGROUP}}/cpu.max\" || true; fi\n\
          systemctl set-property --runtime {UNIT} \"CPUQuota=${{CAP}}\"\n\
          exec {}\n",
         command_line("\"$1\"", method)
