@@ -204,8 +204,8 @@ fn cpu_unit_defaults_and_overrides() {
     let (unit, mode) = file(&ud, "/etc/systemd/system/virtwork-cpu.service");
     assert_eq!(mode, "0644");
     assert!(unit.starts_with("[Unit]\nDescription=Virtwork CPU stress workload\n\n[Service]\n"));
-    // Steady and profiled loads share the level script: stress-ng at the level, capped by the
-    // unit's CPUQuota.
+    // Steady and profiled loads share the level script: stress-ng at the level, capped in a
+    // cgroup of its own inside the delegated unit (systemd's CPUQuota where that cannot be).
     assert_eq!(
         exec_start(&unit),
         "/usr/local/bin/virtwork-cpu-at-level 100"
@@ -214,12 +214,16 @@ fn cpu_unit_defaults_and_overrides() {
     assert_eq!(mode, "0755");
     assert!(
         script.ends_with(
-            "systemctl set-property --runtime virtwork-cpu.service \"CPUQuota=${CAP}\"\n\
+            "if [ -n \"$UNIT_CGROUP\" ] && [ -f \"$UNIT_CGROUP/load/cpu.max\" ]; then\n\
+             \x20 echo \"$MAX\" > \"$UNIT_CGROUP/load/cpu.max\"\n\
+             else\n\
+             \x20 systemctl set-property --runtime virtwork-cpu.service \"CPUQuota=${CAP}\"\n\
+             fi\n\
              exec /usr/bin/stress-ng --cpu 0 --cpu-load \"$1\" --cpu-load-slice 20 --cpu-method all --timeout 0\n"
         ),
         "{script}"
     );
-    assert!(unit.contains("Restart=always\nRestartSec=10\n"));
+    assert!(unit.contains("Restart=always\nRestartSec=10\nDelegate=yes\n"));
     assert!(unit.contains("[Install]\nWantedBy=multi-user.target\n"));
     assert_eq!(
         runcmd(&ud),

@@ -1,6 +1,6 @@
 //! `cpu`: stress-ng CPU load on every VM, forever (`virtwork-cpu.service`), constant or
 //! following a load profile. A level is stress-ng's `--cpu-load` percent of each CPU, and the
-//! kernel caps the unit a little above it (`CPUQuota=`, cgroup CFS bandwidth).
+//! kernel caps the load a little above it (cgroup CFS bandwidth, in a cgroup of its own).
 //!
 //! Owns: the cpu params, the level script and the unit. Must not: drive a profile's phases
 //! (the profile driver does) or know how verify judges the load.
@@ -105,7 +105,7 @@ pub const CPU_METHODS: &[&str] = &[
 
 /// What a load profile's level means for cpu.
 pub const LEVELS: LevelScale = LevelScale {
-    meaning: "percent load of each CPU (stress-ng --cpu-load, capped by the unit's CPUQuota)",
+    meaning: "percent load of each CPU (stress-ng --cpu-load, CPU time capped 10 points above)",
     max: 100,
     default_low: 10,
     default_high: 90,
@@ -121,7 +121,7 @@ pub fn schema() -> ParamSchema {
             100,
             1,
             100,
-            "stress-ng --cpu-load: percent load per CPU (the unit's CPUQuota caps it 10 points above)",
+            "stress-ng --cpu-load: percent load per CPU (its CPU time capped 10 points above)",
         ),
         ParamDef::string(
             "cpu-method",
@@ -139,12 +139,12 @@ pub fn schema() -> ParamSchema {
 /// guest) ran for seconds, so a 10 % level arrived in lumps (a 2 s window read 71 %).
 pub const CPU_LOAD_SLICE_MS: u32 = 20;
 
-/// Points above the level at which the kernel caps the unit's CPU time (`CPUQuota=`, cgroup
-/// CFS bandwidth, per 100 ms period). stress-ng's `--cpu-load` loop times its busy slices in
-/// wall time, so a slow or descheduled CPU still let 2 s windows of level 10 read 28-55 %
-/// with 20 ms slices; the cap clips every such lump whatever the CPU's speed. It sits above
-/// the level, not at it: a quota at the level itself held low levels but throttled the whole
-/// unit, the profile driver included, so in a TCG guest a phase change took 10-20 s.
+/// Points above the level at which the kernel caps the load's CPU time (cgroup CFS bandwidth,
+/// per 100 ms period). stress-ng's `--cpu-load` loop times its busy slices in wall time, so a
+/// slow or descheduled CPU still let 2 s windows of level 10 read 28-55 % with 20 ms slices;
+/// the cap clips every such lump whatever the CPU's speed. It sits above the level, not at it:
+/// stress-ng flat out under a quota at the level held low levels but stalled the guest in
+/// bursts.
 pub const CPU_CAP_POINTS: u32 = 10;
 
 /// The stress-ng command line at a load of `load_percent` (`"$1"` in the level script).
@@ -169,28 +169,55 @@ pub fn profile(family: GuestFamily) -> Profile {
     }
 }
 
+/// The cgroup under the unit's own that holds the load and its cap (cgroup v2, `Delegate=yes`).
+pub const LOAD_CGROUP: &str = "load";
+/// The cgroup under the unit's own that holds everything else in the unit: the profile driver.
+pub const SUPERVISOR_CGROUP: &str = "supervisor";
+
 /// The level script, steady or profiled: `$1` is the load percent of each CPU. It caps the
-/// unit's CPU time at [`CPU_CAP_POINTS`] above the level on every online CPU (the CPUs
-/// `--cpu 0` starts stressors on; a cap of 100 % or more lifts the quota) with `systemctl
-/// set-property --runtime`, so a reboot starts from the unit file and the script sets it
-/// again, then runs stress-ng at the level. The same cap is first written to the unit's own
-/// `cpu.max` (only when the script runs in that unit's cgroup), so raising a level is not
-/// held to the old cap while systemctl starts. A quota systemd refuses fails the script, so
-/// the unit restarts loudly instead of running without the cap.
+/// load's CPU time at [`CPU_CAP_POINTS`] above the level on every online CPU (the CPUs
+/// `--cpu 0` starts stressors on; a cap of 100 % or more lifts it), then runs stress-ng at
+/// the level. On the unified cgroup hierarchy the unit is delegated: the script moves itself
+/// into [`LOAD_CGROUP`] and writes the cap to that cgroup's `cpu.max`, and whatever else runs in
+/// the unit (the profile driver) moves to [`SUPERVISOR_CGROUP`], outside the cap. A driver held
+/// to a low cap took 4-7 s of a TCG guest to stop one level and start the next; outside it, a
+/// phase change costs what it costs at full speed, and the cap is one write, not a systemctl
+/// run. Elsewhere (cgroup v1, or no `cpu` controller delegated) the whole unit is capped with
+/// `systemctl set-property --runtime` (a reboot starts from the unit file, and the script sets
+/// it again). A cap the kernel or systemd refuses fails the script, so the unit restarts
+/// loudly instead of running without it.
 pub fn level_script(method: &str) -> String {
     format!(
         "#!/bin/bash\n\
          # virtwork cpu at one level: $1 is the load percent of each CPU. stress-ng keeps the level;\n\
-         # the unit's CPUQuota (CFS bandwidth) caps it {CPU_CAP_POINTS} points above, so no lump gets through.\n\
+         # a CFS bandwidth cap {CPU_CAP_POINTS} points above it clips every lump a slow CPU lets through.\n\
          set -euo pipefail\n\
          CAP=\"\"\n\
          MAX=\"max 100000\"\n\
-         if [ $(( $1 + {CPU_CAP_POINTS} )) -lt 100 ]; then CAP=\"$(( ($1 + {CPU_CAP_POINTS}) * $(nproc) ))%\"; MAX=\"$(( ($1 + {CPU_CAP_POINTS}) * $(nproc) * 1000 )) 100000\"; fi\n\
-         # This script runs inside the capped unit: systemctl alone would lift a low cap while held\n\
-         # to it (seconds in a slow guest), so the unit's own cpu.max is written first, by a builtin.\n\
+         if [ $(( $1 + {CPU_CAP_POINTS} )) -lt 100 ]; then CPUS=$(nproc); CAP=\"$(( ($1 + {CPU_CAP_POINTS}) * CPUS ))%\"; MAX=\"$(( ($1 + {CPU_CAP_POINTS}) * CPUS * 1000 )) 100000\"; fi\n\
+         # On cgroup v2 only the load is capped, in {LOAD_CGROUP}/ under the unit's cgroup (Delegate=yes); the\n\
+         # driver moves to {SUPERVISOR_CGROUP}/, so a low cap never slows the next phase change.\n\
          IFS=: read -r _ _ CGROUP < /proc/self/cgroup || true\n\
-         if [ \"${{CGROUP##*/}}\" = {UNIT} ] && [ -w \"/sys/fs/cgroup${{CGROUP}}/cpu.max\" ]; then echo \"$MAX\" > \"/sys/fs/cgroup${{CGROUP}}/cpu.max\" || true; fi\n\
-         systemctl set-property --runtime {UNIT} \"CPUQuota=${{CAP}}\"\n\
+         UNIT_CGROUP=\"\"\n\
+         case \"$CGROUP\" in\n\
+         \x20 */{UNIT}) UNIT_CGROUP=\"/sys/fs/cgroup${{CGROUP}}\" ;;\n\
+         \x20 */{UNIT}/{LOAD_CGROUP} | */{UNIT}/{SUPERVISOR_CGROUP}) UNIT_CGROUP=\"/sys/fs/cgroup${{CGROUP%/*}}\" ;;\n\
+         esac\n\
+         if [ -n \"$UNIT_CGROUP\" ] && [ -f /sys/fs/cgroup/cgroup.controllers ] \\\n\
+         \x20 && mkdir -p \"$UNIT_CGROUP/{SUPERVISOR_CGROUP}\" \"$UNIT_CGROUP/{LOAD_CGROUP}\" \\\n\
+         \x20 && echo $$ > \"$UNIT_CGROUP/{LOAD_CGROUP}/cgroup.procs\"; then\n\
+         \x20 # The unit's own cgroup must be empty before its children get the cpu controller; a\n\
+         \x20 # process the driver starts meanwhile is moved on the next try.\n\
+         \x20 for _ in 1 2 3 4 5 6 7 8 9 10; do\n\
+         \x20   while read -r PID; do echo \"$PID\" > \"$UNIT_CGROUP/{SUPERVISOR_CGROUP}/cgroup.procs\" 2>/dev/null || true; done < \"$UNIT_CGROUP/cgroup.procs\"\n\
+         \x20   echo +cpu > \"$UNIT_CGROUP/cgroup.subtree_control\" 2>/dev/null && break\n\
+         \x20 done\n\
+         fi\n\
+         if [ -n \"$UNIT_CGROUP\" ] && [ -f \"$UNIT_CGROUP/{LOAD_CGROUP}/cpu.max\" ]; then\n\
+         \x20 echo \"$MAX\" > \"$UNIT_CGROUP/{LOAD_CGROUP}/cpu.max\"\n\
+         else\n\
+         \x20 systemctl set-property --runtime {UNIT} \"CPUQuota=${{CAP}}\"\n\
+         fi\n\
          exec {}\n",
         command_line("\"$1\"", method)
     )
@@ -213,7 +240,9 @@ pub fn build(settings: &WorkloadSettings, options: &WorkloadOptions) -> Result<B
         Some(shape) => profile_driver::driven(NAME, shape, level_script(method)),
     };
     // No network needed: ordered after basic system start-up only (the default).
-    let mut unit = simple_service("Virtwork CPU stress workload", &exec, 10);
+    // Delegated, so the level script can cap the load in a cgroup of its own (not the driver).
+    let mut unit =
+        simple_service("Virtwork CPU stress workload", &exec, 10).service("Delegate", "yes");
     if load.is_some() {
         unit = profile_driver::with_driver_settings(unit);
     }
