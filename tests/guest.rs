@@ -441,7 +441,7 @@ fn cpu_step_signal(vm: &mut Guest) -> Result<String, Failure> {
     let capped = lines
         .iter()
         .any(|l| l.starts_with("load cpu.max ") && l.ends_with(" 100000"));
-    let unit_uncapped = lines.iter().any(|l| *l == "unit cpu.max max 100000");
+    let unit_uncapped = lines.contains(&"unit cpu.max max 100000");
     if !(placed("driver", "supervisor") && placed("stress-ng", "load") && capped && unit_uncapped) {
         return Err(vm.fail(
             "the cap holds the load, not the driver",
