@@ -1592,6 +1592,73 @@ async fn halting_a_vm_removes_its_vmi() {
     );
 }
 
+/// The scheduler's taint filter: a VMI whose launcher tolerates no taint is placed only on
+/// a node without `NoSchedule`/`NoExecute` taints (`PreferNoSchedule` does not filter) and
+/// not marked `kubevirt.io/schedulable=false`; one tolerating the taint may go there.
+#[tokio::test]
+async fn vmis_are_scheduled_only_where_their_taints_are_tolerated() {
+    let server = server();
+    let node = |name: &str, effect: Option<&str>, label: Option<&str>| {
+        let mut labels = json!({});
+        if let Some(value) = label {
+            labels["kubevirt.io/schedulable"] = json!(value);
+        }
+        let taints: Vec<Value> = effect
+            .map(|e| json!({ "key": "node-role.kubernetes.io/control-plane", "effect": e }))
+            .into_iter()
+            .collect();
+        json!({ "apiVersion": "v1", "kind": "Node",
+                "metadata": { "name": name, "labels": labels },
+                "spec": { "taints": taints },
+                "status": { "allocatable": { "cpu": "8", "memory": "32Gi" } } })
+    };
+    server.insert(node("cp-a", Some("NoSchedule"), None));
+    server.insert(node("cp-b", Some("NoExecute"), None));
+    server.insert(node("handlerless", None, Some("false")));
+    let c = server.client().await;
+    post(
+        &c,
+        "/apis/kubevirt.io/v1/namespaces/vw/virtualmachines",
+        &vm_json("plain", "f", None),
+    )
+    .await;
+    let mut tolerant = vm_json("tolerant", "f", None);
+    tolerant["spec"]["template"]["spec"]["tolerations"] = json!([
+        { "key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule" }
+    ]);
+    post(
+        &c,
+        "/apis/kubevirt.io/v1/namespaces/vw/virtualmachines",
+        &tolerant,
+    )
+    .await;
+    assert!(
+        eventually(&server, |s| s
+            .get("vmi", "vw", "tolerant")
+            .is_some_and(|v| phase_of(&v) == "Running"))
+        .await
+    );
+    let placed = |s: &FakeApiServer, name: &str| {
+        s.get("vmi", "vw", name).and_then(|v| {
+            v.pointer("/status/nodeName")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+    };
+    assert_eq!(placed(&server, "tolerant").as_deref(), Some("cp-a"));
+    // No node admits the plain VMI: it waits in Scheduling.
+    assert!(
+        eventually(&server, |s| s
+            .get("vmi", "vw", "plain")
+            .is_some_and(|v| phase_of(&v) == "Scheduling"))
+        .await
+    );
+    assert_eq!(placed(&server, "plain"), None);
+    // A node with only a PreferNoSchedule taint takes it.
+    server.insert(node("worker", Some("PreferNoSchedule"), Some("true")));
+    assert!(eventually(&server, |s| placed(s, "plain").as_deref() == Some("worker")).await);
+}
+
 // ----------------------------------------------------------- discovery and observation
 
 #[tokio::test]

@@ -317,6 +317,80 @@ async fn a_single_node_cluster_drains_under_a_fleet_of_every_workload() {
     );
 }
 
+/// A control-plane node as most clusters taint it: the scheduler places no virt-launcher
+/// Pod there (virtwork's VMs tolerate no taint).
+fn control_plane(name: &str) -> Value {
+    let mut cp = node(name, "64", "256Gi");
+    cp["spec"]["taints"] =
+        json!([{ "key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule" }]);
+    cp
+}
+
+/// Three tainted control-plane nodes and one worker: only the worker can take VMs, so `auto`
+/// applies the single-node rules (every VM `None`) and draining the worker completes; the
+/// tainted nodes' room does not count when preflight checks that a VM fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tainted_control_plane_nodes_do_not_count_as_room_for_vms() {
+    let server = cluster_of(&["worker"]);
+    for name in ["cp-0", "cp-1", "cp-2"] {
+        server.insert(control_plane(name));
+    }
+    with_rwx_profile(&server);
+    let env = Env::for_subcommand(&server, "run");
+    assert_success(&env.run(&["--timeout", "120"]));
+    let vms = server.objects("virtualmachines", Some(NS));
+    assert_eq!(vms.len(), 11);
+    for vm in &vms {
+        assert_eq!(strategy_of(vm), "None", "{}", str_at(vm, "/metadata/name"));
+    }
+    let placed = running_vmis(&server);
+    assert!(
+        placed.len() == 11 && placed.values().all(|(_, node)| node == "worker"),
+        "{placed:?}"
+    );
+    let client = server.client_without_retries().await;
+    let outcome = drain(client.clone(), "worker", Duration::from_secs(20)).await;
+    assert!(
+        outcome.completed && outcome.refusals.is_empty(),
+        "refusals: {:?}",
+        outcome.refusals
+    );
+    uncordon(client, "worker").await;
+    let back = server.wait_until(Duration::from_secs(20), |s| {
+        let now = running_vmis(s);
+        now.len() == 11 && now.values().all(|(_, node)| node == "worker")
+    });
+    assert!(back, "{:?}", running_vmis(&server));
+
+    // 200Gi fits a control-plane node's 256Gi but not the worker's 128Gi: refused, naming the
+    // worker as the largest node, before any write.
+    let server = cluster_of(&["worker"]);
+    server.insert(control_plane("cp-0"));
+    let env = Env::for_subcommand(&server, "run");
+    let out = env.run(&["--workloads", "cpu", "--memory", "200Gi", "--timeout", "30"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("more than any node can allocate (the largest, worker, has 128.0Gi"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(server.count("create", "virtualmachines"), 0);
+
+    // Every node tainted: preflight says so (the VMs would wait in Scheduling).
+    let server = cluster_of(&[]);
+    server.insert(control_plane("cp-0"));
+    let env = Env::for_subcommand(&server, "run");
+    let out = env.run(&["--workloads", "cpu", "--no-wait"]);
+    assert_success(&out);
+    assert!(
+        stderr(&out).contains(
+            "no node can take the VMs: cp-0 (tainted node-role.kubernetes.io/control-plane:NoSchedule)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vm_that_cannot_migrate_blocks_the_drain_when_told_to_live_migrate() {
     // What every data-disk VM did before it carried its own strategy: the cluster's

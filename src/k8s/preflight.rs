@@ -140,7 +140,9 @@ pub struct PreflightReport {
     pub warnings: Vec<String>,
     /// Which StorageClass the data disks will use, for the log (empty without data disks).
     pub storage: Vec<String>,
-    /// How many nodes can take VMs; `None` when nodes could not be listed.
+    /// How many nodes can take VMs (not cordoned, no `NoSchedule`/`NoExecute` taint, not
+    /// marked unschedulable by KubeVirt, allocatable reported); `None` when nodes could not
+    /// be listed.
     pub schedulable_nodes: Option<usize>,
 }
 
@@ -225,11 +227,12 @@ pub async fn preflight(
     let mut warnings = Vec::new();
     let mut schedulable_nodes = None;
     match list_nodes(&probe).await? {
-        Ok(nodes) => {
-            let fit = check_node_fit(&needs.sizes, &nodes);
+        Ok(survey) => {
+            let fit = check_node_fit(&needs.sizes, &survey.usable);
             problems.extend(fit.problems);
             warnings.extend(fit.notes);
-            schedulable_nodes = Some(nodes.len());
+            warnings.extend(survey.none_usable_warning());
+            schedulable_nodes = Some(survey.usable.len());
         }
         Err(warning) => warnings.push(format!(
             "{warning}; eviction strategies assume several nodes (on a single-node cluster pass --eviction-strategy none)"
@@ -628,9 +631,10 @@ pub struct NodeCapacity {
 }
 
 impl NodeCapacity {
-    /// A schedulable node's allocatable; `None` for a cordoned node or one without figures.
+    /// The allocatable of a node virtwork's VMs can be scheduled on; `None` for one they
+    /// cannot ([`why_not_schedulable`]) or one without figures.
     fn of(node: &Node) -> Option<NodeCapacity> {
-        if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+        if why_not_schedulable(node).is_some() {
             return None;
         }
         let allocatable = node.status.as_ref()?.allocatable.as_ref()?;
@@ -650,9 +654,83 @@ impl NodeCapacity {
     }
 }
 
-/// The schedulable nodes' allocatable. Inner `Err`: nodes could not be listed (e.g. RBAC
-/// without `list nodes`), a warning rather than a failure.
-async fn list_nodes(probe: &Probe<'_>) -> Result<std::result::Result<Vec<NodeCapacity>, String>> {
+/// KubeVirt's label on nodes virt-handler serves; `"false"` once it stops serving one.
+const SCHEDULABLE_LABEL: &str = "kubevirt.io/schedulable";
+
+/// Pure: why the scheduler would place none of virtwork's virt-launcher Pods on `node`, or
+/// `None` when it could. Cordoned; a `NoSchedule` or `NoExecute` taint (the scheduler's
+/// TaintToleration filter: virtwork's VMs carry no tolerations, and KubeVirt copies only
+/// the VMI's own to the launcher), e.g. the control-plane nodes of most clusters; or marked
+/// `kubevirt.io/schedulable=false` by virt-handler (every launcher Pod selects `"true"`).
+/// A node without that label counts, as virt-handler may not have labelled it yet.
+pub fn why_not_schedulable(node: &Node) -> Option<String> {
+    let spec = node.spec.as_ref();
+    if spec.and_then(|s| s.unschedulable) == Some(true) {
+        return Some("cordoned".into());
+    }
+    if let Some(taint) = spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+    {
+        return Some(format!("tainted {}:{}", taint.key, taint.effect));
+    }
+    if node.labels().get(SCHEDULABLE_LABEL).map(String::as_str) == Some("false") {
+        return Some(format!("{SCHEDULABLE_LABEL}=false"));
+    }
+    None
+}
+
+/// The nodes as preflight sees them: those VMs can be scheduled on (with their
+/// allocatable), and the others with the reason.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeSurvey {
+    pub usable: Vec<NodeCapacity>,
+    /// `(name, reason)` of each node no VM can be scheduled on.
+    pub excluded: Vec<(String, String)>,
+}
+
+impl NodeSurvey {
+    /// Pure: sorts listed nodes into usable and excluded.
+    pub fn of(nodes: &[Node]) -> NodeSurvey {
+        let mut survey = NodeSurvey::default();
+        for node in nodes {
+            match why_not_schedulable(node) {
+                Some(reason) => survey.excluded.push((node.name_any(), reason)),
+                None => survey.usable.extend(NodeCapacity::of(node)),
+            }
+        }
+        survey
+    }
+
+    /// A warning when nodes exist but none can take a VM (every VM would stay Scheduling).
+    pub fn none_usable_warning(&self) -> Option<String> {
+        if !self.usable.is_empty() || self.excluded.is_empty() {
+            return None;
+        }
+        let shown: Vec<String> = self
+            .excluded
+            .iter()
+            .take(5)
+            .map(|(name, why)| crate::terminal::safe(&format!("{name} ({why})"), 320))
+            .collect();
+        let more = self.excluded.len().saturating_sub(shown.len());
+        Some(format!(
+            "no node can take the VMs: {}{}: the VMs stay Scheduling until one can",
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ))
+    }
+}
+
+/// The nodes VMs can be scheduled on, with their allocatable. Inner `Err`: nodes could not
+/// be listed (e.g. RBAC without `list nodes`), a warning rather than a failure.
+async fn list_nodes(probe: &Probe<'_>) -> Result<std::result::Result<NodeSurvey, String>> {
     let nodes: Api<Node> = Api::all(probe.client.clone());
     let params = ListParams::default();
     match retry(&probe.policy, probe.cancel, "listing nodes", || {
@@ -660,7 +738,7 @@ async fn list_nodes(probe: &Probe<'_>) -> Result<std::result::Result<Vec<NodeCap
     })
     .await
     {
-        Ok(list) => Ok(Ok(list.items.iter().filter_map(NodeCapacity::of).collect())),
+        Ok(list) => Ok(Ok(NodeSurvey::of(&list.items))),
         Err(RetryError::Cancelled) => Err(Error::Interrupted),
         Err(RetryError::Failed { error, .. }) => Ok(Err(format!(
             "could not check that the VMs fit on a node ({}); a VM larger than every node stays Scheduling",
@@ -1243,6 +1321,73 @@ mod tests {
             memory: memory.into(),
             memory_bytes: memory.parse::<Quantity>().unwrap().value(),
         }
+    }
+
+    fn node(name: &str, spec: serde_json::Value, labels: serde_json::Value) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "labels": labels },
+            "spec": spec,
+            "status": { "allocatable": { "cpu": "8", "memory": "32Gi" } },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_nodes_a_launcher_can_be_placed_on_count() {
+        let taint = |effect: &str| {
+            serde_json::json!({ "taints": [
+                { "key": "node-role.kubernetes.io/control-plane", "effect": effect }
+            ] })
+        };
+        let none = serde_json::json!({});
+        let nodes = [
+            node("cp-0", taint("NoSchedule"), none.clone()),
+            node("cp-1", taint("NoExecute"), none.clone()),
+            node("soft", taint("PreferNoSchedule"), none.clone()),
+            node("worker", none.clone(), none.clone()),
+            node(
+                "off",
+                none.clone(),
+                serde_json::json!({ "kubevirt.io/schedulable": "false" }),
+            ),
+            node(
+                "on",
+                none.clone(),
+                serde_json::json!({ "kubevirt.io/schedulable": "true" }),
+            ),
+            node(
+                "cordoned",
+                serde_json::json!({ "unschedulable": true }),
+                none.clone(),
+            ),
+        ];
+        let survey = NodeSurvey::of(&nodes);
+        let usable: Vec<&str> = survey.usable.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(usable, ["soft", "worker", "on"]);
+        assert_eq!(
+            survey.excluded,
+            [
+                (
+                    "cp-0".into(),
+                    "tainted node-role.kubernetes.io/control-plane:NoSchedule".into()
+                ),
+                (
+                    "cp-1".into(),
+                    "tainted node-role.kubernetes.io/control-plane:NoExecute".into()
+                ),
+                ("off".into(), "kubevirt.io/schedulable=false".into()),
+                ("cordoned".into(), "cordoned".into()),
+            ]
+        );
+        assert_eq!(survey.none_usable_warning(), None);
+        let survey = NodeSurvey::of(&nodes[..2]);
+        assert_eq!(
+            survey.none_usable_warning().unwrap(),
+            "no node can take the VMs: cp-0 (tainted node-role.kubernetes.io/control-plane:\
+             NoSchedule), cp-1 (tainted node-role.kubernetes.io/control-plane:NoExecute): the \
+             VMs stay Scheduling until one can"
+        );
+        assert_eq!(NodeSurvey::of(&[]).none_usable_warning(), None);
     }
 
     #[test]

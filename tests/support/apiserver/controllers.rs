@@ -1004,7 +1004,9 @@ fn advance_vmi(store: &mut Store, key: &Key, uid: &str, opts: &ControllerOptions
                 return false;
             }
             // Every node cordoned: the VMI waits, as the scheduler's pod would.
-            let Some(node) = super::drain::pick_node(store, None) else {
+            let Some(node) =
+                super::drain::pick_node(store, None, &super::drain::tolerations_of(&vmi))
+            else {
                 return false;
             };
             vmi["status"] = json!({

@@ -34,10 +34,56 @@ fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
     obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-/// The node for a new VMI (or a migration target, `except` its source): [`DEFAULT_NODE`]
-/// without Node objects; else the schedulable node running the fewest launcher Pods; `None`
-/// when every node is cordoned.
-pub fn pick_node(store: &Store, except: Option<&str>) -> Option<String> {
+/// Whether a pod tolerating `tolerations` may be placed on `node`, as the scheduler's
+/// TaintToleration filter decides (kubernetes pkg/scheduler/framework/plugins/tainttoleration/
+/// taint_toleration.go: only `NoSchedule` and `NoExecute` taints filter; matching follows
+/// `Toleration.ToleratesTaint` in k8s.io/api/core/v1/toleration.go), and whether KubeVirt's
+/// launcher may go there at all: virt-controller puts the node selector
+/// `kubevirt.io/schedulable: "true"` on every launcher Pod (pkg/virt-controller/services/
+/// template.go), and virt-handler sets that label to `"false"` on a node it stops serving.
+/// Nodes without the label count as labelled `"true"`, so stores seeded with bare Nodes keep
+/// scheduling as before.
+pub fn admits(node: &Value, tolerations: &[Value]) -> bool {
+    if node.pointer("/spec/unschedulable") == Some(&json!(true))
+        || str_at(node, "/metadata/labels/kubevirt.io~1schedulable") == "false"
+    {
+        return false;
+    }
+    let tolerated = |taint: &Value| {
+        tolerations.iter().any(|t| {
+            let effect = str_at(t, "/effect");
+            let key = str_at(t, "/key");
+            let effect_ok = effect.is_empty() || effect == str_at(taint, "/effect");
+            let key_ok = key.is_empty() || key == str_at(taint, "/key");
+            let value_ok = match str_at(t, "/operator") {
+                "Exists" => true,
+                _ => str_at(t, "/value") == str_at(taint, "/value"),
+            };
+            effect_ok && key_ok && value_ok
+        })
+    };
+    node.pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|taint| matches!(str_at(taint, "/effect"), "NoSchedule" | "NoExecute"))
+        .all(tolerated)
+}
+
+/// The tolerations a VMI's launcher Pod carries: the VMI's own (virt-controller copies
+/// `spec.tolerations` to the Pod).
+pub fn tolerations_of(vmi: &Value) -> Vec<Value> {
+    vmi.pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The node for a new VMI (or a migration target, `except` its source) whose launcher
+/// tolerates `tolerations`: [`DEFAULT_NODE`] without Node objects; else the node admitting
+/// it ([`admits`]: not cordoned, taints tolerated) running the fewest launcher Pods; `None`
+/// when no node admits it.
+pub fn pick_node(store: &Store, except: Option<&str>, tolerations: &[Value]) -> Option<String> {
     let nodes = idx("nodes");
     // Nodes are cluster-scoped: keys (nodes, "", name), one range of the ordered store.
     let all_nodes: Vec<(&String, &Value)> = store
@@ -51,7 +97,7 @@ pub fn pick_node(store: &Store, except: Option<&str>) -> Option<String> {
     }
     let schedulable: Vec<String> = all_nodes
         .into_iter()
-        .filter(|(_, node)| node.pointer("/spec/unschedulable") != Some(&json!(true)))
+        .filter(|(_, node)| admits(node, tolerations))
         .map(|(name, _)| name.clone())
         .filter(|name| Some(name.as_str()) != except)
         .collect();
@@ -272,7 +318,7 @@ fn spawn_migration(shared: &Arc<Shared>, key: Key, uid: String) {
                 match store.objects.get(&key).cloned() {
                     Some(vmi) if meta_str(&vmi, "uid") == uid => {
                         let source = str_at(&vmi, "/status/nodeName").to_string();
-                        match pick_node(&store, Some(&source)) {
+                        match pick_node(&store, Some(&source), &tolerations_of(&vmi)) {
                             Some(target) => {
                                 complete_migration(&mut store, &key, vmi, &target, keep);
                                 true
