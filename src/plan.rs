@@ -360,12 +360,17 @@ pub fn build_plan(input: &PlanInput, registry: &Registry, run_id: RunId) -> Resu
     Ok(plan)
 }
 
-/// The workload prefixes a `--params` value named and where it came from (`--params`,
-/// `VIRTWORK_PARAMS`), so a typo in a prefix is caught instead of silently ignored.
+/// The workloads a `--params` value's prefixes or a configuration file's
+/// `workloads.<name>` section name, and where they came from (`--params`, `VIRTWORK_PARAMS`,
+/// `workloads.<name> of --config <file>`), so a typo in a name is caught instead of silently
+/// ignored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParamPrefixes {
     pub source: String,
     pub workloads: Vec<String>,
+    /// A configuration file's section: one that disables its workload (`enabled: false`)
+    /// is accounted for by the skip, not warned about.
+    pub section: bool,
 }
 
 /// Checks `prefixes` against the workloads this run plans (`planned`) and the workloads that
@@ -385,9 +390,14 @@ pub fn check_param_prefixes(
         }
         if known.contains(&prefix.as_str()) {
             warnings.push(format!(
-                "{} sets params for workload {prefix:?}, which this run does not plan \
+                "{} sets {} for workload {prefix:?}, which this run does not plan \
                  (planned: {}); they are ignored",
                 prefixes.source,
+                if prefixes.section {
+                    "settings"
+                } else {
+                    "params"
+                },
                 planned.join(", ")
             ));
             continue;

@@ -1834,6 +1834,72 @@ fn a_params_prefix_naming_no_workload_is_refused_with_a_suggestion_before_any_re
     );
 }
 
+/// A configuration file's `workloads.<name>` section is checked like a `--params` prefix:
+/// a name that is no workload is refused (exit 2, the key named, a did-you-mean) before any
+/// request; a known workload this run does not plan is a warning, and a section that
+/// disables a listed workload is accounted for by the skip.
+#[test]
+fn a_config_section_naming_no_workload_is_refused_and_one_not_planned_is_a_warning() {
+    let server = fast_server();
+    let env = run_env(&server);
+    let config = env.dir.path().join("virtwork.yaml");
+    std::fs::write(
+        &config,
+        "workloads:\n  cpuu:\n    params:\n      cpu-load-percent: 50\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let out = env.run(&["--config", config, "--workloads", "cpu"]);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains(&format!(
+            r#"invalid workload "cpuu" in workloads.cpuu of --config {config}"#
+        )) && err.contains(r#"did you mean "cpu"?"#),
+        "{err}"
+    );
+    assert!(
+        server.request_log().is_empty(),
+        "nothing sent for bad input"
+    );
+    // Also a section without params, and under --dry-run.
+    std::fs::write(
+        env.dir.path().join("virtwork.yaml"),
+        "workloads:\n  memroy:\n    vm-count: 2\n",
+    )
+    .unwrap();
+    let out = env.run(&["--config", config, "--workloads", "cpu,memory", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(r#"did you mean "memory"?"#),
+        "{}",
+        stderr(&out)
+    );
+
+    std::fs::write(
+        env.dir.path().join("virtwork.yaml"),
+        "workloads:\n  memory:\n    params:\n      memory-percent: 50\n  \
+         disk:\n    enabled: false\n  cpu:\n    vm-count: 1\n",
+    )
+    .unwrap();
+    let out = env.run(&["--config", config, "--workloads", "cpu,disk", "--no-wait"]);
+    assert_success(&out);
+    let err = stderr(&out);
+    let warned = |workload: &str| {
+        err.lines().any(|l| {
+            l.contains("WARN")
+                && l.contains(&format!("workloads.{workload} of --config"))
+                && l.contains(&format!(
+                    "sets settings for workload \"{workload}\", which this run does not plan"
+                ))
+        })
+    };
+    assert!(warned("memory"), "warning for memory:\n{err}");
+    assert!(!warned("disk") && !warned("cpu"), "{err}");
+    assert_eq!(server.objects("virtualmachines", Some(NS)).len(), 1);
+}
+
 #[test]
 fn params_for_a_known_workload_this_run_does_not_plan_are_a_warning() {
     let server = fast_server();

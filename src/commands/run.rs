@@ -42,7 +42,7 @@ pub async fn run(settings: &RunSettings) -> Result<()> {
     let input = &settings.plan;
     let registry = Registry::with_catalog(&input.catalog_dir, &input.from_catalog)?;
     let mut plan = build_plan(input, &registry, RunId::new_v4())?;
-    if let Some(prefixes) = &settings.param_prefixes {
+    for prefixes in &settings.param_prefixes {
         plan.warnings
             .extend(param_prefix_warnings(prefixes, &plan, &registry, input)?);
     }
@@ -59,7 +59,7 @@ pub async fn run(settings: &RunSettings) -> Result<()> {
     }
 }
 
-/// Checks the `--params` prefixes against the planned workloads, the built-ins and the
+/// Checks the `--params` prefixes (or a config file section's name) against the planned workloads, the built-ins and the
 /// entries of the catalog directory (see [`check_param_prefixes`]).
 fn param_prefix_warnings(
     prefixes: &ParamPrefixes,
@@ -67,6 +67,10 @@ fn param_prefix_warnings(
     registry: &Registry,
     input: &crate::plan::PlanInput,
 ) -> Result<Vec<String>> {
+    // A section that disables its workload is what made it skipped: nothing to say.
+    if prefixes.section && prefixes.workloads.iter().all(|w| plan.skipped.contains(w)) {
+        return Ok(Vec::new());
+    }
     let planned: Vec<&str> = plan.workloads.iter().map(|w| w.name.as_str()).collect();
     let catalog = crate::workloads::catalog::entry_names(&input.catalog_dir);
     let mut known: Vec<&str> = registry.names();

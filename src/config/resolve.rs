@@ -51,6 +51,8 @@ struct Layers {
     /// Warnings about inputs that are accepted but legacy or without effect.
     notices: Vec<String>,
     sections: BTreeMap<String, WorkloadOverride>,
+    /// The configuration file as messages name it (empty without one).
+    file: String,
     env: EnvView,
     /// `--color` (a flag only: `NO_COLOR` is its environment form).
     color: Option<crate::model::ColorChoice>,
@@ -85,6 +87,7 @@ impl Layers {
             merged,
             notices,
             sections: file.sections,
+            file: file.shown,
             env,
             color: global.color,
         })
@@ -709,17 +712,29 @@ fn workload_overrides(layers: &Layers) -> Result<BTreeMap<String, WorkloadOverri
     Ok(overrides)
 }
 
-/// The workloads `--params` (else `VIRTWORK_PARAMS`) names, with the input's spelling.
-fn param_prefixes(layers: &Layers) -> Result<Option<crate::plan::ParamPrefixes>> {
-    let Some(given) = &layers.merged.params else {
-        return Ok(None);
-    };
-    let parsed = parse_params(&given.value)
-        .map_err(|reason| Error::input(format!("parsing {}: {reason}", given.source)))?;
-    Ok(Some(crate::plan::ParamPrefixes {
-        source: given.source.to_string(),
-        workloads: parsed.into_keys().collect(),
-    }))
+/// The workloads `--params` (else `VIRTWORK_PARAMS`) names, with the input's spelling, and
+/// each per-workload section of the configuration file, named by its key, so a misspelt
+/// workload in either is caught rather than silently ignored.
+fn param_prefixes(layers: &Layers) -> Result<Vec<crate::plan::ParamPrefixes>> {
+    let mut prefixes: Vec<crate::plan::ParamPrefixes> = layers
+        .sections
+        .keys()
+        .map(|name| crate::plan::ParamPrefixes {
+            source: format!("workloads.{name} of --config {}", layers.file),
+            workloads: vec![name.clone()],
+            section: true,
+        })
+        .collect();
+    if let Some(given) = &layers.merged.params {
+        let parsed = parse_params(&given.value)
+            .map_err(|reason| Error::input(format!("parsing {}: {reason}", given.source)))?;
+        prefixes.push(crate::plan::ParamPrefixes {
+            source: given.source.to_string(),
+            workloads: parsed.into_keys().collect(),
+            section: false,
+        });
+    }
+    Ok(prefixes)
 }
 
 fn ssh_access(p: &Partial) -> Result<SshAccess> {

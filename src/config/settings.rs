@@ -75,9 +75,10 @@ pub struct RunSettings {
     pub vm_concurrency: usize,
     /// `--max-starting`, `--ramp`.
     pub pacing: crate::model::Pacing,
-    /// The workload prefixes `--params` (or `VIRTWORK_PARAMS`) named, checked against the
-    /// known workloads once the catalog is read.
-    pub param_prefixes: Option<crate::plan::ParamPrefixes>,
+    /// The workloads `--params` (or `VIRTWORK_PARAMS`) and the configuration file's
+    /// `workloads.<name>` sections name, checked against the known workloads once the catalog
+    /// is read.
+    pub param_prefixes: Vec<crate::plan::ParamPrefixes>,
 }
 
 /// `virtwork cleanup`.

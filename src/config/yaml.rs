@@ -47,6 +47,8 @@ pub struct FileLayer {
     pub sections: BTreeMap<String, WorkloadOverride>,
     /// Warnings about keys accepted without effect.
     pub notices: Vec<String>,
+    /// The file as messages name it (empty without a file).
+    pub shown: String,
 }
 
 /// Reads and parses the file at `path`.
@@ -70,7 +72,10 @@ pub fn load(path: &Path) -> Result<FileLayer> {
 /// Parses the text of a configuration file shown in messages as `file`.
 pub fn parse(text: &str, file: &str) -> Result<FileLayer> {
     let mapping = top_level_mapping(text, file)?;
-    let mut layer = FileLayer::default();
+    let mut layer = FileLayer {
+        shown: file.to_string(),
+        ..FileLayer::default()
+    };
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     let accepted: Vec<&str> = KEYS
         .iter()
