@@ -607,6 +607,9 @@ fn plan_one(
     if let Some(warning) = eviction_warning(name, eviction, &disks, storage.access_mode) {
         plan.warnings.push(warning);
     }
+    if let Some(warning) = grace_warning(name, choices.grace, &disks) {
+        plan.warnings.push(warning);
+    }
     let service = workload.service();
     let roles = workload.roles();
     plan.workloads.push(PlannedWorkload {
@@ -955,6 +958,25 @@ impl EvictionChoice {
     }
 }
 
+/// The shortest shutdown grace that lets a guest writing to a data disk stop its writers
+/// and flush: below it a stop, restart or eviction can cut a write short.
+pub const MIN_DATA_DISK_GRACE_SECS: u32 = 60;
+
+/// The warning for a data-disk workload given less than [`MIN_DATA_DISK_GRACE_SECS`] to
+/// shut down (only an override can: the default for such workloads is longer).
+fn grace_warning(workload: &str, grace: u32, disks: &[DataDisk]) -> Option<String> {
+    (!disks.is_empty() && grace < MIN_DATA_DISK_GRACE_SECS).then(|| {
+        format!(
+            "termination-grace-period {grace} s for workload {workload:?} \
+             (workloads.{workload}.termination-grace-period): its VMs write to data disks, and \
+             KubeVirt powers a guest off once the grace period ends, so a stop, restart or \
+             eviction can cut a write short; give it at least {MIN_DATA_DISK_GRACE_SECS} s \
+             (the default is {})",
+            crate::workloads::DATA_DISK_GRACE_SECS
+        )
+    })
+}
+
 /// The warning for a strategy chosen by hand that makes the workload's VMs block drains.
 fn eviction_warning(
     workload: &str,
@@ -1301,6 +1323,21 @@ mod tests {
             serial: "s".into(),
             size: size.parse().unwrap(),
         }
+    }
+
+    #[test]
+    fn a_data_disk_workload_under_a_minute_of_grace_is_warned_about() {
+        let disks = [disk("1Gi")];
+        let warning = grace_warning("database", 20, &disks).unwrap();
+        assert!(
+            warning.starts_with(
+                "termination-grace-period 20 s for workload \"database\" \
+                 (workloads.database.termination-grace-period)"
+            ) && warning.ends_with("give it at least 60 s (the default is 120)"),
+            "{warning}"
+        );
+        assert_eq!(grace_warning("database", 60, &disks), None);
+        assert_eq!(grace_warning("cpu", 0, &[]), None);
     }
 
     #[test]

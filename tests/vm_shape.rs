@@ -82,6 +82,90 @@ fn running_vmis(server: &FakeApiServer) -> BTreeMap<String, (String, String)> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Shutdown grace
+// ---------------------------------------------------------------------------------------------
+
+/// component label → `terminationGracePeriodSeconds` of every VM the server holds.
+fn graces(server: &FakeApiServer) -> BTreeMap<String, u64> {
+    server
+        .objects("virtualmachines", Some(NS))
+        .iter()
+        .map(|vm| {
+            let grace = vm
+                .pointer("/spec/template/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_u64)
+                .unwrap_or_else(|| panic!("{} has no grace", str_at(vm, "/metadata/name")));
+            (
+                str_at(vm, "/metadata/labels/app.kubernetes.io~1component").to_string(),
+                grace,
+            )
+        })
+        .collect()
+}
+
+/// The VMs a run creates carry their shutdown grace: 120 s with data disks, 30 s otherwise,
+/// and a YAML `workloads.<name>.termination-grace-period` reaches exactly its workload's VMs;
+/// a data-disk workload given less than 60 s runs with a warning.
+#[test]
+fn created_vms_carry_their_shutdown_grace_and_yaml_overrides_reach_them() {
+    let server = cluster_of(&["node-a"]);
+    let env = Env::for_subcommand(&server, "run");
+    assert_success(&env.run(&["--no-wait"]));
+    let expected = |overrides: &[(&str, u64)]| -> BTreeMap<String, u64> {
+        [
+            ("chaos-disk", 120),
+            ("chaos-network", 30),
+            ("chaos-process", 30),
+            ("cpu", 30),
+            ("database", 120),
+            ("disk", 120),
+            ("memory", 30),
+            ("network", 30),
+            ("tps", 30),
+        ]
+        .into_iter()
+        .map(|(k, v)| {
+            let v = overrides
+                .iter()
+                .find(|(o, _)| *o == k)
+                .map_or(v, |(_, g)| *g);
+            (k.to_string(), v)
+        })
+        .collect()
+    };
+    assert_eq!(graces(&server), expected(&[]));
+
+    let server = cluster_of(&["node-a"]);
+    let env = Env::for_subcommand(&server, "run");
+    let config = env.dir.path().join("virtwork.yaml");
+    std::fs::write(
+        &config,
+        "workloads:\n  memory:\n    termination-grace-period: 45\n  \
+         database:\n    termination-grace-period: 20\n",
+    )
+    .unwrap();
+    let out = env.run(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--workloads",
+        "cpu,memory,database,disk",
+        "--no-wait",
+    ]);
+    assert_success(&out);
+    let mut want = expected(&[("memory", 45), ("database", 20)]);
+    want.retain(|k, _| ["cpu", "memory", "database", "disk"].contains(&k.as_str()));
+    assert_eq!(graces(&server), want);
+    let err = stderr(&out);
+    assert!(
+        err.lines().any(|l| l.contains("WARN")
+            && l.contains("termination-grace-period 20 s for workload \"database\"")
+            && l.contains("give it at least 60 s")),
+        "{err}"
+    );
+    assert!(!err.contains("for workload \"memory\" (workloads"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Node drains
 // ---------------------------------------------------------------------------------------------
 
