@@ -244,11 +244,15 @@ is injected through cloud-init as a systemd service inside the guest."
     )]
     Run(Box<RunArgs>),
 
-    /// Delete all managed resources
+    /// Delete what virtwork's labels mark in the namespaces in scope
     #[command(
-        long_about = "Delete all VMs, services, secrets, data volumes and optionally the \
-namespace created by virtwork runs: objects labelled app.kubernetes.io/managed-by=virtwork \
-that also carry a virtwork/run-id label (the given run's with --run-id)."
+        long_about = "Delete what cleanup finds by virtwork's labels in the namespaces in scope \
+(--namespace, or every namespace with --all-namespaces): VMs, VMIs, migrations, services, \
+secrets, data volumes and claims labelled app.kubernetes.io/managed-by=virtwork that also carry \
+a virtwork/run-id label (the given run's with --run-id), and with --delete-namespace the \
+namespace unless it holds something virtwork did not create. Objects without those labels, or in other namespaces, \
+are not touched. A kind it cannot list (no permission, not served) is reported, the rest is \
+still deleted, and the command exits 1."
     )]
     Cleanup(CleanupArgs),
 
@@ -372,9 +376,10 @@ pub struct RunArgs {
     #[arg(long, value_enum, ignore_case = true, value_name = "MODE")]
     pub volume_mode: Option<VolumeMode>,
 
-    /// What a node drain does to each VM: auto decides per VM from the cluster's topology
-    /// and the VM's storage so that no VM blocks a drain [env: VIRTWORK_EVICTION_STRATEGY]
-    /// [default: auto]
+    /// What a node drain does to each VM: auto decides per VM from the schedulable nodes
+    /// and the VM's storage so that no VM's own eviction strategy blocks a drain; the drain
+    /// still needs a node with room and a matching node selector
+    /// [env: VIRTWORK_EVICTION_STRATEGY] [default: auto]
     #[arg(long, value_enum, value_name = "STRATEGY")]
     pub eviction_strategy: Option<EvictionStrategy>,
 

@@ -30,7 +30,8 @@
 //! other reason than RBAC, or a discovery that fails, keeps the namespace.
 //!
 //! Everything here is pure: [`namespace_delete_decision`] and [`classify_contents`] are tested
-//! without a cluster; cleanup.rs does the reading and deleting. Must not: decide anything from
+//! without a cluster; k8s/cleanup/namespace_check.rs does the reading and
+//! k8s/cleanup/delete.rs the deleting. Must not: decide anything from
 //! a label alone.
 
 use std::collections::BTreeSet;

@@ -173,8 +173,8 @@ pub enum ReadyCondition {
     Ready,
     /// The VMI reports condition AgentConnected=True (guest agent up)
     AgentConnected,
-    /// Every workload unit is active in the guest: the VMI's readiness probe (systemctl
-    /// is-active through the guest agent) passes, i.e. condition Ready=True
+    /// Every workload unit is active in the guest: the VMI's readiness probe (an HTTP GET of
+    /// the guest's own unit check, not through the guest agent) passes, i.e. condition Ready=True
     Workload,
 }
 
