@@ -1569,3 +1569,134 @@ fn the_load_shows_each_vms_own_threshold_verify_verdicts_and_the_expected_shape(
         "{rows:#?}"
     );
 }
+
+/// The load part of run `run` (1-based) of a page.
+fn load_part(html: &str, run: usize) -> &str {
+    let part = html
+        .split_once(&format!("id=\"run-{run}-load\""))
+        .unwrap()
+        .1;
+    part.split_once(&format!("id=\"run-{run}-churn\""))
+        .unwrap()
+        .0
+}
+
+#[test]
+fn after_cleanup_each_vm_is_drawn_against_the_params_its_run_recorded() {
+    use crate::disruption::{Env, assert_ok};
+    // The usual CI order: run, (verify,) cleanup, report. The VMs are gone from the cluster,
+    // so the page can only read their params from the audit database.
+    let env = Env::start();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--output", "json", "run", "--timeout", "60"];
+        args.extend_from_slice(extra);
+        let out = env.run(&args);
+        assert_ok(&out, "run");
+        let id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (id, env.vms_of(&out))
+    };
+    let started = jiff::Timestamp::now().as_second();
+    let (steady, steady_vms) = run(&[
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--params",
+        "cpu.cpu-load-percent=30",
+    ]);
+    let (profiled, profiled_vms) = run(&["--workloads", "cpu", "--params", CPU_STEP]);
+    for id in [&steady, &profiled] {
+        assert_ok(&env.run(&["cleanup", "--yes", "--run-id", id]), "cleanup");
+    }
+    assert!(
+        env.server.objects("virtualmachines", Some("virtwork")).is_empty(),
+        "the VMs are deleted"
+    );
+    // Prometheus still holds their series.
+    let busy = |name: &str| {
+        (
+            json!({"name": name, "namespace": "virtwork"}),
+            (1..8).map(|k| (started + k * 15, 0.29)).collect::<Vec<_>>(),
+        )
+    };
+    let all: Vec<_> = steady_vms.iter().chain(&profiled_vms).map(|n| busy(n)).collect();
+    let stub = PromStub::start(
+        Answer::ByQuery {
+            rules: vec![("kubevirt_vmi_vcpu".into(), matrix(&all))],
+            otherwise: matrix(&[]),
+        },
+        false,
+    );
+    let db = env.dir.path().join("audit.db");
+    let report_args = |page: &Path| {
+        vec![
+            "report".to_string(),
+            "--run-id".into(),
+            steady.clone(),
+            "--run-id".into(),
+            profiled.clone(),
+            "--html".into(),
+            page.display().to_string(),
+            "--prometheus".into(),
+            stub.url().to_string(),
+        ]
+    };
+    // The cluster reachable but empty, then not reachable at all (no kubeconfig).
+    let reachable = env.dir.path().join("reachable.html");
+    let args = report_args(&reachable);
+    let out = env.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_ok(&out, "report");
+    let unreachable = env.dir.path().join("unreachable.html");
+    let args = report_args(&unreachable);
+    let out = virtwork(&db, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for (page, why) in [
+        (reachable, "no VM of the run is left in namespace virtwork"),
+        (unreachable, "no cluster reachable"),
+    ] {
+        let html = std::fs::read_to_string(&page).unwrap();
+        let steady_load = load_part(&html, 1);
+        // 30 % of a vCPU is held to half of it, as verify holds it: not the default 0.5.
+        assert!(
+            steady_load.contains(">threshold 0.15 vCPU</text>"),
+            "{steady_load}"
+        );
+        assert!(!steady_load.contains("0.50 vCPU"), "{steady_load}");
+        assert!(
+            steady_load.contains(
+                "from each VM&#39;s own params, as its run recorded them in the audit database; \
+                 the VMs could not be read: "
+            ) && steady_load.contains(why),
+            "{steady_load}"
+        );
+        assert!(!steady_load.contains("default params"), "{steady_load}");
+        assert!(
+            steady_load.contains("No verdicts: verify needs the run&#39;s VMs in the cluster"),
+            "{steady_load}"
+        );
+        let rows = rows_after(steady_load, "<caption>");
+        assert!(
+            rows.iter().filter(|r| r.contains(&"0.15 vCPU".to_string())).count() == 2,
+            "each VM's own threshold in the table: {rows:#?}"
+        );
+        // The profiled VM: its expected step shape drawn from the recorded profile.
+        let vm = &profiled_vms[0];
+        let profiled_load = load_part(&html, 2);
+        assert!(
+            profiled_load.contains(&format!("<title>{vm} expected</title>")),
+            "{profiled_load}"
+        );
+        assert!(
+            profiled_load.contains(&format!("<summary>Expected shape of {vm}: step")),
+            "{profiled_load}"
+        );
+        let phases = rows_after(profiled_load, "phase by phase</caption>");
+        assert!(
+            phases.iter().any(|r| r[1] == "90" && r[2] == "0.90 vCPU"),
+            "{phases:#?}"
+        );
+    }
+}
