@@ -1700,3 +1700,92 @@ fn after_cleanup_each_vm_is_drawn_against_the_params_its_run_recorded() {
         );
     }
 }
+
+#[test]
+fn html_replaces_only_a_regular_file_and_dash_is_standard_output() {
+    let f = fixture(3);
+    let run = f.run_id.to_string();
+    let report = |html: &Path| virtwork(&f.db, &["report", "--run-id", &run, "--html", html.to_str().unwrap()]);
+    let refused = |html: &Path, kind: &str| {
+        let out = report(html);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stderr).trim(),
+            format!(
+                "Error: --html {}: is {kind}; expected the path of an HTML file to create or \
+                 replace (a regular file), or - to write the page to standard output",
+                html.display()
+            )
+        );
+        assert!(out.stdout.is_empty());
+    };
+    // A fifo (a reader waiting on it would otherwise find a regular file in its place).
+    let fifo = f.dir.path().join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    refused(&fifo, "a fifo");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // A link to a device (as root, the rename put a regular file in place of /dev/full).
+    let device = f.dir.path().join("null.html");
+    std::os::unix::fs::symlink("/dev/null", &device).unwrap();
+    refused(&device, "a character device");
+    assert_eq!(std::fs::read_link(&device).unwrap(), Path::new("/dev/null"));
+    assert!(
+        std::fs::metadata("/dev/null").unwrap().file_type().is_char_device(),
+        "/dev/null untouched"
+    );
+    // A link to nothing.
+    let dangling = f.dir.path().join("gone.html");
+    std::os::unix::fs::symlink(f.dir.path().join("nowhere"), &dangling).unwrap();
+    refused(&dangling, "a symbolic link to nothing");
+    assert!(!f.dir.path().join("nowhere").exists());
+    // A link to a regular file: the page is written to that file, the link stays.
+    let linked = f.dir.path().join("latest.html");
+    std::os::unix::fs::symlink(&f.page, &linked).unwrap();
+    std::fs::write(&f.page, "old").unwrap();
+    let out = report(&linked);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(std::fs::symlink_metadata(&linked).unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(&f.page).unwrap().starts_with("<!DOCTYPE html>"));
+    // `-`: the page on standard output, nothing else there, no file named `-`.
+    let out = virtwork(&f.db, &["report", "--run-id", &run, "--html", "-"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = text(&out.stdout);
+    assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..page.len().min(200)]);
+    assert!(page.trim_end().ends_with("</html>"));
+    assert!(page.contains(&run));
+    assert!(!f.dir.path().join("-").exists(), "no file named -");
+}
+
+#[test]
+fn no_prometheus_builds_the_page_without_contacting_the_cluster() {
+    let env = crate::disruption::Env::start();
+    let db = env.dir.path().join("audit.db");
+    let (run_id, _) = record_fleet(&db, 4, 0);
+    let page = env.dir.path().join("alone.html");
+    let before = env.server.request_log().len();
+    // The kubeconfig names the fake API server: with --no-prometheus it gets no request.
+    let out = env.run(&[
+        "report",
+        "--run-id",
+        &run_id.to_string(),
+        "--html",
+        page.to_str().unwrap(),
+        "--no-prometheus",
+    ]);
+    crate::disruption::assert_ok(&out, "report");
+    let seen = env.server.request_log();
+    assert_eq!(
+        seen.len(),
+        before,
+        "requests: {:?}",
+        seen[before..]
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect::<Vec<_>>()
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("left out with --no-prometheus (the audit database alone)"));
+    assert!(html.contains("<h2 id=\"run-1-h\">"), "the run's records are there");
+}
