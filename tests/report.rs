@@ -1213,7 +1213,9 @@ fn a_thousand_vm_timeline_stays_under_two_mib() {
             );
             assert!(out.status.success(), "{}", text(&out.stderr));
             assert_eq!(console_messages(&text(&out.stderr)), Vec::<&str>::new());
-            assert!(text(&out.stdout).contains("<summary>All 5030 events</summary>"));
+            // The table stops at 2,000 events, the rest counted by kind.
+            assert!(text(&out.stdout).contains("<summary>2000 of 5030 events ("));
+            assert!(text(&out.stdout).contains("3030 more events not listed"));
         }
     }
 }
@@ -1612,7 +1614,9 @@ fn after_cleanup_each_vm_is_drawn_against_the_params_its_run_recorded() {
         assert_ok(&env.run(&["cleanup", "--yes", "--run-id", id]), "cleanup");
     }
     assert!(
-        env.server.objects("virtualmachines", Some("virtwork")).is_empty(),
+        env.server
+            .objects("virtualmachines", Some("virtwork"))
+            .is_empty(),
         "the VMs are deleted"
     );
     // Prometheus still holds their series.
@@ -1622,7 +1626,11 @@ fn after_cleanup_each_vm_is_drawn_against_the_params_its_run_recorded() {
             (1..8).map(|k| (started + k * 15, 0.29)).collect::<Vec<_>>(),
         )
     };
-    let all: Vec<_> = steady_vms.iter().chain(&profiled_vms).map(|n| busy(n)).collect();
+    let all: Vec<_> = steady_vms
+        .iter()
+        .chain(&profiled_vms)
+        .map(|n| busy(n))
+        .collect();
     let stub = PromStub::start(
         Answer::ByQuery {
             rules: vec![("kubevirt_vmi_vcpu".into(), matrix(&all))],
@@ -1679,7 +1687,10 @@ fn after_cleanup_each_vm_is_drawn_against_the_params_its_run_recorded() {
         );
         let rows = rows_after(steady_load, "<caption>");
         assert!(
-            rows.iter().filter(|r| r.contains(&"0.15 vCPU".to_string())).count() == 2,
+            rows.iter()
+                .filter(|r| r.contains(&"0.15 vCPU".to_string()))
+                .count()
+                == 2,
             "each VM's own threshold in the table: {rows:#?}"
         );
         // The profiled VM: its expected step shape drawn from the recorded profile.
@@ -1705,7 +1716,12 @@ fn after_cleanup_each_vm_is_drawn_against_the_params_its_run_recorded() {
 fn html_replaces_only_a_regular_file_and_dash_is_standard_output() {
     let f = fixture(3);
     let run = f.run_id.to_string();
-    let report = |html: &Path| virtwork(&f.db, &["report", "--run-id", &run, "--html", html.to_str().unwrap()]);
+    let report = |html: &Path| {
+        virtwork(
+            &f.db,
+            &["report", "--run-id", &run, "--html", html.to_str().unwrap()],
+        )
+    };
     let refused = |html: &Path, kind: &str| {
         let out = report(html);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
@@ -1725,14 +1741,22 @@ fn html_replaces_only_a_regular_file_and_dash_is_standard_output() {
     assert!(made.success());
     refused(&fifo, "a fifo");
     use std::os::unix::fs::FileTypeExt;
-    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
     // A link to a device (as root, the rename put a regular file in place of /dev/full).
     let device = f.dir.path().join("null.html");
     std::os::unix::fs::symlink("/dev/null", &device).unwrap();
     refused(&device, "a character device");
     assert_eq!(std::fs::read_link(&device).unwrap(), Path::new("/dev/null"));
     assert!(
-        std::fs::metadata("/dev/null").unwrap().file_type().is_char_device(),
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device(),
         "/dev/null untouched"
     );
     // A link to nothing.
@@ -1746,13 +1770,26 @@ fn html_replaces_only_a_regular_file_and_dash_is_standard_output() {
     std::fs::write(&f.page, "old").unwrap();
     let out = report(&linked);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(std::fs::symlink_metadata(&linked).unwrap().file_type().is_symlink());
-    assert!(std::fs::read_to_string(&f.page).unwrap().starts_with("<!DOCTYPE html>"));
+    assert!(
+        std::fs::symlink_metadata(&linked)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::read_to_string(&f.page)
+            .unwrap()
+            .starts_with("<!DOCTYPE html>")
+    );
     // `-`: the page on standard output, nothing else there, no file named `-`.
     let out = virtwork(&f.db, &["report", "--run-id", &run, "--html", "-"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let page = text(&out.stdout);
-    assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..page.len().min(200)]);
+    assert!(
+        page.starts_with("<!DOCTYPE html>"),
+        "{}",
+        &page[..page.len().min(200)]
+    );
     assert!(page.trim_end().ends_with("</html>"));
     assert!(page.contains(&run));
     assert!(!f.dir.path().join("-").exists(), "no file named -");
@@ -1787,5 +1824,119 @@ fn no_prometheus_builds_the_page_without_contacting_the_cluster() {
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("left out with --no-prometheus (the audit database alone)"));
-    assert!(html.contains("<h2 id=\"run-1-h\">"), "the run's records are there");
+    assert!(
+        html.contains("<h2 id=\"run-1-h\">"),
+        "the run's records are there"
+    );
+}
+
+#[test]
+fn sixteen_thousand_churn_actions_keep_the_page_under_two_mib() {
+    // A long churn of a 1,000-VM run, from the audit database alone (no cluster, no
+    // Prometheus): every action is an event of the timeline's table.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("virtwork.db");
+    let n = 1_000;
+    let (run_id, _) = record_fleet(&db, n, 0);
+    let auditor = Auditor::open_path(&db).unwrap();
+    let churn_id = Uuid::new_v4();
+    let churn = auditor.start_execution(
+        churn_id,
+        &virtwork::audit::churn::churn_params("virtwork", None, false),
+    );
+    churn.link_cleanup_to_runs(&[run_id.to_string()]);
+    let actions = 16_000;
+    for k in 0..actions {
+        let action = ["restart", "stop-start", "migrate"][k % 3];
+        // Most on 50 VMs (more than the chart's 40 rows), so rows are crowded too.
+        let vm = format!("virtwork/{}", vm_name(2 * (k % 50) + 10));
+        let failed = k % 400 == 7;
+        churn.record_event(&Event {
+            event_type: match failed {
+                true => EventType::ChurnActionFailed,
+                false => EventType::ChurnAction,
+            },
+            message: format!(
+                "{action} {vm}: {}",
+                if failed { "failed" } else { "succeeded" }
+            ),
+            error_detail: failed.then(|| "the VMI did not come back".to_string()),
+            vm_name: None,
+            workload_name: None,
+        });
+    }
+    churn.complete_execution(ExecutionStatus::Success, None);
+    assert!(auditor.flush());
+    drop(auditor);
+    // Spread over ten hours from the run's third minute.
+    let conn = Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE events SET occurred_at = strftime('%Y-%m-%dT%H:%M:%SZ', ?2 + 180 + (id * 9) % 36000, 'unixepoch')
+         WHERE audit_id = (SELECT id FROM audit_log WHERE run_id = ?1)",
+        params![churn_id.to_string(), T0],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE audit_log SET started_at = ?2, completed_at = ?3 WHERE run_id = ?1",
+        params![churn_id.to_string(), at(170), at(36_200)],
+    )
+    .unwrap();
+    drop(conn);
+    let page = dir.path().join("churned.html");
+    let out = virtwork(
+        &db,
+        &[
+            "report",
+            "--run-id",
+            &run_id.to_string(),
+            "--html",
+            page.to_str().unwrap(),
+            "--no-prometheus",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    eprintln!("page: {} KiB", html.len() / 1024);
+    assert!(html.len() < 2 * 1024 * 1024, "{} bytes", html.len());
+    // The fixture's own 30 actions (3 failed) and these 16,000 (40 failed).
+    let total = actions + 30;
+    let failed = 40 + 3;
+    let churn_part = html.split_once("id=\"run-1-churn\"").unwrap().1;
+    assert!(
+        churn_part.contains(&format!(
+            "<summary>2000 of {total} events (interruptions, restarts, migrations and failed \
+             churn actions first)</summary>"
+        )),
+        "{}",
+        &churn_part[..2000]
+    );
+    assert_eq!(event_rows(churn_part).len(), 2000);
+    assert!(
+        churn_part.contains(&format!(
+            "{} more events not listed (the table stops at 2000 rows); by kind: churn action: {}.",
+            total - 2000,
+            total - 2000
+        )),
+        "every failed action is listed, the rest counted"
+    );
+    assert_eq!(
+        event_rows(churn_part)
+            .iter()
+            .filter(|r| r[3] == "churn action failed")
+            .count(),
+        failed
+    );
+    // The chart's crowded rows are thinned, and say so.
+    let svg = churn_part.split_once("<svg ").unwrap().1;
+    let svg = svg.split_once("</svg>").unwrap().0;
+    let marks = svg.matches("<title>churn action").count();
+    assert!(marks <= 40 * 100, "{marks} marks");
+    let after = churn_part.split_once("</svg>").unwrap().1;
+    assert!(
+        after.starts_with("<p class=\"note\">")
+            && after.contains("marks on crowded rows are not drawn (at most 100 a row"),
+        "{}",
+        &after[..300]
+    );
+    assert_inert(&html);
 }
