@@ -1940,3 +1940,78 @@ fn sixteen_thousand_churn_actions_keep_the_page_under_two_mib() {
     );
     assert_inert(&html);
 }
+
+#[test]
+fn catalog_dir_names_the_catalog_that_judges_catalog_vms() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("virtwork.db");
+    // A catalog entry outside the default directory (~/.virtwork/catalog is empty).
+    let catalog = dir.path().join("team-catalog");
+    let entry = catalog.join("web");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("web.service"),
+        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    std::fs::write(
+        entry.join("workload.yaml"),
+        "description: web\nsignals:\n  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n    description: the VM's vCPUs are reported\n",
+    )
+    .unwrap();
+    let auditor = Auditor::open_path(&db).unwrap();
+    let run_id = Uuid::new_v4();
+    let exec = auditor.start_execution(run_id, &run_params(1, "ctx"));
+    exec.record_vm(&VmRecord {
+        vm_name: "virtwork-web-1".into(),
+        namespace: "virtwork".into(),
+        component: "web".into(),
+        role: None,
+        cpu_cores: 2,
+        memory: "2Gi".into(),
+        container_disk_image: "quay.io/containerdisks/fedora:42".into(),
+        data_disk_size: None,
+        phase: None,
+    });
+    exec.complete_execution(ExecutionStatus::Success, None);
+    assert!(auditor.flush());
+    drop(auditor);
+    let now = jiff::Timestamp::now().as_second();
+    let stub = PromStub::start(
+        Answer::ByQuery {
+            rules: vec![(
+                "kubevirt_vmi_vcpu".into(),
+                matrix(&[(
+                    json!({"name": "virtwork-web-1", "namespace": "virtwork"}),
+                    (0..4).map(|k| (now + k * 15, 2.0)).collect(),
+                )]),
+            )],
+            otherwise: matrix(&[]),
+        },
+        false,
+    );
+    let page = dir.path().join("catalog.html");
+    let report = |extra: &[&str]| {
+        let run = run_id.to_string();
+        let mut args = vec![
+            "report",
+            "--run-id",
+            &run,
+            "--html",
+            page.to_str().unwrap(),
+            "--prometheus",
+            stub.url(),
+        ];
+        args.extend_from_slice(extra);
+        let out = virtwork(&db, &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let html = std::fs::read_to_string(&page).unwrap();
+        load_part(&html, 1).to_string()
+    };
+    let heading = "<h4>web: vcpu-series (catalog signal)</h4>";
+    // The default catalog has no such entry: nothing of it is drawn.
+    assert!(!report(&[]).contains(heading));
+    let load = report(&["--catalog-dir", catalog.to_str().unwrap()]);
+    assert!(load.contains(heading), "{load}");
+    assert!(load.contains(">threshold 1</text>"), "{load}");
+}
