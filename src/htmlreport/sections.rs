@@ -1,6 +1,8 @@
 //! The sections of the page: the comparison of several runs, and per run what was asked and
 //! done, time to ready, load, churn and disruption, alerts. Each chart is followed by a table
-//! of the same data; a section without data says why.
+//! of the same data; a section without data says why. What a run's history can make grow
+//! without end is bounded (the event and alert tables at [`MAX_TABLE_ROWS`], a timeline row
+//! at [`MAX_MARKS_PER_ROW`] marks), the rest counted in words, so a page stays under 2 MiB.
 
 use super::data::{self, Fetched, Percentiles, RunRecord};
 use super::timeline::{self, Event, What};
@@ -1352,7 +1354,8 @@ fn thin_row(row: &mut Row) -> usize {
 }
 
 /// One timeline per run: a row per disturbed VM (the most disturbed first, at most
-/// [`timeline::MAX_ROWS`]), then every event and every disturbed VM in tables.
+/// [`timeline::MAX_ROWS`], each of at most [`MAX_MARKS_PER_ROW`] marks), then the events (at
+/// most [`MAX_TABLE_ROWS`]) and every disturbed VM in tables.
 fn disruption_timeline(id: &str, run: &RunRecord) -> Html {
     let tl = timeline::timeline(run);
     if tl.events.is_empty() {

@@ -5,9 +5,9 @@
 //! Owns: choosing where the VMs' params come from (the run's VMs listed from the cluster, as
 //! verify lists them, with the local catalog loaded as verify loads it; else the audit
 //! records alone, with the signal params each VM's run recorded, chosen as verify chooses
-//! them, the workloads' defaults only where none were recorded, said so), calling verify's own evaluation
-//! ([`crate::commands::verify::evaluate`]) over the run's window, one range query per signal
-//! group (a catalog signal: one per VM, capped) and joining the three into
+//! them, the workloads' defaults only where none were recorded, said so), calling verify's
+//! own evaluation ([`crate::commands::verify::evaluate`]) over the run's window, one range
+//! query per signal group (a catalog signal: one per VM, capped) and joining the three into
 //! [`SignalSeries`]. A Prometheus or cluster that fails becomes the reason the page gives;
 //! only an interrupt ends the command. Must not: judge anything itself (verify does), or
 //! build markup.
@@ -192,8 +192,8 @@ impl Vm {
     }
 }
 
-/// The VMs the page draws, and (when they come from the audit records alone) the line saying
-/// where their params came from.
+/// The VMs the page draws, and (when they come from the audit records alone; empty when
+/// listed from the cluster) the line saying where their params came from.
 struct Recorded {
     vms: Vec<Vm>,
     params_from: String,
@@ -252,9 +252,10 @@ fn recorded_vms(settings: &ReportSettings, run: &RunRecord) -> Recorded {
             if choice.source != ParamsSource::AuditDb {
                 defaulted += 1;
             }
-            unusable.extend(choice.note);
+            unusable.extend(choice.note.map(|note| format!("{}: {note}", vm.vm_name)));
             let setup = choice.setup;
-            // As verify: a profile the record cannot give is not drawn as steady either.
+            // A profile the record cannot give (verify would call the VM unverifiable) is
+            // drawn without an expected shape, and the section's first line names the VM.
             let profile = match is_builtin(&setup.workload) {
                 true => crate::workloads::profile_driver::from_recorded(&setup.params)
                     .unwrap_or_else(|why| {
