@@ -787,7 +787,8 @@ pub struct ReportArgs {
     #[arg(long = "run-id", value_name = "ID", required = true)]
     pub run_ids: Vec<RunIdSelector>,
 
-    /// The HTML file to write (replaced when it exists)
+    /// The HTML file to write (a regular file, replaced when it exists), or - for standard
+    /// output
     #[arg(long, value_name = "FILE", required = true)]
     pub html: PathBuf,
 
@@ -817,6 +818,10 @@ pub struct ReportArgs {
     /// Build the page from the audit database alone: no cluster, no Prometheus
     #[arg(long, conflicts_with = "prometheus")]
     pub no_prometheus: bool,
+
+    /// Catalog whose entries judge catalog VMs [env: VIRTWORK_CATALOG_DIR] [default: ~/.virtwork/catalog]
+    #[arg(long, value_name = "DIR")]
+    pub catalog_dir: Option<PathBuf>,
 }
 
 fn parse_window(text: &str) -> Result<crate::model::Window, String> {

@@ -1213,7 +1213,9 @@ fn a_thousand_vm_timeline_stays_under_two_mib() {
             );
             assert!(out.status.success(), "{}", text(&out.stderr));
             assert_eq!(console_messages(&text(&out.stderr)), Vec::<&str>::new());
-            assert!(text(&out.stdout).contains("<summary>All 5030 events</summary>"));
+            // The table stops at 2,000 events, the rest counted by kind.
+            assert!(text(&out.stdout).contains("<summary>2000 of 5030 events ("));
+            assert!(text(&out.stdout).contains("3030 more events not listed"));
         }
     }
 }
@@ -1568,4 +1570,448 @@ fn the_load_shows_each_vms_own_threshold_verify_verdicts_and_the_expected_shape(
         ("1", "PASS"),
         "{rows:#?}"
     );
+}
+
+/// The load part of run `run` (1-based) of a page.
+fn load_part(html: &str, run: usize) -> &str {
+    let part = html
+        .split_once(&format!("id=\"run-{run}-load\""))
+        .unwrap()
+        .1;
+    part.split_once(&format!("id=\"run-{run}-churn\""))
+        .unwrap()
+        .0
+}
+
+#[test]
+fn after_cleanup_each_vm_is_drawn_against_the_params_its_run_recorded() {
+    use crate::disruption::{Env, assert_ok};
+    // The usual CI order: run, (verify,) cleanup, report. The VMs are gone from the cluster,
+    // so the page can only read their params from the audit database.
+    let env = Env::start();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--output", "json", "run", "--timeout", "60"];
+        args.extend_from_slice(extra);
+        let out = env.run(&args);
+        assert_ok(&out, "run");
+        let id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (id, env.vms_of(&out))
+    };
+    let started = jiff::Timestamp::now().as_second();
+    let (steady, steady_vms) = run(&[
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "2",
+        "--params",
+        "cpu.cpu-load-percent=30",
+    ]);
+    let (profiled, profiled_vms) = run(&["--workloads", "cpu", "--params", CPU_STEP]);
+    for id in [&steady, &profiled] {
+        assert_ok(&env.run(&["cleanup", "--yes", "--run-id", id]), "cleanup");
+    }
+    assert!(
+        env.server
+            .objects("virtualmachines", Some("virtwork"))
+            .is_empty(),
+        "the VMs are deleted"
+    );
+    // Prometheus still holds their series.
+    let busy = |name: &str| {
+        (
+            json!({"name": name, "namespace": "virtwork"}),
+            (1..8).map(|k| (started + k * 15, 0.29)).collect::<Vec<_>>(),
+        )
+    };
+    let all: Vec<_> = steady_vms
+        .iter()
+        .chain(&profiled_vms)
+        .map(|n| busy(n))
+        .collect();
+    let stub = PromStub::start(
+        Answer::ByQuery {
+            rules: vec![("kubevirt_vmi_vcpu".into(), matrix(&all))],
+            otherwise: matrix(&[]),
+        },
+        false,
+    );
+    let db = env.dir.path().join("audit.db");
+    let report_args = |page: &Path| {
+        vec![
+            "report".to_string(),
+            "--run-id".into(),
+            steady.clone(),
+            "--run-id".into(),
+            profiled.clone(),
+            "--html".into(),
+            page.display().to_string(),
+            "--prometheus".into(),
+            stub.url().to_string(),
+        ]
+    };
+    // The cluster reachable but empty, then not reachable at all (no kubeconfig).
+    let reachable = env.dir.path().join("reachable.html");
+    let args = report_args(&reachable);
+    let out = env.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_ok(&out, "report");
+    let unreachable = env.dir.path().join("unreachable.html");
+    let args = report_args(&unreachable);
+    let out = virtwork(&db, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for (page, why) in [
+        (reachable, "no VM of the run is left in namespace virtwork"),
+        (unreachable, "no cluster reachable"),
+    ] {
+        let html = std::fs::read_to_string(&page).unwrap();
+        let steady_load = load_part(&html, 1);
+        // 30 % of a vCPU is held to half of it, as verify holds it: not the default 0.5.
+        assert!(
+            steady_load.contains(">threshold 0.15 vCPU</text>"),
+            "{steady_load}"
+        );
+        assert!(!steady_load.contains("0.50 vCPU"), "{steady_load}");
+        assert!(
+            steady_load.contains(
+                "from each VM&#39;s own params, as its run recorded them in the audit database; \
+                 the VMs could not be read: "
+            ) && steady_load.contains(why),
+            "{steady_load}"
+        );
+        assert!(!steady_load.contains("default params"), "{steady_load}");
+        assert!(
+            steady_load.contains("No verdicts: verify needs the run&#39;s VMs in the cluster"),
+            "{steady_load}"
+        );
+        let rows = rows_after(steady_load, "<caption>");
+        assert!(
+            rows.iter()
+                .filter(|r| r.contains(&"0.15 vCPU".to_string()))
+                .count()
+                == 2,
+            "each VM's own threshold in the table: {rows:#?}"
+        );
+        // The profiled VM: its expected step shape drawn from the recorded profile.
+        let vm = &profiled_vms[0];
+        let profiled_load = load_part(&html, 2);
+        assert!(
+            profiled_load.contains(&format!("<title>{vm} expected</title>")),
+            "{profiled_load}"
+        );
+        assert!(
+            profiled_load.contains(&format!("<summary>Expected shape of {vm}: step")),
+            "{profiled_load}"
+        );
+        let phases = rows_after(profiled_load, "phase by phase</caption>");
+        assert!(
+            phases.iter().any(|r| r[1] == "90" && r[2] == "0.90 vCPU"),
+            "{phases:#?}"
+        );
+    }
+}
+
+#[test]
+fn html_replaces_only_a_regular_file_and_dash_is_standard_output() {
+    let f = fixture(3);
+    let run = f.run_id.to_string();
+    let report = |html: &Path| {
+        virtwork(
+            &f.db,
+            &["report", "--run-id", &run, "--html", html.to_str().unwrap()],
+        )
+    };
+    let refused = |html: &Path, kind: &str| {
+        let out = report(html);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stderr).trim(),
+            format!(
+                "Error: --html {}: is {kind}; expected the path of an HTML file to create or \
+                 replace (a regular file), or - to write the page to standard output",
+                html.display()
+            )
+        );
+        assert!(out.stdout.is_empty());
+    };
+    // A fifo (a reader waiting on it would otherwise find a regular file in its place).
+    let fifo = f.dir.path().join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    refused(&fifo, "a fifo");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    // A link to a device (as root, the rename put a regular file in place of /dev/full).
+    let device = f.dir.path().join("null.html");
+    std::os::unix::fs::symlink("/dev/null", &device).unwrap();
+    refused(&device, "a character device");
+    assert_eq!(std::fs::read_link(&device).unwrap(), Path::new("/dev/null"));
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device(),
+        "/dev/null untouched"
+    );
+    // A link to nothing.
+    let dangling = f.dir.path().join("gone.html");
+    std::os::unix::fs::symlink(f.dir.path().join("nowhere"), &dangling).unwrap();
+    refused(&dangling, "a symbolic link to nothing");
+    assert!(!f.dir.path().join("nowhere").exists());
+    // A link to a regular file: the page is written to that file, the link stays.
+    let linked = f.dir.path().join("latest.html");
+    std::os::unix::fs::symlink(&f.page, &linked).unwrap();
+    std::fs::write(&f.page, "old").unwrap();
+    let out = report(&linked);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        std::fs::symlink_metadata(&linked)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::read_to_string(&f.page)
+            .unwrap()
+            .starts_with("<!DOCTYPE html>")
+    );
+    // `-`: the page on standard output, nothing else there, no file named `-`.
+    let out = virtwork(&f.db, &["report", "--run-id", &run, "--html", "-"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = text(&out.stdout);
+    assert!(
+        page.starts_with("<!DOCTYPE html>"),
+        "{}",
+        &page[..page.len().min(200)]
+    );
+    assert!(page.trim_end().ends_with("</html>"));
+    assert!(page.contains(&run));
+    assert!(!f.dir.path().join("-").exists(), "no file named -");
+}
+
+#[test]
+fn no_prometheus_builds_the_page_without_contacting_the_cluster() {
+    let env = crate::disruption::Env::start();
+    let db = env.dir.path().join("audit.db");
+    let (run_id, _) = record_fleet(&db, 4, 0);
+    let page = env.dir.path().join("alone.html");
+    let before = env.server.request_log().len();
+    // The kubeconfig names the fake API server: with --no-prometheus it gets no request.
+    let out = env.run(&[
+        "report",
+        "--run-id",
+        &run_id.to_string(),
+        "--html",
+        page.to_str().unwrap(),
+        "--no-prometheus",
+    ]);
+    crate::disruption::assert_ok(&out, "report");
+    let seen = env.server.request_log();
+    assert_eq!(
+        seen.len(),
+        before,
+        "requests: {:?}",
+        seen[before..]
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect::<Vec<_>>()
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("left out with --no-prometheus (the audit database alone)"));
+    assert!(
+        html.contains("<h2 id=\"run-1-h\">"),
+        "the run's records are there"
+    );
+}
+
+#[test]
+fn sixteen_thousand_churn_actions_keep_the_page_under_two_mib() {
+    // A long churn of a 1,000-VM run, from the audit database alone (no cluster, no
+    // Prometheus): every action is an event of the timeline's table.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("virtwork.db");
+    let n = 1_000;
+    let (run_id, _) = record_fleet(&db, n, 0);
+    let auditor = Auditor::open_path(&db).unwrap();
+    let churn_id = Uuid::new_v4();
+    let churn = auditor.start_execution(
+        churn_id,
+        &virtwork::audit::churn::churn_params("virtwork", None, false),
+    );
+    churn.link_cleanup_to_runs(&[run_id.to_string()]);
+    let actions = 16_000;
+    for k in 0..actions {
+        let action = ["restart", "stop-start", "migrate"][k % 3];
+        // Most on 50 VMs (more than the chart's 40 rows), so rows are crowded too.
+        let vm = format!("virtwork/{}", vm_name(2 * (k % 50) + 10));
+        let failed = k % 400 == 7;
+        churn.record_event(&Event {
+            event_type: match failed {
+                true => EventType::ChurnActionFailed,
+                false => EventType::ChurnAction,
+            },
+            message: format!(
+                "{action} {vm}: {}",
+                if failed { "failed" } else { "succeeded" }
+            ),
+            error_detail: failed.then(|| "the VMI did not come back".to_string()),
+            vm_name: None,
+            workload_name: None,
+        });
+    }
+    churn.complete_execution(ExecutionStatus::Success, None);
+    assert!(auditor.flush());
+    drop(auditor);
+    // Spread over ten hours from the run's third minute.
+    let conn = Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE events SET occurred_at = strftime('%Y-%m-%dT%H:%M:%SZ', ?2 + 180 + (id * 9) % 36000, 'unixepoch')
+         WHERE audit_id = (SELECT id FROM audit_log WHERE run_id = ?1)",
+        params![churn_id.to_string(), T0],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE audit_log SET started_at = ?2, completed_at = ?3 WHERE run_id = ?1",
+        params![churn_id.to_string(), at(170), at(36_200)],
+    )
+    .unwrap();
+    drop(conn);
+    let page = dir.path().join("churned.html");
+    let out = virtwork(
+        &db,
+        &[
+            "report",
+            "--run-id",
+            &run_id.to_string(),
+            "--html",
+            page.to_str().unwrap(),
+            "--no-prometheus",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    eprintln!("page: {} KiB", html.len() / 1024);
+    assert!(html.len() < 2 * 1024 * 1024, "{} bytes", html.len());
+    // The fixture's own 30 actions (3 failed) and these 16,000 (40 failed).
+    let total = actions + 30;
+    let failed = 40 + 3;
+    let churn_part = html.split_once("id=\"run-1-churn\"").unwrap().1;
+    assert!(
+        churn_part.contains(&format!(
+            "<summary>2000 of {total} events (interruptions, restarts, migrations and failed \
+             churn actions first)</summary>"
+        )),
+        "{}",
+        &churn_part[..2000]
+    );
+    assert_eq!(event_rows(churn_part).len(), 2000);
+    assert!(
+        churn_part.contains(&format!(
+            "{} more events not listed (the table stops at 2000 rows); by kind: churn action: {}.",
+            total - 2000,
+            total - 2000
+        )),
+        "every failed action is listed, the rest counted"
+    );
+    assert_eq!(
+        event_rows(churn_part)
+            .iter()
+            .filter(|r| r[3] == "churn action failed")
+            .count(),
+        failed
+    );
+    // The chart's crowded rows are thinned, and say so.
+    let svg = churn_part.split_once("<svg ").unwrap().1;
+    let svg = svg.split_once("</svg>").unwrap().0;
+    let marks = svg.matches("<title>churn action").count();
+    assert!(marks <= 40 * 100, "{marks} marks");
+    let after = churn_part.split_once("</svg>").unwrap().1;
+    assert!(
+        after.starts_with("<p class=\"note\">")
+            && after.contains("marks on crowded rows are not drawn (at most 100 a row"),
+        "{}",
+        &after[..300]
+    );
+    assert_inert(&html);
+}
+
+#[test]
+fn catalog_dir_names_the_catalog_that_judges_catalog_vms() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("virtwork.db");
+    // A catalog entry outside the default directory (~/.virtwork/catalog is empty).
+    let catalog = dir.path().join("team-catalog");
+    let entry = catalog.join("web");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("web.service"),
+        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    std::fs::write(
+        entry.join("workload.yaml"),
+        "description: web\nsignals:\n  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n    description: the VM's vCPUs are reported\n",
+    )
+    .unwrap();
+    let auditor = Auditor::open_path(&db).unwrap();
+    let run_id = Uuid::new_v4();
+    let exec = auditor.start_execution(run_id, &run_params(1, "ctx"));
+    exec.record_vm(&VmRecord {
+        vm_name: "virtwork-web-1".into(),
+        namespace: "virtwork".into(),
+        component: "web".into(),
+        role: None,
+        cpu_cores: 2,
+        memory: "2Gi".into(),
+        container_disk_image: "quay.io/containerdisks/fedora:42".into(),
+        data_disk_size: None,
+        phase: None,
+    });
+    exec.complete_execution(ExecutionStatus::Success, None);
+    assert!(auditor.flush());
+    drop(auditor);
+    let now = jiff::Timestamp::now().as_second();
+    let stub = PromStub::start(
+        Answer::ByQuery {
+            rules: vec![(
+                "kubevirt_vmi_vcpu".into(),
+                matrix(&[(
+                    json!({"name": "virtwork-web-1", "namespace": "virtwork"}),
+                    (0..4).map(|k| (now + k * 15, 2.0)).collect(),
+                )]),
+            )],
+            otherwise: matrix(&[]),
+        },
+        false,
+    );
+    let page = dir.path().join("catalog.html");
+    let report = |extra: &[&str]| {
+        let run = run_id.to_string();
+        let mut args = vec![
+            "report",
+            "--run-id",
+            &run,
+            "--html",
+            page.to_str().unwrap(),
+            "--prometheus",
+            stub.url(),
+        ];
+        args.extend_from_slice(extra);
+        let out = virtwork(&db, &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let html = std::fs::read_to_string(&page).unwrap();
+        load_part(&html, 1).to_string()
+    };
+    let heading = "<h4>web: vcpu-series (catalog signal)</h4>";
+    // The default catalog has no such entry: nothing of it is drawn.
+    assert!(!report(&[]).contains(heading));
+    let load = report(&["--catalog-dir", catalog.to_str().unwrap()]);
+    assert!(load.contains(heading), "{load}");
+    assert!(load.contains(">threshold 1</text>"), "{load}");
 }

@@ -127,6 +127,14 @@ pub fn disruption(args: &crate::cli::DisruptionArgs) -> Partial {
     }
 }
 
+/// The flags of `virtwork report` that are configuration keys.
+pub fn report(args: &crate::cli::ReportArgs) -> Partial {
+    Partial {
+        catalog_dir: given(&args.catalog_dir, "--catalog-dir"),
+        ..Partial::default()
+    }
+}
+
 /// The flags of `virtwork validate`.
 pub fn validate(args: &ValidateArgs) -> Partial {
     Partial {

@@ -556,7 +556,12 @@ impl ReportSettings {
         args: &ReportArgs,
         env: &[(String, String)],
     ) -> Result<ReportSettings> {
-        let layers = Layers::load(global, flags::global(global), Vec::new(), env)?;
+        let layers = Layers::load(
+            global,
+            flags::global(global).or(flags::report(args)),
+            Vec::new(),
+            env,
+        )?;
         let run_ids = args.run_ids.clone();
         let html = &args.html;
         if html.is_dir() {

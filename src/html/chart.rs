@@ -17,8 +17,17 @@ pub const PALETTE: [&str; 5] = ["#1f4e9c", "#b34700", "#2e7d32", "#7b1fa2", "#c6
 /// The colour of marks that mean failure (also drawn as a cross, never only red).
 pub const FAILURE: &str = "#c62828";
 
-/// Dash patterns paired with [`PALETTE`]: the second carrier of a series' identity.
+/// Dash patterns: the second carrier of a series' identity ([`series_style`]).
 const DASHES: [&str; 5] = ["", "8 4", "2 3", "10 3 2 3", "4 4"];
+
+/// The colour and dash pattern of series `index`: the dash shifts by one each time the
+/// colours wrap around, so the first `PALETTE.len() * DASHES.len()` (25) series of a chart
+/// each get a pair of their own (series 6 would otherwise look exactly like series 1).
+pub fn series_style(index: usize) -> (&'static str, &'static str) {
+    let colour = index % PALETTE.len();
+    let dash = (index + index / PALETTE.len()) % DASHES.len();
+    (PALETTE[colour], DASHES[dash])
+}
 
 /// Axis and text colour (about 15:1 against white) and the faint grid.
 const INK: &str = "#1a1a1a";
@@ -384,12 +393,12 @@ fn step_path(plot: &Plot, series: &Series, index: usize) -> Html {
         }
         last_y = plot.y(y);
     }
+    let (colour, dash) = series_style(index);
     let mut path = el("path")
         .attr("d", d)
         .attr("fill", "none")
-        .attr("stroke", PALETTE[index % PALETTE.len()])
+        .attr("stroke", colour)
         .attr("stroke-width", "2");
-    let dash = DASHES[index % DASHES.len()];
     if !dash.is_empty() {
         path = path.attr("stroke-dasharray", dash);
     }
@@ -398,14 +407,14 @@ fn step_path(plot: &Plot, series: &Series, index: usize) -> Html {
 
 fn legend_entry(index: usize, name: &str, y: f64) -> Html {
     let x = LEFT + (index % 3) as f64 * 230.0;
+    let (colour, dash) = series_style(index);
     let mut sample = el("line")
         .num("x1", x)
         .num("y1", y)
         .num("x2", x + 32.0)
         .num("y2", y)
-        .attr("stroke", PALETTE[index % PALETTE.len()])
+        .attr("stroke", colour)
         .attr("stroke-width", "2");
-    let dash = DASHES[index % DASHES.len()];
     if !dash.is_empty() {
         sample = sample.attr("stroke-dasharray", dash);
     }
@@ -890,6 +899,48 @@ mod tests {
         assert!(svg.as_str().contains("stroke-dasharray=\"8 4\""));
         assert!(svg.as_str().contains(">created</text>"));
         assert!(svg.as_str().contains(">ready</text>"));
+    }
+
+    #[test]
+    fn twelve_series_get_twelve_distinct_looks_in_chart_and_legend() {
+        let pairs: std::collections::BTreeSet<_> = (0..25).map(series_style).collect();
+        assert_eq!(pairs.len(), 25, "{pairs:?}");
+        // What a reader sees: each drawn line's and legend sample's (stroke, dash).
+        let chart = Lines {
+            title: "t".into(),
+            desc: "d".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            series: (0..12)
+                .map(|i| Series {
+                    name: format!("s{i}"),
+                    points: vec![(0.0, i as f64), (10.0, i as f64 + 1.0)],
+                })
+                .collect(),
+        };
+        let svg = lines("l", &chart);
+        let look = |tag: &str| -> Vec<(String, String)> {
+            svg.as_str()
+                .split(tag)
+                .skip(1)
+                .map(|el| {
+                    let el = el.split_once('>').unwrap().0;
+                    let attr = |name: &str| {
+                        el.split_once(&format!("{name}=\""))
+                            .map_or(String::new(), |(_, v)| v.split('"').next().unwrap().into())
+                    };
+                    (attr("stroke"), attr("stroke-dasharray"))
+                })
+                .collect()
+        };
+        let paths: Vec<_> = look("<path d=");
+        let distinct: std::collections::BTreeSet<_> = paths.iter().collect();
+        assert_eq!((paths.len(), distinct.len()), (12, 12), "{paths:?}");
+        let samples: Vec<_> = look("<line x1=")
+            .into_iter()
+            .filter(|(stroke, _)| PALETTE.contains(&stroke.as_str()))
+            .collect();
+        assert_eq!(samples, paths, "the legend shows each line's look");
     }
 
     #[test]

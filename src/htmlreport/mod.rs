@@ -440,4 +440,56 @@ mod tests {
         assert_eq!(part.matches("<svg ").count(), 0);
         assert!(part.contains("<td>not judged</td>"));
     }
+    #[test]
+    fn a_storm_of_alert_spans_is_listed_up_to_the_cap_and_counted_by_alert() {
+        let mut run = run_with(Fetched::Missing("no cluster".into()));
+        let alerts = ["KubeVirtVMStuck", "Hot", HOSTILE];
+        let spans: Vec<data::AlertSpan> = (0..5_000)
+            .map(|k| data::AlertSpan {
+                alert: alerts[k % 3].to_string(),
+                vm: format!("virtwork-cpu-{k}"),
+                from: (k % 600) as f64 * 60.0,
+                until: (k % 600) as f64 * 60.0 + 45.0,
+                firing_at_end: false,
+            })
+            .collect();
+        run.alerts = Fetched::Data(spans);
+        let doc = page(&[run], &provenance());
+        let html = doc.as_str();
+        assert!(html.len() < 2 * 1024 * 1024, "{} bytes", html.len());
+        assert!(!html.contains("<script"));
+        let part = html.split_once("id=\"run-1-alerts\"").unwrap().1;
+        let table = part.split_once("<tbody>").unwrap().1;
+        let table = table.split_once("</tbody>").unwrap().0;
+        assert_eq!(table.matches("<tr>").count(), sections::MAX_TABLE_ROWS);
+        assert!(
+            part.contains(
+                "3000 more firing spans (counted by alert) not listed (the table stops at \
+                 2000 rows); by kind: "
+            ),
+            "{part}"
+        );
+        // The chart draws at most 100 spans per alert, and says so.
+        let chart = part
+            .split_once("<svg ")
+            .unwrap()
+            .1
+            .split_once("</svg>")
+            .unwrap()
+            .0;
+        assert_eq!(chart.matches(" for virtwork-cpu-").count(), 300);
+        assert!(
+            part.contains(
+                "Not drawn: 0 more alerts (at most 20 rows) and 4700 spans of crowded rows"
+            )
+        );
+        // The 3,000 left out, counted per alert (the hostile name escaped).
+        for alert in [
+            "Hot: 1000",
+            "KubeVirtVMStuck: 1000",
+            "&lt;script&gt;alert(1)&lt;/script&gt;: 1000",
+        ] {
+            assert!(part.contains(alert), "{alert}");
+        }
+    }
 }

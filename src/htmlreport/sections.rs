@@ -1,6 +1,8 @@
 //! The sections of the page: the comparison of several runs, and per run what was asked and
 //! done, time to ready, load, churn and disruption, alerts. Each chart is followed by a table
-//! of the same data; a section without data says why.
+//! of the same data; a section without data says why. What a run's history can make grow
+//! without end is bounded (the event and alert tables at [`MAX_TABLE_ROWS`], a timeline row
+//! at [`MAX_MARKS_PER_ROW`] marks), the rest counted in words, so a page stays under 2 MiB.
 
 use super::data::{self, Fetched, Percentiles, RunRecord};
 use super::timeline::{self, Event, What};
@@ -1088,6 +1090,22 @@ fn alerts(id: &str, run: &RunRecord) -> Html {
             }),
         }
     }
+    // Bounded like the tables: at most MAX_ALERT_LANES alerts, MAX_MARKS_PER_ROW spans each
+    // (spread over the list), the rest said under the chart.
+    let lanes_left_out = lanes.len().saturating_sub(MAX_ALERT_LANES);
+    lanes.truncate(MAX_ALERT_LANES);
+    let mut marks_left_out = 0;
+    for lane in &mut lanes {
+        let all = lane.marks.len();
+        if all > MAX_MARKS_PER_ROW {
+            let step = all as f64 / MAX_MARKS_PER_ROW as f64;
+            let picked: Vec<Mark> = (0..MAX_MARKS_PER_ROW)
+                .map(|k| lane.marks[(k as f64 * step) as usize].clone())
+                .collect();
+            lane.marks = picked;
+            marks_left_out += all - MAX_MARKS_PER_ROW;
+        }
+    }
     out.push(chart::timeline(
         &format!("{id}-alerts"),
         &Timeline {
@@ -1104,8 +1122,16 @@ fn alerts(id: &str, run: &RunRecord) -> Html {
             legend: false,
         },
     ));
+    if lanes_left_out + marks_left_out > 0 {
+        out.push(el("p").attr("class", "note").text(format!(
+            "Not drawn: {lanes_left_out} more alerts (at most {MAX_ALERT_LANES} rows) and \
+             {marks_left_out} spans of crowded rows (at most {MAX_MARKS_PER_ROW} a row, spread \
+             over it); the table below lists them."
+        )));
+    }
     let rows = spans
         .iter()
+        .take(MAX_TABLE_ROWS)
         .map(|s| {
             vec![
                 t(&s.alert),
@@ -1127,6 +1153,13 @@ fn alerts(id: &str, run: &RunRecord) -> Html {
         ],
         rows,
     ));
+    let left_out = spans.iter().skip(MAX_TABLE_ROWS);
+    if let Some(note) = not_listed(
+        left_out.map(|s| s.alert.as_str()),
+        "firing spans (counted by alert)",
+    ) {
+        out.push(note);
+    }
     out
 }
 
@@ -1289,8 +1322,40 @@ fn lasted(e: &Event) -> Option<f64> {
     Some((e.until? - e.at?).max(0.0))
 }
 
+/// Most marks drawn on one VM's row of the timeline: more cannot be told apart on its
+/// 700 px, and each costs bytes (16,000 churn actions on 40 rows made the chart 1.5 MiB).
+const MAX_MARKS_PER_ROW: usize = 100;
+
+/// Keeps at most [`MAX_MARKS_PER_ROW`] of a row's marks: every migration, restart,
+/// interruption and failed churn action first, then succeeded churn actions evenly spread
+/// over the row's time (so the chart still shows when churn was dense). Returns how many were
+/// left out (kind 0 = a succeeded churn action, [`timeline_kinds`]).
+fn thin_row(row: &mut Row) -> usize {
+    if row.items.len() <= MAX_MARKS_PER_ROW {
+        return 0;
+    }
+    let (churned, mut kept): (Vec<Item>, Vec<Item>) =
+        row.items.drain(..).partition(|item| item.kind == 0);
+    kept.truncate(MAX_MARKS_PER_ROW);
+    let room = MAX_MARKS_PER_ROW - kept.len();
+    let before = churned.len() + kept.len();
+    if room > 0 {
+        let step = churned.len() as f64 / room as f64;
+        kept.extend(
+            (0..room)
+                .map(|k| (k as f64 * step) as usize)
+                .filter_map(|i| churned.get(i).cloned()),
+        );
+    }
+    kept.sort_by(|a, b| a.at.total_cmp(&b.at));
+    let left_out = before - kept.len();
+    row.items = kept;
+    left_out
+}
+
 /// One timeline per run: a row per disturbed VM (the most disturbed first, at most
-/// [`timeline::MAX_ROWS`]), then every event and every disturbed VM in tables.
+/// [`timeline::MAX_ROWS`], each of at most [`MAX_MARKS_PER_ROW`] marks), then the events (at
+/// most [`MAX_TABLE_ROWS`]) and every disturbed VM in tables.
 fn disruption_timeline(id: &str, run: &RunRecord) -> Html {
     let tl = timeline::timeline(run);
     if tl.events.is_empty() {
@@ -1330,12 +1395,22 @@ fn disruption_timeline(id: &str, run: &RunRecord) -> Html {
                 .collect(),
         })
         .collect();
+    let mut rows = rows;
+    let thinned: usize = rows.iter_mut().map(thin_row).sum();
     let vms = tl.rows.len() + tl.not_drawn;
     let footnote = (tl.not_drawn + tl.undisturbed > 0).then(|| {
         format!(
             "Not drawn: {} more VMs with events (in the tables below); {} VMs with none.",
             tl.not_drawn, tl.undisturbed
         )
+    });
+    let thinned_note = (thinned > 0).then(|| {
+        el("p").attr("class", "note").text(format!(
+            "{thinned} marks on crowded rows are not drawn (at most {MAX_MARKS_PER_ROW} a row: \
+             migrations, restarts, interruptions and failed churn actions first, then \
+             succeeded churn actions spread over the row's time); the table below counts \
+             every event."
+        ))
     });
     let mut out = chart::swimlanes(
         &format!("{id}-timeline"),
@@ -1346,7 +1421,8 @@ fn disruption_timeline(id: &str, run: &RunRecord) -> Html {
                  most disturbed first; {} more not drawn; {} VMs without events): churn \
                  actions as triangles when each ended, failed ones as crosses, migrations as \
                  filled bars from start to end, restarts as diamonds, workload interruptions \
-                 as outlined bars. The tables below list every event and every disturbed VM.",
+                 as outlined bars. The tables below list every event (at most \
+                 {MAX_TABLE_ROWS}, the rest counted) and every disturbed VM.",
                 tl.events.len(),
                 tl.rows.len(),
                 tl.not_drawn,
@@ -1359,6 +1435,9 @@ fn disruption_timeline(id: &str, run: &RunRecord) -> Html {
             footnote,
         },
     );
+    if let Some(note) = thinned_note {
+        out.push(note);
+    }
     out.push(event_table(&tl, &run.detail.execution.namespace));
     out.push(disturbed_vms(run));
     out
@@ -1371,9 +1450,82 @@ fn in_run<'a>(vm: &'a str, namespace: &str) -> &'a str {
         .unwrap_or(vm)
 }
 
+/// Most events listed in a run's event table, and most firing spans in its alert table:
+/// the bound that keeps a page under 2 MiB whatever the audit database holds (16,000 churn
+/// actions made a 2.5 MiB page); the rest are counted by kind.
+pub const MAX_TABLE_ROWS: usize = 2_000;
+
+/// The events the table lists (in time order) and those it leaves out: at most
+/// [`MAX_TABLE_ROWS`], interruptions, restarts, migrations and failed churn actions before
+/// succeeded churn actions (the many and the least telling), each kind earliest first.
+fn listed_events(events: &[Event]) -> (Vec<&Event>, Vec<&Event>) {
+    let rank = |what: &What| match what {
+        What::Interruption { .. } => 0,
+        What::Restart { .. } => 1,
+        What::Migration { .. } => 2,
+        What::Churn { failed: true, .. } => 3,
+        What::Churn { failed: false, .. } => 4,
+    };
+    let mut order: Vec<usize> = (0..events.len()).collect();
+    order.sort_by_key(|&i| (rank(&events[i].what), i));
+    let mut kept = order.split_off(order.len().min(MAX_TABLE_ROWS));
+    std::mem::swap(&mut kept, &mut order);
+    kept.sort_unstable();
+    order.sort_unstable();
+    (
+        kept.into_iter().map(|i| &events[i]).collect(),
+        order.into_iter().map(|i| &events[i]).collect(),
+    )
+}
+
+/// Most alerts drawn as rows of the alert timeline.
+const MAX_ALERT_LANES: usize = 20;
+
+/// Most kinds named in a "not listed" line (alert names are Prometheus' and unbounded).
+const NOT_LISTED_KINDS: usize = 20;
+
+/// "N more not listed: a kind, b other kind." (None when nothing was left out).
+fn not_listed<'a>(kinds: impl Iterator<Item = &'a str>, what: &str) -> Option<Html> {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for kind in kinds {
+        match counts.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((kind, 1)),
+        }
+    }
+    let total: usize = counts.iter().map(|(_, n)| n).sum();
+    let mut named: Vec<String> = counts
+        .iter()
+        .take(NOT_LISTED_KINDS)
+        .map(|(k, n)| format!("{}: {n}", crate::terminal::safe(k, 80)))
+        .collect();
+    if counts.len() > NOT_LISTED_KINDS {
+        let named_total: usize = counts.iter().take(NOT_LISTED_KINDS).map(|(_, n)| n).sum();
+        named.push(format!("other kinds: {}", total - named_total));
+    }
+    (total > 0).then(|| {
+        el("p")
+            .attr("class", "note")
+            .text(format!(
+                "{total} more {what} not listed (the table stops at {MAX_TABLE_ROWS} rows); by kind: {}.",
+                named.join(", ")
+            ))
+            .into()
+    })
+}
+
 fn event_table(tl: &timeline::Timeline, namespace: &str) -> Html {
-    let rows = tl
-        .events
+    let (listed, left_out) = listed_events(&tl.events);
+    let summary = match left_out.len() {
+        0 => format!("All {} events", tl.events.len()),
+        _ => format!(
+            "{} of {} events (interruptions, restarts, migrations and failed churn actions \
+             first)",
+            listed.len(),
+            tl.events.len()
+        ),
+    };
+    let rows = listed
         .iter()
         .map(|e| {
             let failed = matches!(e.what, What::Churn { failed: true, .. });
@@ -1390,12 +1542,12 @@ fn event_table(tl: &timeline::Timeline, namespace: &str) -> Html {
             ]
         })
         .collect();
-    el("details")
-        .child(el("summary").text(format!("All {} events", tl.events.len())))
+    let mut details = el("details")
+        .child(el("summary").text(summary))
         .child(table(
             &format!(
                 "Every churn action, migration, restart and interruption (times since the run \
-                 started; VMs in namespace {namespace})"
+             started; VMs in namespace {namespace})"
             ),
             &[
                 Col("At", true),
@@ -1405,8 +1557,11 @@ fn event_table(tl: &timeline::Timeline, namespace: &str) -> Html {
                 Col("Detail", false),
             ],
             rows,
-        ))
-        .into()
+        ));
+    if let Some(note) = not_listed(left_out.iter().map(|e| e.what.kind()), "events") {
+        details = details.child(note);
+    }
+    details.into()
 }
 
 /// The analysed VMs that were not undisturbed, with their verdict and why.

@@ -4,9 +4,10 @@
 //!
 //! Owns: choosing where the VMs' params come from (the run's VMs listed from the cluster, as
 //! verify lists them, with the local catalog loaded as verify loads it; else the audit
-//! records at the workloads' defaults, said so), calling verify's own evaluation
-//! ([`crate::commands::verify::evaluate`]) over the run's window, one range query per signal
-//! group (a catalog signal: one per VM, capped) and joining the three into
+//! records alone, with the signal params each VM's run recorded, chosen as verify chooses
+//! them, the workloads' defaults only where none were recorded, said so), calling verify's
+//! own evaluation ([`crate::commands::verify::evaluate`]) over the run's window, one range
+//! query per signal group (a catalog signal: one per VM, capped) and joining the three into
 //! [`SignalSeries`]. A Prometheus or cluster that fails becomes the reason the page gives;
 //! only an interrupt ends the command. Must not: judge anything itself (verify does), or
 //! build markup.
@@ -35,6 +36,7 @@ use crate::signals::contract::{
 use crate::verify::evaluate::RangeAnswer;
 use crate::verify::listed::{ListedVm, ListedVmi};
 use crate::verify::prometheus::PrometheusApi;
+use crate::verify::recorded::{ParamsSource, Records, Setup, choose};
 use crate::verify::{SignalResult, Target, VmResult, is_builtin};
 use crate::workloads::catalog::CatalogEntry;
 
@@ -93,7 +95,11 @@ async fn load(
             };
             match listed_targets(settings, run, &ctx).await {
                 Ok(targets) if !targets.is_empty() => {
-                    (targets.iter().map(Vm::of).collect(), targets, Ok(()))
+                    let vms = Recorded {
+                        vms: targets.iter().map(Vm::of).collect(),
+                        params_from: String::new(),
+                    };
+                    (vms, targets, Ok(()))
                 }
                 Ok(_) => (
                     recorded_vms(settings, run),
@@ -113,22 +119,21 @@ async fn load(
         }
         Err(why) => (recorded_vms(settings, run), Vec::new(), Err(why.clone())),
     };
-    let (params_from, verdicts, results) = match listed {
-        Ok(()) => {
+    let (vms, params_from, verdicts, results) = match (vms, listed) {
+        (Recorded { vms, .. }, Ok(())) => {
             let (how, results) = judged(api, targets, window, policy, cancel).await?;
             (
-                "each VM's own params, as its run recorded them on the VM (listed from the \
-                 cluster)"
+                vms,
+                "each VM's own params, chosen as verify chooses them (its run's record in the \
+                 audit database, else the VM's annotation; the VMs listed from the cluster)"
                     .to_string(),
                 how,
                 results,
             )
         }
-        Err(why) => (
-            format!(
-                "the workloads' default params (the audit database records none per VM, and \
-                 the VMs could not be read: {why})"
-            ),
+        (Recorded { vms, params_from }, Err(why)) => (
+            vms,
+            format!("{params_from}; the VMs could not be read: {why}"),
             Err(format!("verify needs the run's VMs in the cluster: {why}")),
             Vec::new(),
         ),
@@ -187,10 +192,34 @@ impl Vm {
     }
 }
 
-/// The run's VMs from the audit records: the workloads' default params, a catalog entry's
-/// signals from the local catalog; never judged (no VMI phase is known).
-fn recorded_vms(settings: &ReportSettings, run: &RunRecord) -> Vec<Vm> {
+/// The VMs the page draws, and (when they come from the audit records alone; empty when
+/// listed from the cluster) the line saying where their params came from.
+struct Recorded {
+    vms: Vec<Vm>,
+    params_from: String,
+}
+
+/// The run's VMs from the audit records alone (the cluster cannot be read, or no longer
+/// holds them): each judged by the signal params its run recorded in the audit database
+/// (`workload_details.signal_params`, chosen by verify's own rules,
+/// [`crate::verify::recorded::choose`]), a profiled VM with its load profile; the workloads'
+/// defaults only for a VM whose run recorded none (before schema version 4, or by the Go
+/// tool), said so. A catalog entry's signals come from the local catalog. Never judged (no
+/// VMI phase is known).
+fn recorded_vms(settings: &ReportSettings, run: &RunRecord) -> Recorded {
     let d = &run.detail;
+    let db = &settings.global.audit.path;
+    let records = match crate::audit::query::open_read_only(db) {
+        Ok(Some(conn)) => match crate::audit::query::recorded_run(&conn, &d.execution.run_id) {
+            Ok(recorded) => Records::Read {
+                path: db.display().to_string(),
+                runs: BTreeMap::from([(d.execution.run_id.clone(), recorded)]),
+            },
+            Err(e) => Records::Unavailable(format!("the audit database could not be read: {e}")),
+        },
+        Ok(None) => Records::Unavailable("the audit database is gone".into()),
+        Err(e) => Records::Unavailable(format!("the audit database could not be read: {e}")),
+    };
     let mut catalog: BTreeMap<&str, Vec<CustomSignal>> = BTreeMap::new();
     for vm in &d.vms {
         let w = vm.component.as_str();
@@ -201,24 +230,90 @@ fn recorded_vms(settings: &ReportSettings, run: &RunRecord) -> Vec<Vm> {
             catalog.insert(w, signals);
         }
     }
-    d.vms
+    let mut defaulted = 0usize;
+    let mut unusable: Vec<String> = Vec::new();
+    let vms: Vec<Vm> = d
+        .vms
         .iter()
-        .map(|vm| Vm {
-            facts: VmFacts {
-                namespace: d.execution.namespace.clone(),
-                name: vm.vm_name.clone(),
+        .map(|vm| {
+            let own = Setup {
                 workload: vm.component.clone(),
-                role: vm.role.clone(),
+                role: vm.role.clone().filter(|r| !r.is_empty()),
                 memory_bytes: vm.memory.parse::<Quantity>().ok().map(|q| q.value() as u64),
-                custom: catalog
-                    .get(vm.component.as_str())
-                    .cloned()
-                    .unwrap_or_default(),
-                ..Default::default()
-            },
-            vmi_created: None,
+                params: BTreeMap::new(),
+            };
+            let choice = choose(
+                &vm.namespace,
+                &vm.vm_name,
+                Some(&d.execution.run_id),
+                own,
+                &records,
+            );
+            if choice.source != ParamsSource::AuditDb {
+                defaulted += 1;
+            }
+            unusable.extend(choice.note.map(|note| format!("{}: {note}", vm.vm_name)));
+            let setup = choice.setup;
+            // A profile the record cannot give (verify would call the VM unverifiable) is
+            // drawn without an expected shape, and the section's first line names the VM.
+            let profile = match is_builtin(&setup.workload) {
+                true => crate::workloads::profile_driver::from_recorded(&setup.params)
+                    .unwrap_or_else(|why| {
+                        unusable.push(format!("{}: {why}", vm.vm_name));
+                        None
+                    }),
+                false => None,
+            };
+            Vm {
+                facts: VmFacts {
+                    namespace: d.execution.namespace.clone(),
+                    name: vm.vm_name.clone(),
+                    custom: catalog
+                        .get(setup.workload.as_str())
+                        .cloned()
+                        .unwrap_or_default(),
+                    workload: setup.workload,
+                    role: setup.role,
+                    memory_bytes: setup.memory_bytes,
+                    params: setup.params,
+                    profile,
+                },
+                vmi_created: None,
+            }
         })
-        .collect()
+        .collect();
+    Recorded {
+        params_from: params_from_records(vms.len(), defaulted, &records, &unusable),
+        vms,
+    }
+}
+
+/// The section's line on where the params of VMs read from the audit records came from.
+fn params_from_records(
+    total: usize,
+    defaulted: usize,
+    records: &Records,
+    unusable: &[String],
+) -> String {
+    let recorded = "each VM's own params, as its run recorded them in the audit database";
+    let why_default = match records {
+        Records::Unavailable(why) => why.clone(),
+        Records::Read { .. } => "the run recorded no signal params for them (recorded before \
+                                  schema version 4, or by the Go tool)"
+            .into(),
+    };
+    let mut line = match defaulted {
+        0 => recorded.to_string(),
+        n if n == total => format!("the workloads' default params ({why_default})"),
+        n => format!("{recorded}; the workloads' defaults for {n} of {total} VMs ({why_default})"),
+    };
+    if let Some(first) = unusable.first() {
+        line.push_str(&format!(
+            "; {} VM(s) with unusable recorded params, e.g. {first}",
+            unusable.len()
+        ));
+    }
+    line
 }
 
 /// verify's verdicts over the run's window (from its start to now, at most a week), or why

@@ -5,11 +5,12 @@
 //! one is reachable (found as verify finds it, or `--prometheus`; [`prometheus`]), verify's
 //! verdicts on its VMs with each VM's own thresholds and expected shapes ([`load`]), running
 //! `virtwork disruption`'s analysis over its window when the cluster is reachable
-//! ([`disruption`]), handing
-//! them to [`crate::htmlreport::page`], and writing the page in one step (a temporary file
-//! beside it, then a rename, so a reader never sees half a page). Never writes to the
-//! database beyond the in-place schema upgrade that opening performs, and never creates one;
-//! read-only on the cluster. A Prometheus that cannot be reached or answers with an error
+//! ([`disruption`]; never contacted with `--no-prometheus`, the audit database alone),
+//! handing them to [`crate::htmlreport::page`], and writing the page in one step (a
+//! temporary file beside it, then a rename, so a reader never sees half a page; only over a
+//! regular file, or to standard output with `--html -`). Never writes to the database beyond
+//! the in-place schema upgrade that opening performs, and never creates one; read-only on
+//! the cluster. A Prometheus that cannot be reached or answers with an error
 //! leaves a note on the page, not a failed command. Must not: compute figures or build
 //! markup.
 
@@ -31,13 +32,18 @@ use tokio_util::sync::CancellationToken;
 /// Runs `virtwork report`: reads the runs, adds what Prometheus holds, writes the page, says
 /// where on stdout.
 pub async fn report(settings: &ReportSettings) -> Result<()> {
+    let target = PageTarget::of(&settings.html)?;
     let db = &settings.global.audit.path;
     let run_ids = resolve_runs(db, &settings.run_ids)?;
     let mut runs = read_runs(db, &run_ids)?;
     let cancel = CancellationToken::new();
     crate::commands::install_interrupt_handler(cancel.clone());
     let api = prometheus::reach_or_why(settings, &cancel).await?;
-    let cluster = disruption::connect_or_why(settings, &cancel).await?;
+    // --no-prometheus is the audit database alone: the cluster is not contacted either.
+    let cluster = match settings.prometheus {
+        Some(_) => disruption::connect_or_why(settings, &cancel).await?,
+        None => Err("left out with --no-prometheus (the audit database alone)".to_string()),
+    };
     prometheus::add(api.as_ref(), &mut runs, &cancel).await?;
     load::add(settings, api.as_ref(), cluster.as_ref(), &mut runs, &cancel).await?;
     disruption::add(settings, api.as_ref(), cluster.as_ref(), &mut runs, &cancel).await?;
@@ -47,7 +53,11 @@ pub async fn report(settings: &ReportSettings) -> Result<()> {
         generator: format!("virtwork {}", env!("CARGO_PKG_VERSION")),
     };
     let html = page(&runs, &provenance);
-    write_page(&settings.html, html.as_str())?;
+    let path = match target {
+        PageTarget::Stdout => return super::write_stdout(html.as_str()),
+        PageTarget::File(path) => path,
+    };
+    write_page(&path, html.as_str())?;
     super::write_stdout(&format!(
         "wrote {} ({} KiB): {}\n",
         settings.html.display(),
@@ -126,6 +136,83 @@ fn churns_of(
         }
     }
     Ok(churns)
+}
+
+/// Where the page goes.
+#[derive(Debug, PartialEq)]
+enum PageTarget {
+    /// `--html -`: standard output (nothing else is printed there).
+    Stdout,
+    /// The regular file to create or replace (a symlink's target: the link stays).
+    File(std::path::PathBuf),
+}
+
+impl PageTarget {
+    /// `--html`, checked before anything is read: the page replaces only a regular file
+    /// (written through a temporary file and a rename, which would put a regular file in
+    /// place of a device, a fifo or a socket, e.g. /dev/full when run as root).
+    fn of(given: &Path) -> Result<PageTarget> {
+        if given.as_os_str() == "-" {
+            return Ok(PageTarget::Stdout);
+        }
+        let metadata = match std::fs::metadata(given) {
+            Ok(metadata) => metadata,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return match std::fs::symlink_metadata(given) {
+                    // A dangling link: the page would silently replace the link.
+                    Ok(_) => Err(not_a_file(given, "a symbolic link to nothing")),
+                    Err(_) => Ok(PageTarget::File(given.to_path_buf())),
+                };
+            }
+            Err(e) => {
+                return Err(Error::Io {
+                    context: "reading",
+                    path: given.to_path_buf(),
+                    source: e,
+                });
+            }
+        };
+        if !metadata.is_file() {
+            return Err(not_a_file(given, kind_of(&metadata.file_type())));
+        }
+        let is_link = std::fs::symlink_metadata(given).is_ok_and(|m| m.file_type().is_symlink());
+        match is_link {
+            // Written beside the file the link names, so the link keeps naming the page.
+            true => std::fs::canonicalize(given)
+                .map(PageTarget::File)
+                .map_err(|e| Error::Io {
+                    context: "reading",
+                    path: given.to_path_buf(),
+                    source: e,
+                }),
+            false => Ok(PageTarget::File(given.to_path_buf())),
+        }
+    }
+}
+
+fn kind_of(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_fifo() {
+        "a fifo"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+fn not_a_file(given: &Path, kind: &str) -> Error {
+    Error::input(format!(
+        "--html {}: is {kind}; expected the path of an HTML file to create or replace (a \
+         regular file), or - to write the page to standard output",
+        crate::terminal::safe(&given.display().to_string(), 200)
+    ))
 }
 
 /// Writes `text` to `path` through a temporary file in the same directory and a rename.
