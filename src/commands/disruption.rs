@@ -516,16 +516,17 @@ fn assess_all(
 }
 
 /// The grid of a window: whole seconds, at most [`MAX_POINTS`] samples, no finer than the
-/// scrape interval.
+/// scrape interval, ending at the window's end (so the newest state is always sampled, even
+/// when a long window's step is many minutes).
 fn grid(span: Span, interval: f64) -> Grid {
     let step = (span.seconds() / MAX_POINTS as f64)
         .max(interval)
         .max(1.0)
         .ceil();
-    let start = span.from.ceil();
-    let points = ((span.to.floor() - start) / step).floor() as usize + 1;
+    let end = span.to.floor();
+    let points = ((end - span.from.ceil()) / step).floor().max(0.0) as usize + 1;
     Grid {
-        start,
+        start: end - (points - 1) as f64 * step,
         step,
         points,
     }
@@ -790,6 +791,13 @@ mod tests {
             default_budget(Some(30.0), 1260.0),
             (2520.0, "two query steps of 21m00s".to_string())
         );
+        let week = Span {
+            from: 1_000_000.5,
+            to: 1_604_800.5,
+        };
+        let g = grid(week, 30.0);
+        assert_eq!((g.step, g.end()), (1260.0, 1_604_800.0), "ends at the window's end");
+        assert!(g.start >= week.from && g.points <= MAX_POINTS as usize + 1, "{g:?}");
         assert_eq!(
             default_budget(None, 15.0),
             (30.0, "two query steps of 15s".to_string())
