@@ -640,7 +640,8 @@ fn a_migration_only_prometheus_shows_is_not_a_restart() {
     std::thread::sleep(Duration::from_secs(6));
     let first_node = env.vmi_field(&vm, "/status/nodeName");
     env.migrate(&vm, "upgrade-move-1");
-    std::thread::sleep(Duration::from_secs(4));
+    // Far enough apart that the second migration's times cannot explain the first reset.
+    std::thread::sleep(Duration::from_secs(12));
     env.migrate(&vm, "upgrade-move-2");
     assert!(
         env.server
