@@ -974,7 +974,8 @@ fn bad_windows_exit_2_naming_the_flag_before_any_request() {
 }
 
 /// The bench fleet's timeline, relative to now (seconds): the data covers the last 2 h 10 min
-/// at a 30 s scrape; VMs 0-49 migrate twice (the first migration object garbage-collected),
+/// at a 30 s scrape (every new QEMU, a migration's target too, starts its vCPU counter at
+/// zero); VMs 0-49 migrate twice (the first migration object garbage-collected),
 /// 50-99 once (object collected: the VMI's state remains), 100-119 restart (90 s without
 /// series, a new VMI on another node), 120-129 stop reporting for 10 minutes (backfilled series carry no staleness
 /// markers, so Prometheus' 5-minute lookback hides the first half of a silence).
@@ -1075,14 +1076,9 @@ fn write_bench_history(path: &std::path::Path, now: i64) {
                         let silent = matches!(event, BenchEvent::Silent(s) if t >= now + s && t < now + s + 600);
                         let value = match family {
                             "kubevirt_vmi_vcpu_seconds" if silent => None,
-                            "kubevirt_vmi_vcpu_seconds" => Some(
-                                0.95 * (t - from) as f64
-                                    + if k == 0 || !matches!(event, BenchEvent::Restart(_)) {
-                                        0.95 * (from - start) as f64
-                                    } else {
-                                        0.0
-                                    },
-                            ),
+                            // Each segment is a QEMU of its own: a restart's new VMI and
+                            // a migration's target alike count from zero, as KubeVirt's do.
+                            "kubevirt_vmi_vcpu_seconds" => Some(0.95 * (t - from) as f64),
                             "kubevirt_vmi_memory_available_bytes" if !silent => Some(2147483648.0),
                             "kubevirt_vmi_memory_usable_bytes" if !silent => Some(322122547.0),
                             "kubevirt_vmi_info" => Some(1.0),
