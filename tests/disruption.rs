@@ -588,7 +588,7 @@ fn vcpu_by_node(prometheus: &Prometheus, vm: &str, seconds: u64) -> Vec<(String,
     );
     let (_, body) = prometheus.get(&path).expect("Prometheus answers");
     let doc: Value = serde_json::from_str(&body).unwrap();
-    let mut out: Vec<(String, Vec<f64>)> = doc["data"]["result"]
+    doc["data"]["result"]
         .as_array()
         .unwrap()
         .iter()
@@ -601,9 +601,7 @@ fn vcpu_by_node(prometheus: &Prometheus, vm: &str, seconds: u64) -> Vec<(String,
                 .collect();
             (node, parsed)
         })
-        .collect();
-    out.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
-    out
+        .collect()
 }
 
 /// KubeVirt garbage-collected a VM's migration object (and its VMI's state names a later
@@ -665,8 +663,8 @@ fn a_migration_only_prometheus_shows_is_not_a_restart() {
     let since = format!("{}s", started.elapsed().as_secs() + 5);
     let out = env.run(&["--output", "json", "disruption", "--since", &since]);
     let stderr = text(&out.stderr);
-    let doc: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
     let report = report_of(&doc, &vm);
     eprintln!("{report:#}");
     assert_eq!(out.status.code(), Some(0), "{stderr}\n{doc:#}");
@@ -737,8 +735,8 @@ fn a_prometheus_without_the_vms_series_measures_no_interruption() {
     std::thread::sleep(Duration::from_secs(3));
     let out = env.run(&["--output", "json", "disruption", "--since", "2m"]);
     let stderr = text(&out.stderr);
-    let doc: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
     assert_eq!(out.status.code(), Some(0), "{stderr}\n{doc:#}");
     assert_eq!(doc["interruptions_measured"], false, "{doc:#}");
     let why = doc["not_measured_because"].as_str().unwrap();
@@ -854,8 +852,8 @@ fn vms_that_cannot_be_judged_are_unknown_with_a_reason_and_fail_the_fleet() {
     ];
     let out = env.run(&args);
     let stderr = text(&out.stderr);
-    let doc: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
     eprintln!("{doc:#}\n{stderr}");
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(doc["passed"], false);
@@ -874,7 +872,9 @@ fn vms_that_cannot_be_judged_are_unknown_with_a_reason_and_fail_the_fleet() {
     );
     assert!(
         stderr.lines().any(|l| l.contains("WARN")
-            && l.contains("Prometheus rejected the vcpu-busy signal query for 1 VM(s) of namespace virtwork")),
+            && l.contains(
+                "Prometheus rejected the vcpu-busy signal query for 1 VM(s) of namespace virtwork"
+            )),
         "{stderr}"
     );
     let error = stderr

@@ -509,7 +509,13 @@ fn assess_all(
                 .iter()
                 .map(|why| format!("verify cannot judge it: {why}"))
                 .collect();
-            gaps.extend(measured.and_then(|m| m.gaps.get(&k)).into_iter().flatten().cloned());
+            gaps.extend(
+                measured
+                    .and_then(|m| m.gaps.get(&k))
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
             assess_with_gaps(findings, budget, measured.is_some(), gaps)
         })
         .collect()
@@ -584,7 +590,9 @@ async fn measure(
     let grid = grid(span, interval.unwrap_or(1.0));
     let range = (grid.start as u64, grid.end() as u64, grid.step as u64);
     let (facts, mut gaps, vcpu_rejected) = read_evidence(api, found, range, policy, cancel).await?;
-    let no_vcpu = facts.values().all(|f| f.vcpu.iter().all(|s| s.1.is_empty()));
+    let no_vcpu = facts
+        .values()
+        .all(|f| f.vcpu.iter().all(|s| s.1.is_empty()));
     if !found.is_empty() && no_vcpu && !vcpu_rejected {
         let why = format!(
             "Prometheus ({}) holds no kubevirt_vmi_vcpu_seconds_total series for any of the {} VM(s) in scope over the window (does it scrape KubeVirt's virt-handler?)",
@@ -796,8 +804,15 @@ mod tests {
             to: 1_604_800.5,
         };
         let g = grid(week, 30.0);
-        assert_eq!((g.step, g.end()), (1260.0, 1_604_800.0), "ends at the window's end");
-        assert!(g.start >= week.from && g.points <= MAX_POINTS as usize + 1, "{g:?}");
+        assert_eq!(
+            (g.step, g.end()),
+            (1260.0, 1_604_800.0),
+            "ends at the window's end"
+        );
+        assert!(
+            g.start >= week.from && g.points <= MAX_POINTS as usize + 1,
+            "{g:?}"
+        );
         assert_eq!(
             default_budget(None, 15.0),
             (30.0, "two query steps of 15s".to_string())

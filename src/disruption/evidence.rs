@@ -752,19 +752,44 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].from, Source::PrometheusNodeChange);
         assert_eq!(
-            (found[0].source_node.as_deref(), found[0].target_node.as_deref()),
+            (
+                found[0].source_node.as_deref(),
+                found[0].target_node.as_deref()
+            ),
             (Some("n0"), Some("n1"))
         );
-        let restarted = restarts(Some(0.0), Some(1000.0), Some(&v), &resets, &found, &[], SPAN, 30.0);
+        let restarted = restarts(
+            Some(0.0),
+            Some(1000.0),
+            Some(&v),
+            &resets,
+            &found,
+            &[],
+            SPAN,
+            30.0,
+        );
         assert!(restarted.is_empty(), "{restarted:?}");
         // Known from the migration series instead: the same.
         let mut facts = moved(1300.0, 1315.0);
         facts.starts = vec![("m1".into(), 1302.0)];
         facts.ends = vec![("m1".into(), 1310.0, "succeeded".into())];
         let found = metric_migrations(&facts, &[], &[], &resets, SPAN, 15.0);
-        assert_eq!(found.len(), 1, "the node change is that migration: {found:?}");
+        assert_eq!(
+            found.len(),
+            1,
+            "the node change is that migration: {found:?}"
+        );
         assert_eq!(found[0].from, Source::PrometheusMigrationMetrics);
-        let restarted = restarts(Some(0.0), Some(1000.0), Some(&v), &resets, &found, &[], SPAN, 30.0);
+        let restarted = restarts(
+            Some(0.0),
+            Some(1000.0),
+            Some(&v),
+            &resets,
+            &found,
+            &[],
+            SPAN,
+            30.0,
+        );
         assert!(restarted.is_empty(), "{restarted:?}");
         // Down for two minutes, back elsewhere with a fresh counter, no migration series: an
         // earlier VMI restarted on another node, not a migration.
@@ -772,7 +797,16 @@ mod tests {
         let resets = counter_resets(&facts.vcpu, 15.0);
         let found = metric_migrations(&facts, &[], &[], &resets, SPAN, 15.0);
         assert!(found.is_empty(), "{found:?}");
-        let restarted = restarts(Some(0.0), Some(1000.0), Some(&v), &resets, &found, &[], SPAN, 30.0);
+        let restarted = restarts(
+            Some(0.0),
+            Some(1000.0),
+            Some(&v),
+            &resets,
+            &found,
+            &[],
+            SPAN,
+            30.0,
+        );
         assert_eq!(restarted.len(), 1, "{restarted:?}");
         assert_eq!(restarted[0].evidence, RestartEvidence::VcpuCounterReset);
     }

@@ -409,7 +409,10 @@ mod tests {
         // A rejected query: unknown with that reason, even with an interruption measured.
         let gap = "Prometheus rejected its vcpu-busy query: bad_data".to_string();
         let judged = assess_with_gaps(findings("f"), &BUDGET, true, vec![gap.clone()]);
-        assert_eq!((judged.outcome, judged.unknown_because), (Outcome::Unknown, vec![gap.clone()]));
+        assert_eq!(
+            (judged.outcome, judged.unknown_because),
+            (Outcome::Unknown, vec![gap.clone()])
+        );
         // Without Prometheus nothing is measured for anyone: no gap makes a VM unknown.
         let judged = assess_with_gaps(findings("g"), &BUDGET, false, vec![gap]);
         assert_eq!(judged.outcome, Outcome::Undisturbed);
