@@ -570,6 +570,327 @@ fn a_patched_params_annotation_cannot_hide_an_interruption() {
     );
 }
 
+/// The values of `vm`'s vCPU counter (summed over vCPUs) per node, in time order, as the
+/// real Prometheus holds them over the last `seconds`.
+fn vcpu_by_node(prometheus: &Prometheus, vm: &str, seconds: u64) -> Vec<(String, Vec<f64>)> {
+    let q = format!("sum by (node) (kubevirt_vmi_vcpu_seconds_total{{name=\"{vm}\"}})");
+    let end = jiff::Timestamp::now().as_second();
+    let encoded: String = q
+        .bytes()
+        .map(|b| match b.is_ascii_alphanumeric() {
+            true => (b as char).to_string(),
+            false => format!("%{b:02X}"),
+        })
+        .collect();
+    let path = format!(
+        "/api/v1/query_range?query={encoded}&start={}&end={end}&step=1",
+        end - seconds as i64
+    );
+    let (_, body) = prometheus.get(&path).expect("Prometheus answers");
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    doc["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let values = s["values"].as_array().unwrap();
+            let node = s["metric"]["node"].as_str().unwrap_or("").to_string();
+            let parsed = values
+                .iter()
+                .map(|v| v[1].as_str().unwrap().parse::<f64>().unwrap())
+                .collect();
+            (node, parsed)
+        })
+        .collect()
+}
+
+/// KubeVirt garbage-collected a VM's migration object (and its VMI's state names a later
+/// migration), so only Prometheus shows it: the node change, the migration times, and the vCPU
+/// counter starting afresh on the target (a new QEMU). That reset is the migration, not an
+/// unexplained restart; the VM is migrated and within the default budget.
+#[test]
+fn a_migration_only_prometheus_shows_is_not_a_restart() {
+    let env = Env::start();
+    let Some(prometheus) = env.prometheus() else {
+        return;
+    };
+    let started = Instant::now();
+    let out = env.run(&[
+        "--output",
+        "json",
+        "run",
+        "--workloads",
+        "cpu",
+        "--timeout",
+        "60",
+    ]);
+    assert_ok(&out, "run");
+    let vm = env.vms_of(&out).remove(0);
+    assert!(
+        prometheus.wait_for_series(
+            "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+            1,
+            Duration::from_secs(60)
+        ),
+        "Prometheus never saw the VMI:\n{}",
+        prometheus.log()
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    let first_node = env.vmi_field(&vm, "/status/nodeName");
+    env.migrate(&vm, "upgrade-move-1");
+    // Far enough apart that the second migration's times cannot explain the first reset.
+    std::thread::sleep(Duration::from_secs(12));
+    env.migrate(&vm, "upgrade-move-2");
+    assert!(
+        env.server
+            .get("virtualmachineinstancemigrations", NS, "upgrade-move-1")
+            .is_none(),
+        "the first migration is garbage-collected"
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    // The test data is KubeVirt's: each target's counter starts afresh.
+    let series = vcpu_by_node(&prometheus, &vm, 60);
+    let middle = series
+        .iter()
+        .find(|(node, _)| *node != first_node)
+        .unwrap_or_else(|| panic!("no series after the first migration: {series:?}"));
+    let before = series.iter().find(|(node, _)| *node == first_node).unwrap();
+    assert!(
+        middle.1[0] < before.1.iter().copied().fold(0.0, f64::max),
+        "the target's vCPU counter starts afresh: {series:?}"
+    );
+
+    let since = format!("{}s", started.elapsed().as_secs() + 5);
+    let out = env.run(&["--output", "json", "disruption", "--since", &since]);
+    let stderr = text(&out.stderr);
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    let report = report_of(&doc, &vm);
+    eprintln!("{report:#}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{doc:#}");
+    assert_eq!(report["outcome"], "migrated", "{report:#}");
+    assert!(
+        report["restarts"].as_array().unwrap().is_empty(),
+        "no restart for the collected migration's counter reset: {report:#}"
+    );
+    let from = sources(report);
+    assert_eq!(from.len(), 2, "{report:#}");
+    assert!(
+        from.iter().any(|f| f.starts_with("prometheus-")),
+        "the collected migration is read from Prometheus: {report:#}"
+    );
+    assert_eq!(doc["passed"], true);
+    assert!(
+        doc["budget"]["max_interruption_from"]
+            .as_str()
+            .unwrap()
+            .starts_with("two scrape intervals of"),
+        "{doc:#}"
+    );
+
+    // A 7-day window: 480 points make a 1,260 s step, so the default budget is two steps.
+    let out = env.run(&["--output", "json", "disruption", "--since", "7d"]);
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stderr)));
+    assert_eq!(doc["step_seconds"], 1260.0, "{doc:#}");
+    assert_eq!(
+        doc["budget"]["max_interruption_from"], "two query steps of 21m00s",
+        "{doc:#}"
+    );
+    assert_eq!(doc["budget"]["max_interruption_seconds"], 2520.0);
+    let out = env.run(&["disruption", "--since", "7d"]);
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("Budget: interruption at most 42m00s (two query steps of 21m00s)"),
+        "{table}"
+    );
+}
+
+/// Prometheus is reached but holds no KubeVirt series for the VMs in scope (it does not
+/// scrape virt-handler): interruptions are not measured, with that reason, and the VMs are
+/// judged as from the API alone instead of each interrupted for the whole window.
+#[test]
+fn a_prometheus_without_the_vms_series_measures_no_interruption() {
+    let env = Env::start();
+    let out = env.run(&[
+        "--output",
+        "json",
+        "run",
+        "--workloads",
+        "cpu",
+        "--timeout",
+        "60",
+    ]);
+    assert_ok(&out, "run");
+    let vm = env.vms_of(&out).remove(0);
+    env.server.set_metrics_hidden(NS, &vm, true);
+    let Some(prometheus) = env.prometheus() else {
+        return;
+    };
+    assert!(
+        prometheus.wait_for_series("up", 1, Duration::from_secs(60)),
+        "Prometheus never scraped:\n{}",
+        prometheus.log()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let out = env.run(&["--output", "json", "disruption", "--since", "2m"]);
+    let stderr = text(&out.stderr);
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{doc:#}");
+    assert_eq!(doc["interruptions_measured"], false, "{doc:#}");
+    let why = doc["not_measured_because"].as_str().unwrap();
+    assert!(
+        why.contains("holds no kubevirt_vmi_vcpu_seconds_total series for any of the 1 VM(s)"),
+        "{why}"
+    );
+    assert_eq!(doc["budget"]["max_interruption_from"], "not measured");
+    let report = report_of(&doc, &vm);
+    assert_eq!(report["outcome"], "undisturbed", "{report:#}");
+    assert_eq!(report["interruption"], Value::Null);
+    assert!(
+        stderr.contains("WARN") && stderr.contains("no kubevirt_vmi_vcpu_seconds_total"),
+        "{stderr}"
+    );
+    let out = env.run(&["disruption", "--since", "2m"]);
+    assert!(
+        text(&out.stdout).contains("Interruptions not measured: Prometheus ("),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// VMs disruption cannot judge do not pass: a catalog VM whose local entry is missing
+/// (verify calls it unverifiable) and a VM whose signal query Prometheus rejected are each
+/// `unknown` with the reason, the rejection is logged naming the query, and the command
+/// exits 1.
+#[test]
+fn vms_that_cannot_be_judged_are_unknown_with_a_reason_and_fail_the_fleet() {
+    use support::promstub::{Answer, ONE_SAMPLE, PromStub};
+    let env = Env::start();
+    let catalog = env.dir.path().join("catalog");
+    let entry = catalog.join("web");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("web.service"),
+        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    let query = "sum by (namespace, name) (rate(kubevirt_vmi_network_receive_bytes_total{namespace=\"{{namespace}}\",name=\"{{name}}\"}[{{window}}]))";
+    std::fs::write(
+        entry.join("workload.yaml"),
+        format!("description: web\nsignals:\n  - name: http-rx\n    query: '{query}'\n    threshold: 1024\n"),
+    )
+    .unwrap();
+    let out = env.run(&[
+        "--output",
+        "json",
+        "run",
+        "--from-catalog",
+        "web",
+        "--catalog-dir",
+        catalog.to_str().unwrap(),
+        "--timeout",
+        "60",
+    ]);
+    assert_ok(&out, "run web");
+    let web = env.vms_of(&out).remove(0);
+    let out = env.run(&[
+        "--output",
+        "json",
+        "run",
+        "--workloads",
+        "cpu",
+        "--timeout",
+        "60",
+    ]);
+    assert_ok(&out, "run cpu");
+    let cpu = env.vms_of(&out).remove(0);
+    // A Prometheus that shows both VMs' vCPU counters and no migration, and rejects the
+    // signal query (as one whose query limits it exceeds does).
+    let now = jiff::Timestamp::now().as_second();
+    let series = |name: &str| {
+        format!(
+            r#"{{"metric":{{"name":"{name}","node":"node-a"}},"values":[[{},"10"],[{now},"20"]]}}"#,
+            now - 10
+        )
+    };
+    let matrix = |series: &[String]| {
+        format!(
+            r#"{{"status":"success","data":{{"resultType":"matrix","result":[{}]}}}}"#,
+            series.join(",")
+        )
+    };
+    let stub = PromStub::start(
+        Answer::ByQuery {
+            rules: vec![
+                (
+                    "sum by (name, node) (kubevirt_vmi_vcpu_seconds_total".into(),
+                    matrix(&[series(&web), series(&cpu)]),
+                ),
+                ("max by (name".into(), matrix(&[])),
+                (
+                    "query_range".into(),
+                    r#"{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}"#.into(),
+                ),
+            ],
+            otherwise: ONE_SAMPLE.into(),
+        },
+        false,
+    );
+    let elsewhere = env.dir.path().join("no-catalog");
+    let args = [
+        "--output",
+        "json",
+        "disruption",
+        "--since",
+        "5m",
+        "--prometheus",
+        stub.url(),
+        "--catalog-dir",
+        elsewhere.to_str().unwrap(),
+    ];
+    let out = env.run(&args);
+    let stderr = text(&out.stderr);
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    eprintln!("{doc:#}\n{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(doc["passed"], false);
+    assert_eq!(doc["summary"]["unknown"], 2, "{doc:#}");
+    let judged = report_of(&doc, &web);
+    assert_eq!(judged["outcome"], "unknown");
+    let why = judged["unknown_because"][0].as_str().unwrap();
+    assert!(why.starts_with("verify cannot judge it: "), "{why}");
+    assert!(why.contains("web"), "{why}");
+    let judged = report_of(&doc, &cpu);
+    assert_eq!(judged["outcome"], "unknown");
+    let why = judged["unknown_because"][0].as_str().unwrap();
+    assert!(
+        why.starts_with("Prometheus rejected its vcpu-busy signal query (execution: query processing would load too many samples"),
+        "{why}"
+    );
+    assert!(
+        stderr.lines().any(|l| l.contains("WARN")
+            && l.contains(
+                "Prometheus rejected the vcpu-busy signal query for 1 VM(s) of namespace virtwork"
+            )),
+        "{stderr}"
+    );
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("Error: "))
+        .unwrap_or_default();
+    assert!(
+        error.contains("could not be judged") && error.contains("(and 1 more VM(s))"),
+        "{stderr}"
+    );
+    let out = env.run(&args[2..]);
+    let table = text(&out.stdout);
+    assert!(table.contains("Not judged (unknown):"), "{table}");
+    assert!(table.contains("2 unknown."), "{table}");
+}
+
 #[test]
 fn a_fleet_without_prometheus_is_reported_from_the_api_alone() {
     let env = Env::start();
@@ -653,7 +974,8 @@ fn bad_windows_exit_2_naming_the_flag_before_any_request() {
 }
 
 /// The bench fleet's timeline, relative to now (seconds): the data covers the last 2 h 10 min
-/// at a 30 s scrape; VMs 0-49 migrate twice (the first migration object garbage-collected),
+/// at a 30 s scrape (every new QEMU, a migration's target too, starts its vCPU counter at
+/// zero); VMs 0-49 migrate twice (the first migration object garbage-collected),
 /// 50-99 once (object collected: the VMI's state remains), 100-119 restart (90 s without
 /// series, a new VMI on another node), 120-129 stop reporting for 10 minutes (backfilled series carry no staleness
 /// markers, so Prometheus' 5-minute lookback hides the first half of a silence).
@@ -754,14 +1076,9 @@ fn write_bench_history(path: &std::path::Path, now: i64) {
                         let silent = matches!(event, BenchEvent::Silent(s) if t >= now + s && t < now + s + 600);
                         let value = match family {
                             "kubevirt_vmi_vcpu_seconds" if silent => None,
-                            "kubevirt_vmi_vcpu_seconds" => Some(
-                                0.95 * (t - from) as f64
-                                    + if k == 0 || !matches!(event, BenchEvent::Restart(_)) {
-                                        0.95 * (from - start) as f64
-                                    } else {
-                                        0.0
-                                    },
-                            ),
+                            // Each segment is a QEMU of its own: a restart's new VMI and
+                            // a migration's target alike count from zero, as KubeVirt's do.
+                            "kubevirt_vmi_vcpu_seconds" => Some(0.95 * (t - from) as f64),
                             "kubevirt_vmi_memory_available_bytes" if !silent => Some(2147483648.0),
                             "kubevirt_vmi_memory_usable_bytes" if !silent => Some(322122547.0),
                             "kubevirt_vmi_info" => Some(1.0),

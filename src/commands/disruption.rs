@@ -27,7 +27,7 @@ use crate::disruption::interruption::{self, Expected, Grid};
 use crate::disruption::listed::{SlimMigration, SlimVmi, migration_facts, vmi_facts};
 use crate::disruption::queries::{self, Labelled, MAX_POINTS, NAMES_PER_QUERY};
 use crate::disruption::report::{Context, json_report, text_report};
-use crate::disruption::{Assessed, Budget, Findings, Span, assess, failure_message};
+use crate::disruption::{Assessed, Budget, Findings, Span, assess_with_gaps, failure_message};
 use crate::error::{Error, Result};
 use crate::k8s::client::Cluster;
 use crate::k8s::retry::RetryPolicy;
@@ -46,6 +46,9 @@ const RETRY_DEADLINE: Duration = Duration::from_secs(120);
 /// Queries in flight at once: each answer can be a few MiB, so few.
 const QUERY_CONCURRENCY: usize = 2;
 
+/// Per VM (namespace, name): what could not be read for it, each named.
+type Gaps = BTreeMap<(String, String), Vec<String>>;
+
 /// What Prometheus told about the fleet.
 struct Measured {
     describe: String,
@@ -54,6 +57,8 @@ struct Measured {
     facts: BTreeMap<(String, String), MetricFacts>,
     /// Per VM: the samples and threshold of each expected signal, and the signal names.
     expected: Expectations,
+    /// Per VM: the queries Prometheus rejected for it.
+    gaps: Gaps,
 }
 
 /// Runs `virtwork disruption`.
@@ -143,7 +148,7 @@ pub(crate) async fn analyse(
         &mut Default::default(),
     );
     let measured = match prometheus {
-        Ok(api) => Ok(measure(api, &found, span, &ctx.policy, &ctx.cancel).await?),
+        Ok(api) => measure(api, &found, span, &ctx.policy, &ctx.cancel).await?,
         Err(why) => Err(why.clone()),
     };
     let budget = budget(request, measured.as_ref().ok());
@@ -359,19 +364,14 @@ async fn reach_prometheus(
         })
 }
 
-/// The budget: the flags', else two scrape intervals (once Prometheus showed them).
+/// The budget: the flags', else two scrape intervals (once Prometheus showed them), or two
+/// query steps when the step is the coarser (a long window: nothing finer can be seen).
 fn budget(request: &Request, measured: Option<&Measured>) -> Budget {
     let (max_interruption, from) = match (request.max_interruption, measured) {
         (Some(max), _) => (Some(max.as_secs_f64()), "--max-interruption".to_string()),
         (None, Some(m)) => {
-            let interval = m.interval.unwrap_or(m.grid.step);
-            (
-                Some(2.0 * interval.max(m.grid.step)),
-                format!(
-                    "two scrape intervals of {}",
-                    crate::disruption::report::seconds_text(interval)
-                ),
-            )
+            let (limit, from) = default_budget(m.interval, m.grid.step);
+            (Some(limit), from)
         }
         (None, None) => (None, "not measured".to_string()),
     };
@@ -379,6 +379,16 @@ fn budget(request: &Request, measured: Option<&Measured>) -> Budget {
         max_interruption,
         max_interruption_from: from,
         allow_restarts: request.allow_restarts,
+    }
+}
+
+/// The default longest interruption and what it is: two scrape intervals, or two query
+/// steps when the step is longer than the interval (or no interval was seen).
+fn default_budget(interval: Option<f64>, step: f64) -> (f64, String) {
+    let seconds = crate::disruption::report::seconds_text;
+    match interval {
+        Some(i) if i >= step => (2.0 * i, format!("two scrape intervals of {}", seconds(i))),
+        _ => (2.0 * step, format!("two query steps of {}", seconds(step))),
     }
 }
 
@@ -438,6 +448,22 @@ fn assess_all(
                 .iter()
                 .filter_map(|(_, times)| times.first().copied())
                 .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
+            // Every migration first, from any source: a migration's target is a new QEMU whose
+            // vCPU counter starts afresh, so a reset one explains is not a restart.
+            if measured.is_some() {
+                let current = evidence::vmi_restart(
+                    created.get(&k).copied(),
+                    seen_before,
+                    vmi,
+                    &resets,
+                    &records,
+                    span,
+                    slack,
+                );
+                let at: Vec<f64> = current.iter().map(|r| r.at).collect();
+                let extra = evidence::metric_migrations(metric, &moved, &at, &resets, span, step);
+                moved.extend(extra);
+            }
             let restarts = evidence::restarts(
                 created.get(&k).copied(),
                 seen_before,
@@ -448,11 +474,6 @@ fn assess_all(
                 span,
                 slack,
             );
-            if let Some(m) = measured {
-                let at: Vec<f64> = restarts.iter().map(|r| r.at).collect();
-                let extra = evidence::metric_migrations(metric, &moved, &at, span, m.grid.step);
-                moved.extend(extra);
-            }
             moved.sort_by(|a, b| a.start.unwrap_or(0.0).total_cmp(&b.start.unwrap_or(0.0)));
             let first_start = created
                 .get(&k)
@@ -483,22 +504,35 @@ fn assess_all(
                 interruption,
                 measured_by,
             };
-            assess(findings, budget, measured.is_some())
+            let mut gaps: Vec<String> = t
+                .unverifiable
+                .iter()
+                .map(|why| format!("verify cannot judge it: {why}"))
+                .collect();
+            gaps.extend(
+                measured
+                    .and_then(|m| m.gaps.get(&k))
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
+            assess_with_gaps(findings, budget, measured.is_some(), gaps)
         })
         .collect()
 }
 
 /// The grid of a window: whole seconds, at most [`MAX_POINTS`] samples, no finer than the
-/// scrape interval.
+/// scrape interval, ending at the window's end (so the newest state is always sampled, even
+/// when a long window's step is many minutes).
 fn grid(span: Span, interval: f64) -> Grid {
     let step = (span.seconds() / MAX_POINTS as f64)
         .max(interval)
         .max(1.0)
         .ceil();
-    let start = span.from.ceil();
-    let points = ((span.to.floor() - start) / step).floor() as usize + 1;
+    let end = span.to.floor();
+    let points = ((end - span.from.ceil()) / step).floor().max(0.0) as usize + 1;
     Grid {
-        start,
+        start: end - (points - 1) as f64 * step,
         step,
         points,
     }
@@ -524,14 +558,17 @@ fn batches(found: &[Target]) -> Vec<(&str, Vec<&str>)> {
 }
 
 /// Everything read from Prometheus: the scrape interval, each VM's evidence series and the
-/// samples of its expected signals on one grid.
+/// samples of its expected signals on one grid, and what it rejected; or why interruptions
+/// cannot be measured there at all: no VM in scope has a vCPU series over the window (it
+/// does not scrape KubeVirt, or not these VMs), which read on would show every VM
+/// interrupted for the whole window.
 async fn measure(
     api: &PrometheusApi,
     found: &[Target],
     span: Span,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
-) -> Result<Measured> {
+) -> Result<std::result::Result<Measured, String>> {
     let namespaces: BTreeSet<&str> = found.iter().map(|t| t.facts.namespace.as_str()).collect();
     let mut interval: Option<f64> = None;
     for ns in namespaces {
@@ -552,7 +589,19 @@ async fn measure(
     }
     let grid = grid(span, interval.unwrap_or(1.0));
     let range = (grid.start as u64, grid.end() as u64, grid.step as u64);
-    let facts = read_evidence(api, found, range, policy, cancel).await?;
+    let (facts, mut gaps, vcpu_rejected) = read_evidence(api, found, range, policy, cancel).await?;
+    let no_vcpu = facts
+        .values()
+        .all(|f| f.vcpu.iter().all(|s| s.1.is_empty()));
+    if !found.is_empty() && no_vcpu && !vcpu_rejected {
+        let why = format!(
+            "Prometheus ({}) holds no kubevirt_vmi_vcpu_seconds_total series for any of the {} VM(s) in scope over the window (does it scrape KubeVirt's virt-handler?)",
+            api.describe,
+            found.len()
+        );
+        tracing::warn!("{}", crate::terminal::safe(&why, 400));
+        return Ok(Err(why));
+    }
     let rate_window = (3.0 * interval.unwrap_or(grid.step)).max(grid.step).ceil();
     // Without a measured interval the grid's step stands in (the window is then unused).
     let step_ms = subquery_step_ms(interval.or(Some(grid.step)), Window::DEFAULT);
@@ -561,25 +610,54 @@ async fn measure(
         rate_window,
         step_ms,
     };
-    let expected = read_signals(api, found, &signals, policy, cancel).await?;
-    Ok(Measured {
+    let (expected, rejected) = read_signals(api, found, &signals, policy, cancel).await?;
+    for (vm, why) in rejected {
+        gaps.entry(vm).or_default().extend(why);
+    }
+    Ok(Ok(Measured {
         describe: api.describe.clone(),
         interval,
         grid,
         facts,
         expected,
-    })
+        gaps,
+    }))
 }
 
-/// The evidence series of every batch: vCPU sum, node, migration start and end times.
+/// Logs a query Prometheus rejected, naming it, and files the reason under each of its VMs.
+fn rejected(gaps: &mut Gaps, ns: &str, names: &[&str], query: &str, error: &str) {
+    let error = crate::terminal::safe(error, 300);
+    tracing::warn!(
+        "Prometheus rejected the {query} query for {} VM(s) of namespace {}: {error}",
+        names.len(),
+        crate::terminal::safe(ns, 64)
+    );
+    for name in names {
+        gaps.entry((ns.to_string(), name.to_string()))
+            .or_default()
+            .push(format!("Prometheus rejected its {query} query ({error})"));
+    }
+}
+
+/// The evidence queries, as the log and the reasons name them.
+const EVIDENCE: [&str; 4] = [
+    "vCPU counter (kubevirt_vmi_vcpu_seconds_total)",
+    "node (kubevirt_vmi_info)",
+    "migration start (kubevirt_vmi_migration_start_time_seconds)",
+    "migration end (kubevirt_vmi_migration_end_time_seconds)",
+];
+
+/// The evidence series of every batch (vCPU sum, node, migration start and end times), the
+/// queries rejected per VM, and whether a vCPU query was among them.
 async fn read_evidence(
     api: &PrometheusApi,
     found: &[Target],
     range: (u64, u64, u64),
     policy: &RetryPolicy,
     cancel: &CancellationToken,
-) -> Result<BTreeMap<(String, String), MetricFacts>> {
-    let answers: Vec<Result<(String, [Labelled; 4])>> = futures::stream::iter(batches(found))
+) -> Result<(BTreeMap<(String, String), MetricFacts>, Gaps, bool)> {
+    type Answer<'a> = (String, Vec<&'a str>, [Labelled; 4]);
+    let answers: Vec<Result<Answer>> = futures::stream::iter(batches(found))
         .map(|(ns, names)| async move {
             let [vcpu, nodes, starts, ends] = queries::evidence_queries(ns, &names);
             let parsed = |q: String| async move {
@@ -588,19 +666,27 @@ async fn read_evidence(
             };
             let (v, n, s, e) =
                 futures::try_join!(parsed(vcpu), parsed(nodes), parsed(starts), parsed(ends))?;
-            Ok((ns.to_string(), [v, n, s, e]))
+            Ok((ns.to_string(), names, [v, n, s, e]))
         })
         .buffered(QUERY_CONCURRENCY)
         .collect()
         .await;
     let mut out: BTreeMap<(String, String), MetricFacts> = BTreeMap::new();
+    let (mut gaps, mut vcpu_rejected) = (Gaps::new(), false);
     for answer in answers {
-        let (ns, [vcpu, nodes, starts, ends]) = answer?;
+        let (ns, names, answers) = answer?;
+        for (i, answer) in answers.iter().enumerate() {
+            if let Labelled::Rejected(error) = answer {
+                vcpu_rejected |= i == 0;
+                rejected(&mut gaps, &ns, &names, EVIDENCE[i], error);
+            }
+        }
+        let [vcpu, nodes, starts, ends] = answers;
         let mut batch: BTreeMap<String, MetricFacts> = BTreeMap::new();
         queries::file_evidence(&mut batch, vcpu, nodes, starts, ends);
         out.extend(batch.into_iter().map(|(name, f)| ((ns.clone(), name), f)));
     }
-    Ok(out)
+    Ok((out, gaps, vcpu_rejected))
 }
 
 /// Per VM (namespace, name): each expected signal's name, samples and per-sample threshold.
@@ -619,14 +705,14 @@ struct SignalRange {
 
 /// The samples of each VM's expected signals: one range query per signal group and batch
 /// (verify's expression of the signal, each sample a rate over the rate window), each sample
-/// held to the contract's threshold for that rate window.
+/// held to the contract's threshold for that rate window; and the queries rejected per VM.
 async fn read_signals(
     api: &PrometheusApi,
     found: &[Target],
     signals: &SignalRange,
     policy: &RetryPolicy,
     cancel: &CancellationToken,
-) -> Result<Expectations> {
+) -> Result<(Expectations, Gaps)> {
     let SignalRange {
         range,
         rate_window,
@@ -668,10 +754,18 @@ async fn read_signals(
         .collect()
         .await;
     let mut out = Expectations::new();
+    let mut gaps = Gaps::new();
     for answer in answers {
         let (group, vms, answer) = answer?;
-        let RangeAnswer::Series(mut series) = answer else {
-            continue;
+        let mut series = match answer {
+            RangeAnswer::Series(series) => series,
+            RangeAnswer::Rejected { error_type, error } => {
+                let names: Vec<&str> = vms.iter().map(|v| v.0).collect();
+                let query = format!("{} signal", group.signal);
+                let error = format!("{error_type}: {error}");
+                rejected(&mut gaps, &group.namespace, &names, &query, &error);
+                continue;
+            }
         };
         for (name, threshold) in vms {
             let mut samples = series.remove(name).unwrap_or_default();
@@ -687,5 +781,41 @@ async fn read_signals(
                 .push((group.signal.to_string(), samples, threshold));
         }
     }
-    Ok(out)
+    Ok((out, gaps))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_budget_names_what_it_is_two_of() {
+        assert_eq!(
+            default_budget(Some(30.0), 30.0),
+            (60.0, "two scrape intervals of 30s".to_string())
+        );
+        // A 7-day window: 480 points make a 1,260 s step, far coarser than the scrapes.
+        assert_eq!(
+            default_budget(Some(30.0), 1260.0),
+            (2520.0, "two query steps of 21m00s".to_string())
+        );
+        let week = Span {
+            from: 1_000_000.5,
+            to: 1_604_800.5,
+        };
+        let g = grid(week, 30.0);
+        assert_eq!(
+            (g.step, g.end()),
+            (1260.0, 1_604_800.0),
+            "ends at the window's end"
+        );
+        assert!(
+            g.start >= week.from && g.points <= MAX_POINTS as usize + 1,
+            "{g:?}"
+        );
+        assert_eq!(
+            default_budget(None, 15.0),
+            (30.0, "two query steps of 15s".to_string())
+        );
+    }
 }

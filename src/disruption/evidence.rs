@@ -4,7 +4,8 @@
 //! the last five finalized ones per VMI), from Prometheus' `kubevirt_vmi_migration_*_time_seconds`
 //! series and the node changes of `kubevirt_vmi_info`. Each migration says which of these
 //! it came from. Restarts are a VMI created in the window after the VM's first start, or a
-//! vCPU counter reset no migration explains; their cause is the churn action the audit
+//! vCPU counter reset no migration from any source explains (a migration's target is a new
+//! QEMU, so its counter starts afresh); their cause is the churn action the audit
 //! database recorded for the VM at that time, when there is one.
 //!
 //! Pure: facts in, findings out. Must not: query anything or read the clock.
@@ -296,12 +297,17 @@ pub fn node_changes(nodes: &[(String, Vec<f64>)], step: f64) -> Vec<(f64, f64, S
 
 /// Migrations Prometheus saw that the API no longer shows: the migration time series
 /// first, then node changes of `kubevirt_vmi_info` that none of the migrations known so far
-/// and no restart (`restarts`) explains. `step` is the query step (the resolution of a
-/// node change).
+/// and no restart of the current VMI (`restarts`, its creation) explains. A node change is a
+/// migration even where the vCPU counter reset (`resets`): a migration's target is a new
+/// QEMU, so its counter starts afresh; only a change across a gap in the VM's series (over
+/// two steps without a node: the VM was down) that also reset the counter is a restart on
+/// another node, left to [`restarts`]. `step` is the query step (the resolution of a node
+/// change).
 pub fn metric_migrations(
     facts: &MetricFacts,
     known: &[Migration],
     restarts: &[f64],
+    resets: &[f64],
     span: Span,
     step: f64,
 ) -> Vec<Migration> {
@@ -336,7 +342,9 @@ pub fn metric_migrations(
                 .any(|m| m.covers(at, 2.0 * step))
                 || restarts.iter().any(|r| (r - at).abs() <= 2.0 * step)
         };
-        if explained(before) || explained(after) {
+        let down_and_reset =
+            after - before > 2.0 * step && resets.iter().any(|r| (r - after).abs() <= 2.0 * step);
+        if explained(before) || explained(after) || down_and_reset {
             continue;
         }
         out.push(Migration {
@@ -414,12 +422,44 @@ pub struct Restart {
 /// start, not a restart.
 pub const FIRST_START_SLACK_SECS: f64 = 60.0;
 
-/// The restarts of one VM in `span`: its current VMI when it was created in the window
-/// and is not the VM's first (the VM was created over [`FIRST_START_SLACK_SECS`] before it,
-/// Prometheus saw the VM before it (`seen_before`: the VM's first sample), or the vCPU
-/// counter reset then, or a churn action restarted it then), and every counter reset no migration and no such VMI explains
-/// (within `slack` seconds). Each gets the cause `churn` records for the VM.
-// long: the current VMI, the counter resets, then their causes.
+/// The restart the VM's current VMI is, when it was created in `span` and is not the VM's
+/// first (the VM was created over [`FIRST_START_SLACK_SECS`] before it, Prometheus saw the
+/// VM before it (`seen_before`: the VM's first sample), or the vCPU counter reset then, or a
+/// churn action restarted it then), without its cause. The API alone decides it, so it is
+/// known before any migration Prometheus shows.
+pub fn vmi_restart(
+    vm_created: Option<f64>,
+    seen_before: Option<f64>,
+    vmi: Option<&VmiFacts>,
+    resets: &[f64],
+    churn: &[&ChurnRecord],
+    span: Span,
+    slack: f64,
+) -> Option<Restart> {
+    let vmi = vmi?;
+    let created = vmi.created.filter(|c| span.contains(*c))?;
+    let reset_too = resets.iter().any(|r| (r - created).abs() <= slack);
+    let restarted = vm_created.is_none_or(|vm| created - vm > FIRST_START_SLACK_SECS)
+        || seen_before.is_some_and(|first| first < created - slack)
+        || reset_too
+        || caused_by(churn, created).is_some();
+    restarted.then(|| Restart {
+        at: created,
+        evidence: match reset_too {
+            true => RestartEvidence::NewVmiAndCounterReset,
+            false => RestartEvidence::NewVmi,
+        },
+        vmi_uid: Some(vmi.uid.clone()),
+        cause: None,
+    })
+}
+
+/// The restarts of one VM in `span`: its current VMI when it is one ([`vmi_restart`]), and
+/// every counter reset that no migration and no such VMI explains (within `slack` seconds).
+/// `migrations` must hold every migration known from any source (the API's and those only
+/// Prometheus shows): a migration's target is a new QEMU whose counter starts afresh, so a
+/// reset a migration explains is that migration, not a restart. Each gets the cause `churn`
+/// records for the VM.
 #[allow(clippy::too_many_arguments)]
 pub fn restarts(
     vm_created: Option<f64>,
@@ -431,26 +471,10 @@ pub fn restarts(
     span: Span,
     slack: f64,
 ) -> Vec<Restart> {
-    let mut out = Vec::new();
-    if let Some(vmi) = vmi
-        && let Some(created) = vmi.created
-        && span.contains(created)
-        && (vm_created.is_none_or(|vm| created - vm > FIRST_START_SLACK_SECS)
-            || seen_before.is_some_and(|first| first < created - slack)
-            || resets.iter().any(|r| (r - created).abs() <= slack)
-            || caused_by(churn, created).is_some())
-    {
-        let reset_too = resets.iter().any(|r| (r - created).abs() <= slack);
-        out.push(Restart {
-            at: created,
-            evidence: match reset_too {
-                true => RestartEvidence::NewVmiAndCounterReset,
-                false => RestartEvidence::NewVmi,
-            },
-            vmi_uid: Some(vmi.uid.clone()),
-            cause: None,
-        });
-    }
+    let mut out: Vec<Restart> =
+        vmi_restart(vm_created, seen_before, vmi, resets, churn, span, slack)
+            .into_iter()
+            .collect();
     for &at in resets {
         let explained = migrations.iter().any(|m| m.covers(at, slack))
             || out.iter().any(|r: &Restart| (r.at - at).abs() <= slack);
@@ -580,7 +604,7 @@ mod tests {
             vcpu: Vec::new(),
         };
         // 4000 → 4015 is a restart elsewhere; 6000 → 6015 a migration nothing else saw.
-        let found = metric_migrations(&facts, &[], &[4010.0], SPAN, 15.0);
+        let found = metric_migrations(&facts, &[], &[4010.0], &[], SPAN, 15.0);
         assert_eq!(found.len(), 2, "{found:?}");
         assert_eq!(found[0].from, Source::PrometheusMigrationMetrics);
         assert_eq!(found[0].duration(), Some(6.0));
@@ -596,7 +620,7 @@ mod tests {
             result: MigrationResult::Succeeded,
             from: Source::MigrationObject,
         }];
-        let found = metric_migrations(&facts, &known, &[4010.0], SPAN, 15.0);
+        let found = metric_migrations(&facts, &known, &[4010.0], &[], SPAN, 15.0);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].start, Some(6000.0));
     }
@@ -686,5 +710,104 @@ mod tests {
         );
         assert_eq!(found[0].evidence, RestartEvidence::VcpuCounterReset);
         assert_eq!(found[0].cause, None);
+    }
+
+    /// One VM's facts over 1000..2000 s at a 15 s step: on n0 until `left`, on n1 from
+    /// `arrived`, its vCPU counter afresh on n1 (a new QEMU).
+    fn moved(left: f64, arrived: f64) -> MetricFacts {
+        let times = |from: f64, to: f64| {
+            (0..)
+                .map(|k| from + 15.0 * k as f64)
+                .take_while(|t| *t <= to)
+                .collect::<Vec<f64>>()
+        };
+        let counter = |from: f64, to: f64, base: f64| {
+            times(from, to)
+                .into_iter()
+                .map(|t| (t, base + 0.9 * (t - from)))
+                .collect::<Vec<_>>()
+        };
+        MetricFacts {
+            nodes: vec![
+                ("n0".into(), times(1000.0, left)),
+                ("n1".into(), times(arrived, 2000.0)),
+            ],
+            starts: Vec::new(),
+            ends: Vec::new(),
+            vcpu: vec![
+                ("n0".into(), counter(1000.0, left, 5000.0)),
+                ("n1".into(), counter(arrived, 2000.0, 0.0)),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_counter_reset_at_a_migration_only_prometheus_shows_is_that_migration() {
+        // Migration objects and the VMI's state long gone: only the node change is left.
+        let facts = moved(1300.0, 1315.0);
+        let resets = counter_resets(&facts.vcpu, 15.0);
+        assert_eq!(resets, vec![1315.0], "the target's counter starts afresh");
+        let v = vmi(0.0, None);
+        let found = metric_migrations(&facts, &[], &[], &resets, SPAN, 15.0);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].from, Source::PrometheusNodeChange);
+        assert_eq!(
+            (
+                found[0].source_node.as_deref(),
+                found[0].target_node.as_deref()
+            ),
+            (Some("n0"), Some("n1"))
+        );
+        let restarted = restarts(
+            Some(0.0),
+            Some(1000.0),
+            Some(&v),
+            &resets,
+            &found,
+            &[],
+            SPAN,
+            30.0,
+        );
+        assert!(restarted.is_empty(), "{restarted:?}");
+        // Known from the migration series instead: the same.
+        let mut facts = moved(1300.0, 1315.0);
+        facts.starts = vec![("m1".into(), 1302.0)];
+        facts.ends = vec![("m1".into(), 1310.0, "succeeded".into())];
+        let found = metric_migrations(&facts, &[], &[], &resets, SPAN, 15.0);
+        assert_eq!(
+            found.len(),
+            1,
+            "the node change is that migration: {found:?}"
+        );
+        assert_eq!(found[0].from, Source::PrometheusMigrationMetrics);
+        let restarted = restarts(
+            Some(0.0),
+            Some(1000.0),
+            Some(&v),
+            &resets,
+            &found,
+            &[],
+            SPAN,
+            30.0,
+        );
+        assert!(restarted.is_empty(), "{restarted:?}");
+        // Down for two minutes, back elsewhere with a fresh counter, no migration series: an
+        // earlier VMI restarted on another node, not a migration.
+        let facts = moved(1300.0, 1420.0);
+        let resets = counter_resets(&facts.vcpu, 15.0);
+        let found = metric_migrations(&facts, &[], &[], &resets, SPAN, 15.0);
+        assert!(found.is_empty(), "{found:?}");
+        let restarted = restarts(
+            Some(0.0),
+            Some(1000.0),
+            Some(&v),
+            &resets,
+            &found,
+            &[],
+            SPAN,
+            30.0,
+        );
+        assert_eq!(restarted.len(), 1, "{restarted:?}");
+        assert_eq!(restarted[0].evidence, RestartEvidence::VcpuCounterReset);
     }
 }

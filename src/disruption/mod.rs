@@ -75,7 +75,8 @@ pub enum Outcome {
     Migrated,
     Restarted,
     BeyondBudget,
-    /// Prometheus was read but nothing measured this VM's workload.
+    /// Prometheus was read but this VM could not be judged: nothing measured its workload
+    /// (verify cannot judge it, a query for it was rejected). Not a pass.
     Unknown,
 }
 
@@ -98,10 +99,35 @@ pub struct Assessed {
     pub outcome: Outcome,
     /// Why it is beyond the budget (empty otherwise).
     pub reasons: Vec<String>,
+    /// Why it could not be judged, each reason named (empty unless the outcome is unknown).
+    pub unknown_because: Vec<String>,
 }
 
 /// Judges one VM against `budget`; `measured` says whether Prometheus was read.
 pub fn assess(findings: Findings, budget: &Budget, measured: bool) -> Assessed {
+    assess_with_gaps(findings, budget, measured, Vec::new())
+}
+
+/// [`assess`], with `gaps`: what could not be read for this VM although Prometheus was
+/// (verify cannot judge it, Prometheus rejected one of its queries). Any gap, or no
+/// interruption measured, makes the VM unknown unless it is beyond the budget anyway: a
+/// verdict on part of the evidence would pass a VM nothing showed was fine.
+pub fn assess_with_gaps(
+    findings: Findings,
+    budget: &Budget,
+    measured: bool,
+    gaps: Vec<String>,
+) -> Assessed {
+    let mut unknown = match measured {
+        true => gaps,
+        false => Vec::new(),
+    };
+    if measured && unknown.is_empty() && findings.interruption.is_none() {
+        unknown.push(format!(
+            "no expected signal of its workload ({}) could be measured",
+            findings.workload
+        ));
+    }
     let mut reasons = Vec::new();
     let running = findings
         .vmi
@@ -151,15 +177,19 @@ pub fn assess(findings: Findings, budget: &Budget, measured: bool) -> Assessed {
         .any(|m| m.result == MigrationResult::Succeeded);
     let outcome = match () {
         _ if !reasons.is_empty() => Outcome::BeyondBudget,
+        _ if !unknown.is_empty() => Outcome::Unknown,
         _ if !findings.restarts.is_empty() => Outcome::Restarted,
-        _ if measured && findings.interruption.is_none() => Outcome::Unknown,
         _ if moved => Outcome::Migrated,
         _ => Outcome::Undisturbed,
     };
+    if outcome != Outcome::Unknown {
+        unknown.clear();
+    }
     Assessed {
         findings,
         outcome,
         reasons,
+        unknown_because: unknown,
     }
 }
 
@@ -227,22 +257,43 @@ pub fn fleet(vms: &[Assessed]) -> Fleet {
     f
 }
 
-/// Why the fleet is beyond its budget, in one line (None: within it).
+/// Why the fleet did not pass, in one line (None: every VM judged and within the budget).
+/// A VM beyond the budget is named first; VMs that could not be judged fail the fleet too
+/// (as verify's unverifiable VMs do): an unknown is not a pass.
 pub fn failure_message(vms: &[Assessed]) -> Option<String> {
-    let beyond: Vec<&Assessed> = vms
-        .iter()
-        .filter(|v| v.outcome == Outcome::BeyondBudget)
-        .collect();
-    let first = beyond.first()?;
-    let more = match beyond.len() {
-        1 => String::new(),
+    let of = |outcome: Outcome| -> Vec<&Assessed> {
+        vms.iter().filter(|v| v.outcome == outcome).collect()
+    };
+    let (beyond, unknown) = (of(Outcome::BeyondBudget), of(Outcome::Unknown));
+    let name = |a: &Assessed| {
+        format!(
+            "{}/{}",
+            crate::terminal::safe(&a.findings.namespace, 64),
+            crate::terminal::safe(&a.findings.name, 128)
+        )
+    };
+    let more = |n: usize| match n {
+        0 | 1 => String::new(),
         n => format!(" (and {} more VM(s))", n - 1),
     };
+    if let Some(first) = beyond.first() {
+        let also = match unknown.len() {
+            0 => String::new(),
+            n => format!("; {n} VM(s) could not be judged"),
+        };
+        return Some(format!(
+            "VM {} is beyond the disruption budget: {}{}{also}",
+            name(first),
+            first.reasons.join("; "),
+            more(beyond.len())
+        ));
+    }
+    let first = unknown.first()?;
     Some(format!(
-        "VM {}/{} is beyond the disruption budget: {}{more}",
-        crate::terminal::safe(&first.findings.namespace, 64),
-        crate::terminal::safe(&first.findings.name, 128),
-        first.reasons.join("; ")
+        "VM {} could not be judged: {}{}",
+        name(first),
+        crate::terminal::safe(&first.unknown_because.join("; "), 600),
+        more(unknown.len())
     ))
 }
 
@@ -344,10 +395,27 @@ mod tests {
         assert!(judged.reasons[0].contains("45s"), "{:?}", judged.reasons);
         let mut unmeasured = findings("e");
         unmeasured.interruption = None;
-        assert_eq!(
-            assess(unmeasured.clone(), &BUDGET, true).outcome,
-            Outcome::Unknown
+        let unknown = assess(unmeasured.clone(), &BUDGET, true);
+        assert_eq!(unknown.outcome, Outcome::Unknown);
+        assert!(
+            unknown.unknown_because[0].contains("no expected signal of its workload (cpu)"),
+            "{:?}",
+            unknown.unknown_because
         );
+        assert_eq!(
+            failure_message(std::slice::from_ref(&unknown)).unwrap(),
+            "VM ns/e could not be judged: no expected signal of its workload (cpu) could be measured"
+        );
+        // A rejected query: unknown with that reason, even with an interruption measured.
+        let gap = "Prometheus rejected its vcpu-busy query: bad_data".to_string();
+        let judged = assess_with_gaps(findings("f"), &BUDGET, true, vec![gap.clone()]);
+        assert_eq!(
+            (judged.outcome, judged.unknown_because),
+            (Outcome::Unknown, vec![gap.clone()])
+        );
+        // Without Prometheus nothing is measured for anyone: no gap makes a VM unknown.
+        let judged = assess_with_gaps(findings("g"), &BUDGET, false, vec![gap]);
+        assert_eq!(judged.outcome, Outcome::Undisturbed);
         assert_eq!(
             assess(unmeasured.clone(), &BUDGET, false).outcome,
             Outcome::Undisturbed

@@ -240,6 +240,20 @@ pub fn text_report(vms: &[Assessed], ctx: &Context) -> String {
             ));
         }
     }
+    let unknown: Vec<&Assessed> = vms
+        .iter()
+        .filter(|a| !a.unknown_because.is_empty())
+        .collect();
+    if !unknown.is_empty() {
+        out.push_str("\nNot judged (unknown):\n");
+        for a in unknown {
+            out.push_str(&format!(
+                "  {}: {}\n",
+                vm_name(a),
+                safe(&a.unknown_because.join("; "), 600)
+            ));
+        }
+    }
     out.push_str(&summary(&super::fleet(vms), ctx));
     out
 }
@@ -287,6 +301,7 @@ fn vm_json(a: &Assessed) -> Value {
         })),
         "outcome": a.outcome,
         "reasons": a.reasons,
+        "unknown_because": a.unknown_because,
     })
 }
 
@@ -315,7 +330,7 @@ pub fn json_report(vms: &[Assessed], ctx: &Context) -> Value {
             "max_interruption_from": ctx.budget.max_interruption_from,
             "allow_restarts": ctx.budget.allow_restarts,
         },
-        "passed": f.beyond_budget == 0,
+        "passed": f.beyond_budget == 0 && f.unknown == 0,
         "summary": {
             "vms": f.vms,
             "undisturbed": f.undisturbed,

@@ -17,8 +17,10 @@
 //! (`set_namespace_relabelled`: the VMI's namespace in `exported_namespace`). Served through
 //! the fake's service proxy (see proxy.rs); Prometheus scrapes it like virt-handler.
 //!
-//! Counters belong to one VMI (its uid): a VMI created anew starts them at zero, as a new
-//! QEMU process does. The same endpoint also serves what virt-controller reports per VMI
+//! Counters belong to one QEMU process: a VMI created anew starts them at zero, and so does a
+//! VMI on a new node (a live migration's target is a new virt-launcher whose QEMU reports its
+//! own vCPU time: virt-handler reads `vcpu.<n>.time` from libvirt's domain stats of the
+//! process on its node, pkg/monitoring/metrics/virt-handler/domainstats/vcpu_metrics.go). The same endpoint also serves what virt-controller reports per VMI
 //! (pkg/monitoring/metrics/virt-controller/vmistats_collector.go): `kubevirt_vmi_info`
 //! (node, namespace, name, phase) and, from the VMI's `migrationState`,
 //! `kubevirt_vmi_migration_start_time_seconds` and `kubevirt_vmi_migration_end_time_seconds`
@@ -56,6 +58,8 @@ pub struct MetricsState {
 struct Counters {
     /// The VMI these counters belong to.
     uid: String,
+    /// The node its QEMU runs on (a migration starts a new one there).
+    node: String,
     first_seen: Instant,
     last: Instant,
     vcpu_seconds: Vec<f64>,
@@ -354,14 +358,23 @@ pub fn render(store: &Store, state: &mut MetricsState, now: Instant) -> String {
             .to_string();
 
         let uid = vmi["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        let on = vmi["status"]["nodeName"].as_str().unwrap_or("").to_string();
         if state.counters.get(&key).is_some_and(|c| c.uid != uid) {
             state.counters.remove(&key);
+        }
+        // Migrated: the target's QEMU counts from zero; the guest (its profile clock) goes on.
+        if let Some(c) = state.counters.get_mut(&key).filter(|c| c.node != on) {
+            c.node = on.clone();
+            c.vcpu_seconds.iter_mut().for_each(|v| *v = 0.0);
+            c.drives.clear();
+            c.net = [0.0; 4];
         }
         let counters = state
             .counters
             .entry(key.clone())
             .or_insert_with(|| Counters {
                 uid: uid.clone(),
+                node: on.clone(),
                 first_seen: now,
                 last: now,
                 vcpu_seconds: vec![0.0; vcpus],
