@@ -1200,7 +1200,12 @@ fn churn_asks_again_on_a_terminal_and_takes_y() {
     ];
     for stdin in ["", "maybe\n"] {
         let out = c.run(&args, Some(stdin), &TTY);
-        assert_eq!(out.status.code(), Some(1), "{stdin:?}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{stdin:?}: {}",
+            text(&out.stderr)
+        );
         assert!(text(&out.stderr).contains("nothing was touched"));
         assert!(!touched_a_vm(&c), "{stdin:?}");
     }

@@ -249,7 +249,8 @@ fn case_args(case: &Case, server: &FakeApiServer, env: &Env) -> Vec<String> {
     let catalog = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog");
     case.args
         .iter()
-        .map(|a| match *a {
+        .map(|a| {
+            match *a {
             "CATALOG" => catalog.to_string(),
             "HTML" => env.dir.path().join("report.html").display().to_string(),
             "RUN" => server.objects("virtualmachines", Some("virtwork"))[0]["metadata"]
@@ -258,6 +259,7 @@ fn case_args(case: &Case, server: &FakeApiServer, env: &Env) -> Vec<String> {
                 .expect("the fleet's run id")
                 .to_string(),
             other => other.to_string(),
+        }
         })
         .collect()
 }
@@ -335,7 +337,10 @@ fn status_watch_stops_when_its_reader_has_gone() {
     let mut first = String::new();
     std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
     assert!(first.contains("0/1 ready"), "{first}");
-    assert!(child.try_wait().unwrap().is_none(), "following a fleet that cannot settle");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "following a fleet that cannot settle"
+    );
     drop(stdout);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
@@ -350,5 +355,8 @@ fn status_watch_stops_when_its_reader_has_gone() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     let vms = server.objects("virtualmachines", Some("virtwork"));
-    assert_ne!(vms[0]["status"]["printableStatus"], "Running", "still unsettled");
+    assert_ne!(
+        vms[0]["status"]["printableStatus"], "Running",
+        "still unsettled"
+    );
 }

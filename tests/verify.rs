@@ -1004,7 +1004,7 @@ fn a_prometheus_refusing_the_at_modifier_gets_the_plain_subquery_for_the_oldest_
     let (_, doc, stderr) = verify_json(&env, "60s", &["--prometheus", stub.url()]);
     let (status, note) = signal_of(&doc, &vm, "vcpu-busy");
     assert_eq!(status, "too_young", "{stderr}\n{doc:#}");
-    assert!(note.contains("only 10s old"), "{note}");
+    assert!(note.contains("its series began 10s ago"), "{note}");
     let queries: Vec<String> = stub
         .requests()
         .iter()
@@ -1513,28 +1513,51 @@ fn a_vm_relabelled_or_deleted_out_of_its_recorded_run_fails_verify_run_id() {
     };
     let db = env.dir.path().join("audit.db");
     let args = [
-        "--namespace", NS, "run", "--workloads", "cpu", "--vm-count", "4", "--timeout", "60",
+        "--namespace",
+        NS,
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "4",
+        "--timeout",
+        "60",
     ];
     let out = env.command_audited(Some(&db), &args).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let run_id = env.server.objects("virtualmachines", Some(NS))[0]["metadata"]["labels"]
-        ["virtwork/run-id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let run_id =
+        env.server.objects("virtualmachines", Some(NS))[0]["metadata"]["labels"]["virtwork/run-id"]
+            .as_str()
+            .unwrap()
+            .to_string();
     let [kept, moved, stripped, deleted] =
         std::array::from_fn(|i| t(&env, &format!("virtwork-cpu-{i}")));
     // A VM editor moves one VM into another run and strips another's run label; a third VM
     // is deleted. None of them is in `--run-id`'s scope any more.
     let other = "0badc0de-0000-4000-8000-000000000000";
-    patch_vm(&env, &moved, json!({"metadata": {"labels": {"virtwork/run-id": other}}}));
-    patch_vm(&env, &stripped, json!({"metadata": {"labels": {"virtwork/run-id": null}}}));
+    patch_vm(
+        &env,
+        &moved,
+        json!({"metadata": {"labels": {"virtwork/run-id": other}}}),
+    );
+    patch_vm(
+        &env,
+        &stripped,
+        json!({"metadata": {"labels": {"virtwork/run-id": null}}}),
+    );
     env.server.remove("virtualmachines", NS, &deleted);
     wait_for_samples(&prometheus, &kept, 12);
 
     let verify = |output: &str| {
         let args = [
-            "--namespace", NS, "--output", output, "verify", "--window", "10s", "--run-id",
+            "--namespace",
+            NS,
+            "--output",
+            output,
+            "verify",
+            "--window",
+            "10s",
+            "--run-id",
             &run_id,
         ];
         env.command_audited(Some(&db), &args).output().unwrap()
@@ -1556,9 +1579,19 @@ fn a_vm_relabelled_or_deleted_out_of_its_recorded_run_fails_verify_run_id() {
     assert_eq!(absent.len(), 3, "{doc:#}");
     assert_eq!(reason(&moved)["reason"], "relabelled");
     assert_eq!(reason(&moved)["run_id_label"], other);
-    assert!(reason(&moved)["note"].as_str().unwrap().contains(&format!("changed to {other}")));
+    assert!(
+        reason(&moved)["note"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("changed to {other}"))
+    );
     assert_eq!(reason(&stripped)["reason"], "relabelled");
-    assert!(reason(&stripped)["note"].as_str().unwrap().contains("was removed"));
+    assert!(
+        reason(&stripped)["note"]
+            .as_str()
+            .unwrap()
+            .contains("was removed")
+    );
     assert_eq!(reason(&deleted)["reason"], "deleted");
     assert_eq!(reason(&deleted)["namespace"], NS);
     assert!(
@@ -1570,17 +1603,32 @@ fn a_vm_relabelled_or_deleted_out_of_its_recorded_run_fails_verify_run_id() {
     let report = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{report}");
     assert!(
-        report.contains(&format!("VMs run {run_id} recorded that are not in scope (3")),
+        report.contains(&format!(
+            "VMs run {run_id} recorded that are not in scope (3"
+        )),
         "{report}"
     );
     assert!(
-        report.contains(&format!("  {NS}/{deleted}: deleted: no VM {deleted} in namespace {NS}")),
+        report.contains(&format!(
+            "  {NS}/{deleted}: deleted: no VM {deleted} in namespace {NS}"
+        )),
         "{report}"
     );
     // Without the run's record there is nothing to compare against: the VM in scope passes.
     let elsewhere = env.dir.path().join("elsewhere.db");
-    let args = ["--namespace", NS, "verify", "--window", "10s", "--run-id", &run_id];
-    let out = env.command_audited(Some(&elsewhere), &args).output().unwrap();
+    let args = [
+        "--namespace",
+        NS,
+        "verify",
+        "--window",
+        "10s",
+        "--run-id",
+        &run_id,
+    ];
+    let out = env
+        .command_audited(Some(&elsewhere), &args)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
@@ -1656,7 +1704,9 @@ fn a_level_is_too_young_only_while_the_vm_is() {
     let vm = t(&env, "virtwork-memory-0");
     // Stuck at the idle 12 % of its memory, far below what its payload fills.
     env.server.set_metrics_flat(NS, &vm, true);
-    wait_for_samples(&prometheus, &vm, 3);
+    // The 10m window's subquery steps every 10 s here: a series a few seconds old may hold no
+    // step yet (no data); 15 samples put one inside it, so the aged VM's level is read.
+    wait_for_samples(&prometheus, &vm, 15);
     // Seconds old, within the time a guest may take to boot: youth may explain it.
     let (code, doc, stderr) = verify_json(&env, "10m", &[]);
     assert_eq!(code, Some(1), "{stderr}");
@@ -1666,8 +1716,8 @@ fn a_level_is_too_young_only_while_the_vm_is() {
         note.contains("the VM is only") && note.contains("600s"),
         "{note}"
     );
-    // Twelve minutes old (its series still began inside the 10m window, as after a scrape
-    // gap): past the boot allowance, the level's shortfall is the VM's, with its real age.
+    // Twelve minutes old (its series still began inside the window, as after a scrape gap):
+    // past the boot allowance, the level's shortfall is the VM's, with its real age.
     age_vmi(&env, &vm, 720);
     let (code, doc, stderr) = verify_json(&env, "10m", &[]);
     assert_eq!(code, Some(1), "{stderr}");
@@ -1680,7 +1730,10 @@ fn a_level_is_too_young_only_while_the_vm_is() {
         .and_then(|r| r.split('s').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no age in {note}"));
-    assert!((720.0..800.0).contains(&age), "the VMI's age, not the series': {note}");
+    assert!(
+        (720.0..800.0).contains(&age),
+        "the VMI's age, not the series': {note}"
+    );
     assert!(
         stderr.contains(&format!("virtwork/{vm} signal memory-used (observed 12.0%")),
         "{stderr}"

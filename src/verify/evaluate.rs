@@ -9,7 +9,6 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::model::Window;
-use crate::verify::profile::BOOT_ALLOWANCE_SECS;
 use crate::signals::contract::Check;
 
 /// Label naming each part of a grouped query's answer.
@@ -601,6 +600,12 @@ fn is_level(check: &Check) -> bool {
         crate::signals::contract::Unit::Ratio | crate::signals::contract::Unit::Series
     )
 }
+
+/// How long after its VMI's creation a guest may take to start its load (scheduling, image
+/// pull, boot, cloud-init): a level below its threshold is youth only before this, and a
+/// profile's clock of a VM older than this before the window started before the window, so
+/// every phase of the window is judged (profile.rs).
+pub const BOOT_ALLOWANCE_SECS: f64 = 600.0;
 
 /// How old the VM is, for judging its youth: its VMI's age, else (unknown) its series' span,
 /// which the VM's age can only exceed.

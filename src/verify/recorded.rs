@@ -348,7 +348,10 @@ pub fn absence(run_id: &str, namespace: &str, name: &str, found: LookedUp) -> Op
                 None => (
                     Absence::Relabelled,
                     None,
-                    format!("relabelled: its {} label was removed", crate::labels::RUN_ID),
+                    format!(
+                        "relabelled: its {} label was removed",
+                        crate::labels::RUN_ID
+                    ),
                 ),
             }
         }
@@ -550,7 +553,9 @@ mod tests {
     #[test]
     fn recorded_vms_out_of_scope_are_named_with_what_became_of_them() {
         let run = recorded_vms(&[("a", "vm-0"), ("a", "vm-1"), ("a", "vm-2"), ("b", "vm-3")]);
-        let in_scope = [("a".to_string(), "vm-0".to_string())].into_iter().collect();
+        let in_scope = [("a".to_string(), "vm-0".to_string())]
+            .into_iter()
+            .collect();
         assert_eq!(
             absent_from_scope(&run, Some("a"), &in_scope),
             [("a".into(), "vm-1".into()), ("a".into(), "vm-2".into())]
@@ -573,7 +578,9 @@ mod tests {
         .unwrap();
         assert_eq!(moved.reason, Absence::Relabelled);
         assert!(moved.note.contains("changed to other"), "{}", moved.note);
-        assert!(!moved.note.contains('\x1b') && !moved.run_id_label.unwrap().contains('\x1b'));
+        assert!(
+            !moved.note.contains('\x1b') && !moved.run_id_label.as_ref().unwrap().contains('\x1b')
+        );
         let stripped = absence("run-x", "a", "vm-1", LookedUp::Found(labels(&[managed]))).unwrap();
         assert!(stripped.note.contains("was removed"), "{}", stripped.note);
         assert_eq!(stripped.run_id_label, None);
@@ -599,7 +606,10 @@ mod tests {
         );
         assert_eq!(absent_message("run-x", &[]), None);
         let text = absent_text("run-x", &[moved, gone]);
-        assert!(text.contains("  a/vm-2: deleted: no VM vm-2 in namespace a"), "{text}");
+        assert!(
+            text.contains("  a/vm-2: deleted: no VM vm-2 in namespace a"),
+            "{text}"
+        );
         assert_eq!(absent_text("run-x", &[]), "");
     }
 }
