@@ -1169,3 +1169,58 @@ fn churn_without_a_run_id_asks_first() {
     assert_eq!(yes.status.code(), Some(0), "{}", text(&yes.stderr));
     assert_eq!(c.server.count("update", "virtualmachines/restart"), 1);
 }
+
+const TTY: [(&str, &str); 1] = [("VIRTWORK_ASSUME_TTY", "1")];
+
+/// Whether churn sent any request naming one VM (an action, or a subresource call).
+fn touched_a_vm(c: &Cluster) -> bool {
+    c.server
+        .request_log()
+        .iter()
+        .any(|r| r.resource.starts_with("virtualmachines/"))
+}
+
+/// Churn's prompt is cleanup's: on a terminal an unclear answer is asked again and `y`
+/// proceeds; a piped `y` proceeds; the end of input on a terminal (Ctrl-D) is a no, exit 1
+/// with nothing touched.
+#[test]
+fn churn_asks_again_on_a_terminal_and_takes_y() {
+    let c = fleet(1);
+    c.seed_run(NS, RUN_B, "memory", 1);
+    let args = [
+        "--namespace",
+        NS,
+        "churn",
+        "--duration",
+        "1s",
+        "--rate",
+        "1/s",
+        "--actions",
+        "restart",
+    ];
+    for stdin in ["", "maybe\n"] {
+        let out = c.run(&args, Some(stdin), &TTY);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{stdin:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(text(&out.stderr).contains("nothing was touched"));
+        assert!(!touched_a_vm(&c), "{stdin:?}");
+    }
+    let out = c.run(&args, Some("maybe\ny\n"), &TTY);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.matches("Proceed with churn? (yes/NO): ").count(),
+        2,
+        "asked twice: {stderr}"
+    );
+    assert!(stderr.contains("Please answer yes or no."), "{stderr}");
+    assert_eq!(c.server.count("update", "virtualmachines/restart"), 1);
+    // From a pipe, `Y` proceeds as `yes` does.
+    let out = c.run(&args, Some("Y\n"), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(c.server.count("update", "virtualmachines/restart"), 2);
+}

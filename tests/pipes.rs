@@ -78,6 +78,11 @@ fn exit_code(mut cmd: Command, closed: Output) -> Option<i32> {
     child.wait().unwrap().code()
 }
 
+/// `disruption` of a healthy fleet without Prometheus: every VM within the budget.
+const DISRUPTION_API_ONLY: i32 = 0;
+/// `report` of a recorded run without Prometheus: the page is written without its load.
+const REPORT_WITHOUT_PROMETHEUS: i32 = 0;
+
 /// One command line: its arguments after the global flags, the documented exit code, and
 /// what the fake API server holds before it runs.
 struct Case {
@@ -209,14 +214,53 @@ const CASES: &[Case] = &[
         code: 2,
         with_fleet: false,
     },
+    Case {
+        args: &["disruption", "--since", "soon"],
+        code: 2,
+        with_fleet: false,
+    },
+    // No Prometheus: API-only, which it says on stderr while the table goes to stdout.
+    Case {
+        args: &["disruption", "--since", "10m"],
+        code: DISRUPTION_API_ONLY,
+        with_fleet: true,
+    },
+    Case {
+        args: &["report", "--run-id", "yesterday", "--html", "HTML"],
+        code: 2,
+        with_fleet: false,
+    },
+    Case {
+        args: &["report", "--run-id", "RUN", "--html", "HTML"],
+        code: REPORT_WITHOUT_PROMETHEUS,
+        with_fleet: true,
+    },
+    // The fleet is running and ready: following ends at once.
+    Case {
+        args: &["status", "--watch", "--timeout", "60"],
+        code: 0,
+        with_fleet: true,
+    },
 ];
 
-/// The case's arguments, the catalog placeholder replaced.
-fn case_args(case: &Case) -> Vec<&'static str> {
+/// The case's arguments, the placeholders replaced: CATALOG (the repository's catalog),
+/// HTML (a page in the scratch directory), RUN (the id of the fleet's run).
+fn case_args(case: &Case, server: &FakeApiServer, env: &Env) -> Vec<String> {
     let catalog = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog");
     case.args
         .iter()
-        .map(|a| if *a == "CATALOG" { catalog } else { a })
+        .map(|a| {
+            match *a {
+            "CATALOG" => catalog.to_string(),
+            "HTML" => env.dir.path().join("report.html").display().to_string(),
+            "RUN" => server.objects("virtualmachines", Some("virtwork"))[0]["metadata"]
+                ["labels"]["virtwork/run-id"]
+                .as_str()
+                .expect("the fleet's run id")
+                .to_string(),
+            other => other.to_string(),
+        }
+        })
         .collect()
 }
 
@@ -246,8 +290,9 @@ fn no_command_panics_on_closed_output_and_each_keeps_its_exit_code() {
             if mutates || shared.is_none() {
                 shared = Some(prepared(case));
             }
-            let (_, env) = shared.as_ref().unwrap();
-            let cmd = env.command(&case_args(case));
+            let (server, env) = shared.as_ref().unwrap();
+            let args = case_args(case, server, env);
+            let cmd = env.command(&args.iter().map(String::as_str).collect::<Vec<_>>());
             let code = exit_code(cmd, closed);
             if code != Some(case.code) {
                 wrong.push(format!(
@@ -259,4 +304,59 @@ fn no_command_panics_on_closed_output_and_each_keeps_its_exit_code() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// `status --watch | head -1`: once the reader has gone, following stops (exit 0, no panic)
+/// instead of polling until the fleet settles or `--timeout` runs out. The only node is
+/// cordoned, so the fleet cannot settle while the test runs.
+#[test]
+fn status_watch_stops_when_its_reader_has_gone() {
+    let server = FakeApiServer::start(Options::default());
+    server.insert(serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": { "name": "node-a" },
+        "spec": { "unschedulable": true },
+        "status": { "allocatable": { "cpu": "64", "memory": "256Gi" } },
+    }));
+    let env = Env::new(&server);
+    let out = env.run(&["run", "--workloads", "cpu", "--no-wait"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut child = env
+        .command(&["status", "--watch", "--timeout", "600"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read the first line (`head -1`), then go away.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+    assert!(first.contains("0/1 ready"), "{first}");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "following a fleet that cannot settle"
+    );
+    drop(stdout);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("status --watch went on following after its reader had gone");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let vms = server.objects("virtualmachines", Some("virtwork"));
+    assert_ne!(
+        vms[0]["status"]["printableStatus"], "Running",
+        "still unsettled"
+    );
 }

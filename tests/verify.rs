@@ -1004,7 +1004,7 @@ fn a_prometheus_refusing_the_at_modifier_gets_the_plain_subquery_for_the_oldest_
     let (_, doc, stderr) = verify_json(&env, "60s", &["--prometheus", stub.url()]);
     let (status, note) = signal_of(&doc, &vm, "vcpu-busy");
     assert_eq!(status, "too_young", "{stderr}\n{doc:#}");
-    assert!(note.contains("only 10s old"), "{note}");
+    assert!(note.contains("its series began 10s ago"), "{note}");
     let queries: Vec<String> = stub
         .requests()
         .iter()
@@ -1487,6 +1487,151 @@ fn a_patched_params_annotation_cannot_turn_a_below_into_a_pass() {
     assert!(!elsewhere.exists(), "verify never creates a database");
 }
 
+/// Merge-patches VM `name` with `patch` over HTTP, as `kubectl patch` by anyone allowed to
+/// patch VMs would.
+fn patch_vm(env: &Env, name: &str, patch: Value) {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachine"),
+            "virtualmachines",
+        );
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(env.server.client().await, NS, &resource);
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("the VM is patched");
+    });
+}
+
+#[test]
+fn a_vm_relabelled_or_deleted_out_of_its_recorded_run_fails_verify_run_id() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    let db = env.dir.path().join("audit.db");
+    let args = [
+        "--namespace",
+        NS,
+        "run",
+        "--workloads",
+        "cpu",
+        "--vm-count",
+        "4",
+        "--timeout",
+        "60",
+    ];
+    let out = env.command_audited(Some(&db), &args).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let run_id =
+        env.server.objects("virtualmachines", Some(NS))[0]["metadata"]["labels"]["virtwork/run-id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let [kept, moved, stripped, deleted] =
+        std::array::from_fn(|i| t(&env, &format!("virtwork-cpu-{i}")));
+    // A VM editor moves one VM into another run and strips another's run label; a third VM
+    // is deleted. None of them is in `--run-id`'s scope any more.
+    let other = "0badc0de-0000-4000-8000-000000000000";
+    patch_vm(
+        &env,
+        &moved,
+        json!({"metadata": {"labels": {"virtwork/run-id": other}}}),
+    );
+    patch_vm(
+        &env,
+        &stripped,
+        json!({"metadata": {"labels": {"virtwork/run-id": null}}}),
+    );
+    env.server.remove("virtualmachines", NS, &deleted);
+    wait_for_samples(&prometheus, &kept, 12);
+
+    let verify = |output: &str| {
+        let args = [
+            "--namespace",
+            NS,
+            "--output",
+            output,
+            "verify",
+            "--window",
+            "10s",
+            "--run-id",
+            &run_id,
+        ];
+        env.command_audited(Some(&db), &args).output().unwrap()
+    };
+    let out = verify("json");
+    let (doc, stderr) = (json_doc(&out), text(&out.stderr));
+    // The one VM left in scope passes; the run still fails, naming what became of the rest.
+    assert_eq!(out.status.code(), Some(1), "{stderr}\n{doc:#}");
+    assert_eq!(signal_of(&doc, &kept, "vcpu-busy").0, "pass", "{doc:#}");
+    assert_eq!(doc["passed"], json!(false));
+    let absent = doc["absent"].as_array().unwrap();
+    let reason = |vm: &str| {
+        absent
+            .iter()
+            .find(|a| a["name"] == vm)
+            .unwrap_or_else(|| panic!("{vm} not in absent: {doc:#}"))
+            .clone()
+    };
+    assert_eq!(absent.len(), 3, "{doc:#}");
+    assert_eq!(reason(&moved)["reason"], "relabelled");
+    assert_eq!(reason(&moved)["run_id_label"], other);
+    assert!(
+        reason(&moved)["note"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("changed to {other}"))
+    );
+    assert_eq!(reason(&stripped)["reason"], "relabelled");
+    assert!(
+        reason(&stripped)["note"]
+            .as_str()
+            .unwrap()
+            .contains("was removed")
+    );
+    assert_eq!(reason(&deleted)["reason"], "deleted");
+    assert_eq!(reason(&deleted)["namespace"], NS);
+    assert!(
+        stderr.contains(&format!("3 VM(s) run {run_id} recorded are not in scope")),
+        "{stderr}"
+    );
+    // The text report lists each, and fails alike.
+    let out = verify("text");
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains(&format!(
+            "VMs run {run_id} recorded that are not in scope (3"
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "  {NS}/{deleted}: deleted: no VM {deleted} in namespace {NS}"
+        )),
+        "{report}"
+    );
+    // Without the run's record there is nothing to compare against: the VM in scope passes.
+    let elsewhere = env.dir.path().join("elsewhere.db");
+    let args = [
+        "--namespace",
+        NS,
+        "verify",
+        "--window",
+        "10s",
+        "--run-id",
+        &run_id,
+    ];
+    let out = env
+        .command_audited(Some(&elsewhere), &args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
 fn wait_for_samples(prometheus: &Prometheus, vm: &str, samples: usize) {
     let promql = format!(
         "count_over_time(kubevirt_vmi_vcpu_seconds_total{{name=\"{vm}\",id=\"0\"}}[5m]) >= {samples}"
@@ -1511,7 +1656,10 @@ fn a_fresh_healthy_vm_is_too_young_then_passes() {
     assert_eq!(code, Some(1), "{stderr}");
     let (status, note) = signal_of(&doc, &vm, "vcpu-busy");
     assert_eq!(status, "too_young", "{doc:#}");
-    assert!(note.contains("younger than the 1m window"), "{note}");
+    assert!(
+        note.contains("the VM is only") && note.contains("inside the 1m window"),
+        "{note}"
+    );
     // Just as young, an idle VM is idle over its own seconds too: waiting cannot help it.
     assert_eq!(signal_of(&doc, &broken, "vcpu-busy").0, "below", "{doc:#}");
     // Once the window is full, --wait sees it pass.
@@ -1519,6 +1667,77 @@ fn a_fresh_healthy_vm_is_too_young_then_passes() {
     let (code, doc, stderr) = verify_json(&env, "1m", &["--wait", "--timeout", "150"]);
     assert_eq!(code, Some(0), "{stderr}\n{doc:#}");
     assert_eq!(signal_of(&doc, &vm, "vcpu-busy").0, "pass");
+}
+
+/// Makes VMI `name` look created `secs_ago` seconds ago, as a VM that has run that long
+/// would: the VMI is taken out and put back with the older creationTimestamp (its uid,
+/// status and so its metrics counters kept). The fake VM controller may recreate the VMI in
+/// between; then this tries again.
+fn age_vmi(env: &Env, name: &str, secs_ago: i64) {
+    let created = (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(secs_ago))
+        .round(jiff::Unit::Second)
+        .unwrap()
+        .to_string();
+    for _ in 0..20 {
+        let mut vmi = env
+            .server
+            .get("virtualmachineinstances", NS, name)
+            .expect("the VMI exists");
+        vmi["metadata"]["creationTimestamp"] = json!(created);
+        env.server.remove("virtualmachineinstances", NS, name);
+        env.server.insert(vmi);
+        let now = env.server.get("virtualmachineinstances", NS, name).unwrap();
+        if now["metadata"]["creationTimestamp"] == json!(created) {
+            return;
+        }
+    }
+    panic!("VMI {name} could not be aged");
+}
+
+#[test]
+fn a_level_is_too_young_only_while_the_vm_is() {
+    let env = Env::start();
+    let Some(prometheus) = with_prometheus(&env) else {
+        return;
+    };
+    run(&env, "memory", &[]);
+    let vm = t(&env, "virtwork-memory-0");
+    // Stuck at the idle 12 % of its memory, far below what its payload fills.
+    env.server.set_metrics_flat(NS, &vm, true);
+    // The 10m window's subquery steps every 10 s here: a series a few seconds old may hold no
+    // step yet (no data); 15 samples put one inside it, so the aged VM's level is read.
+    wait_for_samples(&prometheus, &vm, 15);
+    // Seconds old, within the time a guest may take to boot: youth may explain it.
+    let (code, doc, stderr) = verify_json(&env, "10m", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let (status, note) = signal_of(&doc, &vm, "memory-used");
+    assert_eq!(status, "too_young", "{doc:#}");
+    assert!(
+        note.contains("the VM is only") && note.contains("600s"),
+        "{note}"
+    );
+    // Twelve minutes old (its series still began inside the window, as after a scrape gap):
+    // past the boot allowance, the level's shortfall is the VM's, with its real age.
+    age_vmi(&env, &vm, 720);
+    let (code, doc, stderr) = verify_json(&env, "10m", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let (status, note) = signal_of(&doc, &vm, "memory-used");
+    assert_eq!(status, "below", "{doc:#}");
+    assert!(note.contains("s old, past the 600s"), "{note}");
+    let age: f64 = note
+        .split("the VM is ")
+        .nth(1)
+        .and_then(|r| r.split('s').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no age in {note}"));
+    assert!(
+        (720.0..800.0).contains(&age),
+        "the VMI's age, not the series': {note}"
+    );
+    assert!(
+        stderr.contains(&format!("virtwork/{vm} signal memory-used (observed 12.0%")),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -18,9 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::cleanup::{
-    ASSUME_TTY_ENV, Answer, Confirmation, ask_with, confirmation, stdin_counts_as_terminal,
-};
+use super::prompt::{Answer, Confirmation, ask_until_clear, confirmation, stdin_is_terminal};
 use crate::audit::churn::{action_ended, churn_params, latency_event, restore_skipped, restored};
 use crate::audit::{Auditor, CommandKind, Event, Execution, ExecutionStatus};
 use crate::churn::{ChurnSpec, ChurnTally, ChurnVm, Schedule};
@@ -178,10 +176,7 @@ async fn confirm(
     run_ids: &[&str],
     cancel: &CancellationToken,
 ) -> Result<()> {
-    let stdin_tty = stdin_counts_as_terminal(
-        std::io::stdin().is_terminal(),
-        std::env::var(ASSUME_TTY_ENV).ok().as_deref(),
-    );
+    let stdin_tty = stdin_is_terminal();
     let mode = confirmation(settings.yes, settings.scope.run_id.is_some(), stdin_tty);
     if mode == Confirmation::NotNeeded {
         return Ok(());
@@ -203,13 +198,8 @@ async fn confirm(
         "{}\n",
         crate::terminal::safe(&what, crate::terminal::LINE_CHARS)
     ));
-    match ask_with(PROMPT, cancel).await? {
-        Answer::Yes => {
-            if mode == Confirmation::Piped {
-                crate::terminal::to_stderr("\n");
-            }
-            Ok(())
-        }
+    match ask_until_clear(PROMPT, mode, cancel).await? {
+        Answer::Yes => Ok(()),
         Answer::Nothing if mode == Confirmation::Piped => Err(Error::input(
             "churn without --run-id acts on every run in scope, but stdin is not a terminal \
              and gave no answer: pass --run-id <uuid> to churn one run, --yes (-y) to churn \

@@ -9,15 +9,17 @@
 //! The confirmation prompt goes to stderr (stdout carries only the summary). Without a
 //! terminal on stdin and without `--yes`, the answer is read from the pipe
 //! (`echo yes | virtwork cleanup`), but an empty stdin (EOF before any answer) refuses
-//! (exit 2) instead of counting as "no": nobody was there to answer. Testing hook:
-//! `VIRTWORK_ASSUME_TTY=1` makes stdin count as a terminal.
+//! (exit 2) instead of counting as "no": nobody was there to answer. The prompt itself
+//! (asking again on a terminal, `VIRTWORK_ASSUME_TTY=1`) is commands/prompt.rs, shared with
+//! churn.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::prompt::{Answer, Confirmation, ask_until_clear, confirmation, stdin_is_terminal};
 use crate::audit::{
     Auditor, CleanupMode, CommandKind, Event, Execution, ExecutionParams, ExecutionStatus,
     ResourceKind,
@@ -39,100 +41,6 @@ use crate::report::cleanup::{
 
 /// The prompt, written to stderr so stdout carries only the summary.
 pub const PROMPT: &str = "Proceed with deletion? (yes/NO): ";
-/// Environment variable that makes stdin count as a terminal (testing hook).
-pub const ASSUME_TTY_ENV: &str = "VIRTWORK_ASSUME_TTY";
-
-/// Whether the user must confirm before anything is deleted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Confirmation {
-    /// `--yes` or `--run-id` was given: delete without asking.
-    NotNeeded,
-    /// Ask on the terminal.
-    Ask,
-    /// Read the answer from stdin, which is not a terminal (a pipe or a file); EOF before
-    /// any answer refuses.
-    Piped,
-}
-
-/// What was read at the prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
-    /// `y` or `yes`, any case.
-    Yes,
-    /// `n`, `no` (any case) or an empty line: the prompt's default.
-    No,
-    /// Any other line: asked again on a terminal, a refusal from a pipe.
-    Unclear,
-    /// End of input before any answer.
-    Nothing,
-}
-
-/// Decides whether to prompt. `--run-id` skips the prompt: naming one run is already a
-/// deliberate choice (`run_scoped` is false when the namespace would be deleted too).
-pub fn confirmation(yes: bool, run_scoped: bool, stdin_is_terminal: bool) -> Confirmation {
-    if yes || run_scoped {
-        Confirmation::NotNeeded
-    } else if stdin_is_terminal {
-        Confirmation::Ask
-    } else {
-        Confirmation::Piped
-    }
-}
-
-/// Whether stdin counts as a terminal (`VIRTWORK_ASSUME_TTY=1` is the testing hook).
-pub fn stdin_counts_as_terminal(is_terminal: bool, assume_tty: Option<&str>) -> bool {
-    is_terminal || assume_tty.is_some_and(|v| v.trim() == "1")
-}
-
-/// The answer in one read line (`None`: EOF before any byte): `y`/`yes` confirm and
-/// `n`/`no`/an empty line decline (trimmed, any case); anything else is unclear.
-pub fn answer(line: Option<&str>) -> Answer {
-    let Some(line) = line else {
-        return Answer::Nothing;
-    };
-    match line.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => Answer::Yes,
-        "" | "n" | "no" => Answer::No,
-        _ => Answer::Unclear,
-    }
-}
-
-/// Asked again after an unclear answer on a terminal.
-const ASK_AGAIN: &str = "Please answer yes or no.\n";
-
-/// Prints the prompt on stderr and reads one line from stdin. The read runs on its own
-/// thread so Ctrl-C at the prompt interrupts at once (and an unanswered read cannot keep
-/// the process alive).
-async fn ask(cancel: &CancellationToken) -> Result<Answer> {
-    ask_with(PROMPT, cancel).await
-}
-
-/// [`ask`] with another prompt (churn's).
-pub(crate) async fn ask_with(prompt: &str, cancel: &CancellationToken) -> Result<Answer> {
-    let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_all(prompt.as_bytes());
-    let _ = stderr.flush();
-    drop(stderr);
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let read = match std::io::stdin().read_line(&mut line) {
-            Ok(0) => Ok(None),
-            Ok(_) => Ok(Some(line)),
-            Err(e) => Err(e),
-        };
-        let _ = tx.send(read);
-    });
-    tokio::select! {
-        () = cancel.cancelled() => Err(Error::Interrupted),
-        read = rx => match read {
-            Ok(Ok(line)) => Ok(answer(line.as_deref())),
-            Ok(Err(e)) => Err(Error::Io { context: "reading the confirmation from", path: "stdin".into(), source: e }),
-            Err(_) => Ok(Answer::Nothing),
-        },
-    }
-}
-
 /// Deletions from which a cleanup on a terminal shows a live view, as `run` does.
 const LIVE_VIEW_MIN_OBJECTS: usize = 20;
 
@@ -449,10 +357,7 @@ impl<'a> Cleanup<'a> {
     /// Asks before deleting unless `--yes` or `--run-id` make it unnecessary; `Ok(false)`
     /// when the answer is no. The time spent at the prompt is given back to `--timeout`.
     async fn confirmed(&mut self, discovery: &Discovery) -> Result<bool> {
-        let stdin_tty = stdin_counts_as_terminal(
-            std::io::stdin().is_terminal(),
-            std::env::var(ASSUME_TTY_ENV).ok().as_deref(),
-        );
+        let stdin_tty = stdin_is_terminal();
         // Deleting the namespace reaches beyond the named run (other runs, foreign objects),
         // so `--run-id` alone does not skip the prompt then.
         let run_scoped = self.scope.run_id.is_some() && !discovery.deletes_namespace();
@@ -467,11 +372,7 @@ impl<'a> Cleanup<'a> {
             self.summary.namespace_kept(),
         ));
         let used = self.started.elapsed();
-        let mut reply = ask(&self.cancel).await;
-        while ask_mode == Confirmation::Ask && matches!(reply, Ok(Answer::Unclear)) {
-            crate::terminal::to_stderr(ASK_AGAIN);
-            reply = ask(&self.cancel).await;
-        }
+        let reply = ask_until_clear(PROMPT, ask_mode, &self.cancel).await;
         let answered = match reply {
             // On a terminal, Ctrl-D is a "no"; from a pipe, it means nobody answered.
             Ok(Answer::Nothing) if ask_mode == Confirmation::Ask => Ok(false),
@@ -481,10 +382,6 @@ impl<'a> Cleanup<'a> {
         };
         match answered {
             Ok(true) => {
-                if ask_mode == Confirmation::Piped {
-                    // A piped answer is not echoed: end the prompt's line.
-                    crate::terminal::to_stderr("\n");
-                }
                 self.ctx.policy =
                     RetryPolicy::until(Instant::now() + self.timeout.saturating_sub(used));
             }
@@ -788,43 +685,6 @@ fn final_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn yes_and_run_id_skip_the_prompt() {
-        assert_eq!(confirmation(true, false, false), Confirmation::NotNeeded);
-        assert_eq!(confirmation(false, true, false), Confirmation::NotNeeded);
-        assert_eq!(confirmation(false, false, true), Confirmation::Ask);
-        assert_eq!(confirmation(false, false, false), Confirmation::Piped);
-    }
-
-    #[test]
-    fn eof_before_an_answer_is_nothing_and_an_empty_line_is_no() {
-        assert_eq!(answer(None), Answer::Nothing);
-        assert_eq!(answer(Some("\n")), Answer::No);
-        assert_eq!(answer(Some("yes\n")), Answer::Yes);
-    }
-
-    #[test]
-    fn y_and_yes_confirm_n_and_no_decline_the_rest_is_unclear() {
-        for yes in ["yes", "YES", "  yes  \n", "Yes\r\n", "y", "Y\n"] {
-            assert_eq!(answer(Some(yes)), Answer::Yes, "{yes:?}");
-        }
-        for no in ["no", "", "\n", "n", "N\n", "NO"] {
-            assert_eq!(answer(Some(no)), Answer::No, "{no:?}");
-        }
-        for unclear in ["maybe", "yes please", "ye", "nope"] {
-            assert_eq!(answer(Some(unclear)), Answer::Unclear, "{unclear:?}");
-        }
-    }
-
-    #[test]
-    fn the_tty_hook_needs_exactly_one() {
-        assert!(stdin_counts_as_terminal(true, None));
-        assert!(stdin_counts_as_terminal(false, Some("1")));
-        assert!(!stdin_counts_as_terminal(false, Some("0")));
-        assert!(!stdin_counts_as_terminal(false, Some("")));
-        assert!(!stdin_counts_as_terminal(false, None));
-    }
 
     #[test]
     fn the_end_status_puts_an_interrupt_before_failures_and_failures_before_the_kept_namespace() {

@@ -11,6 +11,7 @@ pub mod cleanup;
 pub mod completion;
 pub mod disruption;
 mod prometheus_reach;
+mod prompt;
 pub mod report;
 pub mod run;
 mod run_ids;

@@ -3,7 +3,8 @@
 //! Owns: reading the runs (label-selected VMs and VMIs, see k8s/status.rs) once, or under
 //! `--watch` again and again with bounded backoff until `k8s/follow.rs` says they are settled,
 //! and writing what changed: on a terminal the view redrawn in place, elsewhere a line per
-//! changed run (or a document per change). No runs is not an error; a namespace that does not
+//! changed run (or a document per change); following stops when stdout's reader has gone
+//! (exit 0, as any command whose reader went away). No runs is not an error; a namespace that does not
 //! exist is (exit 1), said as such rather than as "no runs".
 //! Must not: write to the cluster; decide when following is over (follow.rs does).
 
@@ -82,6 +83,8 @@ struct Watch<'a> {
     redraw: bool,
     /// What was last shown: the view (redraw, documents, wide), or each run's change key.
     shown: Vec<(Option<String>, String)>,
+    /// A write found stdout's reader gone (a broken pipe).
+    reader_gone: bool,
 }
 
 /// Clears a terminal and puts the cursor home, as `watch(1)` redraws: a view wider than the
@@ -95,7 +98,21 @@ impl<'a> Watch<'a> {
             scope,
             redraw: settings.global.output == OutputFormat::Text && std::io::stdout().is_terminal(),
             shown: Vec::new(),
+            reader_gone: false,
         }
+    }
+
+    /// Writes `text` to stdout, noting a reader that has gone.
+    fn write(&mut self, text: &str) -> Result<()> {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        let result = stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush());
+        if matches!(&result, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe) {
+            self.reader_gone = true;
+        }
+        super::written(result)
     }
 
     /// Reads the runs again and again (bounded backoff: [`next_interval`]) until they are
@@ -111,6 +128,13 @@ impl<'a> Watch<'a> {
         loop {
             let now = jiff::Timestamp::now();
             let changed = self.show(&runs, now)?;
+            if self.reader_gone || stdout_reader_gone() {
+                // Nobody is left to show a change to (`status --watch | head -3`): stop
+                // instead of following to the end; as any command whose reader went away,
+                // it exits 0 without a message.
+                tracing::debug!("stdout's reader has gone: no longer following");
+                return Ok(());
+            }
             if let Some(settled) = follow.observe(&runs, now) {
                 return self.settled(settled);
             }
@@ -149,7 +173,7 @@ impl<'a> Watch<'a> {
             } else if self.settings.global.output == OutputFormat::Yaml {
                 text.insert_str(0, "---\n");
             }
-            super::write_stdout(&text)?;
+            self.write(&text)?;
             return Ok(true);
         }
         // A line per run that changed (or appeared).
@@ -174,7 +198,7 @@ impl<'a> Watch<'a> {
         if lines.is_empty() {
             return Ok(false);
         }
-        super::write_stdout(&lines)?;
+        self.write(&lines)?;
         Ok(true)
     }
 
@@ -249,6 +273,22 @@ impl<'a> Watch<'a> {
         }
         Error::runtime(message)
     }
+}
+
+/// Whether stdout is a pipe or socket whose reader has gone, asked without writing: a
+/// fleet that does not change writes nothing, so `status --watch | head -1` would otherwise
+/// go on polling until it settles. poll(2) with no events asked still reports POLLERR (a
+/// pipe whose read end closed) and POLLHUP (a socket whose peer closed); a terminal or a
+/// file reports neither.
+fn stdout_reader_gone() -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a zero timeout; poll(2) only writes `revents`.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
 /// `16:40:02`: when a change was seen (UTC).

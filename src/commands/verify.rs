@@ -6,10 +6,11 @@
 //!
 //! Exit codes: 0 every expected signal present (at least one expected) and every alert
 //! expectation met; 1 one missing (the error line names the VM and the signal), nothing
-//! expected in the window, an alert expectation unmet, Prometheus or the cluster
-//! unreachable, or no VMs found; 2 bad input (flags are parsed and files read before any
-//! request; a `--window` shorter than two scrape intervals once they are known). Read-only
-//! on the cluster.
+//! expected in the window, an alert expectation unmet, a VM the `--run-id` run recorded in
+//! the audit database that is not in scope (deleted, or relabelled out of the run),
+//! Prometheus or the cluster unreachable, or no VMs found; 2 bad input (flags are parsed and
+//! files read before any request; a `--window` shorter than two scrape intervals once they
+//! are known). Read-only on the cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -39,7 +40,10 @@ use crate::verify::evaluate::{
 };
 use crate::verify::listed::{ListedVm, ListedVmi};
 use crate::verify::prometheus::PrometheusApi;
-use crate::verify::recorded::{Fallback, Records, fallback_warning};
+use crate::verify::recorded::{
+    AbsentVm, Fallback, LookedUp, MAX_ABSENT_LOOKUPS, Records, absence, absent_from_scope,
+    absent_message, absent_text, fallback_warning,
+};
 use crate::verify::{
     Answered, GroupRange, LocalCatalog, ProfileRanges, Round, Target, VmResult, catalog_names,
     failure_message, json_report, judge_answers, not_running, not_running_results, range_spec,
@@ -81,8 +85,13 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
     let (results, rounds) = poll_signals(settings, &ctx, &api, deadline).await?;
     let namespace = settings.scope.namespace.as_deref();
     let run_id = settings.scope.run_id.as_deref();
+    let absent = absent_vms(settings, &ctx, &results).await?;
     if results.is_empty() {
-        return Err(nothing_to_verify(namespace, run_id));
+        let error = nothing_to_verify(namespace, run_id);
+        return Err(match run_id.and_then(|id| absent_message(id, &absent)) {
+            Some(message) => Error::runtime(format!("{error}; {message}")),
+            None => error,
+        });
     }
     let (alerts, expectations) = match settings.alerts.wanted() {
         true => {
@@ -92,39 +101,135 @@ pub async fn verify(settings: &VerifySettings) -> Result<()> {
         }
         false => (None, Vec::new()),
     };
-    let text = match settings.output {
+    let found = Found {
+        results: &results,
+        rounds,
+        alerts: alerts.as_deref(),
+        expectations: &expectations,
+        absent: &absent,
+    };
+    let text = render(settings, &api, &found)?;
+    super::write_stdout(&text)?;
+    outcome(settings, &results, &expectations, &absent)
+}
+
+/// What one verify found: the last round's results, the alerts and the absent VMs.
+struct Found<'a> {
+    results: &'a [VmResult],
+    rounds: u32,
+    alerts: Option<&'a [FiredAlert]>,
+    expectations: &'a [crate::verify::alerts::Expectation],
+    absent: &'a [AbsentVm],
+}
+
+/// What verify writes to stdout: the document (`--output json|yaml`) or the text report.
+fn render(settings: &VerifySettings, api: &PrometheusApi, found: &Found<'_>) -> Result<String> {
+    let namespace = settings.scope.namespace.as_deref();
+    let run_id = settings.scope.run_id.as_deref();
+    Ok(match settings.output {
         OutputFormat::Json | OutputFormat::Yaml => {
             let mut doc = json_report(
                 namespace,
                 run_id,
-                &results,
+                found.results,
                 &api.describe,
                 settings.window,
-                rounds,
+                found.rounds,
             );
             doc["prometheus_via"] = api.via.as_str().into();
-            if let Some(fired) = &alerts {
-                doc["alerts"] = serde_json::json!({"fired": fired, "expectations": expectations});
-                let met = expectations.iter().all(|e| e.met);
+            if !found.absent.is_empty() {
+                doc["absent"] = serde_json::json!(found.absent);
+                doc["passed"] = false.into();
+            }
+            if let Some(fired) = found.alerts {
+                doc["alerts"] =
+                    serde_json::json!({"fired": fired, "expectations": found.expectations});
+                let met = found.expectations.iter().all(|e| e.met);
                 doc["passed"] = serde_json::json!(doc["passed"] == true && met);
             }
             super::document_text(settings.output, &doc.to_string())?
         }
         OutputFormat::Text => {
             let mut text = text_report(
-                &results,
+                found.results,
                 &api.describe,
                 settings.window,
                 settings.show_queries,
             );
-            if let Some(fired) = &alerts {
-                text.push_str(&alerts_text(fired, &expectations, settings.window));
+            if let Some(fired) = found.alerts {
+                text.push_str(&alerts_text(fired, found.expectations, settings.window));
+            }
+            if let Some(id) = run_id {
+                text.push_str(&absent_text(id, found.absent));
             }
             text
         }
+    })
+}
+
+/// The VMs the run `--run-id` names recorded in the audit database that are not in scope,
+/// each looked up by name to say why (deleted, or relabelled out of the run); empty without
+/// `--run-id` or without the run's record (the fallback warning already said so).
+async fn absent_vms(
+    settings: &VerifySettings,
+    ctx: &ApiContext,
+    results: &[VmResult],
+) -> Result<Vec<AbsentVm>> {
+    let Some(run_id) = settings.scope.run_id.as_deref() else {
+        return Ok(Vec::new());
     };
-    super::write_stdout(&text)?;
-    outcome(settings, &results, &expectations)
+    let recorded = match crate::audit::query::open_read_only(&settings.global.audit.path) {
+        Ok(Some(conn)) => crate::audit::query::recorded_run(&conn, run_id),
+        Ok(None) | Err(_) => return Ok(Vec::new()),
+    };
+    let Ok(Some(recorded)) = recorded else {
+        return Ok(Vec::new());
+    };
+    let in_scope: BTreeSet<(String, String)> = results
+        .iter()
+        .map(|r| {
+            (
+                r.target.facts.namespace.clone(),
+                r.target.facts.name.clone(),
+            )
+        })
+        .collect();
+    let missing = absent_from_scope(&recorded, settings.scope.namespace.as_deref(), &in_scope);
+    // The lookups get time of their own: after `--wait` the command's deadline has passed.
+    let ctx = &ApiContext {
+        policy: RetryPolicy::until(Instant::now() + LAST_ROUND_GRACE),
+        ..ctx.clone()
+    };
+    let resource = ManagedKind::VirtualMachine.api_resource();
+    let lookups = missing
+        .into_iter()
+        .enumerate()
+        .map(|(i, (namespace, name))| {
+            let resource = resource.clone();
+            async move {
+                let found = if i >= MAX_ABSENT_LOOKUPS {
+                    LookedUp::Unknown(format!("more than {MAX_ABSENT_LOOKUPS} VMs are absent"))
+                } else {
+                    let api: kube::Api<kube::core::PartialObjectMeta<kube::api::DynamicObject>> =
+                        kube::Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
+                    let what = format!("reading VM {namespace}/{name}");
+                    match ctx.call(&what, || api.get_metadata_opt(&name)).await {
+                        Ok(Some(vm)) => LookedUp::Found(vm.metadata.labels.unwrap_or_default()),
+                        Ok(None) => LookedUp::Gone,
+                        Err(crate::k8s::retry::RetryError::Cancelled) => {
+                            return Err(Error::Interrupted);
+                        }
+                        Err(e) => LookedUp::Unknown(e.into_error(what).to_string()),
+                    }
+                };
+                Ok(absence(run_id, &namespace, &name, found))
+            }
+        });
+    let looked: Vec<Result<Option<AbsentVm>>> = futures::stream::iter(lookups)
+        .buffered(QUERY_CONCURRENCY)
+        .collect()
+        .await;
+    looked.into_iter().filter_map(|r| r.transpose()).collect()
 }
 
 /// The settings with `--run-id` resolved (a prefix among the runs on the cluster and in
@@ -143,11 +248,13 @@ async fn resolve_run(settings: &VerifySettings, ctx: &ApiContext) -> Result<Veri
     })
 }
 
-/// Exit status: the signals' failure first, then an unmet alert expectation.
+/// Exit status: the signals' failure first, then an unmet alert expectation, then (added to
+/// either) the VMs the run recorded that are not in scope.
 fn outcome(
     settings: &VerifySettings,
     results: &[VmResult],
     expectations: &[crate::verify::alerts::Expectation],
+    absent: &[AbsentVm],
 ) -> Result<()> {
     let still_missing = results.iter().any(|r| r.missing().next().is_some());
     let failure = failure_message(results, settings.window)
@@ -158,6 +265,15 @@ fn outcome(
             _ => message,
         })
         .or_else(|| expectation_failure(expectations, settings.window, settings.wait));
+    let absent = settings
+        .scope
+        .run_id
+        .as_deref()
+        .and_then(|id| absent_message(id, absent));
+    let failure = match (failure, absent) {
+        (Some(failure), Some(absent)) => Some(format!("{failure}; {absent}")),
+        (failure, absent) => failure.or(absent),
+    };
     match failure {
         Some(message) => Err(Error::runtime(message)),
         None => Ok(()),

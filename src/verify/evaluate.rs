@@ -601,10 +601,31 @@ fn is_level(check: &Check) -> bool {
     )
 }
 
-/// Whether the series' youth explains a shortfall: the VM is young (a level signal: its VMI
-/// is younger than the window, so its payload may not have reached the level yet), or its
-/// rate, over the seconds the series has existed instead of the whole window, would pass.
-/// A VM whose load is missing gets its own verdict, however young its series.
+/// How long after its VMI's creation a guest may take to start its load (scheduling, image
+/// pull, boot, cloud-init): a level below its threshold is youth only before this, and a
+/// profile's clock of a VM older than this before the window started before the window, so
+/// every phase of the window is judged (profile.rs).
+pub const BOOT_ALLOWANCE_SECS: f64 = 600.0;
+
+/// How old the VM is, for judging its youth: its VMI's age, else (unknown) its series' span,
+/// which the VM's age can only exceed.
+fn vm_age(facts: &SeriesFacts, ctx: &Context) -> Option<f64> {
+    ctx.vmi_age.or(facts.span)
+}
+
+/// Whether the VM is young for a level: still within the time a guest may take to boot and
+/// start its load ([`BOOT_ALLOWANCE_SECS`], the profile judge's). Of unknown age (no VMI
+/// age, no span): young, the benefit of the doubt.
+fn young_for_a_level(facts: &SeriesFacts, ctx: &Context) -> bool {
+    vm_age(facts, ctx).is_none_or(|age| age < BOOT_ALLOWANCE_SECS)
+}
+
+/// Whether the series' youth explains a shortfall (its series began inside the window, which
+/// the caller checks): for a level (the largest ratio in the window, a count of series),
+/// the VM is still within its boot allowance, so its payload may not have reached the
+/// level yet; an older VM has had its time, whatever its window. For a rate, its rate over
+/// the seconds the series has existed instead of the whole window would pass. A VM whose
+/// load is missing gets its own verdict, however young its series.
 fn youth_explains(
     check: &Check,
     observed: Option<f64>,
@@ -613,7 +634,7 @@ fn youth_explains(
 ) -> bool {
     let window = ctx.window.as_secs() as f64;
     if is_level(check) {
-        return ctx.vmi_age.is_none_or(|age| age < window);
+        return young_for_a_level(facts, ctx);
     }
     let (Some(threshold), Some(value)) = (check.threshold, observed) else {
         return true;
@@ -623,6 +644,38 @@ fn youth_explains(
     // it can be, so youth is given the benefit of the doubt.
     let lived = facts.span.or(facts.age).unwrap_or(0.0).max(1.0);
     value * window / lived >= threshold
+}
+
+/// What a too-young verdict rests on: the VM's age (its VMI's) and, for a rate, how long
+/// its series has existed.
+fn too_young_note(check: &Check, facts: &SeriesFacts, ctx: &Context) -> String {
+    let window = ctx.window;
+    let age = match ctx.vmi_age {
+        Some(age) if age < ctx.window.as_secs() as f64 => format!("the VM is only {age:.0}s old"),
+        Some(age) => format!("the VM is {age:.0}s old"),
+        None => "the VM's age is unknown".to_string(),
+    };
+    let why = if is_level(check) {
+        format!(
+            "a guest may take up to {BOOT_ALLOWANCE_SECS:.0}s to boot and start its load, and its series began inside the {window} window"
+        )
+    } else {
+        format!(
+            "its series began {:.0}s ago, inside the {window} window, and its rate over that time would pass",
+            facts.span.or(facts.age).unwrap_or(0.0)
+        )
+    };
+    format!("{age}: {why}: wait (--wait) or use a shorter --window")
+}
+
+/// Why an old VM's level below its threshold is not youth, when its series began inside the
+/// window (a young VM would have been given the benefit of the doubt).
+fn past_youth_note(facts: &SeriesFacts, ctx: &Context) -> Option<String> {
+    let age = vm_age(facts, ctx)?;
+    Some(format!(
+        "the VM is {age:.0}s old, past the {BOOT_ALLOWANCE_SECS:.0}s a guest may take to boot and start its load: its series began inside the {} window, but youth does not explain the shortfall",
+        ctx.window
+    ))
 }
 
 /// The verdict on a built-in check from its value and its series' facts; the note says
@@ -658,13 +711,10 @@ pub fn judge_series(
         Verdict::Below | Verdict::NoData
             if facts.younger_than(window) && youth_explains(check, observed, facts, ctx) =>
         {
-            (
-                Verdict::TooYoung,
-                Some(format!(
-                    "the series is only {:.0}s old, younger than the {window} window: wait (--wait) or use a shorter --window",
-                    facts.span.unwrap_or(0.0)
-                )),
-            )
+            (Verdict::TooYoung, Some(too_young_note(check, facts, ctx)))
+        }
+        Verdict::Below if facts.younger_than(window) && is_level(check) => {
+            (Verdict::Below, past_youth_note(facts, ctx))
         }
         verdict => (verdict, None),
     }
@@ -1169,7 +1219,9 @@ mod tests {
         // 10 s old at 0.2 over 30 s: 0.6 over its own 10 s, so youth explains it.
         let (v, note) = judge_series(&c, Some(0.2), &facts(Some(0.5), 11.0, 10.0), &w);
         assert_eq!(v, Verdict::TooYoung);
-        assert!(note.unwrap().contains("only 10s old"));
+        let note = note.unwrap();
+        assert!(note.contains("began 10s ago"), "{note}");
+        assert!(note.contains("age is unknown"), "{note}");
         // 0.02 over its own 10 s is still idle: below, however young.
         assert_eq!(
             judge_series(&c, Some(0.02), &facts(Some(0.5), 11.0, 10.0), &w).0,
@@ -1187,24 +1239,51 @@ mod tests {
             judge_series(&c, None, &facts(Some(0.5), 1.0, 0.5), &w).0,
             Verdict::TooYoung
         );
-        // A level (the largest ratio in the window): young only while the VMI is.
+        // A level (the largest ratio in the window): young only while the VM is within its
+        // boot allowance, whatever the window.
         let level = check(Some(0.5));
-        let young_vm = Context {
-            vmi_age: Some(25.0),
-            ..w
-        };
-        let old_vm = Context {
-            vmi_age: Some(480.0),
-            ..w
+        let at = |age: f64, window: u64| Context {
+            vmi_age: Some(age),
+            ..Context::of(secs(window))
         };
         let f = facts(Some(0.5), 11.0, 10.0);
+        let (v, note) = judge_series(&level, Some(0.1), &f, &at(25.0, 30));
+        assert_eq!(v, Verdict::TooYoung);
+        let note = note.unwrap();
+        assert!(note.contains("the VM is only 25s old"), "{note}");
+        assert!(note.contains("600s"), "{note}");
+        // The audit's case: a VM stuck at 5 % whose series began inside a 10m window. Young
+        // at 8 minutes (still within the 600 s a guest may take to boot), below once past it,
+        // with the reason; never with the series' span standing for the VM's age.
+        let stuck = facts(Some(0.5), 141.0, 282.0);
+        let (v, note) = judge_series(&level, Some(0.05), &stuck, &at(480.0, 600));
+        assert_eq!(v, Verdict::TooYoung);
+        assert!(note.unwrap().contains("the VM is only 480s old"));
+        for window in [600, 900, 3600] {
+            let (v, note) = judge_series(&level, Some(0.05), &stuck, &at(720.0, window));
+            assert_eq!(v, Verdict::Below, "window {window}");
+            let note = note.unwrap();
+            assert!(note.contains("720s old, past the 600s"), "{note}");
+        }
+        // An old VM whose level is missing altogether reads no data, not too young.
         assert_eq!(
-            judge_series(&level, Some(0.1), &f, &young_vm).0,
-            Verdict::TooYoung
+            judge_series(&level, None, &stuck, &at(720.0, 600)).0,
+            Verdict::NoData
         );
+        // Of unknown VMI age, the series' span bounds the VM's: a span past the allowance is
+        // old, a short one is given the benefit of the doubt.
+        let (ancient, window) = (facts(Some(0.5), 400.0, 800.0), Context::of(secs(900)));
         assert_eq!(
-            judge_series(&level, Some(0.1), &f, &old_vm).0,
+            judge_series(&level, Some(0.05), &ancient, &window).0,
             Verdict::Below
+        );
+        let (v, note) = judge_series(&level, Some(0.05), &f, &w);
+        assert_eq!(v, Verdict::TooYoung);
+        assert!(note.unwrap().contains("age is unknown"));
+        // A level past its threshold passes at any age.
+        assert_eq!(
+            judge_series(&level, Some(0.6), &stuck, &at(25.0, 600)).0,
+            Verdict::Pass
         );
     }
 

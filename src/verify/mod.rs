@@ -809,6 +809,8 @@ pub fn json_report(
             "not_expected": skipped,
         },
         "vms": vms,
+        // The VMs `--run-id`'s run recorded that are not in scope (the command fills it).
+        "absent": [],
     })
 }
 

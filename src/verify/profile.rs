@@ -29,7 +29,7 @@
 
 use serde::Serialize;
 
-use super::evaluate::Verdict;
+use super::evaluate::{BOOT_ALLOWANCE_SECS, Verdict};
 use crate::profile_schedule::{LoadProfile, Schedule};
 use crate::signals::contract::ProfiledCheck;
 
@@ -42,10 +42,6 @@ const MIN_AMPLITUDE_SHARE: f64 = 0.5;
 /// Fewest samples a phase is judged on: fewer (a 30 s scrape, a short phase) say too little
 /// against noise, so such a phase is not judged, and says why.
 pub const MIN_PHASE_SAMPLES: usize = 6;
-/// How long after its VMI's creation a guest's profile clock may start (scheduling, image
-/// pull, boot, cloud-init): the clock of a VM older than this before the window started
-/// before the window, so every phase of the window is judged.
-pub const BOOT_ALLOWANCE_SECS: f64 = 600.0;
 /// Most candidate clock starts tried in the coarse pass (then refined to a second).
 const COARSE_CANDIDATES: usize = 720;
 /// Points of each rate window averaged for the expected value of one sample.

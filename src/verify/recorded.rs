@@ -4,7 +4,8 @@
 //!
 //! Owns: the choice per VM ([`choose`]), the one warning line per VM whose own words differ
 //! from the record ([`Setup::differences`]), and the one line saying why some VMs were judged
-//! by their annotation ([`fallback_warning`]). The reason: anyone allowed to patch a VM can
+//! by their annotation ([`fallback_warning`]); and, for `verify --run-id`, which VMs the run
+//! recorded are not in scope and why ([`absent_from_scope`], [`absence`]). The reason: anyone allowed to patch a VM can
 //! rewrite its annotation and labels (`cpu-load-percent=1` lowers the vcpu-busy threshold
 //! to 0.005), but not the audit database of the user who ran it. Must not: read the
 //! database (commands/verify.rs does, through `audit::query`) or log anything.
@@ -255,6 +256,147 @@ pub fn fallback_warning(
     )))
 }
 
+/// Most absent VMs looked up by name (one GET each); more are reported unlooked.
+pub const MAX_ABSENT_LOOKUPS: usize = 200;
+
+/// Why a VM its run recorded is not in `verify --run-id`'s scope (`absent[].reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Absence {
+    /// No VM of that name in its namespace.
+    Deleted,
+    /// The VM is there, but its labels no longer put it in the run (a VM editor changed or
+    /// removed `virtwork/run-id`, or the managed-by label).
+    Relabelled,
+    /// Not looked up (more than [`MAX_ABSENT_LOOKUPS`] absent, or the lookup failed).
+    Unknown,
+}
+
+/// A VM the run recorded that verify did not find in scope: a failure, since whoever
+/// patched its labels would otherwise drop it from the verdict unseen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AbsentVm {
+    pub namespace: String,
+    pub name: String,
+    pub reason: Absence,
+    /// Its `virtwork/run-id` label now (relabelled); None when removed, deleted or unknown.
+    pub run_id_label: Option<String>,
+    /// What was found, in a sentence (terminal-safe).
+    pub note: String,
+}
+
+/// What a lookup by name found of an absent VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookedUp {
+    /// No such VM.
+    Gone,
+    /// The VM, with its labels.
+    Found(BTreeMap<String, String>),
+    /// Not looked up, or the lookup failed (the reason).
+    Unknown(String),
+}
+
+/// The VMs `recorded` holds that are not in `in_scope` (namespace, name), restricted to
+/// `namespace` when verify looks in one: a VM of another namespace is out of scope by the
+/// user's choice.
+pub fn absent_from_scope(
+    recorded: &RecordedRun,
+    namespace: Option<&str>,
+    in_scope: &std::collections::BTreeSet<(String, String)>,
+) -> Vec<(String, String)> {
+    recorded
+        .keys()
+        .filter(|(ns, _)| namespace.is_none_or(|n| n == ns))
+        .filter(|key| !in_scope.contains(*key))
+        .cloned()
+        .collect()
+}
+
+/// The absence of VM `namespace/name` of run `run_id` from what a lookup found; None when the
+/// VM turns out to carry the run's labels after all (created or relabelled back since the
+/// list).
+pub fn absence(run_id: &str, namespace: &str, name: &str, found: LookedUp) -> Option<AbsentVm> {
+    let (reason, run_id_label, note) = match found {
+        LookedUp::Gone => (
+            Absence::Deleted,
+            None,
+            format!("deleted: no VM {name} in namespace {namespace}"),
+        ),
+        LookedUp::Unknown(why) => (Absence::Unknown, None, format!("not looked up: {why}")),
+        LookedUp::Found(labels) => {
+            let label = labels.get(crate::labels::RUN_ID).cloned();
+            let managed = crate::labels::made_by_a_run(Some(&labels));
+            match label.as_deref() {
+                Some(l) if l == run_id && managed => return None,
+                Some(l) if l == run_id => (
+                    Absence::Relabelled,
+                    label.clone(),
+                    format!(
+                        "relabelled: its {} label no longer says {}",
+                        crate::labels::MANAGED_BY,
+                        crate::labels::MANAGED_BY_VALUE
+                    ),
+                ),
+                Some(l) => (
+                    Absence::Relabelled,
+                    label.clone(),
+                    format!(
+                        "relabelled: its {} label changed to {l} (the run recorded it as {run_id})",
+                        crate::labels::RUN_ID
+                    ),
+                ),
+                None => (
+                    Absence::Relabelled,
+                    None,
+                    format!(
+                        "relabelled: its {} label was removed",
+                        crate::labels::RUN_ID
+                    ),
+                ),
+            }
+        }
+    };
+    Some(AbsentVm {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        reason,
+        run_id_label: run_id_label.map(|l| untrusted(&l)),
+        note: untrusted(&note),
+    })
+}
+
+/// The one line failing verify for VMs of run `run_id` that are not in scope; None when none
+/// is absent.
+pub fn absent_message(run_id: &str, absent: &[AbsentVm]) -> Option<String> {
+    let first = absent.first()?;
+    let more = match absent.len() {
+        1 => String::new(),
+        n => format!(" and {} more", n - 1),
+    };
+    Some(format!(
+        "{} VM(s) run {run_id} recorded are not in scope: {}/{} ({}){more}",
+        absent.len(),
+        first.namespace,
+        first.name,
+        first.note
+    ))
+}
+
+/// The text report's section on absent VMs (empty when none is).
+pub fn absent_text(run_id: &str, absent: &[AbsentVm]) -> String {
+    if absent.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\nVMs run {run_id} recorded that are not in scope ({}, not verified):\n",
+        absent.len()
+    );
+    for vm in absent {
+        out.push_str(&format!("  {}/{}: {}\n", vm.namespace, vm.name, vm.note));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,5 +531,85 @@ mod tests {
         let c = choose("ns", "vm-0", Some("r1"), own(&[]), &records);
         assert_eq!(c.source, ParamsSource::Annotation);
         assert!(c.note.unwrap().contains("unusable"));
+    }
+
+    fn recorded_vms(names: &[(&str, &str)]) -> RecordedRun {
+        names
+            .iter()
+            .map(|(ns, name)| {
+                (
+                    (ns.to_string(), name.to_string()),
+                    RecordedVm {
+                        workload: "cpu".into(),
+                        role: None,
+                        memory: "2Gi".into(),
+                        signal_params: None,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn recorded_vms_out_of_scope_are_named_with_what_became_of_them() {
+        let run = recorded_vms(&[("a", "vm-0"), ("a", "vm-1"), ("a", "vm-2"), ("b", "vm-3")]);
+        let in_scope = [("a".to_string(), "vm-0".to_string())]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            absent_from_scope(&run, Some("a"), &in_scope),
+            [("a".into(), "vm-1".into()), ("a".into(), "vm-2".into())]
+        );
+        assert_eq!(absent_from_scope(&run, None, &in_scope).len(), 3);
+
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let managed = (crate::labels::MANAGED_BY, crate::labels::MANAGED_BY_VALUE);
+        let moved = absence(
+            "run-x",
+            "a",
+            "vm-1",
+            LookedUp::Found(labels(&[managed, (crate::labels::RUN_ID, "other\x1b[2J")])),
+        )
+        .unwrap();
+        assert_eq!(moved.reason, Absence::Relabelled);
+        assert!(moved.note.contains("changed to other"), "{}", moved.note);
+        assert!(
+            !moved.note.contains('\x1b') && !moved.run_id_label.as_ref().unwrap().contains('\x1b')
+        );
+        let stripped = absence("run-x", "a", "vm-1", LookedUp::Found(labels(&[managed]))).unwrap();
+        assert!(stripped.note.contains("was removed"), "{}", stripped.note);
+        assert_eq!(stripped.run_id_label, None);
+        let unmanaged = absence(
+            "run-x",
+            "a",
+            "vm-1",
+            LookedUp::Found(labels(&[(crate::labels::RUN_ID, "run-x")])),
+        )
+        .unwrap();
+        assert_eq!(unmanaged.reason, Absence::Relabelled);
+        assert!(unmanaged.note.contains(crate::labels::MANAGED_BY));
+        // Back in the run since the list: not absent.
+        let back = labels(&[managed, (crate::labels::RUN_ID, "run-x")]);
+        assert_eq!(absence("run-x", "a", "vm-1", LookedUp::Found(back)), None);
+        let gone = absence("run-x", "a", "vm-2", LookedUp::Gone).unwrap();
+        assert_eq!(gone.reason, Absence::Deleted);
+        let message = absent_message("run-x", &[moved.clone(), gone.clone()]).unwrap();
+        assert!(
+            message.starts_with("2 VM(s) run run-x recorded are not in scope: a/vm-1 (relabelled")
+                && message.ends_with("and 1 more"),
+            "{message}"
+        );
+        assert_eq!(absent_message("run-x", &[]), None);
+        let text = absent_text("run-x", &[moved, gone]);
+        assert!(
+            text.contains("  a/vm-2: deleted: no VM vm-2 in namespace a"),
+            "{text}"
+        );
+        assert_eq!(absent_text("run-x", &[]), "");
     }
 }
