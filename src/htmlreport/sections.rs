@@ -1068,6 +1068,15 @@ fn alerts(id: &str, run: &RunRecord) -> Html {
         ));
         return out;
     }
+    out.push(alert_chart(id, spans));
+    out.push(alert_table(spans));
+    out
+}
+
+/// One timeline row per alert (at most [`MAX_ALERT_LANES`], [`MAX_MARKS_PER_ROW`] spans each,
+/// spread over the list), and a note on what was not drawn.
+fn alert_chart(id: &str, spans: &[data::AlertSpan]) -> Html {
+    let mut out = Html::new();
     let mut lanes: Vec<Lane> = Vec::new();
     for s in spans {
         let mark = Mark {
@@ -1090,8 +1099,6 @@ fn alerts(id: &str, run: &RunRecord) -> Html {
             }),
         }
     }
-    // Bounded like the tables: at most MAX_ALERT_LANES alerts, MAX_MARKS_PER_ROW spans each
-    // (spread over the list), the rest said under the chart.
     let lanes_left_out = lanes.len().saturating_sub(MAX_ALERT_LANES);
     lanes.truncate(MAX_ALERT_LANES);
     let mut marks_left_out = 0;
@@ -1129,6 +1136,12 @@ fn alerts(id: &str, run: &RunRecord) -> Html {
              over it); the table below lists them."
         )));
     }
+    out
+}
+
+/// Every firing span up to [`MAX_TABLE_ROWS`], the rest counted by alert.
+fn alert_table(spans: &[data::AlertSpan]) -> Html {
+    let mut out = Html::new();
     let rows = spans
         .iter()
         .take(MAX_TABLE_ROWS)
@@ -1353,18 +1366,9 @@ fn thin_row(row: &mut Row) -> usize {
     left_out
 }
 
-/// One timeline per run: a row per disturbed VM (the most disturbed first, at most
-/// [`timeline::MAX_ROWS`], each of at most [`MAX_MARKS_PER_ROW`] marks), then the events (at
-/// most [`MAX_TABLE_ROWS`]) and every disturbed VM in tables.
-fn disruption_timeline(id: &str, run: &RunRecord) -> Html {
-    let tl = timeline::timeline(run);
-    if tl.events.is_empty() {
-        return el("p")
-            .text("Nothing on the timeline: no churn action recorded and no migration, restart or interruption found.")
-            .into();
-    }
-    let rows: Vec<Row> = tl
-        .rows
+/// The timeline's rows: one per drawn VM, its events as marks.
+fn timeline_rows(tl: &timeline::Timeline) -> Vec<Row> {
+    tl.rows
         .iter()
         .map(|row| Row {
             name: row
@@ -1394,8 +1398,20 @@ fn disruption_timeline(id: &str, run: &RunRecord) -> Html {
                 })
                 .collect(),
         })
-        .collect();
-    let mut rows = rows;
+        .collect()
+}
+
+/// One timeline per run: a row per disturbed VM (the most disturbed first, at most
+/// [`timeline::MAX_ROWS`], each of at most [`MAX_MARKS_PER_ROW`] marks), then the events (at
+/// most [`MAX_TABLE_ROWS`]) and every disturbed VM in tables.
+fn disruption_timeline(id: &str, run: &RunRecord) -> Html {
+    let tl = timeline::timeline(run);
+    if tl.events.is_empty() {
+        return el("p")
+            .text("Nothing on the timeline: no churn action recorded and no migration, restart or interruption found.")
+            .into();
+    }
+    let mut rows = timeline_rows(&tl);
     let thinned: usize = rows.iter_mut().map(thin_row).sum();
     let vms = tl.rows.len() + tl.not_drawn;
     let footnote = (tl.not_drawn + tl.undisturbed > 0).then(|| {

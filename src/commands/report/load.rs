@@ -37,7 +37,7 @@ use crate::verify::evaluate::RangeAnswer;
 use crate::verify::listed::{ListedVm, ListedVmi};
 use crate::verify::prometheus::PrometheusApi;
 use crate::verify::recorded::{ParamsSource, Records, Setup, choose};
-use crate::verify::{SignalResult, Target, VmResult, is_builtin};
+use crate::verify::{CounterUnit, SignalResult, Target, VmResult, is_builtin};
 use crate::workloads::catalog::CatalogEntry;
 
 /// How long transient failures of the cluster and Prometheus are retried, per run.
@@ -208,28 +208,8 @@ struct Recorded {
 /// VMI phase is known).
 fn recorded_vms(settings: &ReportSettings, run: &RunRecord) -> Recorded {
     let d = &run.detail;
-    let db = &settings.global.audit.path;
-    let records = match crate::audit::query::open_read_only(db) {
-        Ok(Some(conn)) => match crate::audit::query::recorded_run(&conn, &d.execution.run_id) {
-            Ok(recorded) => Records::Read {
-                path: db.display().to_string(),
-                runs: BTreeMap::from([(d.execution.run_id.clone(), recorded)]),
-            },
-            Err(e) => Records::Unavailable(format!("the audit database could not be read: {e}")),
-        },
-        Ok(None) => Records::Unavailable("the audit database is gone".into()),
-        Err(e) => Records::Unavailable(format!("the audit database could not be read: {e}")),
-    };
-    let mut catalog: BTreeMap<&str, Vec<CustomSignal>> = BTreeMap::new();
-    for vm in &d.vms {
-        let w = vm.component.as_str();
-        if !is_builtin(w) && !catalog.contains_key(w) {
-            let signals = CatalogEntry::load(&settings.catalog_dir, w)
-                .map(|entry| entry.signals().to_vec())
-                .unwrap_or_default();
-            catalog.insert(w, signals);
-        }
-    }
+    let records = run_records(settings, run);
+    let catalog = recorded_catalog_signals(settings, run);
     let mut defaulted = 0usize;
     let mut unusable: Vec<String> = Vec::new();
     let vms: Vec<Vm> = d
@@ -286,6 +266,42 @@ fn recorded_vms(settings: &ReportSettings, run: &RunRecord) -> Recorded {
         params_from: params_from_records(vms.len(), defaulted, &records, &unusable),
         vms,
     }
+}
+
+/// The run's own records in the audit database, for verify's choice of each VM's params.
+fn run_records(settings: &ReportSettings, run: &RunRecord) -> Records {
+    let db = &settings.global.audit.path;
+    let run_id = &run.detail.execution.run_id;
+    match crate::audit::query::open_read_only(db) {
+        Ok(Some(conn)) => match crate::audit::query::recorded_run(&conn, run_id) {
+            Ok(recorded) => Records::Read {
+                path: db.display().to_string(),
+                runs: BTreeMap::from([(run_id.clone(), recorded)]),
+            },
+            Err(e) => Records::Unavailable(format!("the audit database could not be read: {e}")),
+        },
+        Ok(None) => Records::Unavailable("the audit database is gone".into()),
+        Err(e) => Records::Unavailable(format!("the audit database could not be read: {e}")),
+    }
+}
+
+/// Each catalog workload of the run's VMs and its signals from the local catalog (none when
+/// the entry is missing there).
+fn recorded_catalog_signals<'a>(
+    settings: &ReportSettings,
+    run: &'a RunRecord,
+) -> BTreeMap<&'a str, Vec<CustomSignal>> {
+    let mut catalog: BTreeMap<&str, Vec<CustomSignal>> = BTreeMap::new();
+    for vm in &run.detail.vms {
+        let w = vm.component.as_str();
+        if !is_builtin(w) && !catalog.contains_key(w) {
+            let signals = CatalogEntry::load(&settings.catalog_dir, w)
+                .map(|entry| entry.signals().to_vec())
+                .unwrap_or_default();
+            catalog.insert(w, signals);
+        }
+    }
+    catalog
 }
 
 /// The section's line on where the params of VMs read from the audit records came from.
@@ -538,6 +554,14 @@ fn join_verdicts(
             if let Some(result) = result {
                 vm.verdict = Some(judged_of(result));
                 vm.threshold = result.check.threshold;
+                // verify decided this VM's vCPU counter counts milliseconds (a node's
+                // virt-handler before KubeVirt moved to seconds): its line in vCPU seconds,
+                // as verify judged it, not 1000 times its neighbours'.
+                if result.counter_unit == Some(CounterUnit::Milliseconds) {
+                    for (_, value) in vm.samples.iter_mut() {
+                        *value /= 1000.0;
+                    }
+                }
             }
             if let Some(target) = targets.get(name.as_str()) {
                 vm.expected = expected_of(&s.signal, target, result, run, window, span);
