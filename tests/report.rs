@@ -1442,6 +1442,9 @@ fn the_load_shows_each_vms_own_threshold_verify_verdicts_and_the_expected_shape(
     let (catalog, catalog_vms) = run(&["--from-catalog", "web"]);
     let flat = &steady_vms[1];
     env.server.set_metrics_flat("virtwork", flat, true);
+    // The passing VM's node counts vCPU time in milliseconds (a virt-handler rollout): verify
+    // judges it in seconds, and its line and mean must be drawn in seconds too.
+    env.server.set_vcpu_millis_for("virtwork", &steady_vms[0]);
     assert!(
         prometheus.wait_for_series(
             "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
@@ -1510,6 +1513,17 @@ fn the_load_shows_each_vms_own_threshold_verify_verdicts_and_the_expected_shape(
         (rows[1][2].as_str(), rows[1][4].as_str()),
         ("0.15 vCPU", "PASS")
     );
+    let mean: f64 = rows[1][1]
+        .trim_end_matches(" vCPU")
+        .parse()
+        .unwrap_or_else(|_| panic!("a mean in vCPU: {rows:#?}"));
+    // In seconds, not 1000 times that (its first samples, scraped before the switch, read
+    // near 0 once divided, so the mean is below the 0.29 served).
+    assert!(
+        mean > 0.0 && mean <= 1.2,
+        "the milliseconds VM drawn in seconds: {rows:#?}"
+    );
+    assert!(rows[1][5].contains("values divided by 1000"), "{rows:#?}");
     // On the chart: the flat VM's line, marked by a cross and the word.
     let svg = steady_load
         .split_once("<svg ")
