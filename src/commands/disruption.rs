@@ -219,11 +219,14 @@ fn ts(t: &jiff::Timestamp) -> f64 {
 /// recorded in it (none when the database does not exist).
 fn window(settings: &DisruptionSettings) -> Result<(Span, String, Vec<ChurnRecord>)> {
     let db = &settings.global.audit.path;
+    let started = now();
     let (span, given) = match &settings.span {
+        // One reading of the clock: two would make the span a few ms longer than asked,
+        // and its step a second coarser.
         DisruptionSpan::Since(w) => (
             Span {
-                from: now() - w.as_secs() as f64,
-                to: now(),
+                from: started - w.as_secs() as f64,
+                to: started,
             },
             format!("--since {w}"),
         ),
@@ -477,7 +480,8 @@ fn assess_all(
             moved.sort_by(|a, b| a.start.unwrap_or(0.0).total_cmp(&b.start.unwrap_or(0.0)));
             let first_start = created
                 .get(&k)
-                .is_some_and(|c| *c > span.from - evidence::FIRST_START_SLACK_SECS);
+                .copied()
+                .filter(|c| *c > span.from - evidence::FIRST_START_SLACK_SECS);
             let (interruption, measured_by) =
                 match measured.and_then(|m| Some((m, m.expected.get(&k)?))) {
                     Some((m, signals)) => {

@@ -79,21 +79,26 @@ fn good_points(expected: &[Expected], grid: Grid) -> Vec<bool> {
 }
 
 /// The interruptions of one VM whose expected signals are `expected` (None: nothing to
-/// measure by). With `first_start_in_window` (the VM itself was created in the window),
-/// the points before its signals were first met are its first boot, not an interruption;
+/// measure by). With `first_start` (the VM itself was created in the window, at that
+/// time), the points before its signals were first met are its first boot, not an
+/// interruption, and a VM that never met them is interrupted from its creation, not from
+/// before it existed (a fresh VM under `--since 7d` read as interrupted for seven days);
 /// otherwise every point counts.
 pub fn measure(
     expected: &[Expected],
     grid: Grid,
-    first_start_in_window: bool,
+    first_start: Option<f64>,
 ) -> Option<Interruption> {
     if expected.is_empty() || grid.points == 0 {
         return None;
     }
     let good = good_points(expected, grid);
-    let first = match first_start_in_window {
-        true => good.iter().position(|g| *g).unwrap_or(0),
-        false => 0,
+    let first = match first_start {
+        Some(created) => good.iter().position(|g| *g).unwrap_or_else(|| {
+            let at_or_after = ((created - grid.start) / grid.step).ceil().max(0.0) as usize;
+            at_or_after.min(grid.points - 1)
+        }),
+        None => 0,
     };
     let mut intervals = Vec::new();
     let mut run: Option<usize> = None;
@@ -167,7 +172,7 @@ mod tests {
                 threshold: Some(0.5),
             }],
             GRID,
-            false,
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -200,11 +205,11 @@ mod tests {
                 },
             ],
             GRID,
-            false,
+            None,
         )
         .unwrap();
         assert_eq!(found.total_seconds, 30.0);
-        assert!(measure(&[], GRID, false).is_none());
+        assert!(measure(&[], GRID, None).is_none());
     }
 
     #[test]
@@ -225,18 +230,24 @@ mod tests {
             samples: &booting,
             threshold: Some(0.5),
         }];
-        assert_eq!(measure(&e, GRID, true).unwrap().total_seconds, 10.0);
-        assert_eq!(measure(&e, GRID, false).unwrap().total_seconds, 30.0);
+        assert_eq!(measure(&e, GRID, Some(0.0)).unwrap().total_seconds, 10.0);
+        assert_eq!(measure(&e, GRID, None).unwrap().total_seconds, 30.0);
         // Never met: interrupted throughout, whatever its age.
         let dead = series(&[Some(0.01); 10]);
         let e = [Expected {
             samples: &dead,
             threshold: Some(0.5),
         }];
-        let found = measure(&e, GRID, true).unwrap();
+        let found = measure(&e, GRID, Some(0.0)).unwrap();
         assert_eq!(
             (found.longest_seconds, found.intervals[0].ongoing),
             (100.0, true)
+        );
+        // Created late in the window and never met: interrupted from its creation on.
+        let found = measure(&e, GRID, Some(45.0)).unwrap();
+        assert_eq!(
+            (found.intervals[0].start, found.longest_seconds),
+            (50.0, 50.0)
         );
     }
 }
