@@ -760,6 +760,85 @@ fn a_prometheus_without_the_vms_series_measures_no_interruption() {
     );
 }
 
+/// A catalog VM with its local entry is judged, not `unknown`: its entry's own signals are
+/// not measured over a window, so it is owed the presence of its vCPU series, and a VM that
+/// stops reporting is interrupted.
+#[test]
+fn a_catalog_vm_is_judged_by_the_presence_of_its_vcpu_series() {
+    let env = Env::start();
+    let catalog = env.dir.path().join("catalog");
+    let entry = catalog.join("web");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("web.service"),
+        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    std::fs::write(
+        entry.join("workload.yaml"),
+        "description: web\nsignals:\n  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n",
+    )
+    .unwrap();
+    let dir = catalog.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--output",
+            "json",
+            "run",
+            "--timeout",
+            "60",
+            "--catalog-dir",
+            dir,
+        ];
+        args.extend_from_slice(extra);
+        let out = env.run(&args);
+        assert_ok(&out, "run");
+        env.vms_of(&out).remove(0)
+    };
+    let kept = run(&["--from-catalog", "web"]);
+    let silent = run(&["--from-catalog", "web"]);
+    let Some(prometheus) = env.prometheus() else {
+        return;
+    };
+    assert!(
+        prometheus.wait_for_series(
+            "count by (name) (kubevirt_vmi_vcpu_seconds_total)",
+            2,
+            Duration::from_secs(60)
+        ),
+        "Prometheus never saw the VMIs:\n{}",
+        prometheus.log()
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    env.server.set_metrics_hidden(NS, &silent, true);
+    std::thread::sleep(Duration::from_secs(12));
+    let out = env.run(&[
+        "--output",
+        "json",
+        "disruption",
+        "--since",
+        "2m",
+        "--catalog-dir",
+        dir,
+    ]);
+    let stderr = text(&out.stderr);
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    assert_eq!(out.status.code(), Some(1), "{stderr}\n{doc:#}");
+    let report = report_of(&doc, &kept);
+    assert_eq!(report["outcome"], "undisturbed", "{report:#}");
+    assert_eq!(
+        report["interruption"]["signals"],
+        json!(["vcpu-busy"]),
+        "{report:#}"
+    );
+    assert_eq!(report["unknown_because"], json!([]), "{report:#}");
+    let report = report_of(&doc, &silent);
+    assert_eq!(report["outcome"], "beyond-budget", "{report:#}");
+    let longest = report["interruption"]["longest_seconds"].as_f64().unwrap();
+    assert!(longest >= 6.0, "silent for 12 s: {report:#}");
+}
+
 /// VMs disruption cannot judge do not pass: a catalog VM whose local entry is missing
 /// (verify calls it unverifiable) and a VM whose signal query Prometheus rejected are each
 /// `unknown` with the reason, the rejection is logged naming the query, and the command

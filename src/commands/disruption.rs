@@ -41,6 +41,8 @@ use crate::verify::prometheus::PrometheusApi;
 use crate::verify::{LocalCatalog, Target, catalog_names};
 use crate::workloads::catalog::CatalogEntry;
 
+/// The signal every VM reports while it runs, whatever its workload.
+const VCPU_SIGNAL: &str = "vcpu-busy";
 /// How long transient failures are retried.
 const RETRY_DEADLINE: Duration = Duration::from_secs(120);
 /// Queries in flight at once: each answer can be a few MiB, so few.
@@ -725,15 +727,31 @@ async fn read_signals(
     let window = Window::from_secs(rate_window as u64).unwrap_or(Window::DEFAULT);
     let mut groups: BTreeMap<SignalGroup, Vec<(&str, Option<f64>)>> = BTreeMap::new();
     for t in found.iter().filter(|t| t.unverifiable.is_none()) {
+        let mut grouped = false;
         for check in checks(&t.facts, window) {
             let Some(group) = check.group.clone() else {
                 continue;
             };
+            grouped = true;
             let threshold = queries::sample_threshold(&check, rate_window);
             groups
                 .entry(group)
                 .or_default()
                 .push((t.facts.name.as_str(), threshold));
+        }
+        // A catalog entry's own signals are queries per VM, not measured over a window here:
+        // its VM is owed the presence of its vCPU series, which every running VMI reports, so
+        // a stop, an eviction or a restart still shows as an interruption.
+        if !grouped {
+            let presence = SignalGroup {
+                namespace: t.facts.namespace.clone(),
+                signal: VCPU_SIGNAL,
+                mount: String::new(),
+            };
+            groups
+                .entry(presence)
+                .or_default()
+                .push((t.facts.name.as_str(), None));
         }
     }
     let jobs: Vec<(SignalGroup, GroupVms)> = groups
@@ -776,7 +794,7 @@ async fn read_signals(
             // The unit is this VM's own (VMs of one cluster differ during a virt-handler
             // rollout): milliseconds when any of its samples exceeds what seconds allow.
             let busiest = samples.iter().map(|s| s.1).reduce(f64::max);
-            if group.signal == "vcpu-busy" && vcpu_counter_in_millis(busiest, None, None) {
+            if group.signal == VCPU_SIGNAL && vcpu_counter_in_millis(busiest, None, None) {
                 samples.iter_mut().for_each(|s| s.1 /= 1000.0);
             }
             let key = (group.namespace.clone(), name.to_string());
