@@ -698,17 +698,18 @@ fn the_restore_never_starts_a_foreign_vm_that_took_the_name() {
             "stop-start",
         ],
     );
-    let stopped = c
-        .server
-        .wait_until(SETTLE, |s| s.count("update", "virtualmachines/stop") >= 1);
+    // The request log holds a request once it is answered (its counter counts it on
+    // arrival): wait for the answered stop.
+    let mut victim = String::new();
+    let stopped = c.server.wait_until(SETTLE, |s| {
+        let stop = s
+            .request_log()
+            .into_iter()
+            .find(|r| r.resource == "virtualmachines/stop");
+        victim = stop.map(|r| r.name).unwrap_or_default();
+        !victim.is_empty()
+    });
     assert!(stopped, "churn never stopped a VM");
-    let victim = c
-        .server
-        .request_log()
-        .into_iter()
-        .find(|r| r.resource == "virtualmachines/stop")
-        .unwrap()
-        .name;
     c.server.remove("virtualmachines", NS, &victim);
     c.server.insert(foreign_halted_vm(&victim));
     std::thread::sleep(std::time::Duration::from_millis(1500));

@@ -709,21 +709,12 @@ struct SignalRange {
     step_ms: u64,
 }
 
-/// The samples of each VM's expected signals: one range query per signal group and batch
-/// (verify's expression of the signal, each sample a rate over the rate window), each sample
-/// held to the contract's threshold for that rate window; and the queries rejected per VM.
-async fn read_signals(
-    api: &PrometheusApi,
+/// Each signal group to query and its VMs with the least each sample must show (None:
+/// present is enough), over a rate window of `rate_window` seconds.
+fn signal_groups(
     found: &[Target],
-    signals: &SignalRange,
-    policy: &RetryPolicy,
-    cancel: &CancellationToken,
-) -> Result<(Expectations, Gaps)> {
-    let SignalRange {
-        range,
-        rate_window,
-        step_ms,
-    } = *signals;
+    rate_window: f64,
+) -> BTreeMap<SignalGroup, Vec<(&str, Option<f64>)>> {
     let window = Window::from_secs(rate_window as u64).unwrap_or(Window::DEFAULT);
     let mut groups: BTreeMap<SignalGroup, Vec<(&str, Option<f64>)>> = BTreeMap::new();
     for t in found.iter().filter(|t| t.unverifiable.is_none()) {
@@ -754,6 +745,26 @@ async fn read_signals(
                 .push((t.facts.name.as_str(), None));
         }
     }
+    groups
+}
+
+/// The samples of each VM's expected signals: one range query per signal group and batch
+/// (verify's expression of the signal, each sample a rate over the rate window), each sample
+/// held to the contract's threshold for that rate window; and the queries rejected per VM.
+async fn read_signals(
+    api: &PrometheusApi,
+    found: &[Target],
+    signals: &SignalRange,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+) -> Result<(Expectations, Gaps)> {
+    let SignalRange {
+        range,
+        rate_window,
+        step_ms,
+    } = *signals;
+    let window = Window::from_secs(rate_window as u64).unwrap_or(Window::DEFAULT);
+    let groups = signal_groups(found, rate_window);
     let jobs: Vec<(SignalGroup, GroupVms)> = groups
         .into_iter()
         .flat_map(|(g, vms)| {
