@@ -193,6 +193,23 @@ pub(crate) fn assert_ok(out: &Output, what: &str) {
     );
 }
 
+/// Writes the catalog entry `web` under `catalog` (a python http.server unit) with
+/// `signals`, the YAML items of its `signals:` list.
+pub(crate) fn write_web_entry(catalog: &std::path::Path, signals: &str) {
+    let entry = catalog.join("web");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("web.service"),
+        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    std::fs::write(
+        entry.join("workload.yaml"),
+        format!("description: web\nsignals:\n{signals}"),
+    )
+    .unwrap();
+}
+
 fn report_of<'a>(doc: &'a Value, name: &str) -> &'a Value {
     doc["vms"]
         .as_array()
@@ -767,18 +784,10 @@ fn a_prometheus_without_the_vms_series_measures_no_interruption() {
 fn a_catalog_vm_is_judged_by_the_presence_of_its_vcpu_series() {
     let env = Env::start();
     let catalog = env.dir.path().join("catalog");
-    let entry = catalog.join("web");
-    std::fs::create_dir_all(&entry).unwrap();
-    std::fs::write(
-        entry.join("web.service"),
-        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
-    )
-    .unwrap();
-    std::fs::write(
-        entry.join("workload.yaml"),
-        "description: web\nsignals:\n  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n",
-    )
-    .unwrap();
+    write_web_entry(
+        &catalog,
+        "  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n",
+    );
     let dir = catalog.to_str().unwrap();
     let run = |extra: &[&str]| {
         let mut args = vec![
@@ -848,19 +857,11 @@ fn vms_that_cannot_be_judged_are_unknown_with_a_reason_and_fail_the_fleet() {
     use support::promstub::{Answer, ONE_SAMPLE, PromStub};
     let env = Env::start();
     let catalog = env.dir.path().join("catalog");
-    let entry = catalog.join("web");
-    std::fs::create_dir_all(&entry).unwrap();
-    std::fs::write(
-        entry.join("web.service"),
-        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
-    )
-    .unwrap();
     let query = "sum by (namespace, name) (rate(kubevirt_vmi_network_receive_bytes_total{namespace=\"{{namespace}}\",name=\"{{name}}\"}[{{window}}]))";
-    std::fs::write(
-        entry.join("workload.yaml"),
-        format!("description: web\nsignals:\n  - name: http-rx\n    query: '{query}'\n    threshold: 1024\n"),
-    )
-    .unwrap();
+    write_web_entry(
+        &catalog,
+        &format!("  - name: http-rx\n    query: '{query}'\n    threshold: 1024\n"),
+    );
     let out = env.run(&[
         "--output",
         "json",

@@ -1406,18 +1406,10 @@ fn the_load_shows_each_vms_own_threshold_verify_verdicts_and_the_expected_shape(
     };
     // A catalog entry whose one signal counts the VM's vCPU series (the default catalog
     // directory under HOME, which run and report both read).
-    let entry = env.dir.path().join(".virtwork/catalog/web");
-    std::fs::create_dir_all(&entry).unwrap();
-    std::fs::write(
-        entry.join("web.service"),
-        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
-    )
-    .unwrap();
-    std::fs::write(
-        entry.join("workload.yaml"),
-        "description: web\nsignals:\n  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n    description: the VM's vCPUs are reported\n",
-    )
-    .unwrap();
+    crate::disruption::write_web_entry(
+        &env.dir.path().join(".virtwork/catalog"),
+        "  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n    description: the VM's vCPUs are reported\n",
+    );
     let run = |extra: &[&str]| {
         let mut args = vec!["--output", "json", "run", "--timeout", "60"];
         args.extend_from_slice(extra);
@@ -1961,18 +1953,10 @@ fn catalog_dir_names_the_catalog_that_judges_catalog_vms() {
     let db = dir.path().join("virtwork.db");
     // A catalog entry outside the default directory (~/.virtwork/catalog is empty).
     let catalog = dir.path().join("team-catalog");
-    let entry = catalog.join("web");
-    std::fs::create_dir_all(&entry).unwrap();
-    std::fs::write(
-        entry.join("web.service"),
-        "[Unit]\nDescription=web\n[Service]\nExecStart=/usr/bin/python3 -m http.server 8080\n[Install]\nWantedBy=multi-user.target\n",
-    )
-    .unwrap();
-    std::fs::write(
-        entry.join("workload.yaml"),
-        "description: web\nsignals:\n  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n    description: the VM's vCPUs are reported\n",
-    )
-    .unwrap();
+    crate::disruption::write_web_entry(
+        &catalog,
+        "  - name: vcpu-series\n    query: 'count by (namespace, name) (kubevirt_vmi_vcpu_seconds_total{namespace=\"{{namespace}}\",name=\"{{name}}\"})'\n    threshold: 1\n    description: the VM's vCPUs are reported\n",
+    );
     let auditor = Auditor::open_path(&db).unwrap();
     let run_id = Uuid::new_v4();
     let exec = auditor.start_execution(run_id, &run_params(1, "ctx"));
